@@ -1,0 +1,55 @@
+//! `escalations/{timestamp}.json` and `tasks/{taskId}/escalations/{timestamp}.json`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::task::names;
+use super::{Extra, is_empty_map};
+use crate::{Id, Timestamp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Critical,
+    High,
+    Normal,
+}
+names!(Level: Critical => "critical", High => "high", Normal => "normal");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approved,
+    Rejected,
+}
+names!(Decision: Approved => "approved", Rejected => "rejected");
+
+/// An escalation a role (or the daemon) raises for a human or the GM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Escalation {
+    pub level: Level,
+    /// The agent or role id that raised it.
+    pub from: String,
+    pub issue: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_action: Option<String>,
+    #[serde(default)]
+    pub requires_human_approval: bool,
+    /// The task it is about, if any; such a task waits for the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Id>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(flatten, skip_serializing_if = "is_empty_map")]
+    pub extra: Extra,
+}

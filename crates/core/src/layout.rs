@@ -1,0 +1,59 @@
+//! The tree (seed 002 plus `inbox/` and `.clawboard/`), by name, in one place.
+
+use crate::formats::{ActiveInstances, KnowledgeSync, MemoryQueue, NodeStatus, PmPerformance, RiskLimits};
+
+pub const TASKS: &str = "tasks";
+pub const GM: &str = "gm";
+pub const ROLES: &str = "roles";
+pub const ESCALATIONS: &str = "escalations";
+pub const SHARED: &str = "shared";
+pub const HARVEST: &str = "harvest";
+pub const REPORTS: &str = "reports";
+pub const INBOX: &str = "inbox";
+pub const REJECTED: &str = "inbox/rejected";
+/// The daemon's own state: never synced as content, never shown to roles.
+pub const STATE: &str = ".clawboard";
+pub const LOCKS: &str = ".clawboard/locks";
+/// Layout version of the tree, for future migrations.
+pub const LAYOUT_VERSION_FILE: &str = ".clawboard/layout-version";
+pub const LAYOUT_VERSION: &str = "1\n";
+
+pub const TASK_FILE: &str = "task.json";
+pub const TEAM_FILE: &str = "team-composition.json";
+pub const STATUS_FILE: &str = "status.md";
+pub const RESULT_FILE: &str = "result.json";
+pub const VALIDATION_FILE: &str = "validation.json";
+pub const HARVEST_FILE: &str = "memory-harvest.json";
+
+/// Every directory `init` creates, parents first.
+pub const DIRS: &[&str] = &[
+    TASKS, GM, ROLES, ESCALATIONS, SHARED, HARVEST, "harvest/daily", "harvest/weekly", REPORTS,
+    "reports/daily", "reports/weekly", "reports/monthly", INBOX, REJECTED, STATE, LOCKS,
+];
+
+/// The files a task directory may hold, in lifecycle order.
+pub const TASK_FILES: &[&str] =
+    &[TASK_FILE, TEAM_FILE, STATUS_FILE, RESULT_FILE, VALIDATION_FILE, HARVEST_FILE];
+
+/// Every file `init` creates when missing, with its initial content.
+pub fn initial_files() -> Vec<(&'static str, String)> {
+    fn json<T: serde::Serialize + Default>() -> String {
+        crate::store::to_pretty_json(&T::default())
+    }
+    vec![
+        ("roles/active.json", json::<ActiveInstances>()),
+        ("roles/memory-queue.json", json::<MemoryQueue>()),
+        ("shared/risk-limits.json", json::<RiskLimits>()),
+        ("shared/node-status.json", json::<NodeStatus>()),
+        ("shared/knowledge-sync.json", json::<KnowledgeSync>()),
+        ("gm/pm-performance.json", json::<PmPerformance>()),
+        ("gm/decisions.md", "# GM decisions\n\nOne entry per decision, newest last.\n".to_owned()),
+        ("gm/arbitrations.md", "# Arbitrations\n\nOne entry per arbitration, newest last.\n".to_owned()),
+        (LAYOUT_VERSION_FILE, LAYOUT_VERSION.to_owned()),
+    ]
+}
+
+/// `tasks/{id}/{file}`.
+pub fn task_file(task_id: &str, file: &str) -> String {
+    format!("{TASKS}/{task_id}/{file}")
+}

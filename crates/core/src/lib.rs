@@ -1,0 +1,31 @@
+//! clawboard-core owns the blackboard tree: its layout, the typed file formats
+//! (serde types, JSON Schemas, validation with clear errors), ids, and the store
+//! through which every write goes (atomic, locked, never outside the root).
+//! It knows nothing of the CLI, the daemon's runtime, roles, sync or archive.
+//!
+//! # Layout
+//! - [`layout`]: directory and file names of the seed-002 tree plus `inbox/`, `.clawboard/`.
+//! - [`formats`]: one type per file (`Task`, `TeamComposition`, `Escalation` …).
+//! - [`kind`]: [`FileKind`], inferred from a path, with its schema and checks.
+//! - [`schema`]: the JSON Schema validator that reports every [`Problem`] by pointer.
+//! - [`validate`]: bytes → checked value, with size and nesting limits.
+//! - [`store`]: [`Store`], atomic writes under advisory locks, crash recovery.
+//! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
+
+pub mod error;
+pub mod formats;
+pub mod id;
+pub mod kind;
+pub mod layout;
+pub mod schema;
+pub mod store;
+pub mod time;
+pub mod validate;
+
+pub use error::{Error, Result};
+pub use id::{Id, IdError, check_id};
+pub use kind::{FileKind, Format, PathContext};
+pub use schema::Problem;
+pub use store::{RelPath, Store};
+pub use time::Timestamp;
+pub use validate::Invalid;

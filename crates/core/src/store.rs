@@ -1,0 +1,207 @@
+//! The store: the one API every write to the tree goes through.
+//!
+//! - Writes are atomic: a temp file in the same directory, fsync, rename, fsync of
+//!   the directory. A reader sees the old file or the new one, never half a file.
+//! - Writers of the same path are serialized by an advisory lock (`File::lock`) on one
+//!   of a fixed set of lock files in `.clawboard/locks/`.
+//! - Paths are relative to the root, made of plain names only, and never lead out of
+//!   the root through a symlink.
+//! - A temp file left by a crash is removed by [`Store::recover`] on the next start.
+//! - Reads parse through the typed formats ([`crate::validate`]).
+
+mod atomic;
+mod locks;
+mod paths;
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::formats::Task;
+use crate::kind::{FileKind, Format};
+use crate::layout;
+use crate::validate::{self, DEFAULT_MAX_FILE_BYTES, Invalid};
+
+pub use atomic::{TEMP_MARK, is_temp_name};
+pub use paths::RelPath;
+
+/// JSON as clawboard writes it: two-space indent, trailing newline.
+pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
+    // Serializing our own types to a String cannot fail (no non-string map keys).
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
+    s.push('\n');
+    s
+}
+
+/// What `init` did.
+#[derive(Debug, Default, Serialize)]
+pub struct InitReport {
+    pub root: PathBuf,
+    /// Directories and files created, relative to the root; empty on a second run.
+    pub created: Vec<String>,
+    /// Leftover temp files from a crash that were removed.
+    pub removed_temp_files: Vec<String>,
+}
+
+/// A blackboard tree on disk.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+    max_file_bytes: u64,
+}
+
+impl Store {
+    /// Creates whatever part of the layout is missing; changes nothing that exists.
+    pub fn init(root: &Path) -> Result<(Store, InitReport)> {
+        let mut report = InitReport::default();
+        if !root.exists() {
+            fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+            report.created.push(".".into());
+        }
+        let canonical = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
+        if !canonical.is_dir() {
+            return Err(Error::UnsafePath { path: root.display().to_string(), reason: "is not a directory".into() });
+        }
+        let store = Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES };
+        for dir in layout::DIRS {
+            let rel = RelPath::new(dir)?;
+            if store.ensure_dir(&rel)? {
+                report.created.push(format!("{dir}/"));
+            }
+        }
+        for (file, content) in layout::initial_files() {
+            match store.create_bytes(&RelPath::new(file)?, content.as_bytes()) {
+                Ok(()) => report.created.push(file.to_owned()),
+                Err(Error::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        report.removed_temp_files = store.recover()?;
+        report.root = store.root.clone();
+        Ok((store, report))
+    }
+
+    /// Opens an initialized tree.
+    pub fn open(root: &Path) -> Result<Store> {
+        let canonical = match fs::canonicalize(root) {
+            Ok(p) => p,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::NotInitialized { root: root.to_owned() }),
+            Err(e) => return Err(Error::io(root, e)),
+        };
+        if !canonical.join(layout::STATE).is_dir() {
+            return Err(Error::NotInitialized { root: root.to_owned() });
+        }
+        Ok(Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES })
+    }
+
+    /// Sets the size above which files are refused before parsing.
+    pub fn with_max_file_bytes(mut self, max: u64) -> Self {
+        self.max_file_bytes = max;
+        self
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    /// The absolute path of `rel` (no checks; for display and for readers outside the store).
+    pub fn path(&self, rel: &RelPath) -> PathBuf {
+        self.root.join(rel.as_path())
+    }
+
+    /// Writes `bytes` to `rel` atomically, creating parent directories.
+    pub fn write_bytes(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let _lock = self.lock(rel)?;
+        self.write_locked(rel, bytes)
+    }
+
+    /// Writes `value` as JSON to `rel` atomically.
+    pub fn write_json<T: Serialize>(&self, rel: &RelPath, value: &T) -> Result<()> {
+        self.write_bytes(rel, to_pretty_json(value).as_bytes())
+    }
+
+    /// Writes `bytes` to `rel` only if nothing is there yet ([`Error::AlreadyExists`] otherwise).
+    pub fn create_bytes(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let _lock = self.lock(rel)?;
+        let dir = self.safe_dir(rel, true)?;
+        match fs::symlink_metadata(dir.join(rel.file_name())) {
+            Ok(_) => Err(Error::AlreadyExists { path: rel.to_string() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => atomic::write(&dir, rel.file_name(), bytes),
+            Err(e) => Err(Error::io(self.path(rel), e)),
+        }
+    }
+
+    /// Reads, changes and writes back a JSON file under its lock; unknown fields survive.
+    pub fn update_json<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R) -> Result<R> {
+        let _lock = self.lock(rel)?;
+        let mut value: T = self.read(rel)?;
+        let out = change(&mut value);
+        self.write_locked(rel, to_pretty_json(&value).as_bytes())?;
+        Ok(out)
+    }
+
+    /// Reads the raw bytes of `rel`, refusing files over the size limit.
+    pub fn read_bytes(&self, rel: &RelPath) -> Result<Vec<u8>> {
+        let path = self.resolve_existing(rel)?;
+        validate::read_limited(&path, self.max_file_bytes)?.map_err(|p| {
+            Invalid { file: rel.to_string(), kind: None, problems: vec![p] }.into()
+        })
+    }
+
+    /// Reads and checks `rel` as a `T`, with the rules its path implies.
+    pub fn read<T: Format>(&self, rel: &RelPath) -> Result<T> {
+        let bytes = self.read_bytes(rel)?;
+        let ctx = FileKind::infer(rel.as_path()).map(|(_, c)| c).unwrap_or_default();
+        validate::parse(&rel.to_string(), &bytes, &ctx)
+    }
+
+    pub fn exists(&self, rel: &RelPath) -> bool {
+        fs::symlink_metadata(self.path(rel)).is_ok()
+    }
+
+    /// Creates the directory `rel` (and parents); true if it was missing.
+    pub fn ensure_dir(&self, rel: &RelPath) -> Result<bool> {
+        let existed = self.path(rel).is_dir();
+        self.safe_dir_all(rel.as_path(), true)?;
+        Ok(!existed)
+    }
+
+    /// Every task directory with its parsed `task.json` (or why it could not be read).
+    pub fn tasks(&self) -> Result<Vec<(String, Result<Task>)>> {
+        let dir = self.root.join(layout::TASKS);
+        let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            if !entry.file_type().map_err(|e| Error::io(entry.path(), e))?.is_dir() {
+                continue;
+            }
+            let rel = RelPath::new(&layout::task_file(&name, layout::TASK_FILE));
+            let task = rel.and_then(|rel| self.read::<Task>(&rel));
+            if matches!(task, Err(Error::NotFound { .. })) {
+                continue; // a directory without its task.json yet
+            }
+            out.push((name, task));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Removes temp files that writers which are no longer running left behind.
+    pub fn recover(&self) -> Result<Vec<String>> {
+        atomic::remove_stale_temps(&self.root)
+    }
+
+    fn write_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let dir = self.safe_dir(rel, true)?;
+        atomic::write(&dir, rel.file_name(), bytes)
+    }
+}

@@ -1,0 +1,222 @@
+//! The one path from bytes to a checked value: size limit, encoding, JSON syntax
+//! (with a nesting limit, so hostile input cannot overflow the stack), the kind's
+//! schema, then its type and path rules. Every problem is reported, each with the
+//! JSON pointer of its field.
+
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::kind::{FileKind, Format, PathContext};
+use crate::schema::{self, Problem};
+
+/// Files larger than this are refused before they are parsed (config `limits.max_file_size`).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How deep JSON may nest (serde_json's own limit, which it enforces without recursion blow-up).
+pub const MAX_DEPTH: usize = 128;
+
+/// A file that failed its checks, with every problem found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Invalid {
+    /// The file as the user named it (or `<stdin>`).
+    pub file: String,
+    pub kind: Option<&'static str>,
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: {p}", self.file)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// Describes a byte count the way people write it (`16 MiB`, `1.5 KiB`, `12 bytes`).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut x = n as f64 / 1024.0;
+    let mut unit = 0;
+    while x >= 1024.0 && unit + 1 < UNITS.len() {
+        x /= 1024.0;
+        unit += 1;
+    }
+    if x.fract() == 0.0 { format!("{x} {}", UNITS[unit]) } else { format!("{x:.1} {}", UNITS[unit]) }
+}
+
+fn json_problem(e: &serde_json::Error) -> Problem {
+    let (line, col) = (e.line(), e.column());
+    let text = e.to_string();
+    let message = if text.starts_with("recursion limit exceeded") {
+        format!("JSON nested deeper than {MAX_DEPTH} levels (line {line}, column {col})")
+    } else if text.starts_with("trailing characters") {
+        format!("unexpected text after the JSON value at line {line}, column {col}")
+    } else if e.is_eof() {
+        format!("the JSON ends too early at line {line}, column {col}: a bracket, brace or string is not closed")
+    } else {
+        format!("not valid JSON: {text}")
+    };
+    Problem::new("", message)
+}
+
+/// Checks `bytes` as a file of `kind`; returns the parsed value or every problem.
+pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Value, Vec<Problem>> {
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        return Err(vec![Problem::new(
+            "",
+            "the file starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM",
+        )]);
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(vec![Problem::new("", "the file is empty; it must hold one JSON object")]);
+    }
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| vec![json_problem(&e)])?;
+    let problems = schema::validate(kind.schema(), &value);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let problems = kind.check_typed(&value, ctx);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(value)
+}
+
+/// Reads at most `max_bytes` from `path`; a larger file is a problem, not a read.
+pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound { path: path.display().to_string() },
+        _ => Error::io(path, e),
+    })?;
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let too_large = |size: u64| {
+        Problem::new(
+            "",
+            format!(
+                "the file is {} ({size} bytes), over the {} limit (config limits.max_file_size)",
+                human_bytes(size),
+                human_bytes(max_bytes)
+            ),
+        )
+    };
+    if size > max_bytes {
+        return Ok(Err(too_large(size)));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    // Take one byte more than allowed, in case the file grew since the stat.
+    file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Ok(Err(too_large(bytes.len() as u64)));
+    }
+    Ok(Ok(bytes))
+}
+
+/// Checks the file at `path`; `kind` is inferred from the path when not given.
+pub fn check_file(path: &Path, kind: Option<FileKind>, max_bytes: u64) -> Result<(FileKind, Value)> {
+    let inferred = FileKind::infer(path);
+    let (kind, ctx) = match (kind, inferred) {
+        (Some(k), Some((_, ctx))) => (k, ctx),
+        (Some(k), None) => (k, PathContext::default()),
+        (None, Some(found)) => found,
+        (None, None) => return Err(Error::UnknownKind { path: path.to_owned() }),
+    };
+    let invalid = |problems| Invalid { file: path.display().to_string(), kind: Some(kind.name()), problems };
+    let bytes = match read_limited(path, max_bytes)? {
+        Ok(b) => b,
+        Err(p) => return Err(invalid(vec![p]).into()),
+    };
+    check_bytes(&bytes, kind, &ctx).map(|v| (kind, v)).map_err(|p| invalid(p).into())
+}
+
+/// Parses `bytes` (named `file` in messages) into a checked value of type `T`.
+pub fn parse<T: Format>(file: &str, bytes: &[u8], ctx: &PathContext) -> Result<T> {
+    let invalid = |problems| Invalid { file: file.to_owned(), kind: Some(T::KIND.name()), problems };
+    let value = check_bytes(bytes, T::KIND, ctx).map_err(invalid)?;
+    serde_json::from_value(value).map_err(|e| invalid(vec![Problem::new("", e.to_string())]).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::TaskSubmission;
+
+    fn problems(bytes: &[u8]) -> Vec<String> {
+        match check_bytes(bytes, FileKind::TaskSubmission, &PathContext::default()) {
+            Ok(_) => Vec::new(),
+            Err(p) => p.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn good_submission_passes() {
+        assert!(problems(br#"{"type":"coding","description":"x"}"#).is_empty());
+    }
+
+    #[test]
+    fn bad_inputs_name_the_field() {
+        assert_eq!(problems(br#"{"type":"coding"}"#), vec!["/description: is required but missing"]);
+        assert_eq!(
+            problems(br#"{"type":"coding","description":"x","priority":"urgent"}"#),
+            vec!["/priority: \"urgent\" is not one of high, normal, low"]
+        );
+        assert_eq!(
+            problems(br#"{"type":"coding","description":7}"#),
+            vec!["/description: expected a string, found the number 7"]
+        );
+        assert_eq!(problems(b""), vec!["/: the file is empty; it must hold one JSON object"]);
+        assert!(problems(b"\xEF\xBB\xBF{}")[0].contains("byte-order mark"));
+        assert!(problems(br#"{"type":"coding","description":"x"} x"#)[0].contains("unexpected text after"));
+        assert!(problems(br#"{"type":"coding""#)[0].contains("ends too early"));
+        assert!(problems(br#"[1]"#)[0].contains("expected an object, found an array"));
+        assert!(
+            problems(br#"{"type":"coding","description":"x","status":"running"}"#)[0]
+                .starts_with("/status: a new task must be \"pending\"")
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflow() {
+        let mut deep = "[".repeat(100_000);
+        deep.push_str(&"]".repeat(100_000));
+        let p = problems(deep.as_bytes());
+        assert!(p[0].contains("nested deeper than 128"), "{p:?}");
+    }
+
+    #[test]
+    fn parse_gives_typed_value_or_invalid() {
+        let t: TaskSubmission =
+            parse("x.json", br#"{"type":"quant","description":"d"}"#, &PathContext::default()).unwrap();
+        assert_eq!(t.description, "d");
+        let e = parse::<TaskSubmission>("x.json", b"{}", &PathContext::default()).unwrap_err();
+        assert!(e.to_string().starts_with("x.json: /type: is required"), "{e}");
+    }
+
+    #[test]
+    fn size_limit_applies_before_parsing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        std::fs::write(&p, vec![b' '; 2048]).unwrap();
+        let e = check_file(&p, Some(FileKind::TaskSubmission), 1024).unwrap_err();
+        assert!(e.to_string().contains("over the 1 KiB limit"), "{e}");
+    }
+
+    #[test]
+    fn human_bytes_reads_well() {
+        assert_eq!(human_bytes(16 * 1024 * 1024), "16 MiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(12), "12 bytes");
+    }
+}
