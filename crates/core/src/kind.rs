@@ -131,13 +131,18 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
 
 impl FileKind {
     pub fn names() -> String {
-        FileKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        FileKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The JSON Schema (draft 2020-12) of this kind, generated from its type.
     pub fn schema(self) -> &'static Value {
         static SCHEMAS: OnceLock<Vec<Value>> = OnceLock::new();
-        let all = SCHEMAS.get_or_init(|| FileKind::ALL.iter().map(|k| k.generate_schema()).collect());
+        let all =
+            SCHEMAS.get_or_init(|| FileKind::ALL.iter().map(|k| k.generate_schema()).collect());
         let index = FileKind::ALL.iter().position(|k| *k == self).unwrap_or(0);
         &all[index]
     }
@@ -203,7 +208,10 @@ fn task_id_matches(task_id: &Id, ctx: &PathContext) -> Vec<Problem> {
     match &ctx.task_dir {
         Some(dir) if dir != task_id.as_str() => vec![Problem::new(
             "/taskId",
-            format!("{:?} does not match its directory tasks/{dir}/", task_id.as_str()),
+            format!(
+                "{:?} does not match its directory tasks/{dir}/",
+                task_id.as_str()
+            ),
         )],
         _ => Vec::new(),
     }
@@ -216,7 +224,10 @@ impl Format for Task {
         if let Some(dir) = &ctx.task_dir
             && let Err(e) = check_id(dir)
         {
-            p.push(Problem::new("", format!("directory name tasks/{dir:?} is not a valid task id: it {e}")));
+            p.push(Problem::new(
+                "",
+                format!("directory name tasks/{dir:?} is not a valid task id: it {e}"),
+            ));
         }
         p
     }
@@ -228,7 +239,10 @@ impl Format for TaskSubmission {
         match self.status {
             Some(s) if s != TaskStatus::Pending => vec![Problem::new(
                 "/status",
-                format!("a new task must be \"pending\" (or leave status out), not {:?}", s.as_str()),
+                format!(
+                    "a new task must be \"pending\" (or leave status out), not {:?}",
+                    s.as_str()
+                ),
             )],
             _ => Vec::new(),
         }
@@ -256,24 +270,42 @@ impl Format for Escalation {
         };
         let decided = [self.decided_by.is_some(), self.decided_at.is_some()];
         if self.decision.is_some() && decided.contains(&false) {
-            p.push(Problem::new("/decision", "a decision needs decidedBy and decidedAt"));
+            p.push(Problem::new(
+                "/decision",
+                "a decision needs decidedBy and decidedAt",
+            ));
         }
         if self.decision.is_none() && decided.contains(&true) {
-            p.push(Problem::new("/decision", "decidedBy/decidedAt are set but decision is missing"));
+            p.push(Problem::new(
+                "/decision",
+                "decidedBy/decidedAt are set but decision is missing",
+            ));
         }
         p
     }
 }
 
-fn period_matches(field: &str, value: &str, ctx: &PathContext, valid: bool, shape: &str) -> Vec<Problem> {
+fn period_matches(
+    field: &str,
+    value: &str,
+    ctx: &PathContext,
+    valid: bool,
+    shape: &str,
+) -> Vec<Problem> {
     let mut p = Vec::new();
     if !valid {
-        p.push(Problem::new(format!("/{field}"), format!("{value:?} is not a valid {shape}")));
+        p.push(Problem::new(
+            format!("/{field}"),
+            format!("{value:?} is not a valid {shape}"),
+        ));
     }
     if let Some(stem) = &ctx.stem
         && stem != value
     {
-        p.push(Problem::new(format!("/{field}"), format!("{value:?} does not match the file name {stem}.json")));
+        p.push(Problem::new(
+            format!("/{field}"),
+            format!("{value:?} does not match the file name {stem}.json"),
+        ));
     }
     p
 }
@@ -347,7 +379,12 @@ mod tests {
         for k in FileKind::ALL {
             assert_eq!(k.name().parse::<FileKind>().unwrap(), *k);
         }
-        assert!("nope".parse::<FileKind>().unwrap_err().contains("task-submission"));
+        assert!(
+            "nope"
+                .parse::<FileKind>()
+                .unwrap_err()
+                .contains("task-submission")
+        );
     }
 
     #[test]

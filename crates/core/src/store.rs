@@ -31,7 +31,8 @@ pub use paths::RelPath;
 /// JSON as clawboard writes it: two-space indent, trailing newline.
 pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
     // Serializing our own types to a String cannot fail (no non-string map keys).
-    let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
+    let mut s = serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
     s.push('\n');
     s
 }
@@ -63,9 +64,15 @@ impl Store {
         }
         let canonical = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
         if !canonical.is_dir() {
-            return Err(Error::UnsafePath { path: root.display().to_string(), reason: "is not a directory".into() });
+            return Err(Error::UnsafePath {
+                path: root.display().to_string(),
+                reason: "is not a directory".into(),
+            });
         }
-        let store = Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES };
+        let store = Store {
+            root: canonical,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        };
         for dir in layout::DIRS {
             let rel = RelPath::new(dir)?;
             if store.ensure_dir(&rel)? {
@@ -88,13 +95,22 @@ impl Store {
     pub fn open(root: &Path) -> Result<Store> {
         let canonical = match fs::canonicalize(root) {
             Ok(p) => p,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::NotInitialized { root: root.to_owned() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::NotInitialized {
+                    root: root.to_owned(),
+                });
+            }
             Err(e) => return Err(Error::io(root, e)),
         };
         if !canonical.join(layout::STATE).is_dir() {
-            return Err(Error::NotInitialized { root: root.to_owned() });
+            return Err(Error::NotInitialized {
+                root: root.to_owned(),
+            });
         }
-        Ok(Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES })
+        Ok(Store {
+            root: canonical,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        })
     }
 
     /// Sets the size above which files are refused before parsing.
@@ -132,14 +148,22 @@ impl Store {
         let _lock = self.lock(rel)?;
         let dir = self.safe_dir(rel, true)?;
         match fs::symlink_metadata(dir.join(rel.file_name())) {
-            Ok(_) => Err(Error::AlreadyExists { path: rel.to_string() }),
-            Err(e) if e.kind() == ErrorKind::NotFound => atomic::write(&dir, rel.file_name(), bytes),
+            Ok(_) => Err(Error::AlreadyExists {
+                path: rel.to_string(),
+            }),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                atomic::write(&dir, rel.file_name(), bytes)
+            }
             Err(e) => Err(Error::io(self.path(rel), e)),
         }
     }
 
     /// Reads, changes and writes back a JSON file under its lock; unknown fields survive.
-    pub fn update_json<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R) -> Result<R> {
+    pub fn update_json<T: Format, R>(
+        &self,
+        rel: &RelPath,
+        change: impl FnOnce(&mut T) -> R,
+    ) -> Result<R> {
         let _lock = self.lock(rel)?;
         let mut value: T = self.read(rel)?;
         let out = change(&mut value);
@@ -151,14 +175,21 @@ impl Store {
     pub fn read_bytes(&self, rel: &RelPath) -> Result<Vec<u8>> {
         let path = self.resolve_existing(rel)?;
         validate::read_limited(&path, self.max_file_bytes)?.map_err(|p| {
-            Invalid { file: rel.to_string(), kind: None, problems: vec![p] }.into()
+            Invalid {
+                file: rel.to_string(),
+                kind: None,
+                problems: vec![p],
+            }
+            .into()
         })
     }
 
     /// Reads and checks `rel` as a `T`, with the rules its path implies.
     pub fn read<T: Format>(&self, rel: &RelPath) -> Result<T> {
         let bytes = self.read_bytes(rel)?;
-        let ctx = FileKind::infer(rel.as_path()).map(|(_, c)| c).unwrap_or_default();
+        let ctx = FileKind::infer(rel.as_path())
+            .map(|(_, c)| c)
+            .unwrap_or_default();
         validate::parse(&rel.to_string(), &bytes, &ctx)
     }
 
@@ -180,8 +211,14 @@ impl Store {
         let mut out = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
-            if !entry.file_type().map_err(|e| Error::io(entry.path(), e))?.is_dir() {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if !entry
+                .file_type()
+                .map_err(|e| Error::io(entry.path(), e))?
+                .is_dir()
+            {
                 continue;
             }
             let rel = RelPath::new(&layout::task_file(&name, layout::TASK_FILE));

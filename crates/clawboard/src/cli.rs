@@ -1,0 +1,170 @@
+//! The command line: global flags, the subcommands, exit codes.
+//!
+//! Exit codes: 0 ok, 1 failure, 2 usage error or bad input.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands;
+use crate::config::{self, LogFormat, Settings};
+
+/// Exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code for an operation that failed (I/O, a tree that is not initialized …).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code for a usage error or bad input (invalid file, bad id, bad config).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+const EXAMPLES: &str = "\
+Examples:
+  clawboard demo                                   # try it: a throwaway tree, one task
+  clawboard init                                   # create ~/clawos/blackboard
+  clawboard task submit config/examples/task.json  # submit a task
+  clawboard task list --status pending             # what is waiting
+  clawboard validate tasks/*/task.json             # check files, every problem by field";
+
+/// A filesystem blackboard for teams of AI agent roles.
+///
+/// People and assistants drop task.json files into the tree; clawboard keeps every
+/// step as plain files. Root: --root, else CLAWBOARD_ROOT, else `root` in the config
+/// file, else ~/clawos/blackboard.
+#[derive(Debug, Parser)]
+#[command(name = "clawboard", version, after_help = EXAMPLES, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Blackboard root directory [env: CLAWBOARD_ROOT] [default: ~/clawos/blackboard]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Config file [env: CLAWBOARD_CONFIG] [default: ~/.config/clawboard/clawboard.toml if present]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// More log output (-v debug, -vv trace)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Less log output (errors only)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub quiet: u8,
+
+    /// Machine-readable JSON output
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Log line format [env: CLAWBOARD_LOG_FORMAT]
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(commands::init::InitArgs),
+    Validate(commands::validate::ValidateArgs),
+    #[command(subcommand)]
+    Task(commands::task::TaskCommand),
+    Status(commands::status::StatusArgs),
+    Demo(commands::demo::DemoArgs),
+    Completions(commands::completions::CompletionsArgs),
+    Man(commands::man::ManArgs),
+}
+
+/// Parses `args`, runs the command, and maps the outcome to an exit code.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print(); // stdout/stderr closed: nothing better to do
+            return ExitCode::from(if e.use_stderr() {
+                EXIT_BAD_INPUT
+            } else {
+                EXIT_OK
+            });
+        }
+    };
+    let settings = match config::resolve(&cli.global, &config::Env::from_process()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    crate::logging::init(&settings);
+    match dispatch(cli.command, &settings) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit_code_of(&e))
+        }
+    }
+}
+
+/// 2 for bad input (a core error that says so, or a [`BadInput`]), 1 otherwise.
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    let bad = e.chain().any(|c| {
+        c.downcast_ref::<clawboard_core::Error>()
+            .is_some_and(clawboard_core::Error::is_bad_input)
+            || c.downcast_ref::<BadInput>().is_some()
+    });
+    if bad { EXIT_BAD_INPUT } else { EXIT_FAILURE }
+}
+
+/// An error caused by what the user gave (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+fn dispatch(command: Command, s: &Settings) -> anyhow::Result<u8> {
+    match command {
+        Command::Init(a) => commands::init::run(a, s),
+        Command::Validate(a) => commands::validate::run(a, s),
+        Command::Task(c) => commands::task::run(c, s),
+        Command::Status(a) => commands::status::run(a, s),
+        Command::Demo(a) => commands::demo::run(a, s),
+        Command::Completions(a) => commands::completions::run(a),
+        Command::Man(a) => commands::man::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_help_has_an_example() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let name = format!("{path} {}", cmd.get_name());
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            if !help.contains("Example") && cmd.get_name() != "help" {
+                missing.push(name.clone());
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &name, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "no example in --help of: {missing:?}");
+    }
+}

@@ -1,0 +1,18 @@
+//! One module per subcommand.
+
+pub mod completions;
+pub mod demo;
+pub mod init;
+pub mod man;
+pub mod status;
+pub mod task;
+pub mod validate;
+
+use clawboard_core::Store;
+
+use crate::config::Settings;
+
+/// Opens the configured tree, with the configured limits.
+pub fn open_store(s: &Settings) -> anyhow::Result<Store> {
+    Ok(Store::open(&s.root)?.with_max_file_bytes(s.max_file_bytes))
+}

@@ -1,0 +1,141 @@
+use std::path::Path;
+
+use clap::Args;
+use clawboard_core::formats::{Escalation, TaskStatus};
+use clawboard_core::{RelPath, Store, layout};
+use serde::Serialize;
+
+use crate::cli::EXIT_OK;
+use crate::commands::open_store;
+use crate::config::Settings;
+use crate::output;
+
+/// Show the blackboard at a glance: tasks by status, inbox, escalations
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard status
+  clawboard status --root /srv/blackboard --json")]
+pub struct StatusArgs {}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    root: String,
+    config_file: Option<String>,
+    version: &'static str,
+    /// Task counts by status, in lifecycle order.
+    tasks: serde_json::Map<String, serde_json::Value>,
+    unreadable_tasks: usize,
+    inbox_waiting: usize,
+    inbox_rejected: usize,
+    escalations_pending: usize,
+    /// Layout entries that are missing (`clawboard init` restores them).
+    missing: Vec<String>,
+}
+
+fn count_json(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn pending_escalations(store: &Store) -> anyhow::Result<usize> {
+    let dir = store.root().join(layout::ESCALATIONS);
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir)?.filter_map(Result::ok) {
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !name.ends_with(".json") {
+            continue;
+        }
+        match store.read::<Escalation>(&RelPath::new(&format!("{}/{name}", layout::ESCALATIONS))?) {
+            Ok(e) if e.decision.is_none() => n += 1,
+            Ok(_) => {}
+            Err(e) => tracing::warn!("skipping an escalation that cannot be read: {e}"),
+        }
+    }
+    Ok(n)
+}
+
+pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
+    let store = open_store(s)?;
+    let mut counts = [0usize; 4];
+    let mut unreadable_tasks = 0;
+    for (_, t) in store.tasks()? {
+        match t {
+            Ok(t) => {
+                counts[TaskStatus::ALL
+                    .iter()
+                    .position(|s| *s == t.status)
+                    .unwrap_or(0)] += 1
+            }
+            Err(_) => unreadable_tasks += 1,
+        }
+    }
+    let tasks = TaskStatus::ALL
+        .iter()
+        .zip(counts)
+        .map(|(s, n)| (s.as_str().to_owned(), n.into()))
+        .collect();
+    let mut missing: Vec<String> = layout::DIRS
+        .iter()
+        .filter(|d| !store.root().join(d).is_dir())
+        .map(|d| format!("{d}/"))
+        .collect();
+    missing.extend(
+        layout::initial_files()
+            .into_iter()
+            .map(|(f, _)| f)
+            .filter(|f| !store.root().join(f).exists())
+            .map(str::to_owned),
+    );
+    let status = Status {
+        root: store.root().display().to_string(),
+        config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
+        version: env!("CARGO_PKG_VERSION"),
+        tasks,
+        unreadable_tasks,
+        inbox_waiting: count_json(&store.root().join(layout::INBOX)),
+        inbox_rejected: count_json(&store.root().join(layout::REJECTED)),
+        escalations_pending: pending_escalations(&store)?,
+        missing,
+    };
+    if s.json {
+        output::json(&status)?;
+        return Ok(EXIT_OK);
+    }
+    println!("clawboard {}  root {}", status.version, status.root);
+    if let Some(c) = &status.config_file {
+        println!("config       {c}");
+    }
+    let counts: Vec<String> = status
+        .tasks
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    println!("tasks        {}", counts.join(", "));
+    if status.unreadable_tasks > 0 {
+        println!(
+            "             {} unreadable (see `clawboard validate`)",
+            status.unreadable_tasks
+        );
+    }
+    println!(
+        "inbox        {} waiting, {} rejected",
+        status.inbox_waiting, status.inbox_rejected
+    );
+    println!("escalations  {} pending", status.escalations_pending);
+    if !status.missing.is_empty() {
+        println!(
+            "missing      {} (run `clawboard init` to restore)",
+            status.missing.join(", ")
+        );
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,281 @@
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use clawboard_core::formats::{Task, TaskStatus, TaskSubmission, TaskType};
+use clawboard_core::validate::{self, read_limited};
+use clawboard_core::{Error, Id, Invalid, PathContext, RelPath, Store, Timestamp, layout};
+use serde::Serialize;
+
+use crate::cli::{BadInput, EXIT_OK};
+use crate::commands::open_store;
+use crate::config::Settings;
+use crate::output::{self, Table, truncate};
+
+/// Submit, list and show tasks
+#[derive(Debug, Subcommand)]
+#[command(after_help = "Examples:
+  clawboard task submit config/examples/task.json
+  clawboard task list --status running
+  clawboard task show task-20260225-001")]
+pub enum TaskCommand {
+    Submit(SubmitArgs),
+    List(ListArgs),
+    Show(ShowArgs),
+}
+
+/// Validate a task and write it to tasks/{taskId}/task.json
+#[derive(Debug, Args)]
+#[command(
+    after_help = "taskId (task-YYYYMMDD-HHMMSS-xxxx), createdAt (now), createdBy (human),
+priority (normal) and status (pending) are filled in when absent.
+
+Examples:
+  clawboard task submit config/examples/task.json
+  echo '{\"type\":\"research\",\"description\":\"Compare X and Y\"}' | clawboard task submit -"
+)]
+pub struct SubmitArgs {
+    /// The task file, or - for standard input
+    #[arg(value_name = "FILE|-")]
+    pub file: PathBuf,
+}
+
+/// List tasks, oldest first
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard task list
+  clawboard task list --status pending --type coding
+  clawboard task list --json")]
+pub struct ListArgs {
+    /// Only tasks with this status
+    #[arg(long, value_parser = parse_enum::<TaskStatus>)]
+    pub status: Option<TaskStatus>,
+    /// Only tasks of this type
+    #[arg(long = "type", value_parser = parse_enum::<TaskType>, value_name = "TYPE")]
+    pub kind: Option<TaskType>,
+}
+
+/// Show one task and which of its files exist
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard task show task-20260225-001
+  clawboard task show task-20260225-001 --json")]
+pub struct ShowArgs {
+    /// The task id
+    #[arg(value_name = "ID")]
+    pub id: String,
+}
+
+fn parse_enum<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
+    s.parse()
+}
+
+pub fn run(c: TaskCommand, s: &Settings) -> anyhow::Result<u8> {
+    match c {
+        TaskCommand::Submit(a) => submit(a, s),
+        TaskCommand::List(a) => list(a, s),
+        TaskCommand::Show(a) => show(a, s),
+    }
+}
+
+/// A fresh id: `task-YYYYMMDD-HHMMSS-xxxx`, the suffix random.
+fn new_task_id() -> Id {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.write_u32(std::process::id());
+    let id = format!(
+        "task-{}-{:04x}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+        h.finish() & 0xffff
+    );
+    // The format only ever yields valid ids.
+    Id::new(id).unwrap_or_else(|_| unreachable!("generated task ids are valid"))
+}
+
+fn read_submission(file: &PathBuf, max: u64) -> anyhow::Result<(String, Vec<u8>)> {
+    if file.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .context("reading the task from standard input")?;
+        if bytes.len() as u64 > max {
+            let limit = validate::human_bytes(max);
+            return Err(BadInput(format!(
+                "<stdin>: /: the task is over the {limit} limit (config limits.max_file_size)"
+            ))
+            .into());
+        }
+        return Ok(("<stdin>".to_owned(), bytes));
+    }
+    let name = file.display().to_string();
+    let bytes = read_limited(file, max)?.map_err(|p| {
+        Error::from(Invalid {
+            file: name.clone(),
+            kind: None,
+            problems: vec![p],
+        })
+    })?;
+    Ok((name, bytes))
+}
+
+/// Validates a submission and writes it as `tasks/{id}/task.json`; refuses a duplicate id.
+pub fn submit_bytes(store: &Store, name: &str, bytes: &[u8]) -> anyhow::Result<Task> {
+    let submission: TaskSubmission = validate::parse(name, bytes, &PathContext::default())?;
+    let id = submission.task_id.clone().unwrap_or_else(new_task_id);
+    let task = submission.into_task(id, Timestamp::now(), "human");
+    let rel = RelPath::new(&layout::task_file(task.task_id.as_str(), layout::TASK_FILE))?;
+    match store.create_bytes(
+        &rel,
+        clawboard_core::store::to_pretty_json(&task).as_bytes(),
+    ) {
+        Ok(()) => Ok(task),
+        Err(Error::AlreadyExists { .. }) => Err(BadInput(format!(
+            "{name}: /taskId: task {:?} already exists ({rel}); remove taskId to get a new one",
+            task.task_id.as_str()
+        ))
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn submit(a: SubmitArgs, s: &Settings) -> anyhow::Result<u8> {
+    let store = open_store(s)?;
+    let (name, bytes) = read_submission(&a.file, s.max_file_bytes)?;
+    let task = submit_bytes(&store, &name, &bytes)?;
+    if s.json {
+        output::json(&task)?;
+    } else {
+        println!(
+            "Submitted {} → {}",
+            task.task_id,
+            layout::task_file(task.task_id.as_str(), layout::TASK_FILE)
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+/// All readable tasks matching the filters, oldest first; unreadable ones are warned about.
+pub fn load_tasks(
+    store: &Store,
+    status: Option<TaskStatus>,
+    kind: Option<TaskType>,
+) -> anyhow::Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    for (dir, task) in store.tasks()? {
+        match task {
+            Ok(t) => tasks.push(t),
+            Err(e) => tracing::warn!(task = %dir, "skipping a task that cannot be read: {e}"),
+        }
+    }
+    tasks.retain(|t| status.is_none_or(|s| t.status == s) && kind.is_none_or(|k| t.kind == k));
+    tasks.sort_by(|a, b| {
+        a.created_at
+            .instant()
+            .cmp(&b.created_at.instant())
+            .then_with(|| a.task_id.cmp(&b.task_id))
+    });
+    Ok(tasks)
+}
+
+fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
+    let store = open_store(s)?;
+    let tasks = load_tasks(&store, a.status, a.kind)?;
+    if s.json {
+        output::json(&tasks)?;
+        return Ok(EXIT_OK);
+    }
+    if tasks.is_empty() {
+        println!("No tasks.");
+        return Ok(EXIT_OK);
+    }
+    let mut t = Table::new(&["ID", "STATUS", "TYPE", "PRIORITY", "CREATED", "DESCRIPTION"]);
+    for task in &tasks {
+        t.row(vec![
+            task.task_id.to_string(),
+            task.status.to_string(),
+            task.kind.to_string(),
+            task.priority.to_string(),
+            task.created_at
+                .instant()
+                .format("%Y-%m-%d %H:%M")
+                .to_string(),
+            truncate(&task.description, 60),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(EXIT_OK)
+}
+
+#[derive(Serialize)]
+struct Shown {
+    task: Task,
+    /// The task's files that exist, in lifecycle order.
+    files: Vec<String>,
+    escalations: usize,
+}
+
+fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
+    let id = Id::new(a.id.clone()).map_err(|e| BadInput(format!("task id {:?} {e}", a.id)))?;
+    let store = open_store(s)?;
+    let rel = RelPath::new(&layout::task_file(id.as_str(), layout::TASK_FILE))?;
+    let task: Task = match store.read(&rel) {
+        Err(Error::NotFound { .. }) => {
+            return Err(BadInput(format!("no task {id} (looked for {rel})")).into());
+        }
+        other => other?,
+    };
+    let mut files = Vec::new();
+    for f in layout::TASK_FILES {
+        let rel = RelPath::new(&layout::task_file(id.as_str(), f))?;
+        if store.exists(&rel) {
+            files.push(f.to_string());
+        }
+    }
+    let esc_dir = store
+        .root()
+        .join(layout::task_file(id.as_str(), "escalations"));
+    let escalations = std::fs::read_dir(&esc_dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .count()
+        })
+        .unwrap_or(0);
+    let shown = Shown {
+        task,
+        files,
+        escalations,
+    };
+    if s.json {
+        output::json(&shown)?;
+        return Ok(EXIT_OK);
+    }
+    let t = &shown.task;
+    println!("{}  {}", t.task_id, t.status);
+    println!("  type:        {}", t.kind);
+    println!("  priority:    {}", t.priority);
+    println!("  created:     {} by {}", t.created_at, t.created_by);
+    if let Some(d) = &t.deadline {
+        println!("  deadline:    {d}");
+    }
+    if let Some(pm) = &t.assigned_pm {
+        println!("  assignedPM:  {pm}");
+    }
+    if let Some(c) = &t.completed_at {
+        println!("  completed:   {c}");
+    }
+    println!("  files:       {}", shown.files.join(", "));
+    if shown.escalations > 0 {
+        println!("  escalations: {}", shown.escalations);
+    }
+    println!("  description: {}", t.description);
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,394 @@
+//! Configuration: one serde tree read from a TOML file, overridden by `CLAWBOARD_*`
+//! environment variables, overridden by command-line flags (CLI > env > file >
+//! default; see `config/README.md`). Unknown keys are refused, naming the key.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clawboard_core::validate::DEFAULT_MAX_FILE_BYTES;
+use serde::{Deserialize, Deserializer};
+
+use crate::cli::{BadInput, GlobalArgs};
+
+/// The config file, exactly as written (every key optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Blackboard root; `~` expands to the home directory.
+    pub root: Option<String>,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Files larger than this are refused before parsing: a byte count or `"16 MiB"`.
+    pub max_file_size: Option<ByteSize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// A tracing filter, e.g. `info` or `clawboard=debug`.
+    pub filter: Option<String>,
+    pub format: Option<LogFormat>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines
+    #[default]
+    Text,
+    /// One JSON object per line
+    Json,
+}
+
+/// A size in bytes, written as a number or as `"16 MiB"`, `"512 KiB"`, `"1 GB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    pub fn parse(s: &str) -> Result<ByteSize, String> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (digits, unit) = s.split_at(split);
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("{s:?} is not a size; write e.g. \"16 MiB\" or 16777216"))?;
+        let mult: u64 = match unit.trim() {
+            "" | "B" | "bytes" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            "KB" | "kB" => 1_000,
+            "MB" => 1_000_000,
+            "GB" => 1_000_000_000,
+            other => {
+                return Err(format!(
+                    "unknown unit {other:?} in {s:?}; use B, KiB, MiB, GiB, KB, MB or GB"
+                ));
+            }
+        };
+        n.checked_mul(mult)
+            .map(ByteSize)
+            .ok_or_else(|| format!("{s:?} is too large"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a byte count or a string like \"16 MiB\"")
+        })? {
+            Raw::N(n) => Ok(ByteSize(n)),
+            Raw::S(s) => ByteSize::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The `CLAWBOARD_*` variables (and the home directory), captured once so that
+/// tests can pass their own.
+#[derive(Debug, Default, Clone)]
+pub struct Env {
+    vars: HashMap<String, String>,
+}
+
+impl Env {
+    pub fn from_process() -> Env {
+        let vars = std::env::vars()
+            .filter(|(k, _)| {
+                k.starts_with("CLAWBOARD_") || matches!(k.as_str(), "HOME" | "XDG_CONFIG_HOME")
+            })
+            .collect();
+        Env { vars }
+    }
+
+    #[cfg(test)]
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Env {
+        Env {
+            vars: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.vars
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn home(&self) -> Option<PathBuf> {
+        self.get("HOME").map(PathBuf::from)
+    }
+}
+
+/// Every setting, resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub root: PathBuf,
+    pub max_file_bytes: u64,
+    /// From -v/-q, CLAWBOARD_LOG, or `log.filter`.
+    pub log_filter: String,
+    pub log_format: LogFormat,
+    pub json: bool,
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+/// `~` and `~/…` to the home directory.
+fn expand_home(s: &str, env: &Env) -> PathBuf {
+    match (s.strip_prefix('~'), env.home()) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            home.join(rest.trim_start_matches('/'))
+        }
+        _ => PathBuf::from(s),
+    }
+}
+
+/// Where the config file is looked for when none is named.
+fn default_config_path(env: &Env) -> Option<PathBuf> {
+    let base = env
+        .get("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.home().map(|h| h.join(".config")))?;
+    Some(base.join("clawboard/clawboard.toml"))
+}
+
+/// Parses a config file's text; the error is one line naming the file and the key.
+pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, BadInput> {
+    let fail =
+        |key: String, msg: &str| BadInput(format!("{}: {key}{}", path.display(), msg.trim_end()));
+    let de =
+        toml::Deserializer::parse(text).map_err(|e| fail(line_of(text, e.span()), e.message()))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." {
+            line_of(text, e.inner().span())
+        } else {
+            format!("key {key}: ")
+        };
+        fail(key, e.inner().message())
+    })
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => format!(
+            "line {}: ",
+            text[..r.start.min(text.len())].matches('\n').count() + 1
+        ),
+        None => String::new(),
+    }
+}
+
+fn load_file(args: &GlobalArgs, env: &Env) -> anyhow::Result<(FileConfig, Option<PathBuf>)> {
+    let named = args
+        .config
+        .clone()
+        .or_else(|| env.get("CLAWBOARD_CONFIG").map(PathBuf::from));
+    let path = match named {
+        Some(p) => p,
+        None => match default_config_path(env) {
+            Some(p) if p.is_file() => p,
+            _ => return Ok((FileConfig::default(), None)),
+        },
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        BadInput(format!(
+            "{}: cannot read the config file: {e}",
+            path.display()
+        ))
+    })?;
+    Ok((parse_file(&path, &text)?, Some(path)))
+}
+
+fn env_parse<T>(
+    env: &Env,
+    key: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, BadInput> {
+    env.get(key)
+        .map(|v| parse(v).map_err(|e| BadInput(format!("environment variable {key}: {e}"))))
+        .transpose()
+}
+
+/// Resolves every setting: CLI flag, else environment, else config file, else default.
+pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
+    let (file, config_file) = load_file(args, env)?;
+    let root = args
+        .root
+        .clone()
+        .or_else(|| env.get("CLAWBOARD_ROOT").map(|r| expand_home(r, env)))
+        .or_else(|| file.root.as_deref().map(|r| expand_home(r, env)))
+        .or_else(|| env.home().map(|h| h.join("clawos/blackboard")))
+        .context("no blackboard root: pass --root, set CLAWBOARD_ROOT, or set HOME")?;
+    let max_file_bytes = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| {
+        ByteSize::parse(s).map(|b| b.0)
+    })?
+    .or(file.limits.max_file_size.map(|b| b.0))
+    .unwrap_or(DEFAULT_MAX_FILE_BYTES);
+    let log_filter = match (args.verbose, args.quiet) {
+        (0, 0) => env
+            .get("CLAWBOARD_LOG")
+            .map(str::to_owned)
+            .or(file.log.filter)
+            .unwrap_or_else(|| "warn".to_owned()),
+        (0, _) => "error".to_owned(),
+        (1, _) => "debug".to_owned(),
+        _ => "trace".to_owned(),
+    };
+    let log_format = match args.log_format {
+        Some(f) => f,
+        None => env_parse(env, "CLAWBOARD_LOG_FORMAT", |s| {
+            <LogFormat as clap::ValueEnum>::from_str(s, true)
+                .map_err(|_| format!("{s:?} is not one of text, json"))
+        })?
+        .or(file.log.format)
+        .unwrap_or_default(),
+    };
+    Ok(Settings {
+        root,
+        max_file_bytes,
+        log_filter,
+        log_format,
+        json: args.json,
+        config_file,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> GlobalArgs {
+        let mut full = vec!["clawboard"];
+        full.extend_from_slice(argv);
+        full.push("status");
+        crate::cli::Cli::parse_from(full).global
+    }
+
+    fn write_config(text: &str) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, text).unwrap();
+        let s = p.display().to_string();
+        (dir, s)
+    }
+
+    #[test]
+    fn cli_beats_env_beats_file_beats_default() {
+        let (_d, cfg) =
+            write_config("root = \"/from/file\"\n[limits]\nmax_file_size = \"1 MiB\"\n");
+        let env = Env::from_pairs(&[("HOME", "/home/u"), ("CLAWBOARD_ROOT", "/from/env")]);
+        let s = resolve(&args(&["--config", &cfg, "--root", "/from/cli"]), &env).unwrap();
+        assert_eq!(s.root, PathBuf::from("/from/cli"));
+        let s = resolve(&args(&["--config", &cfg]), &env).unwrap();
+        assert_eq!(s.root, PathBuf::from("/from/env"));
+        assert_eq!(s.max_file_bytes, 1 << 20);
+        let env = Env::from_pairs(&[("HOME", "/home/u"), ("CLAWBOARD_MAX_FILE_SIZE", "2048")]);
+        let s = resolve(&args(&["--config", &cfg]), &env).unwrap();
+        assert_eq!(s.root, PathBuf::from("/from/file"));
+        assert_eq!(s.max_file_bytes, 2048);
+        let s = resolve(&args(&[]), &Env::from_pairs(&[("HOME", "/home/u")])).unwrap();
+        assert_eq!(s.root, PathBuf::from("/home/u/clawos/blackboard"));
+        assert_eq!(s.max_file_bytes, DEFAULT_MAX_FILE_BYTES);
+        assert_eq!(s.log_filter, "warn");
+    }
+
+    #[test]
+    fn tilde_expands() {
+        let (_d, cfg) = write_config("root = \"~/bb\"\n");
+        let s = resolve(
+            &args(&["--config", &cfg]),
+            &Env::from_pairs(&[("HOME", "/h")]),
+        )
+        .unwrap();
+        assert_eq!(s.root, PathBuf::from("/h/bb"));
+    }
+
+    #[test]
+    fn flags_set_log_level() {
+        let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_LOG", "info")]);
+        assert_eq!(resolve(&args(&[]), &env).unwrap().log_filter, "info");
+        assert_eq!(resolve(&args(&["-v"]), &env).unwrap().log_filter, "debug");
+        assert_eq!(resolve(&args(&["-vv"]), &env).unwrap().log_filter, "trace");
+        assert_eq!(resolve(&args(&["-q"]), &env).unwrap().log_filter, "error");
+    }
+
+    #[test]
+    fn bad_config_names_the_key_in_one_line() {
+        let cases = [
+            (
+                "[limits]\nmax_file_size = \"16 parsecs\"\n",
+                "key limits.max_file_size: unknown unit",
+            ),
+            (
+                "[limits]\nmax_size = 3\n",
+                "key limits.max_size: unknown field `max_size`",
+            ),
+            ("rooot = \"/x\"\n", "key rooot: unknown field `rooot`"),
+            (
+                "[log]\nformat = \"xml\"\n",
+                "key log.format: unknown variant `xml`",
+            ),
+            ("root = \n", "line 1: "),
+        ];
+        for (text, want) in cases {
+            let err = parse_file(Path::new("c.toml"), text).unwrap_err().0;
+            assert!(err.starts_with("c.toml: "), "{err}");
+            assert!(err.contains(want), "{text:?} gave {err:?}");
+            assert!(!err.contains('\n'), "more than one line: {err:?}");
+        }
+    }
+
+    #[test]
+    fn bad_env_names_the_variable() {
+        let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_MAX_FILE_SIZE", "lots")]);
+        let err = resolve(&args(&[]), &env).unwrap_err().to_string();
+        assert!(
+            err.starts_with("environment variable CLAWBOARD_MAX_FILE_SIZE: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn every_example_config_parses() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if let Err(e) = parse_file(&path, &text) {
+                    panic!("{e}");
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 1, "no example config in {}", dir.display());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(ByteSize::parse("16 MiB"), Ok(ByteSize(16 << 20)));
+        assert_eq!(ByteSize::parse("10KB"), Ok(ByteSize(10_000)));
+        assert_eq!(ByteSize::parse("7"), Ok(ByteSize(7)));
+        assert!(ByteSize::parse("MiB").is_err());
+        assert!(ByteSize::parse("99999999999999 GiB").is_err());
+    }
+}
