@@ -14,5 +14,7 @@ use crate::config::Settings;
 
 /// Opens the configured tree, with the configured limits.
 pub fn open_store(s: &Settings) -> anyhow::Result<Store> {
-    Ok(Store::open(&s.root)?.with_max_file_bytes(s.max_file_bytes))
+    let store = Store::open(&s.root)?.with_max_file_bytes(s.max_file_bytes);
+    tracing::debug!(root = %store.root().display(), "opened the blackboard");
+    Ok(store)
 }

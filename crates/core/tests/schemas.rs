@@ -1,6 +1,8 @@
 //! The JSON Schemas in `config/schemas/` are generated from the types; this test
 //! keeps them in step. Run with `CLAWBOARD_BLESS=1` to rewrite them after changing a type.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use clawboard_core::FileKind;

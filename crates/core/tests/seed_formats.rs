@@ -1,6 +1,8 @@
 //! Every example file of seed 002 (in `tests/fixtures/seed-tree/`, laid out as a
 //! blackboard tree) parses into its type and serializes back to the same JSON.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use clawboard_core::formats::*;

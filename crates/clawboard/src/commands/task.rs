@@ -99,7 +99,7 @@ fn new_task_id() -> Id {
     Id::new(id).unwrap_or_else(|_| unreachable!("generated task ids are valid"))
 }
 
-fn read_submission(file: &PathBuf, max: u64) -> anyhow::Result<(String, Vec<u8>)> {
+fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Vec<u8>)> {
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::stdin()

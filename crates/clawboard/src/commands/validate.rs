@@ -43,7 +43,7 @@ struct Checked {
     problems: Vec<Problem>,
 }
 
-fn check(path: &PathBuf, kind: Option<FileKind>, max: u64) -> anyhow::Result<Checked> {
+fn check(path: &std::path::Path, kind: Option<FileKind>, max: u64) -> anyhow::Result<Checked> {
     let file = path.display().to_string();
     let bad = |kind, problems| {
         Ok(Checked {
