@@ -10,11 +10,15 @@
 //! - [`schema`]: the JSON Schema validator that reports every [`Problem`] by pointer.
 //! - [`validate`]: bytes → checked value, with size and nesting limits.
 //! - [`store`]: [`Store`], atomic writes under advisory locks, crash recovery.
+//! - [`journal`], [`index`]: the change journal every subsystem consumes, and the
+//!   index that lets a rescan emit only what the journal missed.
 //! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
 
 pub mod error;
 pub mod formats;
 pub mod id;
+pub mod index;
+pub mod journal;
 pub mod kind;
 pub mod layout;
 pub mod schema;

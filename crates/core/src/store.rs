@@ -19,8 +19,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::formats::Task;
+use crate::index::Stamp;
+use crate::journal::Origin;
 use crate::kind::{FileKind, Format};
 use crate::layout;
 use crate::validate::{self, DEFAULT_MAX_FILE_BYTES, Invalid};
@@ -37,6 +41,12 @@ pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
     s
 }
 
+/// Atomically replaces `dir/name` (outside the tree's locks: for the daemon's own
+/// state files, which have one writer).
+pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    atomic::write(dir, std::ffi::OsStr::new(name), bytes)
+}
+
 /// What `init` did.
 #[derive(Debug, Default, Serialize)]
 pub struct InitReport {
@@ -48,10 +58,30 @@ pub struct InitReport {
 }
 
 /// A blackboard tree on disk.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Store {
     root: PathBuf,
     max_file_bytes: u64,
+    sink: Option<Arc<dyn ChangeSink>>,
+    origin: Origin,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("root", &self.root)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the store reports its own writes, so they reach the change journal with
+/// the right origin whichever arrives first: the report or the watcher's event.
+pub trait ChangeSink: Send + Sync {
+    /// `path` is about to become a file with `stamp`, written by `origin`.
+    fn expect(&self, path: &str, stamp: Stamp, origin: Origin);
+    /// `path` was written or removed by `origin`.
+    fn changed(&self, path: &str, origin: Origin);
 }
 
 impl Store {
@@ -72,6 +102,8 @@ impl Store {
         let store = Store {
             root: canonical,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sink: None,
+            origin: Origin::Daemon,
         };
         for dir in layout::DIRS {
             let rel = RelPath::new(dir)?;
@@ -110,12 +142,21 @@ impl Store {
         Ok(Store {
             root: canonical,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sink: None,
+            origin: Origin::Daemon,
         })
     }
 
     /// Sets the size above which files are refused before parsing.
     pub fn with_max_file_bytes(mut self, max: u64) -> Self {
         self.max_file_bytes = max;
+        self
+    }
+
+    /// Reports every write to `sink`, as made by `origin`.
+    pub fn with_sink(mut self, sink: Arc<dyn ChangeSink>, origin: Origin) -> Self {
+        self.sink = Some(sink);
+        self.origin = origin;
         self
     }
 
@@ -239,6 +280,54 @@ impl Store {
 
     fn write_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         let dir = self.safe_dir(rel, true)?;
-        atomic::write(&dir, rel.file_name(), bytes)
+        self.write_in(&dir, rel, bytes)
+    }
+
+    fn write_in(&self, dir: &Path, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let path = rel.to_string();
+        match &self.sink {
+            None => atomic::write(dir, rel.file_name(), bytes),
+            Some(sink) => {
+                atomic::write_observed(dir, rel.file_name(), bytes, &mut |stamp| {
+                    sink.expect(&path, stamp, self.origin)
+                })?;
+                sink.changed(&path, self.origin);
+                Ok(())
+            }
+        }
+    }
+
+    /// Moves `from` to `to` (same filesystem, atomic), creating `to`'s directory.
+    pub fn rename(&self, from: &RelPath, to: &RelPath) -> Result<()> {
+        let src = self.resolve_existing(from)?;
+        let dir = self.safe_dir(to, true)?;
+        let dst = dir.join(to.file_name());
+        if let Some(sink) = &self.sink {
+            let meta = fs::symlink_metadata(&src).map_err(|e| Error::io(&src, e))?;
+            sink.expect(&to.to_string(), Stamp::of(&meta), self.origin);
+        }
+        fs::rename(&src, &dst).map_err(|e| Error::io(&src, e))?;
+        fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(&dir, e))?;
+        if let Some(sink) = &self.sink {
+            sink.changed(&from.to_string(), self.origin);
+            sink.changed(&to.to_string(), self.origin);
+        }
+        Ok(())
+    }
+
+    /// Removes the file `rel`; a file already gone is not an error.
+    pub fn remove(&self, rel: &RelPath) -> Result<()> {
+        let path = self.path(rel);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+        if let Some(sink) = &self.sink {
+            sink.changed(&rel.to_string(), self.origin);
+        }
+        Ok(())
     }
 }

@@ -25,6 +25,17 @@ pub fn is_temp_name(name: &str) -> bool {
 
 /// Replaces `dir/name` with `bytes`: temp file, fsync, rename, fsync of `dir`.
 pub(super) fn write(dir: &Path, name: &OsStr, bytes: &[u8]) -> Result<()> {
+    write_observed(dir, name, bytes, &mut |_| {})
+}
+
+/// [`write`], calling `before_rename` with the file's final size and mtime once the
+/// temp file is durable and just before it is renamed into place.
+pub(super) fn write_observed(
+    dir: &Path,
+    name: &OsStr,
+    bytes: &[u8],
+    before_rename: &mut dyn FnMut(crate::index::Stamp),
+) -> Result<()> {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(
         ".{}{TEMP_MARK}{}.{n}",
@@ -40,7 +51,9 @@ pub(super) fn write(dir: &Path, name: &OsStr, bytes: &[u8]) -> Result<()> {
             .map_err(|e| Error::io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        let stamp = crate::index::Stamp::of(&f.metadata().map_err(|e| Error::io(&tmp, e))?);
         drop(f);
+        before_rename(stamp);
         if std::env::var(FAULT_ENV).as_deref() == Ok("pause-before-rename") {
             eprintln!(
                 "clawboard: fault injection: paused before renaming {}",

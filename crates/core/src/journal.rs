@@ -1,0 +1,411 @@
+//! The change journal: every change to the tree, in order, durable.
+//!
+//! Filesystem events, rescans and the daemon's own writes become [`Entry`]s with a
+//! sequence number, appended as JSON lines to segment files in
+//! `.clawboard/journal/` and fsync'd once per batch. Each consumer (intake, push,
+//! audit, archive) keeps a [`Cursor`] and advances it only after its own work is
+//! durable; after a crash it replays from its cursor. A line torn by a crash
+//! mid-append was never acknowledged and is cut off on open.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::store::{is_temp_name, to_pretty_json};
+
+/// Entries per segment file before a new one is started.
+pub const SEGMENT_ENTRIES: u64 = 100_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Put,
+    Delete,
+}
+
+/// Who made a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// A person or program on this machine (seen by the watcher or a rescan).
+    Local,
+    /// This daemon, through the store.
+    Daemon,
+    /// Another node, applied by pull; never pushed back.
+    Remote,
+}
+
+/// A change to be journaled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Relative to the root, `/`-separated.
+    pub path: String,
+    pub kind: ChangeKind,
+    pub origin: Origin,
+    /// Size and modification time (ns since the epoch) of a put, as the index records them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_ns: Option<i64>,
+}
+
+/// A journaled change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+/// Paths the journal never records: the daemon's state, temp files of atomic
+/// writes, and editor swap/backup files (`*.swp`, `*~`, `.#*`, `*.tmp` …).
+pub fn is_ignored(rel: &str) -> bool {
+    if rel == crate::layout::STATE || rel.starts_with(".clawboard/") {
+        return true;
+    }
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    is_temp_name(name)
+        || name.ends_with(".swp")
+        || name.ends_with(".swx")
+        || name.ends_with(".swo")
+        || name.ends_with('~')
+        || name.starts_with(".#")
+        || name.ends_with(".tmp")
+        || name == "4913" // vim's write test file
+        || name == ".DS_Store"
+}
+
+/// The append side of the journal (one per daemon) and reads for replay.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    file: File,
+    /// First sequence number of the open segment.
+    segment_first: u64,
+    next_seq: u64,
+}
+
+fn segment_name(first: u64) -> String {
+    format!("{first:020}.jsonl")
+}
+
+fn segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut firsts = Vec::new();
+    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        if let Some(first) = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .and_then(|n| n.parse().ok())
+        {
+            firsts.push(first);
+        }
+    }
+    firsts.sort_unstable();
+    Ok(firsts)
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir`, cutting off a torn last line.
+    pub fn open(dir: &Path) -> Result<Journal> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let firsts = segments(dir)?;
+        let segment_first = firsts.last().copied().unwrap_or(1);
+        let path = dir.join(segment_name(segment_first));
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let (good_len, last_seq) = scan_segment(&path)?;
+        if file.metadata().map_err(|e| Error::io(&path, e))?.len() != good_len {
+            tracing::warn!(segment = %path.display(), "cutting off a journal line torn by a crash");
+            file.set_len(good_len).map_err(|e| Error::io(&path, e))?;
+            file.sync_all().map_err(|e| Error::io(&path, e))?;
+        }
+        file.seek(SeekFrom::End(0))
+            .map_err(|e| Error::io(&path, e))?;
+        let next_seq = last_seq.map_or(segment_first, |s| s + 1);
+        Ok(Journal {
+            dir: dir.to_owned(),
+            file,
+            segment_first,
+            next_seq,
+        })
+    }
+
+    /// The sequence number of the last entry (0 when empty).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// Appends `changes` durably (one fsync) and returns them with their numbers.
+    pub fn append(&mut self, changes: Vec<Change>) -> Result<Vec<Entry>> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.next_seq - self.segment_first >= SEGMENT_ENTRIES {
+            self.rotate()?;
+        }
+        let mut buf = Vec::new();
+        let mut out = Vec::with_capacity(changes.len());
+        for change in changes {
+            let entry = Entry {
+                seq: self.next_seq,
+                change,
+            };
+            self.next_seq += 1;
+            serde_json::to_writer(&mut buf, &entry).map_err(|e| Error::io(&self.dir, e.into()))?;
+            buf.push(b'\n');
+            out.push(entry);
+        }
+        let path = self.dir.join(segment_name(self.segment_first));
+        self.file.write_all(&buf).map_err(|e| Error::io(&path, e))?;
+        self.file.sync_data().map_err(|e| Error::io(&path, e))?;
+        Ok(out)
+    }
+
+    fn rotate(&mut self) -> Result<()> {
+        self.segment_first = self.next_seq;
+        let path = self.dir.join(segment_name(self.segment_first));
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(&self.dir, e))
+    }
+
+    /// Entries with `seq > after`, oldest first, at most `max`.
+    pub fn read_after(&self, after: u64, max: usize) -> Result<Vec<Entry>> {
+        read_after(&self.dir, after, max)
+    }
+
+    /// Deletes segments whose every entry is at or below `upto` (the slowest cursor).
+    pub fn compact(&mut self, upto: u64) -> Result<usize> {
+        let firsts = segments(&self.dir)?;
+        let mut removed = 0;
+        for pair in firsts.windows(2) {
+            // A segment ends just before the next one starts.
+            if pair[1] - 1 <= upto && pair[0] != self.segment_first {
+                let path = self.dir.join(segment_name(pair[0]));
+                fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Length of the whole lines in a segment and the last sequence number among them.
+fn scan_segment(path: &Path) -> Result<(u64, Option<u64>)> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut reader = BufReader::new(file);
+    let (mut good, mut last) = (0u64, None);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io(path, e))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        match serde_json::from_slice::<Entry>(&line) {
+            Ok(e) => last = Some(e.seq),
+            Err(_) => break,
+        }
+        good += n as u64;
+    }
+    Ok((good, last))
+}
+
+/// Reads entries after `after` from the journal in `dir` (a reader needs no [`Journal`]).
+pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Entry>> {
+    let firsts = match segments(dir) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
+    let start = firsts.iter().rposition(|f| *f <= after + 1).unwrap_or(0);
+    let mut out = Vec::new();
+    for first in &firsts[start..] {
+        let path = dir.join(segment_name(*first));
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        for line in BufReader::new(file).split(b'\n') {
+            let line = line.map_err(|e| Error::io(&path, e))?;
+            let Ok(entry) = serde_json::from_slice::<Entry>(&line) else {
+                break;
+            };
+            if entry.seq > after {
+                out.push(entry);
+                if out.len() >= max {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A consumer's durable position in the journal: `.clawboard/cursors/{name}`.
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    dir: PathBuf,
+    name: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CursorFile {
+    seq: u64,
+}
+
+impl Cursor {
+    pub fn new(dir: &Path, name: &str) -> Cursor {
+        Cursor {
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The last sequence number the consumer finished (0 if it never ran).
+    pub fn load(&self) -> Result<u64> {
+        let path = self.dir.join(&self.name);
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<CursorFile>(&bytes)
+                .map(|c| c.seq)
+                .map_err(|e| {
+                    Error::io(
+                        &path,
+                        std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                    )
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Records `seq` as finished, durably (atomic replace).
+    pub fn store(&self, seq: u64) -> Result<()> {
+        fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        crate::store::write_atomic(
+            &self.dir,
+            &self.name,
+            to_pretty_json(&CursorFile { seq }).as_bytes(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(path: &str) -> Change {
+        Change {
+            path: path.into(),
+            kind: ChangeKind::Put,
+            origin: Origin::Local,
+            size: Some(1),
+            mtime_ns: Some(2),
+        }
+    }
+
+    #[test]
+    fn appends_numbers_and_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.last_seq(), 0);
+        let e = j.append(vec![put("a"), put("b")]).unwrap();
+        assert_eq!((e[0].seq, e[1].seq), (1, 2));
+        drop(j);
+        let mut j = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.last_seq(), 2);
+        j.append(vec![put("c")]).unwrap();
+        let after1: Vec<_> = j
+            .read_after(1, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.change.path)
+            .collect();
+        assert_eq!(after1, vec!["b", "c"]);
+        assert_eq!(j.read_after(0, 1).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path()).unwrap();
+        j.append(vec![put("a")]).unwrap();
+        drop(j);
+        let seg = dir.path().join(segment_name(1));
+        let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
+        f.write_all(b"{\"seq\":2,\"path\":\"b\",\"ki").unwrap();
+        let mut j = Journal::open(dir.path()).unwrap();
+        assert_eq!(j.last_seq(), 1);
+        j.append(vec![put("b")]).unwrap();
+        let paths: Vec<_> = j
+            .read_after(0, 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.seq, e.change.path))
+            .collect();
+        assert_eq!(paths, vec![(1, "a".to_string()), (2, "b".to_string())]);
+    }
+
+    #[test]
+    fn rotates_and_compacts_below_the_slowest_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path()).unwrap();
+        j.append(
+            (0..SEGMENT_ENTRIES)
+                .map(|i| put(&format!("f{i}")))
+                .collect(),
+        )
+        .unwrap();
+        j.append(vec![put("next")]).unwrap();
+        assert_eq!(segments(dir.path()).unwrap(), vec![1, SEGMENT_ENTRIES + 1]);
+        assert_eq!(j.read_after(SEGMENT_ENTRIES - 1, 10).unwrap().len(), 2);
+        assert_eq!(
+            j.compact(SEGMENT_ENTRIES - 1).unwrap(),
+            0,
+            "a consumer still needs the first segment"
+        );
+        assert_eq!(j.compact(SEGMENT_ENTRIES).unwrap(), 1);
+        assert_eq!(j.read_after(0, 10).unwrap()[0].change.path, "next");
+    }
+
+    #[test]
+    fn cursors_are_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Cursor::new(dir.path(), "intake");
+        assert_eq!(c.load().unwrap(), 0);
+        c.store(42).unwrap();
+        assert_eq!(Cursor::new(dir.path(), "intake").load().unwrap(), 42);
+    }
+
+    #[test]
+    fn ignores_state_temps_and_editor_files() {
+        for p in [
+            ".clawboard/journal/x",
+            "inbox/.a.json.swp",
+            "inbox/a.json~",
+            "inbox/.#a.json",
+            "x/y.tmp",
+            "tasks/t/.task.json.clawboard-tmp.1.2",
+        ] {
+            assert!(is_ignored(p), "{p}");
+        }
+        for p in ["inbox/a.json", "tasks/t/task.json", "gm/decisions.md"] {
+            assert!(!is_ignored(p), "{p}");
+        }
+    }
+}
