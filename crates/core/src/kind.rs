@@ -113,7 +113,7 @@ fn check_typed<T: Format>(value: &Value, ctx: &PathContext) -> Vec<Problem> {
 }
 
 /// A serde_path_to_error path as a JSON pointer.
-fn pointer_of(path: &serde_path_to_error::Path) -> String {
+pub fn pointer_of(path: &serde_path_to_error::Path) -> String {
     use serde_path_to_error::Segment;
     let mut out = String::new();
     for seg in path.iter() {

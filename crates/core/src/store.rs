@@ -179,6 +179,11 @@ impl Store {
         self.write_locked(rel, bytes)
     }
 
+    /// [`Store::write_bytes`] for a caller that already holds `rel`'s [`Store::lock`].
+    pub fn write_bytes_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        self.write_locked(rel, bytes)
+    }
+
     /// Writes `value` as JSON to `rel` atomically.
     pub fn write_json<T: Serialize>(&self, rel: &RelPath, value: &T) -> Result<()> {
         self.write_bytes(rel, to_pretty_json(value).as_bytes())

@@ -5,7 +5,7 @@ use super::{Extra, is_empty_map};
 use crate::{Id, Timestamp};
 
 /// What kind of work a task is; picks the PM when `assignedPM` is absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskType {
     Coding,

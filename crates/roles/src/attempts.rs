@@ -1,0 +1,120 @@
+//! Every run of a role is an attempt, recorded in `tasks/{id}/attempts/` before it
+//! starts and again when it ends, with its raw stdout and stderr beside it. No role
+//! output is ever lost, and an attempt still `running` when a daemon starts was cut
+//! short by a crash: it is marked `interrupted`.
+
+use clawboard_core::{Error, RelPath, Store, Timestamp, layout};
+use serde::{Deserialize, Serialize};
+
+use crate::runner::RunStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptStatus {
+    Running,
+    /// Ran and printed a valid output.
+    Ok,
+    Failed,
+    TimedOut,
+    Interrupted,
+}
+
+impl From<RunStatus> for AttemptStatus {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Exited => AttemptStatus::Ok,
+            RunStatus::Failed => AttemptStatus::Failed,
+            RunStatus::TimedOut => AttemptStatus::TimedOut,
+            RunStatus::Interrupted => AttemptStatus::Interrupted,
+        }
+    }
+}
+
+/// `tasks/{id}/attempts/{NNNN}-{role}.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    pub number: u32,
+    /// The lifecycle step: `pm`, `iter-2/creator-code`, `iter-2/validator`, `harvest`.
+    pub step: String,
+    pub role: String,
+    pub instance_id: String,
+    pub started_at: Timestamp,
+    pub status: AttemptStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    /// Escalations this attempt's output raised (ids under `escalations/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalations: Vec<String>,
+}
+
+impl Attempt {
+    pub fn file_stem(&self) -> String {
+        format!("{:04}-{}", self.number, self.role)
+    }
+}
+
+pub fn attempts_dir(task_id: &str) -> String {
+    layout::task_file(task_id, "attempts")
+}
+
+fn rel(task_id: &str, name: &str) -> Result<RelPath, Error> {
+    RelPath::new(&format!("{}/{name}", attempts_dir(task_id)))
+}
+
+/// All attempts of a task, by number.
+pub fn load(store: &Store, task_id: &str) -> Result<Vec<Attempt>, Error> {
+    let dir = store.root().join(attempts_dir(task_id));
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::Io { path: dir, source: e }),
+    };
+    let mut out = Vec::new();
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") || clawboard_core::store::is_temp_name(&name) {
+            continue;
+        }
+        let bytes = store.read_bytes(&rel(task_id, &name)?)?;
+        match serde_json::from_slice::<Attempt>(&bytes) {
+            Ok(a) => out.push(a),
+            Err(err) => tracing::warn!(task = task_id, file = %name, "unreadable attempt record: {err}"),
+        }
+    }
+    out.sort_by_key(|a| a.number);
+    Ok(out)
+}
+
+pub fn save(store: &Store, task_id: &str, a: &Attempt) -> Result<(), Error> {
+    store.write_json(&rel(task_id, &format!("{}.json", a.file_stem()))?, a)
+}
+
+/// Keeps a run's raw output beside its record (`.stdout`, `.stderr`; empty ones are skipped).
+pub fn save_output(store: &Store, task_id: &str, a: &Attempt, stdout: &[u8], stderr: &[u8]) -> Result<(), Error> {
+    for (ext, bytes) in [("stdout", stdout), ("stderr", stderr)] {
+        if !bytes.is_empty() {
+            store.write_bytes(&rel(task_id, &format!("{}.{ext}", a.file_stem()))?, bytes)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn read_stdout(store: &Store, task_id: &str, a: &Attempt) -> Result<Vec<u8>, Error> {
+    match store.read_bytes(&rel(task_id, &format!("{}.stdout", a.file_stem()))?) {
+        Err(Error::NotFound { .. }) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
+/// The last `n` bytes of `bytes`, as text.
+pub fn tail(bytes: &[u8], n: usize) -> String {
+    let start = bytes.len().saturating_sub(n);
+    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
+}

@@ -1,0 +1,88 @@
+//! Who runs a task. On one machine a claim is a file created exclusively in
+//! `.clawboard/claims/`; the multi-node issue extends [`claim`] to a conditional
+//! write in the bucket. `.clawboard/active/` lists claimed tasks not yet finished,
+//! which a starting daemon resumes.
+
+use std::fs::{self, OpenOptions};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use clawboard_core::{Error, Store, Timestamp};
+
+fn dir(store: &Store, name: &str) -> Result<PathBuf, Error> {
+    let d = store.root().join(".clawboard").join(name);
+    fs::create_dir_all(&d).map_err(|e| Error::Io { path: d.clone(), source: e })?;
+    Ok(d)
+}
+
+fn create_new(path: &Path, body: &str) -> Result<bool, Error> {
+    use std::io::Write;
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(mut f) => {
+            f.write_all(body.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
+            if let Some(parent) = path.parent() {
+                fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| Error::Io { path: parent.to_owned(), source: e })?;
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::Io { path: path.to_owned(), source: e }),
+    }
+}
+
+/// Claims `task_id` for this node; false if it was claimed before (by anyone, ever).
+pub fn claim(store: &Store, task_id: &str) -> Result<bool, Error> {
+    let claims = dir(store, "claims")?;
+    if claims.join(task_id).exists() {
+        return Ok(false);
+    }
+    // Active first: a crash between the two leaves a task that resumes, never one
+    // that is claimed and forgotten.
+    create_new(&dir(store, "active")?.join(task_id), "")?;
+    let body = format!("{{\"claimedAt\": \"{}\", \"pid\": {}}}\n", Timestamp::now(), std::process::id());
+    create_new(&claims.join(task_id), &body)
+}
+
+pub fn is_claimed(store: &Store, task_id: &str) -> bool {
+    store.root().join(".clawboard/claims").join(task_id).exists()
+}
+
+/// Claimed tasks that have not finished.
+pub fn active(store: &Store) -> Result<Vec<String>, Error> {
+    let d = dir(store, "active")?;
+    let mut ids: Vec<String> = fs::read_dir(&d)
+        .map_err(|e| Error::Io { path: d.clone(), source: e })?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| clawboard_core::check_id(n).is_ok())
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// The task finished (completed or failed): it is no longer resumed.
+pub fn finish(store: &Store, task_id: &str) -> Result<(), Error> {
+    let p = dir(store, "active")?.join(task_id);
+    match fs::remove_file(&p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Io { path: p, source: e }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_claimed_once() {
+        let d = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(d.path()).unwrap();
+        assert!(claim(&store, "t1").unwrap());
+        assert!(!claim(&store, "t1").unwrap());
+        assert_eq!(active(&store).unwrap(), vec!["t1"]);
+        finish(&store, "t1").unwrap();
+        assert!(active(&store).unwrap().is_empty());
+        assert!(!claim(&store, "t1").unwrap(), "a finished task is not claimed again");
+    }
+}

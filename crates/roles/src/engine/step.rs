@@ -1,0 +1,246 @@
+//! One lifecycle step: find its finished attempt, or run its role with retries,
+//! backoff and fallback, recording every attempt.
+
+use clawboard_core::formats::{ActiveInstances, Instance, InstanceStatus};
+use clawboard_core::{Id, RelPath, Timestamp};
+use serde::de::DeserializeOwned;
+
+use super::{InstanceInfo, StepError, TaskRun};
+use crate::attempts::{self, Attempt, AttemptStatus};
+use crate::context::{self, StepInfo};
+use crate::escalations;
+use crate::output::{HarvestOutput, PmOutput, RaisedEscalation, ValidatorOutput, WorkerOutput, parse_output};
+use crate::runner::{self, RunIdentity, RunStatus};
+
+/// Outputs that may carry escalations.
+pub(crate) trait RoleOutput: DeserializeOwned {
+    fn escalations(&self) -> &[RaisedEscalation];
+}
+
+macro_rules! role_output {
+    ($($t:ty),+) => {$(
+        impl RoleOutput for $t {
+            fn escalations(&self) -> &[RaisedEscalation] { &self.escalations }
+        }
+    )+};
+}
+role_output!(PmOutput, WorkerOutput, ValidatorOutput, HarvestOutput);
+
+/// Longest fallback chain followed (a cycle in config ends here too).
+const MAX_FALLBACKS: usize = 4;
+
+impl TaskRun<'_> {
+    /// The output of `info.step`: from its `ok` attempt if it has one, else by running
+    /// `role` (then its fallbacks). `check` adds rules beyond the output's format.
+    pub(crate) async fn step<T: RoleOutput>(
+        &self,
+        info: &StepInfo,
+        role: &str,
+        check: impl Fn(&T) -> Result<(), String>,
+    ) -> Result<(Attempt, T), StepError> {
+        let finished = self.attempts.lock().ok().and_then(|v| v.iter().rev().find(|a| a.step == info.step && a.status == AttemptStatus::Ok).cloned());
+        if let Some(a) = finished {
+            let stdout = attempts::read_stdout(&self.engine.store, &self.id, &a)?;
+            match parse_output::<T>(&stdout) {
+                Ok(out) => {
+                    self.ensure_escalations(&a, out.escalations())?;
+                    return Ok((a, out));
+                }
+                Err(e) => tracing::warn!(task = %self.id, step = %info.step, "finished attempt's output no longer parses ({e}); running the step again"),
+            }
+        }
+        let cfg = self.engine.config();
+        let mut chain = vec![role.to_owned()];
+        while let Some(next) = chain.last().and_then(|r| cfg.roles.get(r)).and_then(|r| r.fallback.clone()) {
+            if chain.contains(&next) || chain.len() > MAX_FALLBACKS {
+                break;
+            }
+            chain.push(next);
+        }
+        let mut last_error = String::new();
+        for (n, role_id) in chain.iter().enumerate() {
+            let Some(role_cfg) = cfg.roles.get(role_id) else {
+                last_error = format!("role {role_id:?} is not configured under [roles]");
+                continue;
+            };
+            if n > 0 {
+                tracing::info!(task = %self.id, step = %info.step, "falling back from {} to {role_id}", chain[n - 1]);
+            }
+            for retry in 0..=role_cfg.max_retries {
+                if *self.engine.shutdown.stopping.borrow() {
+                    return Err(StepError::Stopped);
+                }
+                if retry > 0 {
+                    let delay = role_cfg.retry_backoff.saturating_mul(1 << (retry - 1).min(16));
+                    let mut stopping = self.engine.shutdown.stopping.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = runner::fired(&mut stopping) => return Err(StepError::Stopped),
+                    }
+                }
+                match self.attempt::<T>(info, role_id, role_cfg, &check).await? {
+                    Ok(done) => return Ok(done),
+                    Err(e) => last_error = e,
+                }
+            }
+        }
+        Err(StepError::Failed(format!("step {} failed: {last_error}", info.step)))
+    }
+
+    /// Runs `role` once. The outer error stops the step; the inner one is a failed attempt.
+    async fn attempt<T: RoleOutput>(
+        &self,
+        info: &StepInfo,
+        role_id: &str,
+        role: &crate::config::RoleConfig,
+        check: &impl Fn(&T) -> Result<(), String>,
+    ) -> Result<Result<(Attempt, T), String>, StepError> {
+        let store = &self.engine.store;
+        let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
+        let instance_id = format!("inst-{}", crate::random_hex(6));
+        let number = self.attempts.lock().map(|v| v.iter().map(|a| a.number).max().unwrap_or(0) + 1).unwrap_or(1);
+        let mut attempt = Attempt {
+            number,
+            step: info.step.clone(),
+            role: role_id.to_owned(),
+            instance_id: instance_id.clone(),
+            started_at: Timestamp::now(),
+            status: AttemptStatus::Running,
+            ended_at: None,
+            exit_code: None,
+            error: None,
+            elapsed_ms: None,
+            escalations: Vec::new(),
+        };
+        if let Ok(mut v) = self.attempts.lock() {
+            v.push(attempt.clone());
+        }
+        attempts::save(store, &self.id, &attempt)?;
+        self.instance_started(&attempt)?;
+
+        let mut ctx = context::build(store, &self.task, role_id, role, info);
+        if let Some(o) = ctx.as_object_mut() {
+            o.insert("instanceId".into(), instance_id.clone().into());
+            o.insert("attempt".into(), number.into());
+        }
+        let who = RunIdentity {
+            root: store.root().display().to_string(),
+            task_id: self.id.clone(),
+            role: role_id.to_owned(),
+            instance_id: instance_id.clone(),
+            token: crate::random_hex(16),
+        };
+        let mut kill = self.engine.shutdown.kill.clone();
+        let out = runner::run(role, &serde_json::to_vec(&ctx).unwrap_or_default(), &who, &mut kill).await;
+
+        let mut parsed = None;
+        attempt.status = out.status.into();
+        attempt.error = out.error.clone();
+        attempt.exit_code = out.exit_code;
+        if out.status == RunStatus::Exited {
+            match parse_output::<T>(&out.stdout).and_then(|o| check(&o).map(|()| o)) {
+                Ok(o) => {
+                    attempt.escalations = o.escalations().iter().map(|_| escalations::new_id()).collect();
+                    parsed = Some(o);
+                }
+                Err(e) => {
+                    attempt.status = AttemptStatus::Failed;
+                    attempt.error = Some(format!("invalid output: {e}"));
+                }
+            }
+        }
+        attempt.ended_at = Some(Timestamp::now());
+        attempt.elapsed_ms = Some(u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX));
+        // Output first, record second: an `ok` record always has its output beside it.
+        attempts::save_output(store, &self.id, &attempt, &out.stdout, &out.stderr)?;
+        attempts::save(store, &self.id, &attempt)?;
+        if let Ok(mut v) = self.attempts.lock()
+            && let Some(slot) = v.iter_mut().find(|a| a.number == number)
+        {
+            *slot = attempt.clone();
+        }
+        self.instance_ended(&instance_id)?;
+
+        match (attempt.status, parsed) {
+            (AttemptStatus::Ok, Some(o)) => {
+                self.ensure_escalations(&attempt, o.escalations())?;
+                self.progress(|p| p.attempts += 1);
+                Ok(Ok((attempt, o)))
+            }
+            (AttemptStatus::Interrupted, _) => Err(StepError::Stopped),
+            (_, _) => {
+                let err = attempt.error.clone().unwrap_or_else(|| "failed".into());
+                let tail = attempts::tail(&out.stderr, 2000);
+                let msg = format!(
+                    "{} ({role_id}, attempt {number}, {}): {err}{}",
+                    info.step,
+                    attempt.file_stem(),
+                    if tail.is_empty() { String::new() } else { format!("\nstderr: {tail}") }
+                );
+                tracing::warn!(task = %self.id, "{msg}");
+                self.log_error(&info.step, &msg)?;
+                self.progress(|p| {
+                    p.attempts += 1;
+                    p.last_error = Some(msg.clone());
+                });
+                Ok(Err(format!("{role_id}: {err}")))
+            }
+        }
+    }
+
+    /// Makes sure the escalation files an attempt raised exist.
+    fn ensure_escalations(&self, a: &Attempt, raised: &[RaisedEscalation]) -> Result<(), StepError> {
+        for (id, e) in a.escalations.iter().zip(raised) {
+            escalations::raise(&self.engine.store, id, &a.role, &self.id, e)?;
+        }
+        Ok(())
+    }
+
+    fn instance_started(&self, a: &Attempt) -> Result<(), StepError> {
+        let info = InstanceInfo {
+            id: a.instance_id.clone(),
+            role: a.role.clone(),
+            task_id: self.id.clone(),
+            step: a.step.clone(),
+            started_at: a.started_at.to_string(),
+        };
+        if let Ok(mut v) = self.engine.instances.lock() {
+            v.push(info.clone());
+        }
+        self.progress(|p| {
+            p.step = a.step.clone();
+            p.iteration = a.step.strip_prefix("iter-").and_then(|s| s.split('/').next()).and_then(|s| s.parse().ok()).unwrap_or(p.iteration);
+            p.running.push((info.id.clone(), info.role.clone(), info.step.clone(), info.started_at.clone()));
+        });
+        let (Ok(id), Ok(role)) = (Id::new(a.instance_id.clone()), Id::new(a.role.clone())) else { return Ok(()) };
+        let task_id = self.task.task_id.clone();
+        let started_at = a.started_at.clone();
+        self.engine.store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
+            act.instances.push(Instance { id, role, task_id, started_at, status: InstanceStatus::Running, extra: Default::default() });
+        })?;
+        Ok(())
+    }
+
+    fn instance_ended(&self, instance_id: &str) -> Result<(), StepError> {
+        if let Ok(mut v) = self.engine.instances.lock() {
+            v.retain(|i| i.id != instance_id);
+        }
+        if let Ok(mut p) = self.page.lock() {
+            p.running.retain(|r| r.0 != instance_id);
+        }
+        self.engine.store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
+            act.instances.retain(|i| i.id.as_str() != instance_id);
+        })?;
+        Ok(())
+    }
+}
+
+/// Removes every instance from `roles/active.json` (at daemon start all are stale).
+pub fn clear_active_instances(store: &clawboard_core::Store) -> Result<usize, clawboard_core::Error> {
+    store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
+        let n = act.instances.len();
+        act.instances.clear();
+        n
+    })
+}
+

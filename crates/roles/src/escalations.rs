@@ -1,0 +1,124 @@
+//! Escalations: raised by roles into `escalations/{id}.json` (seed 002, plus
+//! `taskId`), decided by a human. One that requires approval holds its task until
+//! it is decided; approve resumes the task, reject fails it with the note.
+
+use clawboard_core::formats::{Decision, Escalation};
+use clawboard_core::{Error, RelPath, Store, Timestamp, check_id, layout};
+
+use crate::output::RaisedEscalation;
+
+/// `escalations/{id}.json`.
+pub fn rel(id: &str) -> Result<RelPath, Error> {
+    check_id(id).map_err(|e| Error::UnsafePath { path: id.to_owned(), reason: format!("escalation id {e}") })?;
+    RelPath::new(&format!("{}/{id}.json", layout::ESCALATIONS))
+}
+
+/// A new escalation id: the time it was raised (`20260225T193000.123456Z`) and a
+/// random suffix, so ids sort by time and never collide.
+pub fn new_id() -> String {
+    let now = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
+    format!("{now}-{}", crate::random_hex(2))
+}
+
+/// Writes the escalation `id` unless it exists (raising is idempotent).
+pub fn raise(store: &Store, id: &str, from: &str, task_id: &str, e: &RaisedEscalation) -> Result<(), Error> {
+    let esc = Escalation {
+        level: e.level,
+        from: from.to_owned(),
+        issue: e.issue.clone(),
+        suggested_action: e.suggested_action.clone(),
+        requires_human_approval: e.requires_human_approval,
+        task_id: clawboard_core::Id::new(task_id).ok(),
+        created_at: Some(Timestamp::now()),
+        decision: None,
+        decided_by: None,
+        decided_at: None,
+        note: None,
+        extra: Default::default(),
+    };
+    match store.create_bytes(&rel(id)?, clawboard_core::store::to_pretty_json(&esc).as_bytes()) {
+        Ok(()) | Err(Error::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn load(store: &Store, id: &str) -> Result<Escalation, Error> {
+    store.read(&rel(id)?)
+}
+
+/// Why a decision could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("escalation {id} was already {decision} by {by} at {at}; a decision is final")]
+    AlreadyDecided { id: String, decision: Decision, by: String, at: String },
+    #[error("no escalation {0} (looked for escalations/{0}.json)")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] Error),
+}
+
+/// Records a human's decision in the escalation file and appends it to `gm/decisions.md`.
+pub fn decide(store: &Store, id: &str, decision: Decision, by: &str, note: Option<&str>) -> Result<Escalation, DecideError> {
+    let path = rel(id)?;
+    if !store.exists(&path) {
+        return Err(DecideError::NotFound(id.to_owned()));
+    }
+    let now = Timestamp::now();
+    let result = store.update_json(&path, |e: &mut Escalation| {
+        if let (Some(d), Some(by), Some(at)) = (e.decision, &e.decided_by, &e.decided_at) {
+            return Err(DecideError::AlreadyDecided { id: id.to_owned(), decision: d, by: by.clone(), at: at.to_string() });
+        }
+        e.decision = Some(decision);
+        e.decided_by = Some(by.to_owned());
+        e.decided_at = Some(now.clone());
+        e.note = note.map(str::to_owned);
+        Ok(e.clone())
+    })?;
+    let esc = result?;
+    let decisions = RelPath::new("gm/decisions.md")?;
+    let entry = format!(
+        "\n## {now} — escalation {id} {decision}\n\n- by: {by}\n- task: {}\n- level: {}\n- from: {}\n- issue: {}\n{}",
+        esc.task_id.as_ref().map_or("-".to_owned(), ToString::to_string),
+        esc.level,
+        esc.from,
+        esc.issue.replace('\n', " "),
+        note.map(|n| format!("- note: {}\n", n.replace('\n', " "))).unwrap_or_default(),
+    );
+    append_text(store, &decisions, &entry)?;
+    Ok(esc)
+}
+
+/// Appends `text` to a text file atomically (read, add, replace) under its lock.
+pub fn append_text(store: &Store, rel: &RelPath, text: &str) -> Result<(), Error> {
+    let _lock = store.lock(rel)?;
+    let mut body = match store.read_bytes(rel) {
+        Ok(b) => b,
+        Err(Error::NotFound { .. }) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    body.extend_from_slice(text.as_bytes());
+    store.write_bytes_locked(rel, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clawboard_core::formats::Level;
+
+    #[test]
+    fn decide_once_and_record_it() {
+        let d = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(d.path()).unwrap();
+        let id = new_id();
+        let raised = RaisedEscalation { level: Level::High, issue: "need a key".into(), suggested_action: None, requires_human_approval: true };
+        raise(&store, &id, "creator-code", "t1", &raised).unwrap();
+        raise(&store, &id, "creator-code", "t1", &raised).unwrap();
+        let e = decide(&store, &id, Decision::Approved, "human", Some("ok, go")).unwrap();
+        assert_eq!(e.decision, Some(Decision::Approved));
+        let again = decide(&store, &id, Decision::Rejected, "human", None).unwrap_err();
+        assert!(again.to_string().contains("was already approved by human"), "{again}");
+        let log = std::fs::read_to_string(d.path().join("gm/decisions.md")).unwrap();
+        assert!(log.contains(&format!("escalation {id} approved")) && log.contains("- note: ok, go"), "{log}");
+        assert!(matches!(decide(&store, "nope", Decision::Approved, "h", None), Err(DecideError::NotFound(_))));
+    }
+}

@@ -1,0 +1,261 @@
+//! Intake: a `*.json` dropped into `inbox/`, or a `task.json` written straight to
+//! `tasks/{id}/`, is validated and becomes a claimed task. An invalid or duplicate
+//! one moves to `inbox/rejected/` with `NAME.error.txt` beside it naming the field
+//! and the reason.
+//!
+//! An inbox file is first renamed into `.clawboard/intake/{id}@{name}` (the id is
+//! fixed from then on), then the task is created and claimed, then the staged file
+//! is removed. Each step is idempotent, so a crash anywhere loses nothing and never
+//! creates a task twice.
+
+use std::fs;
+use std::path::PathBuf;
+
+use clawboard_core::formats::{Task, TaskStatus, TaskSubmission};
+use clawboard_core::validate::{self, read_limited};
+use clawboard_core::{Error, Id, Invalid, PathContext, RelPath, Store, Timestamp, layout};
+
+use crate::claims;
+
+/// What intake did with a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intake {
+    /// A new task, claimed by this node.
+    Accepted(String),
+    /// Moved to `inbox/rejected/{file}`.
+    Rejected { file: String, reason: String },
+    /// Nothing to do (gone already, claimed already, not pending …).
+    Ignored(&'static str),
+}
+
+const STAGING: &str = ".clawboard/intake";
+
+fn staging_dir(store: &Store) -> Result<PathBuf, Error> {
+    let d = store.root().join(STAGING);
+    fs::create_dir_all(&d).map_err(|e| Error::Io { path: d.clone(), source: e })?;
+    Ok(d)
+}
+
+fn render(problems: &Invalid) -> String {
+    let mut s = problems.to_string();
+    s.push('\n');
+    s
+}
+
+/// Takes `inbox/{name}`.
+pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
+    let rel = RelPath::new(&format!("{}/{name}", layout::INBOX))?;
+    let path = store.path(&rel);
+    let bytes = match read_limited(&path, store.max_file_bytes()) {
+        Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
+        Err(e) => return Err(e),
+        Ok(Err(too_big)) => {
+            let inv = Invalid { file: format!("inbox/{name}"), kind: None, problems: vec![too_big] };
+            return reject(store, path, name, &render(&inv));
+        }
+        Ok(Ok(b)) => b,
+    };
+    let submission: TaskSubmission = match validate::parse(&format!("inbox/{name}"), &bytes, &PathContext::default()) {
+        Ok(s) => s,
+        Err(Error::Invalid(inv)) => return reject(store, path, name, &render(&inv)),
+        Err(e) => return Err(e),
+    };
+    let id = submission.task_id.clone().unwrap_or_else(crate::new_task_id);
+    if let Some(why) = duplicate(store, &id, name) {
+        return reject(store, path, name, &why);
+    }
+    let staged = staging_dir(store)?.join(format!("{id}@{name}"));
+    match fs::rename(&path, &staged) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Intake::Ignored("gone before intake")),
+        Err(e) => return Err(Error::Io { path, source: e }),
+    }
+    sync_dir(&staging_dir(store)?)?;
+    finish_staged(store, &id, name, staged, submission)
+}
+
+fn duplicate(store: &Store, id: &Id, name: &str) -> Option<String> {
+    let existing = store.path(&RelPath::new(&layout::task_file(id.as_str(), layout::TASK_FILE)).ok()?);
+    (existing.exists() || claims::is_claimed(store, id.as_str())).then(|| {
+        format!("inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json); remove taskId to get a new one\n", id.as_str())
+    })
+}
+
+fn finish_staged(store: &Store, id: &Id, name: &str, staged: PathBuf, sub: TaskSubmission) -> Result<Intake, Error> {
+    let task = sub.into_task(id.clone(), Timestamp::now(), "human");
+    let rel = RelPath::new(&layout::task_file(id.as_str(), layout::TASK_FILE))?;
+    match store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes()) {
+        Ok(()) => {}
+        Err(Error::AlreadyExists { .. }) => {
+            // Created by us before a crash (same content), or a real duplicate.
+            let ours = store.read::<Task>(&rel).is_ok_and(|t| t.kind == task.kind && t.description == task.description);
+            if !ours || claims::is_claimed(store, id.as_str()) && !claims::active(store)?.contains(&id.to_string()) {
+                let why = format!("inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json)\n", id.as_str());
+                return reject(store, staged, name, &why);
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    claims::claim(store, id.as_str())?;
+    remove(&staged)?;
+    tracing::info!(task = %id, file = %format!("inbox/{name}"), "accepted a new task");
+    Ok(Intake::Accepted(id.to_string()))
+}
+
+/// Finishes intakes a crash interrupted (files left in `.clawboard/intake/`).
+pub fn recover_staged(store: &Store) -> Result<Vec<Intake>, Error> {
+    let dir = staging_dir(store)?;
+    let mut out = Vec::new();
+    for e in fs::read_dir(&dir).map_err(|e| Error::Io { path: dir.clone(), source: e })?.filter_map(Result::ok) {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some((id, name)) = file.split_once('@') else { continue };
+        let (Ok(id), path) = (Id::new(id), e.path()) else { continue };
+        let bytes = fs::read(&path).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+        match validate::parse::<TaskSubmission>(&format!("inbox/{name}"), &bytes, &PathContext::default()) {
+            Ok(sub) => out.push(finish_staged(store, &id, name, path, sub)?),
+            Err(Error::Invalid(inv)) => out.push(reject(store, path, name, &render(&inv))?),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// Takes `tasks/{id}/task.json` written by someone other than this daemon.
+pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
+    if claims::is_claimed(store, task_id) {
+        return Ok(Intake::Ignored("already claimed"));
+    }
+    let rel = RelPath::new(&layout::task_file(task_id, layout::TASK_FILE))?;
+    let ctx = PathContext { task_dir: Some(task_id.to_owned()), stem: None };
+    let bytes = match store.read_bytes(&rel) {
+        Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
+        Err(Error::Invalid(inv)) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv)),
+        other => other?,
+    };
+    let shown = rel.to_string();
+    let task = match validate::parse::<Task>(&shown, &bytes, &ctx) {
+        Ok(t) if t.status != TaskStatus::Pending => return Ok(Intake::Ignored("not pending")),
+        Ok(t) => t,
+        Err(Error::Invalid(task_problems)) => match validate::parse::<TaskSubmission>(&shown, &bytes, &ctx) {
+            // A submission written in place: complete it.
+            Ok(sub) if sub.task_id.as_ref().is_none_or(|t| t.as_str() == task_id) => {
+                let Ok(id) = Id::new(task_id) else { return Ok(Intake::Ignored("not a task directory")) };
+                let task = sub.into_task(id, Timestamp::now(), "human");
+                store.write_json(&rel, &task)?;
+                task
+            }
+            Ok(_) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&task_problems)),
+            Err(Error::Invalid(inv)) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv)),
+            Err(e) => return Err(e),
+        },
+        Err(e) => return Err(e),
+    };
+    if !claims::claim(store, task.task_id.as_str())? {
+        return Ok(Intake::Ignored("already claimed"));
+    }
+    tracing::info!(task = %task.task_id, "accepted a task written to tasks/");
+    Ok(Intake::Accepted(task.task_id.to_string()))
+}
+
+/// Moves `src` to `inbox/rejected/` (a free name based on `name`) with `.error.txt` beside it.
+fn reject(store: &Store, src: PathBuf, name: &str, reason: &str) -> Result<Intake, Error> {
+    let mut dest = name.to_owned();
+    if store.exists(&RelPath::new(&format!("{}/{dest}", layout::REJECTED))?) {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
+        dest = match name.rsplit_once('.') {
+            Some((stem, ext)) => format!("{stem}-{stamp}.{ext}"),
+            None => format!("{name}-{stamp}"),
+        };
+    }
+    let error_rel = RelPath::new(&format!("{}/{dest}.error.txt", layout::REJECTED))?;
+    store.write_bytes(&error_rel, reason.as_bytes())?;
+    let dest_rel = RelPath::new(&format!("{}/{dest}", layout::REJECTED))?;
+    let dest_path = store.path(&dest_rel);
+    match fs::rename(&src, &dest_path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Intake::Ignored("gone before intake")),
+        Err(e) => return Err(Error::Io { path: src, source: e }),
+    }
+    if let Some(parent) = dest_path.parent() {
+        sync_dir(parent)?;
+    }
+    tracing::warn!(file = %name, "rejected: {}", reason.trim_end());
+    Ok(Intake::Rejected { file: dest, reason: reason.trim_end().to_owned() })
+}
+
+fn remove(path: &std::path::Path) -> Result<(), Error> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Io { path: path.to_owned(), source: e }),
+    }
+}
+
+fn sync_dir(dir: &std::path::Path) -> Result<(), Error> {
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::Io { path: dir.to_owned(), source: e })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let (s, _) = Store::init(d.path()).unwrap();
+        (d, s)
+    }
+
+    #[test]
+    fn a_dropped_task_is_accepted_once() {
+        let (d, store) = tree();
+        fs::write(d.path().join("inbox/a.json"), r#"{"taskId":"t-a","type":"coding","description":"x"}"#).unwrap();
+        assert_eq!(take_inbox_file(&store, "a.json").unwrap(), Intake::Accepted("t-a".into()));
+        assert!(!d.path().join("inbox/a.json").exists());
+        assert!(claims::is_claimed(&store, "t-a"));
+        fs::write(d.path().join("inbox/b.json"), r#"{"taskId":"t-a","type":"coding","description":"y"}"#).unwrap();
+        match take_inbox_file(&store, "b.json").unwrap() {
+            Intake::Rejected { file, reason } => {
+                assert_eq!(file, "b.json");
+                assert!(reason.contains("/taskId: task \"t-a\" already exists"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(d.path().join("inbox/rejected/b.json.error.txt").exists());
+    }
+
+    #[test]
+    fn invalid_files_are_rejected_with_the_field() {
+        let (d, store) = tree();
+        fs::write(d.path().join("inbox/bad.json"), r#"{"type":"coding","description":"x","priority":"urgent"}"#).unwrap();
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
+        assert_eq!(reason, "inbox/bad.json: /priority: \"urgent\" is not one of high, normal, low");
+        let txt = fs::read_to_string(d.path().join("inbox/rejected/bad.json.error.txt")).unwrap();
+        assert_eq!(txt.trim_end(), reason);
+        // The same name again gets a new name in rejected/.
+        fs::write(d.path().join("inbox/bad.json"), "{").unwrap();
+        let Intake::Rejected { file, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
+        assert_ne!(file, "bad.json");
+    }
+
+    #[test]
+    fn a_crash_after_staging_is_finished_on_recovery() {
+        let (d, store) = tree();
+        let staged = d.path().join(".clawboard/intake");
+        fs::create_dir_all(&staged).unwrap();
+        fs::write(staged.join("t-s@s.json"), r#"{"type":"quant","description":"staged"}"#).unwrap();
+        assert_eq!(recover_staged(&store).unwrap(), vec![Intake::Accepted("t-s".into())]);
+        assert!(d.path().join("tasks/t-s/task.json").exists());
+        assert!(fs::read_dir(&staged).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn a_task_written_in_place_is_completed_and_claimed() {
+        let (d, store) = tree();
+        fs::create_dir_all(d.path().join("tasks/t-p")).unwrap();
+        fs::write(d.path().join("tasks/t-p/task.json"), r#"{"type":"writing","description":"in place"}"#).unwrap();
+        assert_eq!(take_task_file(&store, "t-p").unwrap(), Intake::Accepted("t-p".into()));
+        let t: Task = store.read(&RelPath::new("tasks/t-p/task.json").unwrap()).unwrap();
+        assert_eq!(t.status, TaskStatus::Pending);
+        assert_eq!(take_task_file(&store, "t-p").unwrap(), Intake::Ignored("already claimed"));
+    }
+}

@@ -1,0 +1,320 @@
+//! Running one role once: a command (JSON context on stdin, JSON result on stdout)
+//! or an HTTP endpoint (context as the POST body, result as the response body).
+//! A timeout kills the command's whole process group; so does the daemon's kill
+//! signal at shutdown, which marks the run interrupted.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::config::{HttpConfig, RoleConfig};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Exited 0 (HTTP 2xx); the output still has to pass its format check.
+    Exited,
+    /// Exited non-zero, or could not be started, or HTTP error.
+    Failed,
+    TimedOut,
+    /// Killed because the daemon stopped (or died: see `attempts`).
+    Interrupted,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Why it failed, in one line, when it did.
+    pub error: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// Who a run is for; passed as environment (command) or headers (HTTP).
+#[derive(Debug, Clone)]
+pub struct RunIdentity {
+    pub root: String,
+    pub task_id: String,
+    pub role: String,
+    pub instance_id: String,
+    pub token: String,
+}
+
+impl RunIdentity {
+    fn env(&self) -> [(&'static str, &str); 5] {
+        [
+            ("CLAWBOARD_ROOT", &self.root),
+            ("CLAWBOARD_TASK_ID", &self.task_id),
+            ("CLAWBOARD_ROLE", &self.role),
+            ("CLAWBOARD_INSTANCE_ID", &self.instance_id),
+            ("CLAWBOARD_TOKEN", &self.token),
+        ]
+    }
+}
+
+/// Resolves once `rx` turns true; never, if its sender is gone.
+pub async fn fired(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|v| *v).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Runs `role` once with `context`. `kill` turning true interrupts it.
+pub async fn run(role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
+    let started = Instant::now();
+    let mut out = match (&role.command, &role.http) {
+        (Some(argv), _) => run_command(argv, role, context, who, kill).await,
+        (None, Some(http)) => run_http(http, role, context, who, kill).await,
+        (None, None) => failed("the role has neither `command` nor `http`"),
+    };
+    out.elapsed = started.elapsed();
+    out
+}
+
+fn failed(msg: impl Into<String>) -> RunOutcome {
+    RunOutcome {
+        status: RunStatus::Failed,
+        exit_code: None,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        error: Some(msg.into()),
+        elapsed: Duration::ZERO,
+    }
+}
+
+/// Reads at most `limit` bytes; the flag says whether there was more.
+async fn read_capped(mut r: impl AsyncRead + Unpin, limit: u64) -> (Vec<u8>, bool) {
+    let mut buf = Vec::new();
+    let mut take = (&mut r).take(limit + 1);
+    // A read error ends the stream; what was read so far is kept.
+    let _ = take.read_to_end(&mut buf).await;
+    let over = buf.len() as u64 > limit;
+    buf.truncate(limit as usize);
+    (buf, over)
+}
+
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // ESRCH (already gone) is the common, harmless case.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+async fn run_command(argv: &[String], role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .envs(&role.env)
+        .envs(who.env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = &role.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot start {:?}: {e}", argv[0])),
+    };
+    let pid = child.id();
+    let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+        kill_group(pid);
+        return failed("the role's pipes could not be opened");
+    };
+    let context = context.to_vec();
+    let feed = tokio::spawn(async move {
+        // A role may exit without reading its context; a broken pipe is not our error.
+        let _ = stdin.write_all(&context).await;
+        let _ = stdin.shutdown().await;
+    });
+    let limit = role.max_output_bytes;
+    let out_reader = tokio::spawn(read_capped(stdout, limit));
+    let err_reader = tokio::spawn(read_capped(stderr, limit));
+
+    let mut status = RunStatus::Exited;
+    let mut error = None;
+    let exit = tokio::select! {
+        r = child.wait() => r.ok(),
+        _ = tokio::time::sleep(role.timeout) => {
+            kill_group(pid);
+            status = RunStatus::TimedOut;
+            error = Some(format!("timed out after {:?}; the process group was killed", role.timeout));
+            child.wait().await.ok()
+        }
+        _ = fired(kill) => {
+            kill_group(pid);
+            status = RunStatus::Interrupted;
+            error = Some("interrupted: the daemon is stopping".to_owned());
+            child.wait().await.ok()
+        }
+    };
+    feed.abort();
+    // Output left open by a grandchild must not hold us forever.
+    let grace = Duration::from_secs(2);
+    let (stdout, out_over) = tokio::time::timeout(grace, out_reader).await.ok().and_then(Result::ok).unwrap_or_default();
+    let (stderr, _) = tokio::time::timeout(grace, err_reader).await.ok().and_then(Result::ok).unwrap_or_default();
+    let exit_code = exit.and_then(|e| e.code());
+    if status == RunStatus::Exited {
+        if out_over {
+            status = RunStatus::Failed;
+            error = Some(format!("printed more than {limit} bytes (max_output_bytes)"));
+        } else if exit_code != Some(0) {
+            status = RunStatus::Failed;
+            error = Some(match exit_code {
+                Some(c) => format!("exited with code {c}"),
+                None => "was killed by a signal".to_owned(),
+            });
+        }
+    }
+    RunOutcome { status, exit_code, stdout, stderr, error, elapsed: Duration::ZERO }
+}
+
+async fn run_http(http: &HttpConfig, role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
+    let client = match reqwest::Client::builder().timeout(role.timeout).build() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot build an HTTP client: {e}")),
+    };
+    let mut req = client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {}", who.token))
+        .header("x-clawboard-task-id", &who.task_id)
+        .header("x-clawboard-role", &who.role)
+        .header("x-clawboard-instance-id", &who.instance_id)
+        .body(context.to_vec());
+    for (k, v) in &http.headers {
+        req = req.header(k, v);
+    }
+    let limit = role.max_output_bytes;
+    let call = async {
+        let resp = req.send().await.map_err(|e| (e.is_timeout(), format!("POST {}: {e}", http.url)))?;
+        let code = resp.status();
+        let mut body = Vec::new();
+        let mut resp = resp;
+        while let Some(chunk) = resp.chunk().await.map_err(|e| (e.is_timeout(), format!("reading the response: {e}")))? {
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > limit {
+                return Err((false, format!("response is over {limit} bytes (max_output_bytes)")));
+            }
+        }
+        Ok((code, body))
+    };
+    tokio::select! {
+        r = call => match r {
+            Ok((code, body)) if code.is_success() => RunOutcome {
+                status: RunStatus::Exited, exit_code: Some(i32::from(code.as_u16())), stdout: body,
+                stderr: Vec::new(), error: None, elapsed: Duration::ZERO,
+            },
+            Ok((code, body)) => RunOutcome {
+                status: RunStatus::Failed, exit_code: Some(i32::from(code.as_u16())), stdout: Vec::new(),
+                stderr: body, error: Some(format!("POST {} answered {code}", http.url)), elapsed: Duration::ZERO,
+            },
+            Err((true, msg)) => RunOutcome { status: RunStatus::TimedOut, ..failed(msg) },
+            Err((false, msg)) => failed(msg),
+        },
+        _ = fired(kill) => RunOutcome { status: RunStatus::Interrupted, ..failed("interrupted: the daemon is stopping") },
+    }
+}
+
+/// Kills the process groups of role processes a previous daemon on `root` left
+/// running when it died (found by their `CLAWBOARD_ROOT` environment). Returns how many.
+pub fn kill_orphans(root: &str) -> usize {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return 0 };
+    let needle = format!("CLAWBOARD_ROOT={root}");
+    let me = std::process::id();
+    let mut killed = 0;
+    for p in procs.filter_map(Result::ok) {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(p.path().join("environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            kill_group(Some(pid));
+            if let Ok(i) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(i), Signal::SIGKILL);
+            }
+            killed += 1;
+        }
+    }
+    killed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(argv: &[&str]) -> RoleConfig {
+        let mut r: RoleConfig = serde_json::from_value(serde_json::json!({"command": argv})).unwrap();
+        r.timeout = Duration::from_secs(5);
+        r
+    }
+
+    fn who() -> RunIdentity {
+        RunIdentity { root: "/tmp/x".into(), task_id: "t1".into(), role: "w".into(), instance_id: "inst-1".into(), token: "tok".into() }
+    }
+
+    #[tokio::test]
+    async fn passes_context_and_env_and_reads_stdout() {
+        let r = role(&["sh", "-c", "cat; printf ' %s' \"$CLAWBOARD_TASK_ID\"; echo oops >&2"]);
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&r, b"{\"a\":1}", &who(), &mut rx).await;
+        assert_eq!(out.status, RunStatus::Exited);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "{\"a\":1} t1");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    }
+
+    #[tokio::test]
+    async fn nonzero_exit_fails() {
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&role(&["sh", "-c", "exit 3"]), b"", &who(), &mut rx).await;
+        assert_eq!((out.status, out.exit_code), (RunStatus::Failed, Some(3)));
+        let out = run(&role(&["/nonexistent/role"]), b"", &who(), &mut rx).await;
+        assert!(out.error.unwrap().starts_with("cannot start"));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("survived");
+        let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
+        let mut r = role(&["sh", "-c", &script]);
+        r.timeout = Duration::from_millis(300);
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&r, b"", &who(), &mut rx).await;
+        assert_eq!(out.status, RunStatus::TimedOut);
+        assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(!marker.exists(), "a grandchild outlived the timeout");
+    }
+
+    #[tokio::test]
+    async fn output_over_the_limit_fails() {
+        let mut r = role(&["sh", "-c", "head -c 5000 /dev/zero"]);
+        r.max_output_bytes = 1000;
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&r, b"", &who(), &mut rx).await;
+        assert_eq!(out.status, RunStatus::Failed);
+        assert!(out.error.unwrap().contains("more than 1000 bytes"));
+    }
+
+    #[tokio::test]
+    async fn kill_signal_interrupts() {
+        let (tx, mut rx) = watch::channel(false);
+        let r = role(&["sleep", "30"]);
+        let h = tokio::spawn(async move { run(&r, b"", &who(), &mut rx).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tx.send(true).unwrap();
+        let out = h.await.unwrap();
+        assert_eq!(out.status, RunStatus::Interrupted);
+    }
+}

@@ -1,0 +1,60 @@
+//! `tasks/{id}/status.md`: a live progress page for humans.
+
+use std::fmt::Write;
+
+use clawboard_core::formats::Task;
+
+/// What the page shows.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    pub step: String,
+    pub iteration: u32,
+    pub max_iterations: u32,
+    /// (instance, role, step, started) of running instances.
+    pub running: Vec<(String, String, String, String)>,
+    /// (iteration, score, pass) of each validation so far.
+    pub scores: Vec<(u32, f64, bool)>,
+    pub attempts: usize,
+    pub last_error: Option<String>,
+    /// Escalation ids the task waits on.
+    pub held_by: Vec<String>,
+    pub outcome: Option<String>,
+}
+
+pub fn render(task: &Task, p: &Progress) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# {} — {}\n", task.task_id, p.outcome.as_deref().unwrap_or(task.status.as_str()));
+    let _ = writeln!(s, "{}\n", task.description.lines().next().unwrap_or(""));
+    let _ = writeln!(s, "- type: {} · priority: {}", task.kind, task.priority);
+    if let Some(pm) = &task.assigned_pm {
+        let _ = writeln!(s, "- PM: {pm}");
+    }
+    let _ = writeln!(s, "- step: {}", if p.step.is_empty() { "-" } else { &p.step });
+    if p.iteration > 0 {
+        let _ = writeln!(s, "- iteration: {} of {}", p.iteration, p.max_iterations);
+    }
+    let _ = writeln!(s, "- role runs so far: {}", p.attempts);
+    let _ = writeln!(s, "- updated: {}", clawboard_core::Timestamp::now());
+    if !p.held_by.is_empty() {
+        let _ = writeln!(s, "\n## Waiting for a human\n");
+        for id in &p.held_by {
+            let _ = writeln!(s, "- escalation `{id}`: `clawboard escalation approve {id}` or `clawboard escalation reject {id} --note WHY`");
+        }
+    }
+    if !p.running.is_empty() {
+        let _ = writeln!(s, "\n## Running\n\n| instance | role | step | started |\n| --- | --- | --- | --- |");
+        for (inst, role, step, started) in &p.running {
+            let _ = writeln!(s, "| {inst} | {role} | {step} | {started} |");
+        }
+    }
+    if !p.scores.is_empty() {
+        let _ = writeln!(s, "\n## Validation\n\n| iteration | score | pass |\n| --- | --- | --- |");
+        for (i, score, pass) in &p.scores {
+            let _ = writeln!(s, "| {i} | {score} | {pass} |");
+        }
+    }
+    if let Some(e) = &p.last_error {
+        let _ = writeln!(s, "\n## Last error\n\n```\n{e}\n```");
+    }
+    s
+}

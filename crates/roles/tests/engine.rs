@@ -1,0 +1,150 @@
+//! The lifecycle with real role processes (small `sh` programs).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use clawboard_core::formats::{Task, TaskStatus, Validation};
+use clawboard_core::{RelPath, Store};
+use clawboard_roles::attempts::{self, AttemptStatus};
+use clawboard_roles::config::LifecycleConfig;
+use clawboard_roles::{Engine, Outcome, RoleConfig, RolesConfig, Shutdown, claims, escalations, intake};
+
+fn sh(script: &str) -> RoleConfig {
+    let mut r: RoleConfig = serde_json::from_value(serde_json::json!({"command": ["sh", "-c", script]})).unwrap();
+    r.retry_backoff = std::time::Duration::from_millis(10);
+    r.timeout = std::time::Duration::from_secs(10);
+    r
+}
+
+fn config(roles: &[(&str, RoleConfig)]) -> RolesConfig {
+    let mut lifecycle = LifecycleConfig::default();
+    lifecycle.pm_for_type.insert(clawboard_core::formats::TaskType::Coding, "pm".into());
+    lifecycle.validator = Some("validator".into());
+    lifecycle.harvester = Some("harvester".into());
+    let mut map: BTreeMap<String, RoleConfig> = BTreeMap::new();
+    map.insert("pm".into(), sh(r#"printf '{"team":[{"role":"w1","priority":1},{"role":"w2","priority":1},{"role":"w3","priority":2}],"reasoning":"r"}'"#));
+    for w in ["w1", "w2", "w3"] {
+        map.insert(w.into(), sh(&format!(r#"printf '{{"summary":"{w} did it"}}'"#)));
+    }
+    // Fails the first iteration, passes the second.
+    map.insert("validator".into(), sh(r#"if grep -q '"iteration":1,' ; then printf '{"score":4,"pass":false,"issues":[{"severity":"major","description":"too thin"}]}'; else printf '{"score":9,"pass":true}'; fi"#));
+    map.insert("harvester".into(), sh(r#"printf '{"experiences":[{"roleId":"w1","cells":[{"type":"insight","content":"c","value":0.5}]}]}'"#));
+    for (k, v) in roles {
+        map.insert((*k).into(), v.clone());
+    }
+    let c = RolesConfig { lifecycle, roles: map };
+    c.check().unwrap();
+    c
+}
+
+fn submit(d: &std::path::Path, store: &Store, id: &str) {
+    std::fs::write(d.join(format!("inbox/{id}.json")), format!(r#"{{"taskId":"{id}","type":"coding","description":"d"}}"#)).unwrap();
+    assert_eq!(intake::take_inbox_file(store, &format!("{id}.json")).unwrap(), intake::Intake::Accepted(id.into()));
+}
+
+fn task(store: &Store, id: &str) -> Task {
+    store.read(&RelPath::new(&format!("tasks/{id}/task.json")).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_goes_through_every_step_and_iterates() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    submit(d.path(), &store, "t1");
+    let engine = Engine::new(store.clone(), config(&[]), Shutdown::never());
+    assert_eq!(engine.drive("t1").await.unwrap(), Outcome::Completed);
+    let t = task(&store, "t1");
+    assert_eq!(t.status, TaskStatus::Completed);
+    assert!(t.completed_at.is_some());
+    let v: Validation = store.read(&RelPath::new("tasks/t1/validation.json").unwrap()).unwrap();
+    assert_eq!((v.iterations, v.result.pass), (2, true));
+    for f in ["team-composition.json", "result.json", "memory-harvest.json", "status.md"] {
+        assert!(d.path().join("tasks/t1").join(f).exists(), "{f}");
+    }
+    // pm + 2 × (3 workers + validator) + harvester
+    let runs = attempts::load(&store, "t1").unwrap();
+    assert_eq!(runs.len(), 10);
+    assert!(runs.iter().all(|a| a.status == AttemptStatus::Ok));
+    let queue = std::fs::read_to_string(d.path().join("roles/memory-queue.json")).unwrap();
+    assert!(queue.contains("\"roleId\": \"w1\""), "{queue}");
+    let active = std::fs::read_to_string(d.path().join("roles/active.json")).unwrap();
+    assert!(!active.contains("inst-"), "{active}");
+    assert!(claims::active(&store).unwrap().is_empty());
+    // Driving it again does nothing.
+    assert_eq!(engine.drive("t1").await.unwrap(), Outcome::Completed);
+    assert_eq!(attempts::load(&store, "t1").unwrap().len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failing_roles_retry_then_fall_back_or_fail() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    let mut garbage = sh("echo not json; echo oops >&2");
+    garbage.max_retries = 1;
+    garbage.fallback = Some("skill".into());
+    let mut broken = sh("exit 7");
+    broken.max_retries = 2;
+    let cfg = config(&[("w1", garbage), ("skill", sh(r#"printf '{"summary":"skill did it"}'"#)), ("w3", broken)]);
+    submit(d.path(), &store, "t2");
+    let engine = Engine::new(store.clone(), cfg, Shutdown::never());
+    let out = engine.drive("t2").await.unwrap();
+    let Outcome::Failed(reason) = out else { panic!("{out:?}") };
+    assert!(reason.contains("iter-1/w3") && reason.contains("exited with code 7"), "{reason}");
+    let runs = attempts::load(&store, "t2").unwrap();
+    let w1: Vec<_> = runs.iter().filter(|a| a.role == "w1").collect();
+    assert_eq!(w1.len(), 2, "one run and one retry");
+    assert!(w1[0].error.as_deref().unwrap().starts_with("invalid output"), "{:?}", w1[0].error);
+    assert_eq!(runs.iter().filter(|a| a.role == "skill" && a.status == AttemptStatus::Ok).count(), 1);
+    assert_eq!(runs.iter().filter(|a| a.role == "w3").count(), 3);
+    let t = task(&store, "t2");
+    assert_eq!(t.status, TaskStatus::Failed);
+    let result = std::fs::read_to_string(d.path().join("tasks/t2/result.json")).unwrap();
+    assert!(result.contains("\"partial\": true"), "{result}");
+    let log = std::fs::read_to_string(d.path().join("tasks/t2/errors.log")).unwrap();
+    assert!(log.contains("stderr: oops"), "{log}");
+    // Raw output of every attempt is kept.
+    assert!(d.path().join(format!("tasks/t2/attempts/{}.stdout", w1[0].file_stem())).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_escalation_holds_the_task_until_decided() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    // Asks for approval in the first iteration only.
+    let esc = sh(r#"if grep -q '"iteration":1,'; then printf '{"summary":"need ok","escalations":[{"level":"high","issue":"deploy to prod?","requiresHumanApproval":true}]}'; else printf '{"summary":"done"}'; fi"#);
+    let cfg = config(&[("w2", esc)]);
+    submit(d.path(), &store, "t3");
+    submit(d.path(), &store, "t4");
+    let engine = Engine::new(store.clone(), cfg, Shutdown::never());
+    let Outcome::Held(ids) = engine.drive("t3").await.unwrap() else { panic!() };
+    assert_eq!(ids.len(), 1);
+    let page = std::fs::read_to_string(d.path().join("tasks/t3/status.md")).unwrap();
+    assert!(page.contains("Waiting for a human") && page.contains(&ids[0]), "{page}");
+    assert_eq!(engine.drive("t3").await.unwrap(), Outcome::Held(ids.clone()), "still undecided");
+    escalations::decide(&store, &ids[0], clawboard_core::formats::Decision::Approved, "human", None).unwrap();
+    assert_eq!(engine.drive("t3").await.unwrap(), Outcome::Completed);
+    // The approved step did not run again.
+    let runs = attempts::load(&store, "t3").unwrap();
+    assert_eq!(runs.iter().filter(|a| a.role == "w2").count(), 2, "once per iteration");
+
+    let Outcome::Held(ids) = engine.drive("t4").await.unwrap() else { panic!() };
+    escalations::decide(&store, &ids[0], clawboard_core::formats::Decision::Rejected, "human", Some("not now")).unwrap();
+    let Outcome::Failed(reason) = engine.drive("t4").await.unwrap() else { panic!() };
+    assert!(reason.contains("was rejected by human: not now"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_timeout_is_a_failed_attempt() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    let mut slow = sh("sleep 20");
+    slow.timeout = std::time::Duration::from_millis(200);
+    slow.max_retries = 0;
+    submit(d.path(), &store, "t5");
+    let engine = Engine::new(store.clone(), config(&[("w3", slow)]), Shutdown::never());
+    let Outcome::Failed(reason) = engine.drive("t5").await.unwrap() else { panic!() };
+    assert!(reason.contains("timed out"), "{reason}");
+    let runs = attempts::load(&store, "t5").unwrap();
+    assert_eq!(runs.iter().filter(|a| a.status == AttemptStatus::TimedOut).count(), 1);
+}
