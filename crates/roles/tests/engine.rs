@@ -112,7 +112,7 @@ async fn an_escalation_holds_the_task_until_decided() {
     let d = tempfile::tempdir().unwrap();
     let (store, _) = Store::init(d.path()).unwrap();
     // Asks for approval in the first iteration only.
-    let esc = sh(r#"if grep -q '"iteration":1,'; then printf '{"summary":"need ok","escalations":[{"level":"high","issue":"deploy to prod?","requiresHumanApproval":true}]}'; else printf '{"summary":"done"}'; fi"#);
+    let esc = sh(r#"if grep -q '"step":"iter-1/'; then printf '{"summary":"need ok","escalations":[{"level":"high","issue":"deploy to prod?","requiresHumanApproval":true}]}'; else printf '{"summary":"done"}'; fi"#);
     let cfg = config(&[("w2", esc)]);
     submit(d.path(), &store, "t3");
     submit(d.path(), &store, "t4");
