@@ -24,9 +24,8 @@ pub fn bin() -> PathBuf {
             .status()
             .expect("running cargo build");
         assert!(status.success(), "cargo build of clawboard failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace.join("target"));
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace.join("target"));
         target.join("debug/clawboard")
     })
     .clone()
@@ -34,10 +33,7 @@ pub fn bin() -> PathBuf {
 
 /// The repository root (for `config/examples/…` and fixtures).
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
 /// A temp directory with a blackboard root inside it (not yet initialized).
@@ -78,8 +74,7 @@ impl Run {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
 }
 
@@ -125,8 +120,7 @@ impl Tree {
                 c.env_remove(k);
             }
         }
-        c.env("HOME", self.dir.path().join("home"))
-            .current_dir(repo());
+        c.env("HOME", self.dir.path().join("home")).current_dir(repo());
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
@@ -135,13 +129,8 @@ impl Tree {
 
     pub fn run_with_stdin(&self, args: &[&str], stdin: &[u8]) -> Run {
         use std::io::Write;
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child =
+            self.command(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         // The child may refuse early and close stdin; a broken pipe is then expected.
         let _ = child.stdin.take().unwrap().write_all(stdin);
         Run::from(child.wait_with_output().unwrap())

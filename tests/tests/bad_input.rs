@@ -7,8 +7,7 @@ use clawboard_tests::Tree;
 use rstest::rstest;
 
 fn task_with_id(id: &str) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!({"taskId": id, "type": "coding", "description": "d"}))
-        .unwrap()
+    serde_json::to_vec(&serde_json::json!({"taskId": id, "type": "coding", "description": "d"})).unwrap()
 }
 
 fn deep(n: usize) -> Vec<u8> {
@@ -44,23 +43,11 @@ fn huge() -> Vec<u8> {
     huge(),
     "/: the file is 20.0 MiB (20971554 bytes), over the 16 MiB limit (config limits.max_file_size)"
 )]
-#[case::id_dotdot(
-    task_with_id(".."),
-    r#"/taskId: id ".." is "..", which names a directory"#
-)]
-#[case::id_slash(
-    task_with_id("a/b"),
-    r#"/taskId: id "a/b" contains a path separator '/'"#
-)]
-#[case::id_backslash(
-    task_with_id("a\\b"),
-    r#"/taskId: id "a\\b" contains a path separator '\\'"#
-)]
+#[case::id_dotdot(task_with_id(".."), r#"/taskId: id ".." is "..", which names a directory"#)]
+#[case::id_slash(task_with_id("a/b"), r#"/taskId: id "a/b" contains a path separator '/'"#)]
+#[case::id_backslash(task_with_id("a\\b"), r#"/taskId: id "a\\b" contains a path separator '\\'"#)]
 #[case::id_nul(task_with_id("a\0b"), r#"/taskId: id "a\0b" contains a NUL byte"#)]
-#[case::id_absolute(
-    task_with_id("/etc/passwd"),
-    r#"/taskId: id "/etc/passwd" contains a path separator '/'"#
-)]
+#[case::id_absolute(task_with_id("/etc/passwd"), r#"/taskId: id "/etc/passwd" contains a path separator '/'"#)]
 #[case::id_empty(task_with_id(""), r#"/taskId: id "" is empty"#)]
 #[case::id_too_long(task_with_id(&"a".repeat(129)), &format!(r#"/taskId: id "{}"… is 129 bytes long; at most 128 are allowed"#, "a".repeat(57)))]
 #[case::id_hidden(task_with_id(".git"), r#"/taskId: id ".git" starts with '.'"#)]
@@ -73,33 +60,21 @@ fn refused_with_field_and_reason(#[case] body: Vec<u8>, #[case] want: &str) {
     let r = t.run(&["task", "submit", file.to_str().unwrap()]);
     r.expect_code(2);
     let named = format!("{}: {want}", file.display());
-    assert!(
-        r.stderr.contains(&named),
-        "submit: want {named:?}\n--- stderr\n{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains(&named), "submit: want {named:?}\n--- stderr\n{}", r.stderr);
     assert_eq!(t.snapshot(), before, "a refused submit changed the tree");
 
     // … and so is it on standard input, named <stdin> …
     if body.len() < 1024 * 1024 {
         let r = t.run_with_stdin(&["task", "submit", "-"], &body);
         r.expect_code(2);
-        assert!(
-            r.stderr.contains(&format!("<stdin>: {want}")),
-            "stdin: want {want:?}\n{}",
-            r.stderr
-        );
+        assert!(r.stderr.contains(&format!("<stdin>: {want}")), "stdin: want {want:?}\n{}", r.stderr);
         assert_eq!(t.snapshot(), before);
     }
 
     // … and validate says the same.
     let r = t.run(&["validate", file.to_str().unwrap()]);
     r.expect_code(2);
-    assert!(
-        r.stdout.contains(&named),
-        "validate: want {named:?}\n--- stdout\n{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains(&named), "validate: want {named:?}\n--- stdout\n{}", r.stdout);
     assert_eq!(t.snapshot(), before);
 }
 
@@ -109,12 +84,7 @@ fn huge_stdin_is_cut_off_at_the_limit() {
     let before = t.snapshot();
     let r = t.run_with_stdin(&["task", "submit", "-"], &huge());
     r.expect_code(2);
-    assert!(
-        r.stderr
-            .contains("<stdin>: /: the task is over the 16 MiB limit"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("<stdin>: /: the task is over the 16 MiB limit"), "{}", r.stderr);
     assert_eq!(t.snapshot(), before);
 }
 
@@ -123,9 +93,5 @@ fn missing_file_is_bad_input() {
     let t = Tree::init();
     let r = t.run(&["task", "submit", "/nonexistent/task.json"]);
     r.expect_code(2);
-    assert!(
-        r.stderr.contains("/nonexistent/task.json: not found"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("/nonexistent/task.json: not found"), "{}", r.stderr);
 }

@@ -9,11 +9,7 @@ fn init_creates_the_seed_layout_and_is_idempotent() {
     let t = Tree::new();
     let first = t.run(&["init"]);
     first.ok();
-    assert!(
-        first.stdout.contains("Initialized the blackboard"),
-        "{}",
-        first.stdout
-    );
+    assert!(first.stdout.contains("Initialized the blackboard"), "{}", first.stdout);
     for dir in [
         "tasks",
         "gm",
@@ -39,10 +35,7 @@ fn init_creates_the_seed_layout_and_is_idempotent() {
         "shared/knowledge-sync.json",
         "gm/pm-performance.json",
     ];
-    let paths: Vec<String> = files
-        .iter()
-        .map(|f| t.root.join(f).display().to_string())
-        .collect();
+    let paths: Vec<String> = files.iter().map(|f| t.root.join(f).display().to_string()).collect();
     let mut args = vec!["validate"];
     args.extend(paths.iter().map(String::as_str));
     t.run(&args).ok();
@@ -53,11 +46,7 @@ fn init_creates_the_seed_layout_and_is_idempotent() {
     let before = t.snapshot();
     let second = t.run(&["init"]);
     second.ok();
-    assert!(
-        second.stdout.starts_with("Nothing to do"),
-        "{}",
-        second.stdout
-    );
+    assert!(second.stdout.starts_with("Nothing to do"), "{}", second.stdout);
     assert_eq!(t.snapshot(), before, "a second init changed the tree");
 }
 
@@ -68,14 +57,8 @@ fn init_restores_what_is_missing_and_keeps_what_exists() {
     std::fs::remove_file(t.root.join("roles/active.json")).unwrap();
     let r = t.run(&["init", "--json"]);
     r.ok();
-    assert_eq!(
-        r.json()["created"],
-        serde_json::json!(["roles/active.json"])
-    );
-    assert_eq!(
-        std::fs::read_to_string(t.root.join("gm/decisions.md")).unwrap(),
-        "# mine\n"
-    );
+    assert_eq!(r.json()["created"], serde_json::json!(["roles/active.json"]));
+    assert_eq!(std::fs::read_to_string(t.root.join("gm/decisions.md")).unwrap(), "# mine\n");
 }
 
 #[test]
@@ -90,11 +73,7 @@ fn submit_then_list_shows_the_task() {
     let list = t.run(&["task", "list"]);
     list.ok();
     assert!(list.stdout.starts_with("ID "), "{}", list.stdout);
-    assert!(
-        list.stdout.contains(&id) && list.stdout.contains("pending"),
-        "{}",
-        list.stdout
-    );
+    assert!(list.stdout.contains(&id) && list.stdout.contains("pending"), "{}", list.stdout);
 
     let stored = t.root.join("tasks").join(&id).join("task.json");
     let task: serde_json::Value = serde_json::from_slice(&std::fs::read(&stored).unwrap()).unwrap();
@@ -111,11 +90,7 @@ fn submit_then_list_shows_the_task() {
     show.ok();
     assert_eq!(show.json()["files"], serde_json::json!(["task.json"]));
     let human = t.run(&["task", "show", &id]);
-    assert!(
-        human.ok().stdout.contains("assignedPM:  coding-pm"),
-        "{}",
-        human.stdout
-    );
+    assert!(human.ok().stdout.contains("assignedPM:  coding-pm"), "{}", human.stdout);
 }
 
 #[test]
@@ -139,88 +114,47 @@ fn duplicate_task_id_is_refused_and_changes_nothing() {
     let body = br#"{"taskId":"dup-1","type":"quant","description":"first"}"#;
     t.run_with_stdin(&["task", "submit", "-"], body).ok();
     let before = t.snapshot();
-    let again = t.run_with_stdin(
-        &["task", "submit", "-"],
-        br#"{"taskId":"dup-1","type":"quant","description":"second"}"#,
-    );
+    let again =
+        t.run_with_stdin(&["task", "submit", "-"], br#"{"taskId":"dup-1","type":"quant","description":"second"}"#);
     again.expect_code(2);
-    assert!(
-        again
-            .stderr
-            .contains("/taskId: task \"dup-1\" already exists"),
-        "{}",
-        again.stderr
-    );
+    assert!(again.stderr.contains("/taskId: task \"dup-1\" already exists"), "{}", again.stderr);
     assert_eq!(t.snapshot(), before);
 }
 
 #[test]
 fn list_filters_by_status_and_type() {
     let t = Tree::init();
-    t.run_with_stdin(
-        &["task", "submit", "-"],
-        br#"{"taskId":"a1","type":"coding","description":"a"}"#,
-    )
-    .ok();
-    t.run_with_stdin(
-        &["task", "submit", "-"],
-        br#"{"taskId":"b1","type":"writing","description":"b"}"#,
-    )
-    .ok();
+    t.run_with_stdin(&["task", "submit", "-"], br#"{"taskId":"a1","type":"coding","description":"a"}"#).ok();
+    t.run_with_stdin(&["task", "submit", "-"], br#"{"taskId":"b1","type":"writing","description":"b"}"#).ok();
     let coding = t.run(&["task", "list", "--type", "coding", "--json"]);
-    let ids: Vec<_> = coding
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["taskId"].as_str().unwrap().to_owned())
-        .collect();
+    let ids: Vec<_> =
+        coding.json().as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap().to_owned()).collect();
     assert_eq!(ids, vec!["a1"]);
     let running = t.run(&["task", "list", "--status", "running"]);
     assert_eq!(running.ok().stdout.trim(), "No tasks.");
     let bad = t.run(&["task", "list", "--status", "urgent"]);
     bad.expect_code(2);
-    assert!(
-        bad.stderr
-            .contains("\"urgent\" is not one of pending, running, completed, failed"),
-        "{}",
-        bad.stderr
-    );
+    assert!(bad.stderr.contains("\"urgent\" is not one of pending, running, completed, failed"), "{}", bad.stderr);
 }
 
 #[test]
 fn validate_accepts_every_seed_example() {
     let t = Tree::new();
     let tree = repo().join("tests/fixtures/seed-tree");
-    let files: Vec<String> = walk(&tree)
-        .into_iter()
-        .map(|p| p.display().to_string())
-        .collect();
+    let files: Vec<String> = walk(&tree).into_iter().map(|p| p.display().to_string()).collect();
     assert!(files.len() >= 14);
     let mut args = vec!["validate"];
     args.extend(files.iter().map(String::as_str));
     let r = t.run(&args);
     r.ok();
-    assert!(
-        r.stdout.contains(&format!(
-            "{} checked, {} valid, 0 invalid",
-            files.len(),
-            files.len()
-        )),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains(&format!("{} checked, {} valid, 0 invalid", files.len(), files.len())), "{}", r.stdout);
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p))
-        } else {
-            out.push(p)
-        }
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
     }
     out
 }
@@ -231,30 +165,17 @@ fn validate_reports_every_problem_with_file_and_pointer() {
     let dir = t.dir.path().join("tasks/t1");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("task.json");
-    std::fs::write(&file, r#"{"taskId":"t2","type":"coding","priority":"urgent","createdBy":"x","createdAt":"now","status":"pending"}"#).unwrap();
+    std::fs::write(
+        &file,
+        r#"{"taskId":"t2","type":"coding","priority":"urgent","createdBy":"x","createdAt":"now","status":"pending"}"#,
+    )
+    .unwrap();
     let r = t.run(&["validate", file.to_str().unwrap()]);
     r.expect_code(2);
     let f = file.display();
-    assert!(
-        r.stdout
-            .contains(&format!("{f}: /description: is required but missing")),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains(&format!(
-            "{f}: /priority: \"urgent\" is not one of high, normal, low"
-        )),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains(&format!(
-            "{f}: /createdAt: \"now\" is not an RFC 3339 timestamp"
-        )),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains(&format!("{f}: /description: is required but missing")), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("{f}: /priority: \"urgent\" is not one of high, normal, low")), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("{f}: /createdAt: \"now\" is not an RFC 3339 timestamp")), "{}", r.stdout);
 
     let json = t.run(&["validate", "--json", file.to_str().unwrap()]);
     json.expect_code(2);
@@ -264,37 +185,19 @@ fn validate_reports_every_problem_with_file_and_pointer() {
     std::fs::write(&file, r#"{"taskId":"t2","type":"coding","description":"d","priority":"low","createdBy":"x","createdAt":"2026-01-01T00:00:00Z","status":"pending"}"#).unwrap();
     let r = t.run(&["validate", file.to_str().unwrap()]);
     r.expect_code(2);
-    assert!(
-        r.stdout
-            .contains("/taskId: \"t2\" does not match its directory tasks/t1/"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("/taskId: \"t2\" does not match its directory tasks/t1/"), "{}", r.stdout);
 }
 
 #[test]
 fn validate_with_kind_and_unknown_paths() {
     let t = Tree::new();
-    let f = t.scratch(
-        "draft.json",
-        br#"{"level":"urgent","from":"me","issue":"x"}"#,
-    );
+    let f = t.scratch("draft.json", br#"{"level":"urgent","from":"me","issue":"x"}"#);
     let r = t.run(&["validate", "--kind", "escalation", f.to_str().unwrap()]);
     r.expect_code(2);
-    assert!(
-        r.stdout
-            .contains("/level: \"urgent\" is not one of critical, high, normal"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("/level: \"urgent\" is not one of critical, high, normal"), "{}", r.stdout);
     let r = t.run(&["validate", f.to_str().unwrap()]);
     r.expect_code(2);
-    assert!(
-        r.stdout
-            .contains("cannot tell the kind of file from its path; pass --kind"),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("cannot tell the kind of file from its path; pass --kind"), "{}", r.stdout);
     let r = t.run(&["validate", "--kind", "bogus", f.to_str().unwrap()]);
     r.expect_code(2);
     assert!(r.stderr.contains("unknown kind \"bogus\""), "{}", r.stderr);
@@ -306,22 +209,14 @@ fn exit_codes_follow_the_readme() {
     t.run(&["no-such-command"]).expect_code(2);
     let r = t.run(&["status"]);
     r.expect_code(1);
-    assert!(
-        r.stderr.contains("not a clawboard tree") && r.stderr.contains("clawboard init"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("not a clawboard tree") && r.stderr.contains("clawboard init"), "{}", r.stderr);
     t.run(&["init"]).ok();
     let r = t.run(&["task", "show", "nope"]);
     r.expect_code(2);
     assert!(r.stderr.contains("no task nope"), "{}", r.stderr);
     let r = t.run(&["task", "show", "../etc"]);
     r.expect_code(2);
-    assert!(
-        r.stderr.contains("contains a path separator"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("contains a path separator"), "{}", r.stderr);
     t.run(&["--help"]).ok();
     t.run(&["--version"]).ok();
 }
@@ -329,55 +224,29 @@ fn exit_codes_follow_the_readme() {
 #[test]
 fn status_counts_tasks() {
     let t = Tree::init();
-    t.run_with_stdin(
-        &["task", "submit", "-"],
-        br#"{"type":"coding","description":"a"}"#,
-    )
-    .ok();
+    t.run_with_stdin(&["task", "submit", "-"], br#"{"type":"coding","description":"a"}"#).ok();
     let r = t.run(&["status", "--json"]);
     let s = r.json();
     assert_eq!(s["tasks"]["pending"], 1);
     assert_eq!(s["missing"], serde_json::json!([]));
     let human = t.run(&["status"]);
-    assert!(
-        human
-            .ok()
-            .stdout
-            .contains("tasks        1 pending, 0 running, 0 completed, 0 failed"),
-        "{}",
-        human.stdout
-    );
+    assert!(human.ok().stdout.contains("tasks        1 pending, 0 running, 0 completed, 0 failed"), "{}", human.stdout);
 }
 
 #[test]
 fn root_comes_from_env_then_config_file() {
     let t = Tree::new();
-    let cfg = t.scratch(
-        "c.toml",
-        format!(
-            "root = {:?}\n",
-            t.root.join("from-file").display().to_string()
-        )
-        .as_bytes(),
-    );
+    let cfg = t.scratch("c.toml", format!("root = {:?}\n", t.root.join("from-file").display().to_string()).as_bytes());
     let env_root = t.root.join("from-env");
     let mut c = t.command_no_root(&["--config", cfg.to_str().unwrap(), "init"]);
-    assert!(
-        c.env("CLAWBOARD_ROOT", &env_root)
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(c.env("CLAWBOARD_ROOT", &env_root).status().unwrap().success());
     assert!(env_root.join(".clawboard").is_dir());
     let mut c = t.command_no_root(&["init"]);
     assert!(c.env("CLAWBOARD_CONFIG", &cfg).status().unwrap().success());
     assert!(t.root.join("from-file/.clawboard").is_dir());
 
     let bad = t.scratch("bad.toml", b"[limits]\nmax_file_size = \"big\"\n");
-    let out = t
-        .command_no_root(&["--config", bad.to_str().unwrap(), "status"])
-        .output()
-        .unwrap();
+    let out = t.command_no_root(&["--config", bad.to_str().unwrap(), "status"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("key limits.max_file_size"), "{err}");
@@ -387,17 +256,12 @@ fn root_comes_from_env_then_config_file() {
 #[test]
 fn size_limit_is_configurable() {
     let t = Tree::init();
-    let body =
-        br#"{"type":"coding","description":"a description long enough to pass 64 bytes...."}"#;
+    let body = br#"{"type":"coding","description":"a description long enough to pass 64 bytes...."}"#;
     let mut c = t.command(&["task", "submit", "-"]);
     c.env("CLAWBOARD_MAX_FILE_SIZE", "64");
     let out = {
         use std::io::Write;
-        let mut child = c
-            .stdin(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = c.stdin(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
         let _ = child.stdin.take().unwrap().write_all(body);
         child.wait_with_output().unwrap()
     };
@@ -410,11 +274,7 @@ fn json_logs_and_verbosity() {
     let t = Tree::init();
     let r = t.run(&["-v", "--log-format", "json", "status"]);
     r.ok();
-    let line = r
-        .stderr
-        .lines()
-        .find(|l| l.contains("opened the blackboard"))
-        .unwrap_or_else(|| panic!("{}", r.stderr));
+    let line = r.stderr.lines().find(|l| l.contains("opened the blackboard")).unwrap_or_else(|| panic!("{}", r.stderr));
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["level"], "DEBUG");
     let quiet = t.run(&["status"]);
@@ -428,11 +288,7 @@ fn completions_and_man_page() {
     assert!(bash.ok().stdout.contains("_clawboard()"), "{}", bash.stdout);
     t.run(&["completions", "zsh"]).ok();
     let man = t.run(&["man"]);
-    assert!(
-        man.ok().stdout.contains(".TH clawboard 1"),
-        "{}",
-        &man.stdout[..200.min(man.stdout.len())]
-    );
+    assert!(man.ok().stdout.contains(".TH clawboard 1"), "{}", &man.stdout[..200.min(man.stdout.len())]);
     let dir = t.dir.path().join("man");
     t.run(&["man", "--dir", dir.to_str().unwrap()]).ok();
     assert!(dir.join("clawboard-task-submit.1").is_file());
@@ -455,11 +311,7 @@ fn every_help_has_an_example() {
         vec!["man", "--help"],
     ] {
         let r = t.run(&args);
-        assert!(
-            r.ok().stdout.contains("Examples:"),
-            "{args:?}: {}",
-            r.stdout
-        );
+        assert!(r.ok().stdout.contains("Examples:"), "{args:?}: {}", r.stdout);
     }
 }
 

@@ -12,8 +12,7 @@ use clawboard_tests::Tree;
 fn kill_before_rename_leaves_no_partial_task_and_init_cleans_up() {
     let t = Tree::init();
     let before = t.snapshot();
-    let body =
-        br#"{"taskId":"crash-1","type":"coding","description":"written while we pull the plug"}"#;
+    let body = br#"{"taskId":"crash-1","type":"coding","description":"written while we pull the plug"}"#;
     let file = t.scratch("task.json", body);
 
     let mut child = t
@@ -32,30 +31,19 @@ fn kill_before_rename_leaves_no_partial_task_and_init_cleans_up() {
     child.wait().unwrap();
 
     let task_dir = t.root.join("tasks/crash-1");
-    assert!(
-        !task_dir.join("task.json").exists(),
-        "a partial task.json is visible"
-    );
-    let temps: Vec<String> = std::fs::read_dir(&task_dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    assert!(!task_dir.join("task.json").exists(), "a partial task.json is visible");
+    let temps: Vec<String> =
+        std::fs::read_dir(&task_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(temps.len(), 1, "{temps:?}");
     assert!(temps[0].contains(".clawboard-tmp."), "{temps:?}");
     // The temp holds the whole new content: the crash came after the fsync.
-    let temp: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(task_dir.join(&temps[0])).unwrap()).unwrap();
+    let temp: serde_json::Value = serde_json::from_slice(&std::fs::read(task_dir.join(&temps[0])).unwrap()).unwrap();
     assert_eq!(temp["taskId"], "crash-1");
 
     // The next start removes it, and the same submission then goes through.
     let r = t.run(&["init"]);
     r.ok();
-    assert!(
-        r.stdout
-            .contains("Removed tasks/crash-1/.task.json.clawboard-tmp."),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("Removed tasks/crash-1/.task.json.clawboard-tmp."), "{}", r.stdout);
     let mut after = t.snapshot();
     after.remove("tasks/crash-1/");
     assert_eq!(after, before);

@@ -76,6 +76,9 @@ pub enum Command {
     #[command(subcommand)]
     Task(commands::task::TaskCommand),
     Status(commands::status::StatusArgs),
+    Daemon(commands::daemon::DaemonArgs),
+    #[command(subcommand)]
+    Escalation(commands::escalation::EscalationCommand),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
@@ -87,11 +90,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print(); // stdout/stderr closed: nothing better to do
-            return ExitCode::from(if e.use_stderr() {
-                EXIT_BAD_INPUT
-            } else {
-                EXIT_OK
-            });
+            return ExitCode::from(if e.use_stderr() { EXIT_BAD_INPUT } else { EXIT_OK });
         }
     };
     let settings = match config::resolve(&cli.global, &config::Env::from_process()) {
@@ -101,8 +100,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    let mut settings = settings;
+    if matches!(cli.command, Command::Daemon(_) | Command::Demo(_)) && settings.log_filter_is_default {
+        settings.log_filter = "info".to_owned();
+    }
     crate::logging::init(&settings);
-    match dispatch(cli.command, &settings) {
+    match dispatch(cli.command, &cli.global, &settings) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -114,8 +117,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 /// 2 for bad input (a core error that says so, or a [`BadInput`]), 1 otherwise.
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     let bad = e.chain().any(|c| {
-        c.downcast_ref::<clawboard_core::Error>()
-            .is_some_and(clawboard_core::Error::is_bad_input)
+        c.downcast_ref::<clawboard_core::Error>().is_some_and(clawboard_core::Error::is_bad_input)
             || c.downcast_ref::<BadInput>().is_some()
     });
     if bad { EXIT_BAD_INPUT } else { EXIT_FAILURE }
@@ -126,12 +128,14 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
-fn dispatch(command: Command, s: &Settings) -> anyhow::Result<u8> {
+fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
     match command {
         Command::Init(a) => commands::init::run(a, s),
         Command::Validate(a) => commands::validate::run(a, s),
         Command::Task(c) => commands::task::run(c, s),
         Command::Status(a) => commands::status::run(a, s),
+        Command::Daemon(a) => commands::daemon::run(a, global, s),
+        Command::Escalation(c) => commands::escalation::run(c, s),
         Command::Demo(a) => commands::demo::run(a, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),
@@ -152,10 +156,7 @@ mod tests {
     fn every_subcommand_help_has_an_example() {
         fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
             let name = format!("{path} {}", cmd.get_name());
-            let help = cmd
-                .get_after_help()
-                .map(|h| h.to_string())
-                .unwrap_or_default();
+            let help = cmd.get_after_help().map(|h| h.to_string()).unwrap_or_default();
             if !help.contains("Example") && cmd.get_name() != "help" {
                 missing.push(name.clone());
             }

@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
 pub mod completions;
+pub mod daemon;
 pub mod demo;
+pub mod escalation;
 pub mod init;
 pub mod man;
 pub mod status;

@@ -21,6 +21,33 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub lifecycle: clawboard_roles::LifecycleConfig,
+    #[serde(default)]
+    pub roles: std::collections::BTreeMap<String, clawboard_roles::RoleConfig>,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// On SIGTERM, how long running roles may take to finish before they are killed.
+    #[serde(default = "DaemonConfig::default_grace", with = "clawboard_core::duration::serde_str")]
+    pub shutdown_grace: std::time::Duration,
+}
+
+impl DaemonConfig {
+    fn default_grace() -> std::time::Duration {
+        std::time::Duration::from_secs(10)
+    }
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig { shutdown_grace: Self::default_grace() }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -57,9 +84,7 @@ impl ByteSize {
         let s = s.trim();
         let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
         let (digits, unit) = s.split_at(split);
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("{s:?} is not a size; write e.g. \"16 MiB\" or 16777216"))?;
+        let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size; write e.g. \"16 MiB\" or 16777216"))?;
         let mult: u64 = match unit.trim() {
             "" | "B" | "bytes" => 1,
             "KiB" => 1 << 10,
@@ -69,14 +94,10 @@ impl ByteSize {
             "MB" => 1_000_000,
             "GB" => 1_000_000_000,
             other => {
-                return Err(format!(
-                    "unknown unit {other:?} in {s:?}; use B, KiB, MiB, GiB, KB, MB or GB"
-                ));
+                return Err(format!("unknown unit {other:?} in {s:?}; use B, KiB, MiB, GiB, KB, MB or GB"));
             }
         };
-        n.checked_mul(mult)
-            .map(ByteSize)
-            .ok_or_else(|| format!("{s:?} is too large"))
+        n.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("{s:?} is too large"))
     }
 }
 
@@ -88,9 +109,9 @@ impl<'de> Deserialize<'de> for ByteSize {
             N(u64),
             S(String),
         }
-        match Raw::deserialize(d).map_err(|_| {
-            serde::de::Error::custom("expected a byte count or a string like \"16 MiB\"")
-        })? {
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a byte count or a string like \"16 MiB\""))?
+        {
             Raw::N(n) => Ok(ByteSize(n)),
             Raw::S(s) => ByteSize::parse(&s).map_err(serde::de::Error::custom),
         }
@@ -107,28 +128,18 @@ pub struct Env {
 impl Env {
     pub fn from_process() -> Env {
         let vars = std::env::vars()
-            .filter(|(k, _)| {
-                k.starts_with("CLAWBOARD_") || matches!(k.as_str(), "HOME" | "XDG_CONFIG_HOME")
-            })
+            .filter(|(k, _)| k.starts_with("CLAWBOARD_") || matches!(k.as_str(), "HOME" | "XDG_CONFIG_HOME"))
             .collect();
         Env { vars }
     }
 
     #[cfg(test)]
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Env {
-        Env {
-            vars: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
+        Env { vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.vars
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
+        self.vars.get(key).map(String::as_str).filter(|v| !v.is_empty())
     }
 
     fn home(&self) -> Option<PathBuf> {
@@ -147,59 +158,46 @@ pub struct Settings {
     pub json: bool,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// True when no flag, variable or key set the log filter.
+    pub log_filter_is_default: bool,
+    pub daemon: DaemonConfig,
+    pub roles: clawboard_roles::RolesConfig,
 }
 
 /// `~` and `~/…` to the home directory.
 fn expand_home(s: &str, env: &Env) -> PathBuf {
     match (s.strip_prefix('~'), env.home()) {
-        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-            home.join(rest.trim_start_matches('/'))
-        }
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => home.join(rest.trim_start_matches('/')),
         _ => PathBuf::from(s),
     }
 }
 
 /// Where the config file is looked for when none is named.
 fn default_config_path(env: &Env) -> Option<PathBuf> {
-    let base = env
-        .get("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env.home().map(|h| h.join(".config")))?;
+    let base = env.get("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| env.home().map(|h| h.join(".config")))?;
     Some(base.join("clawboard/clawboard.toml"))
 }
 
 /// Parses a config file's text; the error is one line naming the file and the key.
 pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, BadInput> {
-    let fail =
-        |key: String, msg: &str| BadInput(format!("{}: {key}{}", path.display(), msg.trim_end()));
-    let de =
-        toml::Deserializer::parse(text).map_err(|e| fail(line_of(text, e.span()), e.message()))?;
+    let fail = |key: String, msg: &str| BadInput(format!("{}: {key}{}", path.display(), msg.trim_end()));
+    let de = toml::Deserializer::parse(text).map_err(|e| fail(line_of(text, e.span()), e.message()))?;
     serde_path_to_error::deserialize(de).map_err(|e| {
         let key = e.path().to_string();
-        let key = if key == "." {
-            line_of(text, e.inner().span())
-        } else {
-            format!("key {key}: ")
-        };
+        let key = if key == "." { line_of(text, e.inner().span()) } else { format!("key {key}: ") };
         fail(key, e.inner().message())
     })
 }
 
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     match span {
-        Some(r) => format!(
-            "line {}: ",
-            text[..r.start.min(text.len())].matches('\n').count() + 1
-        ),
+        Some(r) => format!("line {}: ", text[..r.start.min(text.len())].matches('\n').count() + 1),
         None => String::new(),
     }
 }
 
 fn load_file(args: &GlobalArgs, env: &Env) -> anyhow::Result<(FileConfig, Option<PathBuf>)> {
-    let named = args
-        .config
-        .clone()
-        .or_else(|| env.get("CLAWBOARD_CONFIG").map(PathBuf::from));
+    let named = args.config.clone().or_else(|| env.get("CLAWBOARD_CONFIG").map(PathBuf::from));
     let path = match named {
         Some(p) => p,
         None => match default_config_path(env) {
@@ -207,23 +205,13 @@ fn load_file(args: &GlobalArgs, env: &Env) -> anyhow::Result<(FileConfig, Option
             _ => return Ok((FileConfig::default(), None)),
         },
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        BadInput(format!(
-            "{}: cannot read the config file: {e}",
-            path.display()
-        ))
-    })?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| BadInput(format!("{}: cannot read the config file: {e}", path.display())))?;
     Ok((parse_file(&path, &text)?, Some(path)))
 }
 
-fn env_parse<T>(
-    env: &Env,
-    key: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<T>, BadInput> {
-    env.get(key)
-        .map(|v| parse(v).map_err(|e| BadInput(format!("environment variable {key}: {e}"))))
-        .transpose()
+fn env_parse<T>(env: &Env, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, BadInput> {
+    env.get(key).map(|v| parse(v).map_err(|e| BadInput(format!("environment variable {key}: {e}")))).transpose()
 }
 
 /// Resolves every setting: CLI flag, else environment, else config file, else default.
@@ -236,17 +224,18 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         .or_else(|| file.root.as_deref().map(|r| expand_home(r, env)))
         .or_else(|| env.home().map(|h| h.join("clawos/blackboard")))
         .context("no blackboard root: pass --root, set CLAWBOARD_ROOT, or set HOME")?;
-    let max_file_bytes = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| {
-        ByteSize::parse(s).map(|b| b.0)
-    })?
-    .or(file.limits.max_file_size.map(|b| b.0))
-    .unwrap_or(DEFAULT_MAX_FILE_BYTES);
+    let max_file_bytes = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| ByteSize::parse(s).map(|b| b.0))?
+        .or(file.limits.max_file_size.map(|b| b.0))
+        .unwrap_or(DEFAULT_MAX_FILE_BYTES);
+    let log_filter_is_default =
+        args.verbose == 0 && args.quiet == 0 && env.get("CLAWBOARD_LOG").is_none() && file.log.filter.is_none();
+    let roles = clawboard_roles::RolesConfig { lifecycle: file.lifecycle, roles: file.roles };
+    if let Err(e) = roles.check() {
+        let origin = config_file.as_ref().map_or("config".to_owned(), |p| p.display().to_string());
+        return Err(BadInput(format!("{origin}: key {e}")).into());
+    }
     let log_filter = match (args.verbose, args.quiet) {
-        (0, 0) => env
-            .get("CLAWBOARD_LOG")
-            .map(str::to_owned)
-            .or(file.log.filter)
-            .unwrap_or_else(|| "warn".to_owned()),
+        (0, 0) => env.get("CLAWBOARD_LOG").map(str::to_owned).or(file.log.filter).unwrap_or_else(|| "warn".to_owned()),
         (0, _) => "error".to_owned(),
         (1, _) => "debug".to_owned(),
         _ => "trace".to_owned(),
@@ -254,8 +243,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let log_format = match args.log_format {
         Some(f) => f,
         None => env_parse(env, "CLAWBOARD_LOG_FORMAT", |s| {
-            <LogFormat as clap::ValueEnum>::from_str(s, true)
-                .map_err(|_| format!("{s:?} is not one of text, json"))
+            <LogFormat as clap::ValueEnum>::from_str(s, true).map_err(|_| format!("{s:?} is not one of text, json"))
         })?
         .or(file.log.format)
         .unwrap_or_default(),
@@ -267,6 +255,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         log_format,
         json: args.json,
         config_file,
+        log_filter_is_default,
+        daemon: file.daemon,
+        roles,
     })
 }
 
@@ -292,8 +283,7 @@ mod tests {
 
     #[test]
     fn cli_beats_env_beats_file_beats_default() {
-        let (_d, cfg) =
-            write_config("root = \"/from/file\"\n[limits]\nmax_file_size = \"1 MiB\"\n");
+        let (_d, cfg) = write_config("root = \"/from/file\"\n[limits]\nmax_file_size = \"1 MiB\"\n");
         let env = Env::from_pairs(&[("HOME", "/home/u"), ("CLAWBOARD_ROOT", "/from/env")]);
         let s = resolve(&args(&["--config", &cfg, "--root", "/from/cli"]), &env).unwrap();
         assert_eq!(s.root, PathBuf::from("/from/cli"));
@@ -313,11 +303,7 @@ mod tests {
     #[test]
     fn tilde_expands() {
         let (_d, cfg) = write_config("root = \"~/bb\"\n");
-        let s = resolve(
-            &args(&["--config", &cfg]),
-            &Env::from_pairs(&[("HOME", "/h")]),
-        )
-        .unwrap();
+        let s = resolve(&args(&["--config", &cfg]), &Env::from_pairs(&[("HOME", "/h")])).unwrap();
         assert_eq!(s.root, PathBuf::from("/h/bb"));
     }
 
@@ -333,19 +319,10 @@ mod tests {
     #[test]
     fn bad_config_names_the_key_in_one_line() {
         let cases = [
-            (
-                "[limits]\nmax_file_size = \"16 parsecs\"\n",
-                "key limits.max_file_size: unknown unit",
-            ),
-            (
-                "[limits]\nmax_size = 3\n",
-                "key limits.max_size: unknown field `max_size`",
-            ),
+            ("[limits]\nmax_file_size = \"16 parsecs\"\n", "key limits.max_file_size: unknown unit"),
+            ("[limits]\nmax_size = 3\n", "key limits.max_size: unknown field `max_size`"),
             ("rooot = \"/x\"\n", "key rooot: unknown field `rooot`"),
-            (
-                "[log]\nformat = \"xml\"\n",
-                "key log.format: unknown variant `xml`",
-            ),
+            ("[log]\nformat = \"xml\"\n", "key log.format: unknown variant `xml`"),
             ("root = \n", "line 1: "),
         ];
         for (text, want) in cases {
@@ -360,17 +337,15 @@ mod tests {
     fn bad_env_names_the_variable() {
         let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_MAX_FILE_SIZE", "lots")]);
         let err = resolve(&args(&[]), &env).unwrap_err().to_string();
-        assert!(
-            err.starts_with("environment variable CLAWBOARD_MAX_FILE_SIZE: "),
-            "{err}"
-        );
+        assert!(err.starts_with("environment variable CLAWBOARD_MAX_FILE_SIZE: "), "{err}");
     }
 
     #[test]
     fn every_example_config_parses() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config");
         let mut n = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
+        let files = std::fs::read_dir(&dir).unwrap().chain(std::fs::read_dir(dir.join("examples")).unwrap());
+        for entry in files {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let text = std::fs::read_to_string(&path).unwrap();
@@ -380,7 +355,7 @@ mod tests {
                 n += 1;
             }
         }
-        assert!(n >= 1, "no example config in {}", dir.display());
+        assert!(n >= 3, "example configs missing in {}", dir.display());
     }
 
     #[test]

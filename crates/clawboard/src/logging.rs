@@ -7,15 +7,10 @@ use crate::config::{LogFormat, Settings};
 
 pub fn init(s: &Settings) {
     let filter = EnvFilter::try_new(&s.log_filter).unwrap_or_else(|e| {
-        eprintln!(
-            "warning: log filter {:?} is not valid ({e}); using \"warn\"",
-            s.log_filter
-        );
+        eprintln!("warning: log filter {:?} is not valid ({e}); using \"warn\"", s.log_filter);
         EnvFilter::new("warn")
     });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     // A second init (only possible in tests) keeps the first subscriber.
     let _ = match s.log_format {
         LogFormat::Text => builder.try_init(),

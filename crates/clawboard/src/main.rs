@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod config;
+mod daemon;
 mod logging;
 mod output;
 

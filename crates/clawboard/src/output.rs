@@ -30,9 +30,7 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table {
-            rows: vec![header.iter().map(|h| h.to_string()).collect()],
-        }
+        Table { rows: vec![header.iter().map(|h| h.to_string()).collect()] }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -42,14 +40,7 @@ impl Table {
     pub fn render(&self) -> String {
         let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let widths: Vec<usize> = (0..cols)
-            .map(|c| {
-                self.rows
-                    .iter()
-                    .filter_map(|r| r.get(c))
-                    .map(|s| s.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
+            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
             .collect();
         let mut out = String::new();
         for row in &self.rows {

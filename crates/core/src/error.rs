@@ -6,10 +6,7 @@ use crate::validate::Invalid;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("I/O error on {}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
 
     #[error("{0}")]
     Invalid(Box<Invalid>),
@@ -32,10 +29,7 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 
     /// True when the caller gave something wrong (exit code 2), false when the

@@ -16,15 +16,14 @@ mod team;
 pub use escalation::{Decision, Escalation, Level};
 pub use gm::{PmPerformance, PmRecord};
 pub use harvest::{
-    Cell, CrossPollination, DailyHarvest, Experience, HarvestedCell, HarvestedPollination,
-    MemoryHarvest, WeeklyHarvest,
+    Cell, CrossPollination, DailyHarvest, Experience, HarvestedCell, HarvestedPollination, MemoryHarvest, WeeklyHarvest,
 };
 pub use roles::{ActiveInstances, Instance, InstanceStatus, MemoryQueue, QueueEntry, QueueStatus};
 pub use shared::{KnowledgeSync, NodeKnowledge, NodeState, NodeStatus, RiskLimits};
 pub use task::{Priority, Task, TaskContext, TaskStatus, TaskSubmission, TaskType};
 pub use team::{
-    Artifact, Contribution, Criteria, Issue, Member, PmDecision, TaskResult, TeamComposition,
-    Validation, ValidationResult,
+    Artifact, Contribution, Criteria, Issue, Member, PmDecision, TaskResult, TeamComposition, Validation,
+    ValidationResult,
 };
 
 /// Fields a file has that its type does not name; kept verbatim.

@@ -58,10 +58,7 @@ pub fn check_id(s: &str) -> Result<(), IdError> {
     {
         return Err(IdError::BadStart(first));
     }
-    if let Some(c) = s
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
         return Err(IdError::BadChar(c));
     }
     Ok(())

@@ -31,10 +31,7 @@ impl Stamp {
             .ok()
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        Stamp {
-            size: meta.len(),
-            mtime_ns,
-        }
+        Stamp { size: meta.len(), mtime_ns }
     }
 }
 
@@ -79,10 +76,7 @@ impl Index {
     pub fn apply(&mut self, e: &Entry) {
         match e.change.kind {
             ChangeKind::Put => {
-                let stamp = Stamp {
-                    size: e.change.size.unwrap_or(0),
-                    mtime_ns: e.change.mtime_ns.unwrap_or(0),
-                };
+                let stamp = Stamp { size: e.change.size.unwrap_or(0), mtime_ns: e.change.mtime_ns.unwrap_or(0) };
                 self.files.insert(e.change.path.clone(), stamp);
             }
             ChangeKind::Delete => {
@@ -103,13 +97,9 @@ impl Index {
                 size: Some(new.size),
                 mtime_ns: Some(new.mtime_ns),
             }),
-            (Some(_), None) => Some(Change {
-                path: path.to_owned(),
-                kind: ChangeKind::Delete,
-                origin,
-                size: None,
-                mtime_ns: None,
-            }),
+            (Some(_), None) => {
+                Some(Change { path: path.to_owned(), kind: ChangeKind::Delete, origin, size: None, mtime_ns: None })
+            }
             (None, None) => None,
         }
     }
@@ -120,28 +110,19 @@ impl Index {
     pub fn scan(&self, root: &Path, dir: &Path, deletions: bool) -> Result<Vec<Change>> {
         let mut seen = std::collections::HashSet::new();
         let mut changes = Vec::new();
-        let walker = walkdir::WalkDir::new(dir)
-            .follow_links(false)
-            .into_iter()
-            .filter_entry(|e| {
-                let rel = e.path().strip_prefix(root).unwrap_or(e.path());
-                rel.as_os_str().is_empty() || !is_ignored(&rel.to_string_lossy())
-            });
+        let walker = walkdir::WalkDir::new(dir).follow_links(false).into_iter().filter_entry(|e| {
+            let rel = e.path().strip_prefix(root).unwrap_or(e.path());
+            rel.as_os_str().is_empty() || !is_ignored(&rel.to_string_lossy())
+        });
         for entry in walker {
             let entry = match entry {
                 Ok(e) => e,
                 // Vanished while walking: the watcher reports the removal.
-                Err(e)
-                    if e.io_error()
-                        .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) =>
-                {
+                Err(e) if e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) => {
                     continue;
                 }
                 Err(e) => {
-                    let path = e
-                        .path()
-                        .map(Path::to_owned)
-                        .unwrap_or_else(|| dir.to_owned());
+                    let path = e.path().map(Path::to_owned).unwrap_or_else(|| dir.to_owned());
                     return Err(Error::io(path, e.into()));
                 }
             };
@@ -159,11 +140,7 @@ impl Index {
             seen.insert(rel);
         }
         if deletions {
-            let prefix = dir
-                .strip_prefix(root)
-                .unwrap_or(Path::new(""))
-                .to_string_lossy()
-                .into_owned();
+            let prefix = dir.strip_prefix(root).unwrap_or(Path::new("")).to_string_lossy().into_owned();
             for path in self.files.keys() {
                 let under = prefix.is_empty() || path.starts_with(&format!("{prefix}/"));
                 if under && !seen.contains(path) {
@@ -200,22 +177,13 @@ mod tests {
 
         let mut index = Index::load(state.path(), &jdir).unwrap();
         let changes = index.scan(root.path(), root.path(), true).unwrap();
-        assert_eq!(
-            changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
-            vec!["tasks/t1/task.json"]
-        );
+        assert_eq!(changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), vec!["tasks/t1/task.json"]);
 
         let mut j = Journal::open(&jdir).unwrap();
         for e in j.append(changes).unwrap() {
             index.apply(&e);
         }
-        assert!(
-            index
-                .scan(root.path(), root.path(), true)
-                .unwrap()
-                .is_empty(),
-            "nothing changed since"
-        );
+        assert!(index.scan(root.path(), root.path(), true).unwrap().is_empty(), "nothing changed since");
 
         index.save(state.path()).unwrap();
         std::fs::write(root.path().join("gm.md"), "new").unwrap();
@@ -223,13 +191,7 @@ mod tests {
         let reloaded = Index::load(state.path(), &jdir).unwrap();
         let changes = reloaded.scan(root.path(), root.path(), true).unwrap();
         let got: Vec<_> = changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
-        assert_eq!(
-            got,
-            vec![
-                ("gm.md", ChangeKind::Put),
-                ("tasks/t1/task.json", ChangeKind::Delete)
-            ]
-        );
+        assert_eq!(got, vec![("gm.md", ChangeKind::Put), ("tasks/t1/task.json", ChangeKind::Delete)]);
     }
 
     #[test]

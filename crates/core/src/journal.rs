@@ -96,11 +96,7 @@ fn segments(dir: &Path) -> Result<Vec<u64>> {
     let mut firsts = Vec::new();
     for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
-        if let Some(first) = e
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .and_then(|n| n.parse().ok())
+        if let Some(first) = e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).and_then(|n| n.parse().ok())
         {
             firsts.push(first);
         }
@@ -116,27 +112,17 @@ impl Journal {
         let firsts = segments(dir)?;
         let segment_first = firsts.last().copied().unwrap_or(1);
         let path = dir.join(segment_name(segment_first));
-        let mut file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let mut file =
+            OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(|e| Error::io(&path, e))?;
         let (good_len, last_seq) = scan_segment(&path)?;
         if file.metadata().map_err(|e| Error::io(&path, e))?.len() != good_len {
             tracing::warn!(segment = %path.display(), "cutting off a journal line torn by a crash");
             file.set_len(good_len).map_err(|e| Error::io(&path, e))?;
             file.sync_all().map_err(|e| Error::io(&path, e))?;
         }
-        file.seek(SeekFrom::End(0))
-            .map_err(|e| Error::io(&path, e))?;
+        file.seek(SeekFrom::End(0)).map_err(|e| Error::io(&path, e))?;
         let next_seq = last_seq.map_or(segment_first, |s| s + 1);
-        Ok(Journal {
-            dir: dir.to_owned(),
-            file,
-            segment_first,
-            next_seq,
-        })
+        Ok(Journal { dir: dir.to_owned(), file, segment_first, next_seq })
     }
 
     /// The sequence number of the last entry (0 when empty).
@@ -155,10 +141,7 @@ impl Journal {
         let mut buf = Vec::new();
         let mut out = Vec::with_capacity(changes.len());
         for change in changes {
-            let entry = Entry {
-                seq: self.next_seq,
-                change,
-            };
+            let entry = Entry { seq: self.next_seq, change };
             self.next_seq += 1;
             serde_json::to_writer(&mut buf, &entry).map_err(|e| Error::io(&self.dir, e.into()))?;
             buf.push(b'\n');
@@ -173,14 +156,8 @@ impl Journal {
     fn rotate(&mut self) -> Result<()> {
         self.segment_first = self.next_seq;
         let path = self.dir.join(segment_name(self.segment_first));
-        self.file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(&self.dir, e))
+        self.file = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(&self.dir, e))
     }
 
     /// Entries with `seq > after`, oldest first, at most `max`.
@@ -212,9 +189,7 @@ fn scan_segment(path: &Path) -> Result<(u64, Option<u64>)> {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Error::io(path, e))?;
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| Error::io(path, e))?;
         if n == 0 || line.last() != Some(&b'\n') {
             break;
         }
@@ -271,10 +246,7 @@ struct CursorFile {
 
 impl Cursor {
     pub fn new(dir: &Path, name: &str) -> Cursor {
-        Cursor {
-            dir: dir.to_owned(),
-            name: name.to_owned(),
-        }
+        Cursor { dir: dir.to_owned(), name: name.to_owned() }
     }
 
     /// The last sequence number the consumer finished (0 if it never ran).
@@ -283,12 +255,7 @@ impl Cursor {
         match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<CursorFile>(&bytes)
                 .map(|c| c.seq)
-                .map_err(|e| {
-                    Error::io(
-                        &path,
-                        std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                    )
-                }),
+                .map_err(|e| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, e))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
             Err(e) => Err(Error::io(&path, e)),
         }
@@ -297,11 +264,7 @@ impl Cursor {
     /// Records `seq` as finished, durably (atomic replace).
     pub fn store(&self, seq: u64) -> Result<()> {
         fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        crate::store::write_atomic(
-            &self.dir,
-            &self.name,
-            to_pretty_json(&CursorFile { seq }).as_bytes(),
-        )
+        crate::store::write_atomic(&self.dir, &self.name, to_pretty_json(&CursorFile { seq }).as_bytes())
     }
 }
 
@@ -310,13 +273,7 @@ mod tests {
     use super::*;
 
     fn put(path: &str) -> Change {
-        Change {
-            path: path.into(),
-            kind: ChangeKind::Put,
-            origin: Origin::Local,
-            size: Some(1),
-            mtime_ns: Some(2),
-        }
+        Change { path: path.into(), kind: ChangeKind::Put, origin: Origin::Local, size: Some(1), mtime_ns: Some(2) }
     }
 
     #[test]
@@ -330,12 +287,7 @@ mod tests {
         let mut j = Journal::open(dir.path()).unwrap();
         assert_eq!(j.last_seq(), 2);
         j.append(vec![put("c")]).unwrap();
-        let after1: Vec<_> = j
-            .read_after(1, 10)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.change.path)
-            .collect();
+        let after1: Vec<_> = j.read_after(1, 10).unwrap().into_iter().map(|e| e.change.path).collect();
         assert_eq!(after1, vec!["b", "c"]);
         assert_eq!(j.read_after(0, 1).unwrap().len(), 1);
     }
@@ -352,12 +304,7 @@ mod tests {
         let mut j = Journal::open(dir.path()).unwrap();
         assert_eq!(j.last_seq(), 1);
         j.append(vec![put("b")]).unwrap();
-        let paths: Vec<_> = j
-            .read_after(0, 10)
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.seq, e.change.path))
-            .collect();
+        let paths: Vec<_> = j.read_after(0, 10).unwrap().into_iter().map(|e| (e.seq, e.change.path)).collect();
         assert_eq!(paths, vec![(1, "a".to_string()), (2, "b".to_string())]);
     }
 
@@ -365,20 +312,11 @@ mod tests {
     fn rotates_and_compacts_below_the_slowest_cursor() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path()).unwrap();
-        j.append(
-            (0..SEGMENT_ENTRIES)
-                .map(|i| put(&format!("f{i}")))
-                .collect(),
-        )
-        .unwrap();
+        j.append((0..SEGMENT_ENTRIES).map(|i| put(&format!("f{i}"))).collect()).unwrap();
         j.append(vec![put("next")]).unwrap();
         assert_eq!(segments(dir.path()).unwrap(), vec![1, SEGMENT_ENTRIES + 1]);
         assert_eq!(j.read_after(SEGMENT_ENTRIES - 1, 10).unwrap().len(), 2);
-        assert_eq!(
-            j.compact(SEGMENT_ENTRIES - 1).unwrap(),
-            0,
-            "a consumer still needs the first segment"
-        );
+        assert_eq!(j.compact(SEGMENT_ENTRIES - 1).unwrap(), 0, "a consumer still needs the first segment");
         assert_eq!(j.compact(SEGMENT_ENTRIES).unwrap(), 1);
         assert_eq!(j.read_after(0, 10).unwrap()[0].change.path, "next");
     }

@@ -99,9 +99,7 @@ impl std::str::FromStr for FileKind {
 }
 
 fn schema_value<T: schemars::JsonSchema>() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft2020_12()
-        .for_deserialize()
-        .into_generator();
+    let generator = schemars::generate::SchemaSettings::draft2020_12().for_deserialize().into_generator();
     generator.into_root_schema_for::<T>().to_value()
 }
 
@@ -131,18 +129,13 @@ pub fn pointer_of(path: &serde_path_to_error::Path) -> String {
 
 impl FileKind {
     pub fn names() -> String {
-        FileKind::ALL
-            .iter()
-            .map(|k| k.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+        FileKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
     }
 
     /// The JSON Schema (draft 2020-12) of this kind, generated from its type.
     pub fn schema(self) -> &'static Value {
         static SCHEMAS: OnceLock<Vec<Value>> = OnceLock::new();
-        let all =
-            SCHEMAS.get_or_init(|| FileKind::ALL.iter().map(|k| k.generate_schema()).collect());
+        let all = SCHEMAS.get_or_init(|| FileKind::ALL.iter().map(|k| k.generate_schema()).collect());
         let index = FileKind::ALL.iter().position(|k| *k == self).unwrap_or(0);
         &all[index]
     }
@@ -168,10 +161,8 @@ impl FileKind {
         let at = |back: usize| -> Option<&str> { n.checked_sub(back + 1).map(|i| comps[i]) };
         let file = at(0)?;
         let stem = file.strip_suffix(".json")?.to_owned();
-        let ctx = |task_dir: Option<&str>| PathContext {
-            task_dir: task_dir.map(str::to_owned),
-            stem: Some(stem.clone()),
-        };
+        let ctx =
+            |task_dir: Option<&str>| PathContext { task_dir: task_dir.map(str::to_owned), stem: Some(stem.clone()) };
         if at(2) == Some("tasks") {
             let dir = at(1);
             let kind = match file {
@@ -206,13 +197,9 @@ impl FileKind {
 
 fn task_id_matches(task_id: &Id, ctx: &PathContext) -> Vec<Problem> {
     match &ctx.task_dir {
-        Some(dir) if dir != task_id.as_str() => vec![Problem::new(
-            "/taskId",
-            format!(
-                "{:?} does not match its directory tasks/{dir}/",
-                task_id.as_str()
-            ),
-        )],
+        Some(dir) if dir != task_id.as_str() => {
+            vec![Problem::new("/taskId", format!("{:?} does not match its directory tasks/{dir}/", task_id.as_str()))]
+        }
         _ => Vec::new(),
     }
 }
@@ -224,10 +211,7 @@ impl Format for Task {
         if let Some(dir) = &ctx.task_dir
             && let Err(e) = check_id(dir)
         {
-            p.push(Problem::new(
-                "",
-                format!("directory name tasks/{dir:?} is not a valid task id: it {e}"),
-            ));
+            p.push(Problem::new("", format!("directory name tasks/{dir:?} is not a valid task id: it {e}")));
         }
         p
     }
@@ -239,10 +223,7 @@ impl Format for TaskSubmission {
         match self.status {
             Some(s) if s != TaskStatus::Pending => vec![Problem::new(
                 "/status",
-                format!(
-                    "a new task must be \"pending\" (or leave status out), not {:?}",
-                    s.as_str()
-                ),
+                format!("a new task must be \"pending\" (or leave status out), not {:?}", s.as_str()),
             )],
             _ => Vec::new(),
         }
@@ -270,42 +251,24 @@ impl Format for Escalation {
         };
         let decided = [self.decided_by.is_some(), self.decided_at.is_some()];
         if self.decision.is_some() && decided.contains(&false) {
-            p.push(Problem::new(
-                "/decision",
-                "a decision needs decidedBy and decidedAt",
-            ));
+            p.push(Problem::new("/decision", "a decision needs decidedBy and decidedAt"));
         }
         if self.decision.is_none() && decided.contains(&true) {
-            p.push(Problem::new(
-                "/decision",
-                "decidedBy/decidedAt are set but decision is missing",
-            ));
+            p.push(Problem::new("/decision", "decidedBy/decidedAt are set but decision is missing"));
         }
         p
     }
 }
 
-fn period_matches(
-    field: &str,
-    value: &str,
-    ctx: &PathContext,
-    valid: bool,
-    shape: &str,
-) -> Vec<Problem> {
+fn period_matches(field: &str, value: &str, ctx: &PathContext, valid: bool, shape: &str) -> Vec<Problem> {
     let mut p = Vec::new();
     if !valid {
-        p.push(Problem::new(
-            format!("/{field}"),
-            format!("{value:?} is not a valid {shape}"),
-        ));
+        p.push(Problem::new(format!("/{field}"), format!("{value:?} is not a valid {shape}")));
     }
     if let Some(stem) = &ctx.stem
         && stem != value
     {
-        p.push(Problem::new(
-            format!("/{field}"),
-            format!("{value:?} does not match the file name {stem}.json"),
-        ));
+        p.push(Problem::new(format!("/{field}"), format!("{value:?} does not match the file name {stem}.json")));
     }
     p
 }
@@ -379,12 +342,7 @@ mod tests {
         for k in FileKind::ALL {
             assert_eq!(k.name().parse::<FileKind>().unwrap(), *k);
         }
-        assert!(
-            "nope"
-                .parse::<FileKind>()
-                .unwrap_err()
-                .contains("task-submission")
-        );
+        assert!("nope".parse::<FileKind>().unwrap_err().contains("task-submission"));
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! The tree (seed 002 plus `inbox/` and `.clawboard/`), by name, in one place.
 
-use crate::formats::{
-    ActiveInstances, KnowledgeSync, MemoryQueue, NodeStatus, PmPerformance, RiskLimits,
-};
+use crate::formats::{ActiveInstances, KnowledgeSync, MemoryQueue, NodeStatus, PmPerformance, RiskLimits};
 
 pub const TASKS: &str = "tasks";
 pub const GM: &str = "gm";
@@ -48,14 +46,7 @@ pub const DIRS: &[&str] = &[
 ];
 
 /// The files a task directory may hold, in lifecycle order.
-pub const TASK_FILES: &[&str] = &[
-    TASK_FILE,
-    TEAM_FILE,
-    STATUS_FILE,
-    RESULT_FILE,
-    VALIDATION_FILE,
-    HARVEST_FILE,
-];
+pub const TASK_FILES: &[&str] = &[TASK_FILE, TEAM_FILE, STATUS_FILE, RESULT_FILE, VALIDATION_FILE, HARVEST_FILE];
 
 /// Every file `init` creates when missing, with its initial content.
 pub fn initial_files() -> Vec<(&'static str, String)> {
@@ -69,14 +60,8 @@ pub fn initial_files() -> Vec<(&'static str, String)> {
         ("shared/node-status.json", json::<NodeStatus>()),
         ("shared/knowledge-sync.json", json::<KnowledgeSync>()),
         ("gm/pm-performance.json", json::<PmPerformance>()),
-        (
-            "gm/decisions.md",
-            "# GM decisions\n\nOne entry per decision, newest last.\n".to_owned(),
-        ),
-        (
-            "gm/arbitrations.md",
-            "# Arbitrations\n\nOne entry per arbitration, newest last.\n".to_owned(),
-        ),
+        ("gm/decisions.md", "# GM decisions\n\nOne entry per decision, newest last.\n".to_owned()),
+        ("gm/arbitrations.md", "# Arbitrations\n\nOne entry per arbitration, newest last.\n".to_owned()),
         (LAYOUT_VERSION_FILE, LAYOUT_VERSION.to_owned()),
     ]
 }

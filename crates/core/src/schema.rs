@@ -18,20 +18,13 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(pointer: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            pointer: pointer.into(),
-            message: message.into(),
-        }
+        Self { pointer: pointer.into(), message: message.into() }
     }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = if self.pointer.is_empty() {
-            "/"
-        } else {
-            &self.pointer
-        };
+        let at = if self.pointer.is_empty() { "/" } else { &self.pointer };
         write!(f, "{at}: {}", self.message)
     }
 }
@@ -66,10 +59,7 @@ pub const KNOWN_KEYWORDS: &[&str] = &[
 
 /// Validates `instance` against `schema` (whose `$ref`s point into `schema` itself).
 pub fn validate(schema: &Value, instance: &Value) -> Vec<Problem> {
-    let mut v = Validator {
-        root: schema,
-        problems: Vec::new(),
-    };
+    let mut v = Validator { root: schema, problems: Vec::new() };
     v.check(schema, instance, &mut String::new());
     v.problems
 }
@@ -148,10 +138,7 @@ impl<'a> Validator<'a> {
 
     /// Problems `instance` has against `schema`, without recording them.
     fn trial(&self, schema: &Value, instance: &Value, pointer: &str) -> Vec<Problem> {
-        let mut v = Validator {
-            root: self.root,
-            problems: Vec::new(),
-        };
+        let mut v = Validator { root: self.root, problems: Vec::new() };
         v.check(schema, instance, &mut pointer.to_owned());
         v.problems
     }
@@ -177,28 +164,14 @@ impl<'a> Validator<'a> {
             };
             if !types.iter().any(|t| type_matches(t, instance)) {
                 let want: Vec<&str> = types.iter().map(|t| a_type(t)).collect();
-                self.fail(
-                    pointer,
-                    format!(
-                        "expected {}, found {}",
-                        want.join(" or "),
-                        describe(instance)
-                    ),
-                );
+                self.fail(pointer, format!("expected {}, found {}", want.join(" or "), describe(instance)));
                 return; // the other keywords would only repeat the same problem
             }
         }
         if let Some(options) = s.get("enum").and_then(Value::as_array)
             && !options.contains(instance)
         {
-            self.fail(
-                pointer,
-                format!(
-                    "{} is not one of {}",
-                    describe(instance),
-                    enum_list(options)
-                ),
-            );
+            self.fail(pointer, format!("{} is not one of {}", describe(instance), enum_list(options)));
         }
         if let Some(c) = s.get("const")
             && c != instance
@@ -222,12 +195,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn check_branches(
-        &mut self,
-        s: &serde_json::Map<String, Value>,
-        instance: &Value,
-        pointer: &str,
-    ) {
+    fn check_branches(&mut self, s: &serde_json::Map<String, Value>, instance: &Value, pointer: &str) {
         if let Some(all) = s.get("allOf").and_then(Value::as_array) {
             for sub in all {
                 let mut p = pointer.to_owned();
@@ -238,19 +206,13 @@ impl<'a> Validator<'a> {
             let Some(branches) = s.get(key).and_then(Value::as_array) else {
                 continue;
             };
-            let results: Vec<Vec<Problem>> = branches
-                .iter()
-                .map(|b| self.trial(b, instance, pointer))
-                .collect();
+            let results: Vec<Vec<Problem>> = branches.iter().map(|b| self.trial(b, instance, pointer)).collect();
             let passing = results.iter().filter(|r| r.is_empty()).count();
             if passing == 1 || (key == "anyOf" && passing > 1) {
                 continue;
             }
             if passing > 1 {
-                self.fail(
-                    pointer,
-                    format!("{} matches more than one allowed shape", describe(instance)),
-                );
+                self.fail(pointer, format!("{} matches more than one allowed shape", describe(instance)));
                 continue;
             }
             // Report the branch that got furthest: the one that is not just `null`
@@ -262,10 +224,7 @@ impl<'a> Validator<'a> {
                 .min_by_key(|(_, r)| r.len());
             match best {
                 Some((_, problems)) => self.problems.extend(problems),
-                None => self.fail(
-                    pointer,
-                    format!("{} matches none of the allowed shapes", describe(instance)),
-                ),
+                None => self.fail(pointer, format!("{} matches none of the allowed shapes", describe(instance))),
             }
         }
     }
@@ -312,9 +271,7 @@ impl<'a> Validator<'a> {
                 Some(Value::Bool(false)) => {
                     let id_keys = patterns.is_some_and(|p| p.contains_key(ID_PATTERN));
                     match check_id(key) {
-                        Err(why) if id_keys => {
-                            self.fail(&p, format!("key {key:?} is not a valid id: it {why}"))
-                        }
+                        Err(why) if id_keys => self.fail(&p, format!("key {key:?} is not a valid id: it {why}")),
                         _ => self.fail(&p, "is not a known field"),
                     }
                 }
@@ -330,21 +287,14 @@ impl<'a> Validator<'a> {
             if pattern == ID_PATTERN {
                 // An id: say exactly what is wrong with it.
                 if let Err(why) = check_id(text) {
-                    self.fail(
-                        pointer,
-                        format!("id {} {why}", describe(&Value::from(text))),
-                    );
+                    self.fail(pointer, format!("id {} {why}", describe(&Value::from(text))));
                 }
                 return;
             }
             match regex::Regex::new(pattern) {
-                Ok(re) if !re.is_match(text) => self.fail(
-                    pointer,
-                    format!(
-                        "{} does not have the form {pattern}",
-                        describe(&Value::from(text))
-                    ),
-                ),
+                Ok(re) if !re.is_match(text) => {
+                    self.fail(pointer, format!("{} does not have the form {pattern}", describe(&Value::from(text))))
+                }
                 Ok(_) => {}
                 Err(e) => self.fail(pointer, format!("schema error: bad pattern {pattern}: {e}")),
             }
@@ -354,20 +304,13 @@ impl<'a> Validator<'a> {
         {
             self.fail(
                 pointer,
-                if min == 1 {
-                    "must not be empty".to_owned()
-                } else {
-                    format!("is shorter than {min} characters")
-                },
+                if min == 1 { "must not be empty".to_owned() } else { format!("is shorter than {min} characters") },
             );
         }
         if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
             && len > max
         {
-            self.fail(
-                pointer,
-                format!("is {len} characters long; at most {max} are allowed"),
-            );
+            self.fail(pointer, format!("is {len} characters long; at most {max} are allowed"));
         }
         if s.get("format").and_then(Value::as_str) == Some("date-time")
             && let Err(e) = chrono::DateTime::parse_from_rfc3339(text)
@@ -382,12 +325,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    fn check_number(
-        &mut self,
-        s: &serde_json::Map<String, Value>,
-        n: &serde_json::Number,
-        pointer: &str,
-    ) {
+    fn check_number(&mut self, s: &serde_json::Map<String, Value>, n: &serde_json::Number, pointer: &str) {
         let Some(x) = n.as_f64() else { return };
         if let Some(min) = s.get("minimum").and_then(Value::as_f64)
             && x < min
@@ -418,10 +356,7 @@ mod tests {
     use serde_json::json;
 
     fn msgs(schema: Value, v: Value) -> Vec<String> {
-        validate(&schema, &v)
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        validate(&schema, &v).iter().map(ToString::to_string).collect()
     }
 
     #[test]
@@ -452,10 +387,7 @@ mod tests {
             "$defs": {"P": {"type": "string", "enum": ["high", "low"]}},
             "anyOf": [{"$ref": "#/$defs/P"}, {"type": "null"}]
         });
-        assert_eq!(
-            msgs(schema.clone(), json!("urgent")),
-            vec!["/: \"urgent\" is not one of high, low"]
-        );
+        assert_eq!(msgs(schema.clone(), json!("urgent")), vec!["/: \"urgent\" is not one of high, low"]);
         assert!(msgs(schema, Value::Null).is_empty());
     }
 
@@ -477,10 +409,7 @@ mod tests {
         let schema = json!({"type": "object", "additionalProperties": false,
             "patternProperties": {ID_PATTERN: {"type": "integer"}}});
         assert!(msgs(schema.clone(), json!({"node-1": 3})).is_empty());
-        assert_eq!(
-            msgs(schema.clone(), json!({"node-1": "x"})),
-            vec!["/node-1: expected a whole number, found \"x\""]
-        );
+        assert_eq!(msgs(schema.clone(), json!({"node-1": "x"})), vec!["/node-1: expected a whole number, found \"x\""]);
         assert_eq!(
             msgs(schema, json!({"../x": 1})),
             vec![
@@ -492,9 +421,6 @@ mod tests {
     #[test]
     fn keys_are_escaped_in_pointers() {
         let schema = json!({"type": "object", "additionalProperties": {"type": "number"}});
-        assert_eq!(
-            msgs(schema, json!({"a/b~c": "x"})),
-            vec!["/a~1b~0c: expected a number, found \"x\""]
-        );
+        assert_eq!(msgs(schema, json!({"a/b~c": "x"})), vec!["/a~1b~0c: expected a number, found \"x\""]);
     }
 }

@@ -35,8 +35,7 @@ pub use paths::RelPath;
 /// JSON as clawboard writes it: two-space indent, trailing newline.
 pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
     // Serializing our own types to a String cannot fail (no non-string map keys).
-    let mut s = serde_json::to_string_pretty(value)
-        .unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": {:?}}}", e.to_string()));
     s.push('\n');
     s
 }
@@ -68,10 +67,7 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("root", &self.root)
-            .field("origin", &self.origin)
-            .finish_non_exhaustive()
+        f.debug_struct("Store").field("root", &self.root).field("origin", &self.origin).finish_non_exhaustive()
     }
 }
 
@@ -94,17 +90,10 @@ impl Store {
         }
         let canonical = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
         if !canonical.is_dir() {
-            return Err(Error::UnsafePath {
-                path: root.display().to_string(),
-                reason: "is not a directory".into(),
-            });
+            return Err(Error::UnsafePath { path: root.display().to_string(), reason: "is not a directory".into() });
         }
-        let store = Store {
-            root: canonical,
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            sink: None,
-            origin: Origin::Daemon,
-        };
+        let store =
+            Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon };
         for dir in layout::DIRS {
             let rel = RelPath::new(dir)?;
             if store.ensure_dir(&rel)? {
@@ -128,23 +117,14 @@ impl Store {
         let canonical = match fs::canonicalize(root) {
             Ok(p) => p,
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(Error::NotInitialized {
-                    root: root.to_owned(),
-                });
+                return Err(Error::NotInitialized { root: root.to_owned() });
             }
             Err(e) => return Err(Error::io(root, e)),
         };
         if !canonical.join(layout::STATE).is_dir() {
-            return Err(Error::NotInitialized {
-                root: root.to_owned(),
-            });
+            return Err(Error::NotInitialized { root: root.to_owned() });
         }
-        Ok(Store {
-            root: canonical,
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            sink: None,
-            origin: Origin::Daemon,
-        })
+        Ok(Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon })
     }
 
     /// Sets the size above which files are refused before parsing.
@@ -194,22 +174,14 @@ impl Store {
         let _lock = self.lock(rel)?;
         let dir = self.safe_dir(rel, true)?;
         match fs::symlink_metadata(dir.join(rel.file_name())) {
-            Ok(_) => Err(Error::AlreadyExists {
-                path: rel.to_string(),
-            }),
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                atomic::write(&dir, rel.file_name(), bytes)
-            }
+            Ok(_) => Err(Error::AlreadyExists { path: rel.to_string() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => atomic::write(&dir, rel.file_name(), bytes),
             Err(e) => Err(Error::io(self.path(rel), e)),
         }
     }
 
     /// Reads, changes and writes back a JSON file under its lock; unknown fields survive.
-    pub fn update_json<T: Format, R>(
-        &self,
-        rel: &RelPath,
-        change: impl FnOnce(&mut T) -> R,
-    ) -> Result<R> {
+    pub fn update_json<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R) -> Result<R> {
         let _lock = self.lock(rel)?;
         let mut value: T = self.read(rel)?;
         let out = change(&mut value);
@@ -220,22 +192,14 @@ impl Store {
     /// Reads the raw bytes of `rel`, refusing files over the size limit.
     pub fn read_bytes(&self, rel: &RelPath) -> Result<Vec<u8>> {
         let path = self.resolve_existing(rel)?;
-        validate::read_limited(&path, self.max_file_bytes)?.map_err(|p| {
-            Invalid {
-                file: rel.to_string(),
-                kind: None,
-                problems: vec![p],
-            }
-            .into()
-        })
+        validate::read_limited(&path, self.max_file_bytes)?
+            .map_err(|p| Invalid { file: rel.to_string(), kind: None, problems: vec![p] }.into())
     }
 
     /// Reads and checks `rel` as a `T`, with the rules its path implies.
     pub fn read<T: Format>(&self, rel: &RelPath) -> Result<T> {
         let bytes = self.read_bytes(rel)?;
-        let ctx = FileKind::infer(rel.as_path())
-            .map(|(_, c)| c)
-            .unwrap_or_default();
+        let ctx = FileKind::infer(rel.as_path()).map(|(_, c)| c).unwrap_or_default();
         validate::parse(&rel.to_string(), &bytes, &ctx)
     }
 
@@ -260,11 +224,7 @@ impl Store {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
-            if !entry
-                .file_type()
-                .map_err(|e| Error::io(entry.path(), e))?
-                .is_dir()
-            {
+            if !entry.file_type().map_err(|e| Error::io(entry.path(), e))?.is_dir() {
                 continue;
             }
             let rel = RelPath::new(&layout::task_file(&name, layout::TASK_FILE));
@@ -312,9 +272,7 @@ impl Store {
             sink.expect(&to.to_string(), Stamp::of(&meta), self.origin);
         }
         fs::rename(&src, &dst).map_err(|e| Error::io(&src, e))?;
-        fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(&dir, e))?;
+        fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(&dir, e))?;
         if let Some(sink) = &self.sink {
             sink.changed(&from.to_string(), self.origin);
             sink.changed(&to.to_string(), self.origin);

@@ -78,10 +78,7 @@ mod tests {
     #[test]
     fn keeps_text_and_offset() {
         let t: Timestamp = serde_json::from_str("\"2026-02-25T19:00:00+08:00\"").unwrap();
-        assert_eq!(
-            serde_json::to_string(&t).unwrap(),
-            "\"2026-02-25T19:00:00+08:00\""
-        );
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2026-02-25T19:00:00+08:00\"");
         assert_eq!(t.instant().offset().local_minus_utc(), 8 * 3600);
     }
 

@@ -54,11 +54,7 @@ pub fn human_bytes(n: u64) -> String {
         x /= 1024.0;
         unit += 1;
     }
-    if x.fract() == 0.0 {
-        format!("{x} {}", UNITS[unit])
-    } else {
-        format!("{x:.1} {}", UNITS[unit])
-    }
+    if x.fract() == 0.0 { format!("{x} {}", UNITS[unit]) } else { format!("{x:.1} {}", UNITS[unit]) }
 }
 
 fn json_problem(e: &serde_json::Error) -> Problem {
@@ -69,9 +65,7 @@ fn json_problem(e: &serde_json::Error) -> Problem {
     } else if text.starts_with("trailing characters") {
         format!("unexpected text after the JSON value at line {line}, column {col}")
     } else if e.is_eof() {
-        format!(
-            "the JSON ends too early at line {line}, column {col}: a bracket, brace or string is not closed"
-        )
+        format!("the JSON ends too early at line {line}, column {col}: a bracket, brace or string is not closed")
     } else {
         format!("not valid JSON: {text}")
     };
@@ -87,10 +81,7 @@ pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Va
         )]);
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(vec![Problem::new(
-            "",
-            "the file is empty; it must hold one JSON object",
-        )]);
+        return Err(vec![Problem::new("", "the file is empty; it must hold one JSON object")]);
     }
     let value: Value = serde_json::from_slice(bytes).map_err(|e| vec![json_problem(&e)])?;
     let problems = schema::validate(kind.schema(), &value);
@@ -107,9 +98,7 @@ pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Va
 /// Reads at most `max_bytes` from `path`; a larger file is a problem, not a read.
 pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
     let file = std::fs::File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::NotFound {
-            path: path.display().to_string(),
-        },
+        std::io::ErrorKind::NotFound => Error::NotFound { path: path.display().to_string() },
         _ => Error::io(path, e),
     })?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
@@ -128,9 +117,7 @@ pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<V
     }
     let mut bytes = Vec::with_capacity(size as usize);
     // Take one byte more than allowed, in case the file grew since the stat.
-    file.take(max_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io(path, e))?;
+    file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
     if bytes.len() as u64 > max_bytes {
         return Ok(Err(too_large(bytes.len() as u64)));
     }
@@ -138,43 +125,27 @@ pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<V
 }
 
 /// Checks the file at `path`; `kind` is inferred from the path when not given.
-pub fn check_file(
-    path: &Path,
-    kind: Option<FileKind>,
-    max_bytes: u64,
-) -> Result<(FileKind, Value)> {
+pub fn check_file(path: &Path, kind: Option<FileKind>, max_bytes: u64) -> Result<(FileKind, Value)> {
     let inferred = FileKind::infer(path);
     let (kind, ctx) = match (kind, inferred) {
         (Some(k), Some((_, ctx))) => (k, ctx),
         (Some(k), None) => (k, PathContext::default()),
         (None, Some(found)) => found,
         (None, None) => {
-            return Err(Error::UnknownKind {
-                path: path.to_owned(),
-            });
+            return Err(Error::UnknownKind { path: path.to_owned() });
         }
     };
-    let invalid = |problems| Invalid {
-        file: path.display().to_string(),
-        kind: Some(kind.name()),
-        problems,
-    };
+    let invalid = |problems| Invalid { file: path.display().to_string(), kind: Some(kind.name()), problems };
     let bytes = match read_limited(path, max_bytes)? {
         Ok(b) => b,
         Err(p) => return Err(invalid(vec![p]).into()),
     };
-    check_bytes(&bytes, kind, &ctx)
-        .map(|v| (kind, v))
-        .map_err(|p| invalid(p).into())
+    check_bytes(&bytes, kind, &ctx).map(|v| (kind, v)).map_err(|p| invalid(p).into())
 }
 
 /// Parses `bytes` (named `file` in messages) into a checked value of type `T`.
 pub fn parse<T: Format>(file: &str, bytes: &[u8], ctx: &PathContext) -> Result<T> {
-    let invalid = |problems| Invalid {
-        file: file.to_owned(),
-        kind: Some(T::KIND.name()),
-        problems,
-    };
+    let invalid = |problems| Invalid { file: file.to_owned(), kind: Some(T::KIND.name()), problems };
     let value = check_bytes(bytes, T::KIND, ctx).map_err(invalid)?;
     serde_json::from_value(value).map_err(|e| invalid(vec![Problem::new("", e.to_string())]).into())
 }
@@ -198,10 +169,7 @@ mod tests {
 
     #[test]
     fn bad_inputs_name_the_field() {
-        assert_eq!(
-            problems(br#"{"type":"coding"}"#),
-            vec!["/description: is required but missing"]
-        );
+        assert_eq!(problems(br#"{"type":"coding"}"#), vec!["/description: is required but missing"]);
         assert_eq!(
             problems(br#"{"type":"coding","description":"x","priority":"urgent"}"#),
             vec!["/priority: \"urgent\" is not one of high, normal, low"]
@@ -210,15 +178,9 @@ mod tests {
             problems(br#"{"type":"coding","description":7}"#),
             vec!["/description: expected a string, found the number 7"]
         );
-        assert_eq!(
-            problems(b""),
-            vec!["/: the file is empty; it must hold one JSON object"]
-        );
+        assert_eq!(problems(b""), vec!["/: the file is empty; it must hold one JSON object"]);
         assert!(problems(b"\xEF\xBB\xBF{}")[0].contains("byte-order mark"));
-        assert!(
-            problems(br#"{"type":"coding","description":"x"} x"#)[0]
-                .contains("unexpected text after")
-        );
+        assert!(problems(br#"{"type":"coding","description":"x"} x"#)[0].contains("unexpected text after"));
         assert!(problems(br#"{"type":"coding""#)[0].contains("ends too early"));
         assert!(problems(br#"[1]"#)[0].contains("expected an object, found an array"));
         assert!(
@@ -237,18 +199,11 @@ mod tests {
 
     #[test]
     fn parse_gives_typed_value_or_invalid() {
-        let t: TaskSubmission = parse(
-            "x.json",
-            br#"{"type":"quant","description":"d"}"#,
-            &PathContext::default(),
-        )
-        .unwrap();
+        let t: TaskSubmission =
+            parse("x.json", br#"{"type":"quant","description":"d"}"#, &PathContext::default()).unwrap();
         assert_eq!(t.description, "d");
         let e = parse::<TaskSubmission>("x.json", b"{}", &PathContext::default()).unwrap_err();
-        assert!(
-            e.to_string().starts_with("x.json: /type: is required"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("x.json: /type: is required"), "{e}");
     }
 
     #[test]

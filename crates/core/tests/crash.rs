@@ -20,24 +20,18 @@ fn child_writer() {
     };
     let store = Store::open(std::path::Path::new(&root)).unwrap();
     let new = "new content\n".repeat(10_000);
-    store
-        .write_bytes(&RelPath::new("gm/decisions.md").unwrap(), new.as_bytes())
-        .unwrap();
+    store.write_bytes(&RelPath::new("gm/decisions.md").unwrap(), new.as_bytes()).unwrap();
 }
 
 fn spawn_writer(root: &std::path::Path, fault: bool) -> std::process::Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ROOT, root);
+    c.args(["--exact", "child_writer", "--nocapture", "--test-threads=1"]).env(CHILD_ROOT, root);
     if fault {
         c.env("CLAWBOARD_FAULT", "pause-before-rename");
     } else {
         c.env_remove("CLAWBOARD_FAULT");
     }
-    c.stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
 #[test]
@@ -52,31 +46,18 @@ fn killed_writer_leaves_old_file_whole() {
     let mut line = String::new();
     while !line.contains("paused before renaming") {
         line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "child ended without reaching the fault point"
-        );
+        assert!(err.read_line(&mut line).unwrap() > 0, "child ended without reaching the fault point");
     }
     child.kill().unwrap();
     child.wait().unwrap();
 
-    assert_eq!(
-        std::fs::read(store.path(&rel)).unwrap(),
-        old,
-        "the old file is not intact"
-    );
+    assert_eq!(std::fs::read(store.path(&rel)).unwrap(), old, "the old file is not intact");
     let removed = store.recover().unwrap();
     assert_eq!(removed.len(), 1, "{removed:?}");
-    assert!(
-        removed[0].starts_with("gm/.decisions.md.clawboard-tmp."),
-        "{removed:?}"
-    );
+    assert!(removed[0].starts_with("gm/.decisions.md.clawboard-tmp."), "{removed:?}");
 
     let status = spawn_writer(dir.path(), false).wait().unwrap();
     assert!(status.success());
-    assert_eq!(
-        std::fs::read(store.path(&rel)).unwrap(),
-        "new content\n".repeat(10_000).into_bytes()
-    );
+    assert_eq!(std::fs::read(store.path(&rel)).unwrap(), "new content\n".repeat(10_000).into_bytes());
     assert!(store.recover().unwrap().is_empty());
 }

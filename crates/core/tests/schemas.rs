@@ -30,10 +30,7 @@ fn committed_schemas_match_the_types() {
             stale.push(path.display().to_string());
         }
     }
-    let expected: Vec<String> = FileKind::ALL
-        .iter()
-        .map(|k| format!("{}.schema.json", k.name()))
-        .collect();
+    let expected: Vec<String> = FileKind::ALL.iter().map(|k| format!("{}.schema.json", k.name())).collect();
     let mut present: Vec<String> = std::fs::read_dir(schema_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -42,10 +39,7 @@ fn committed_schemas_match_the_types() {
     present.sort();
     let mut expected_sorted = expected.clone();
     expected_sorted.sort();
-    assert_eq!(
-        present, expected_sorted,
-        "config/schemas/ holds a schema for no kind, or misses one"
-    );
+    assert_eq!(present, expected_sorted, "config/schemas/ holds a schema for no kind, or misses one");
     assert!(
         stale.is_empty(),
         "schemas out of date (run CLAWBOARD_BLESS=1 cargo test -p clawboard-core --test schemas): {stale:?}"
@@ -84,13 +78,7 @@ fn schemas_use_only_keywords_the_validator_knows() {
     for kind in FileKind::ALL {
         let mut found = Vec::new();
         keywords(kind.schema(), &mut found);
-        let unknown: Vec<_> = found
-            .iter()
-            .filter(|k| !KNOWN_KEYWORDS.contains(&k.as_str()))
-            .collect();
-        assert!(
-            unknown.is_empty(),
-            "{kind}: keywords the validator ignores: {unknown:?}"
-        );
+        let unknown: Vec<_> = found.iter().filter(|k| !KNOWN_KEYWORDS.contains(&k.as_str())).collect();
+        assert!(unknown.is_empty(), "{kind}: keywords the validator ignores: {unknown:?}");
     }
 }

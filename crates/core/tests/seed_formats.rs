@@ -31,8 +31,7 @@ fn every_seed_file_validates_and_round_trips() {
             continue;
         }
         let path = entry.path();
-        let (kind, _) =
-            check_file(path, None, DEFAULT_MAX_FILE_BYTES).unwrap_or_else(|e| panic!("{e}"));
+        let (kind, _) = check_file(path, None, DEFAULT_MAX_FILE_BYTES).unwrap_or_else(|e| panic!("{e}"));
         match kind {
             FileKind::Task => round_trip::<Task>(path),
             FileKind::TaskSubmission => round_trip::<TaskSubmission>(path),
@@ -52,10 +51,8 @@ fn every_seed_file_validates_and_round_trips() {
         }
         seen.push(kind);
     }
-    let missing: Vec<_> = FileKind::ALL
-        .iter()
-        .filter(|k| **k != FileKind::TaskSubmission && !seen.contains(k))
-        .collect();
+    let missing: Vec<_> =
+        FileKind::ALL.iter().filter(|k| **k != FileKind::TaskSubmission && !seen.contains(k)).collect();
     assert!(missing.is_empty(), "no seed example for {missing:?}");
 }
 
@@ -75,8 +72,7 @@ fn unknown_fields_survive_read_modify_write() {
 #[test]
 fn the_example_submission_is_valid() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/examples/task.json");
-    let (kind, _) =
-        check_file(&path, None, DEFAULT_MAX_FILE_BYTES).unwrap_or_else(|e| panic!("{e}"));
+    let (kind, _) = check_file(&path, None, DEFAULT_MAX_FILE_BYTES).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(kind, FileKind::TaskSubmission);
 }
 
@@ -86,12 +82,7 @@ fn task_id_must_match_its_directory() {
     let path = dir.path().join("tasks/t2/task.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::copy(tree().join("tasks/task-20260225-001/task.json"), &path).unwrap();
-    let err = check_file(&path, None, DEFAULT_MAX_FILE_BYTES)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.ends_with("/taskId: \"task-20260225-001\" does not match its directory tasks/t2/"),
-        "{err}"
-    );
+    let err = check_file(&path, None, DEFAULT_MAX_FILE_BYTES).unwrap_err().to_string();
+    assert!(err.ends_with("/taskId: \"task-20260225-001\" does not match its directory tasks/t2/"), "{err}");
     let _ = PathContext::default();
 }

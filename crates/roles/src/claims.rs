@@ -19,9 +19,13 @@ fn create_new(path: &Path, body: &str) -> Result<bool, Error> {
     use std::io::Write;
     match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(mut f) => {
-            f.write_all(body.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
+            f.write_all(body.as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
             if let Some(parent) = path.parent() {
-                fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| Error::Io { path: parent.to_owned(), source: e })?;
+                fs::File::open(parent)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| Error::Io { path: parent.to_owned(), source: e })?;
             }
             Ok(true)
         }

@@ -26,7 +26,8 @@ pub fn build(store: &Store, task: &Task, role_id: &str, role: &RoleConfig, info:
     for name in &role.reads {
         let Ok(rel) = RelPath::new(&layout::task_file(task.task_id.as_str(), name)) else { continue };
         let Ok(bytes) = store.read_bytes(&rel) else { continue };
-        let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         files.insert(name.clone(), value);
     }
     let mut ctx = json!({

@@ -11,8 +11,8 @@ pub mod step;
 use std::sync::{Arc, Mutex, RwLock};
 
 use clawboard_core::formats::{
-    MemoryHarvest, MemoryQueue, PmDecision, QueueEntry, QueueStatus, Task, TaskResult, TaskStatus, TeamComposition, Validation,
-    ValidationResult, Contribution, Member,
+    Contribution, Member, MemoryHarvest, MemoryQueue, PmDecision, QueueEntry, QueueStatus, Task, TaskResult,
+    TaskStatus, TeamComposition, Validation, ValidationResult,
 };
 use clawboard_core::{Error, Id, RelPath, Store, Timestamp, layout};
 use serde_json::{Map, Value, json};
@@ -130,7 +130,11 @@ impl Engine {
         let mut task: Task = self.store.read(&task_rel)?;
         if matches!(task.status, TaskStatus::Completed | TaskStatus::Failed) {
             claims::finish(&self.store, task_id)?;
-            return Ok(if task.status == TaskStatus::Completed { Outcome::Completed } else { Outcome::Failed("already failed".into()) });
+            return Ok(if task.status == TaskStatus::Completed {
+                Outcome::Completed
+            } else {
+                Outcome::Failed("already failed".into())
+            });
         }
         let cfg = self.config();
         let mut run = TaskRun::open(self, task.clone(), &cfg)?;
@@ -205,7 +209,8 @@ impl<'e> TaskRun<'e> {
             a.ended_at = Some(Timestamp::now());
             attempts::save(&engine.store, &id, a)?;
         }
-        let page = Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
+        let page =
+            Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
         Ok(TaskRun { engine, task, id, attempts: Mutex::new(loaded), page: Mutex::new(page) })
     }
 
@@ -247,7 +252,10 @@ impl<'e> TaskRun<'e> {
                 None => waiting.push(id.clone()),
                 Some(clawboard_core::formats::Decision::Rejected) => {
                     let why = e.note.as_deref().unwrap_or("no note given");
-                    return Err(StepError::Failed(format!("escalation {id} was rejected by {}: {why}", e.decided_by.as_deref().unwrap_or("a human"))));
+                    return Err(StepError::Failed(format!(
+                        "escalation {id} was rejected by {}: {why}",
+                        e.decided_by.as_deref().unwrap_or("a human")
+                    )));
                 }
                 Some(clawboard_core::formats::Decision::Approved) => {}
             }
@@ -269,7 +277,13 @@ impl<'e> TaskRun<'e> {
             }
         };
         let workers: Vec<String> = cfg.roles.keys().cloned().collect();
-        let info = StepInfo { kind: "pm", step: "pm".into(), iteration: 0, max_iterations: max, extra: obj(json!({"availableRoles": workers})) };
+        let info = StepInfo {
+            kind: "pm",
+            step: "pm".into(),
+            iteration: 0,
+            max_iterations: max,
+            extra: obj(json!({"availableRoles": workers})),
+        };
         let roles = cfg.roles.clone();
         let (pm_attempt, pm_out) = self
             .step::<PmOutput>(&info, &pm, move |o| {
@@ -278,7 +292,10 @@ impl<'e> TaskRun<'e> {
                 }
                 for (i, m) in o.team.iter().enumerate() {
                     if !roles.contains_key(&m.role) {
-                        return Err(format!("stdout /team/{i}/role: role {:?} is not configured under [roles]", m.role));
+                        return Err(format!(
+                            "stdout /team/{i}/role: role {:?} is not configured under [roles]",
+                            m.role
+                        ));
                     }
                 }
                 Ok(())
@@ -304,10 +321,19 @@ impl<'e> TaskRun<'e> {
         for i in 1..=max {
             let mut done: Vec<(Attempt, WorkerOutput)> = Vec::new();
             for (_, group) in &groups {
-                let previous: Vec<Value> = done.iter().map(|(a, o)| json!({"role": a.role, "summary": o.summary, "output": o.output})).collect();
+                let previous: Vec<Value> = done
+                    .iter()
+                    .map(|(a, o)| json!({"role": a.role, "summary": o.summary, "output": o.output}))
+                    .collect();
                 let extra = obj(json!({"team": pm_out.team, "previous": previous, "validation": last_validation}));
                 let steps = group.iter().map(|role| {
-                    let info = StepInfo { kind: "team", step: format!("iter-{i}/{role}"), iteration: i, max_iterations: max, extra: extra.clone() };
+                    let info = StepInfo {
+                        kind: "team",
+                        step: format!("iter-{i}/{role}"),
+                        iteration: i,
+                        max_iterations: max,
+                        extra: extra.clone(),
+                    };
                     let role = role.clone();
                     async move { self.step::<WorkerOutput>(&info, &role, |_| Ok(())).await }
                 });
@@ -336,7 +362,11 @@ impl<'e> TaskRun<'e> {
             };
             let (va, vo) = self
                 .step::<ValidatorOutput>(&info, validator, |o| {
-                    if (0.0..=10.0).contains(&o.score) { Ok(()) } else { Err(format!("stdout /score: {} is not within 0 and 10", o.score)) }
+                    if (0.0..=10.0).contains(&o.score) {
+                        Ok(())
+                    } else {
+                        Err(format!("stdout /score: {} is not within 0 and 10", o.score))
+                    }
                 })
                 .await?;
             self.check_holds(&va)?;
@@ -351,13 +381,26 @@ impl<'e> TaskRun<'e> {
                     vo.issues.iter().map(|x| x.description.as_str()).collect::<Vec<_>>().join("; ")
                 )));
             }
-            last_validation = Some(json!({"iteration": i, "score": vo.score, "pass": vo.pass, "issues": vo.issues, "suggestions": vo.suggestions}));
+            last_validation = Some(
+                json!({"iteration": i, "score": vo.score, "pass": vo.pass, "issues": vo.issues, "suggestions": vo.suggestions}),
+            );
         }
 
         // 3. Memory harvest.
         if let Some(harvester) = &cfg.lifecycle.harvester {
-            let result = self.engine.store.read_bytes(&rel(&self.id, layout::RESULT_FILE)?).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-            let info = StepInfo { kind: "harvest", step: "harvest".into(), iteration: 0, max_iterations: max, extra: obj(json!({"result": result, "team": pm_out.team})) };
+            let result = self
+                .engine
+                .store
+                .read_bytes(&rel(&self.id, layout::RESULT_FILE)?)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            let info = StepInfo {
+                kind: "harvest",
+                step: "harvest".into(),
+                iteration: 0,
+                max_iterations: max,
+                extra: obj(json!({"result": result, "team": pm_out.team})),
+            };
             let (ha, ho) = self.step::<HarvestOutput>(&info, harvester, check_harvest).await?;
             self.check_holds(&ha)?;
             self.ensure_harvest(&ho)?;
@@ -369,11 +412,25 @@ impl<'e> TaskRun<'e> {
         let id = |s: &str| Id::new(s).map_err(|e| StepError::Failed(format!("role id {s:?} {e}")));
         Ok(TeamComposition {
             task_id: self.task.task_id.clone(),
-            pm_decision: PmDecision { pm_id: id(pm)?, decided_at: Timestamp::now(), reasoning: out.reasoning.clone(), extra: Map::new() },
+            pm_decision: PmDecision {
+                pm_id: id(pm)?,
+                decided_at: Timestamp::now(),
+                reasoning: out.reasoning.clone(),
+                extra: Map::new(),
+            },
             team: out
                 .team
                 .iter()
-                .map(|m| Ok(Member { role: id(&m.role)?, reason: m.reason.clone(), priority: m.priority, memory_loaded: false, instance_id: None, extra: Map::new() }))
+                .map(|m| {
+                    Ok(Member {
+                        role: id(&m.role)?,
+                        reason: m.reason.clone(),
+                        priority: m.priority,
+                        memory_loaded: false,
+                        instance_id: None,
+                        extra: Map::new(),
+                    })
+                })
                 .collect::<Result<_, StepError>>()?,
             workflow: out.workflow.clone(),
             estimated_time: out.estimated_time.clone(),

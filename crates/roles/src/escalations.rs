@@ -58,7 +58,13 @@ pub enum DecideError {
 }
 
 /// Records a human's decision in the escalation file and appends it to `gm/decisions.md`.
-pub fn decide(store: &Store, id: &str, decision: Decision, by: &str, note: Option<&str>) -> Result<Escalation, DecideError> {
+pub fn decide(
+    store: &Store,
+    id: &str,
+    decision: Decision,
+    by: &str,
+    note: Option<&str>,
+) -> Result<Escalation, DecideError> {
     let path = rel(id)?;
     if !store.exists(&path) {
         return Err(DecideError::NotFound(id.to_owned()));
@@ -66,7 +72,12 @@ pub fn decide(store: &Store, id: &str, decision: Decision, by: &str, note: Optio
     let now = Timestamp::now();
     let result = store.update_json(&path, |e: &mut Escalation| {
         if let (Some(d), Some(by), Some(at)) = (e.decision, &e.decided_by, &e.decided_at) {
-            return Err(DecideError::AlreadyDecided { id: id.to_owned(), decision: d, by: by.clone(), at: at.to_string() });
+            return Err(DecideError::AlreadyDecided {
+                id: id.to_owned(),
+                decision: d,
+                by: by.clone(),
+                at: at.to_string(),
+            });
         }
         e.decision = Some(decision);
         e.decided_by = Some(by.to_owned());
@@ -110,7 +121,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let (store, _) = Store::init(d.path()).unwrap();
         let id = new_id();
-        let raised = RaisedEscalation { level: Level::High, issue: "need a key".into(), suggested_action: None, requires_human_approval: true };
+        let raised = RaisedEscalation {
+            level: Level::High,
+            issue: "need a key".into(),
+            suggested_action: None,
+            requires_human_approval: true,
+        };
         raise(&store, &id, "creator-code", "t1", &raised).unwrap();
         raise(&store, &id, "creator-code", "t1", &raised).unwrap();
         let e = decide(&store, &id, Decision::Approved, "human", Some("ok, go")).unwrap();

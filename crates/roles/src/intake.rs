@@ -77,7 +77,10 @@ pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
 fn duplicate(store: &Store, id: &Id, name: &str) -> Option<String> {
     let existing = store.path(&RelPath::new(&layout::task_file(id.as_str(), layout::TASK_FILE)).ok()?);
     (existing.exists() || claims::is_claimed(store, id.as_str())).then(|| {
-        format!("inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json); remove taskId to get a new one\n", id.as_str())
+        format!(
+            "inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json); remove taskId to get a new one\n",
+            id.as_str()
+        )
     })
 }
 
@@ -90,7 +93,8 @@ fn finish_staged(store: &Store, id: &Id, name: &str, staged: PathBuf, sub: TaskS
             // Created by us before a crash (same content), or a real duplicate.
             let ours = store.read::<Task>(&rel).is_ok_and(|t| t.kind == task.kind && t.description == task.description);
             if !ours || claims::is_claimed(store, id.as_str()) && !claims::active(store)?.contains(&id.to_string()) {
-                let why = format!("inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json)\n", id.as_str());
+                let why =
+                    format!("inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json)\n", id.as_str());
                 return reject(store, staged, name, &why);
             }
         }
@@ -129,7 +133,9 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
     let ctx = PathContext { task_dir: Some(task_id.to_owned()), stem: None };
     let bytes = match store.read_bytes(&rel) {
         Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
-        Err(Error::Invalid(inv)) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv)),
+        Err(Error::Invalid(inv)) => {
+            return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv));
+        }
         other => other?,
     };
     let shown = rel.to_string();
@@ -145,7 +151,9 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
                 task
             }
             Ok(_) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&task_problems)),
-            Err(Error::Invalid(inv)) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv)),
+            Err(Error::Invalid(inv)) => {
+                return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv));
+            }
             Err(e) => return Err(e),
         },
         Err(e) => return Err(e),
@@ -226,7 +234,8 @@ mod tests {
     #[test]
     fn invalid_files_are_rejected_with_the_field() {
         let (d, store) = tree();
-        fs::write(d.path().join("inbox/bad.json"), r#"{"type":"coding","description":"x","priority":"urgent"}"#).unwrap();
+        fs::write(d.path().join("inbox/bad.json"), r#"{"type":"coding","description":"x","priority":"urgent"}"#)
+            .unwrap();
         let Intake::Rejected { reason, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
         assert_eq!(reason, "inbox/bad.json: /priority: \"urgent\" is not one of high, normal, low");
         let txt = fs::read_to_string(d.path().join("inbox/rejected/bad.json.error.txt")).unwrap();

@@ -27,8 +27,8 @@ pub mod runner;
 pub mod status_page;
 
 pub use config::{LifecycleConfig, RoleConfig, RolesConfig};
-pub use engine::{Engine, Outcome, Shutdown};
 pub use engine::step::clear_active_instances;
+pub use engine::{Engine, Outcome, Shutdown};
 
 /// `n` random bytes as lowercase hex (from the OS's random source).
 pub fn random_hex(n: usize) -> String {

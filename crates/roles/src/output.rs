@@ -1,7 +1,7 @@
 //! What each kind of role prints on stdout: one JSON document, checked here with
 //! an error that names the field. Any role may add `escalations`.
 
-use clawboard_core::formats::{Artifact, Cell, CrossPollination, Criteria, Experience, Issue, Level};
+use clawboard_core::formats::{Artifact, Cell, Criteria, CrossPollination, Experience, Issue, Level};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -135,7 +135,8 @@ mod tests {
         let e = parse_output::<WorkerOutput>(br#"{"summary":"a"} {"summary":"b"}"#).unwrap_err();
         assert!(e.contains("trailing") || e.contains("more than one"), "{e}");
         assert!(parse_output::<WorkerOutput>(b"  ").unwrap_err().contains("empty"));
-        let ok: WorkerOutput = parse_output(br#"{"summary":"done","escalations":[{"level":"high","issue":"x"}]}"#).unwrap();
+        let ok: WorkerOutput =
+            parse_output(br#"{"summary":"done","escalations":[{"level":"high","issue":"x"}]}"#).unwrap();
         assert_eq!(ok.escalations[0].level, Level::High);
     }
 }

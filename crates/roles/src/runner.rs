@@ -108,7 +108,13 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
-async fn run_command(argv: &[String], role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
+async fn run_command(
+    argv: &[String],
+    role: &RoleConfig,
+    context: &[u8],
+    who: &RunIdentity,
+    kill: &mut watch::Receiver<bool>,
+) -> RunOutcome {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .envs(&role.env)
@@ -126,7 +132,8 @@ async fn run_command(argv: &[String], role: &RoleConfig, context: &[u8], who: &R
         Err(e) => return failed(format!("cannot start {:?}: {e}", argv[0])),
     };
     let pid = child.id();
-    let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+    let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
         kill_group(pid);
         return failed("the role's pipes could not be opened");
     };
@@ -160,7 +167,8 @@ async fn run_command(argv: &[String], role: &RoleConfig, context: &[u8], who: &R
     feed.abort();
     // Output left open by a grandchild must not hold us forever.
     let grace = Duration::from_secs(2);
-    let (stdout, out_over) = tokio::time::timeout(grace, out_reader).await.ok().and_then(Result::ok).unwrap_or_default();
+    let (stdout, out_over) =
+        tokio::time::timeout(grace, out_reader).await.ok().and_then(Result::ok).unwrap_or_default();
     let (stderr, _) = tokio::time::timeout(grace, err_reader).await.ok().and_then(Result::ok).unwrap_or_default();
     let exit_code = exit.and_then(|e| e.code());
     if status == RunStatus::Exited {
@@ -178,7 +186,13 @@ async fn run_command(argv: &[String], role: &RoleConfig, context: &[u8], who: &R
     RunOutcome { status, exit_code, stdout, stderr, error, elapsed: Duration::ZERO }
 }
 
-async fn run_http(http: &HttpConfig, role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
+async fn run_http(
+    http: &HttpConfig,
+    role: &RoleConfig,
+    context: &[u8],
+    who: &RunIdentity,
+    kill: &mut watch::Receiver<bool>,
+) -> RunOutcome {
     let client = match reqwest::Client::builder().timeout(role.timeout).build() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot build an HTTP client: {e}")),
@@ -200,7 +214,9 @@ async fn run_http(http: &HttpConfig, role: &RoleConfig, context: &[u8], who: &Ru
         let code = resp.status();
         let mut body = Vec::new();
         let mut resp = resp;
-        while let Some(chunk) = resp.chunk().await.map_err(|e| (e.is_timeout(), format!("reading the response: {e}")))? {
+        while let Some(chunk) =
+            resp.chunk().await.map_err(|e| (e.is_timeout(), format!("reading the response: {e}")))?
+        {
             body.extend_from_slice(&chunk);
             if body.len() as u64 > limit {
                 return Err((false, format!("response is over {limit} bytes (max_output_bytes)")));
@@ -260,7 +276,13 @@ mod tests {
     }
 
     fn who() -> RunIdentity {
-        RunIdentity { root: "/tmp/x".into(), task_id: "t1".into(), role: "w".into(), instance_id: "inst-1".into(), token: "tok".into() }
+        RunIdentity {
+            root: "/tmp/x".into(),
+            task_id: "t1".into(),
+            role: "w".into(),
+            instance_id: "inst-1".into(),
+            token: "tok".into(),
+        }
     }
 
     #[tokio::test]

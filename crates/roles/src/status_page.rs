@@ -38,7 +38,10 @@ pub fn render(task: &Task, p: &Progress) -> String {
     if !p.held_by.is_empty() {
         let _ = writeln!(s, "\n## Waiting for a human\n");
         for id in &p.held_by {
-            let _ = writeln!(s, "- escalation `{id}`: `clawboard escalation approve {id}` or `clawboard escalation reject {id} --note WHY`");
+            let _ = writeln!(
+                s,
+                "- escalation `{id}`: `clawboard escalation approve {id}` or `clawboard escalation reject {id} --note WHY`"
+            );
         }
     }
     if !p.running.is_empty() {

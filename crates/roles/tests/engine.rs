@@ -29,7 +29,10 @@ fn config(roles: &[(&str, RoleConfig)]) -> RolesConfig {
     }
     // Fails the first iteration, passes the second.
     map.insert("validator".into(), sh(r#"if grep -q '"iteration":1,' ; then printf '{"score":4,"pass":false,"issues":[{"severity":"major","description":"too thin"}]}'; else printf '{"score":9,"pass":true}'; fi"#));
-    map.insert("harvester".into(), sh(r#"printf '{"experiences":[{"roleId":"w1","cells":[{"type":"insight","content":"c","value":0.5}]}]}'"#));
+    map.insert(
+        "harvester".into(),
+        sh(r#"printf '{"experiences":[{"roleId":"w1","cells":[{"type":"insight","content":"c","value":0.5}]}]}'"#),
+    );
     for (k, v) in roles {
         map.insert((*k).into(), v.clone());
     }
@@ -39,7 +42,11 @@ fn config(roles: &[(&str, RoleConfig)]) -> RolesConfig {
 }
 
 fn submit(d: &std::path::Path, store: &Store, id: &str) {
-    std::fs::write(d.join(format!("inbox/{id}.json")), format!(r#"{{"taskId":"{id}","type":"coding","description":"d"}}"#)).unwrap();
+    std::fs::write(
+        d.join(format!("inbox/{id}.json")),
+        format!(r#"{{"taskId":"{id}","type":"coding","description":"d"}}"#),
+    )
+    .unwrap();
     assert_eq!(intake::take_inbox_file(store, &format!("{id}.json")).unwrap(), intake::Intake::Accepted(id.into()));
 }
 
@@ -112,7 +119,9 @@ async fn an_escalation_holds_the_task_until_decided() {
     let d = tempfile::tempdir().unwrap();
     let (store, _) = Store::init(d.path()).unwrap();
     // Asks for approval in the first iteration only.
-    let esc = sh(r#"if grep -q '"step":"iter-1/'; then printf '{"summary":"need ok","escalations":[{"level":"high","issue":"deploy to prod?","requiresHumanApproval":true}]}'; else printf '{"summary":"done"}'; fi"#);
+    let esc = sh(
+        r#"if grep -q '"step":"iter-1/'; then printf '{"summary":"need ok","escalations":[{"level":"high","issue":"deploy to prod?","requiresHumanApproval":true}]}'; else printf '{"summary":"done"}'; fi"#,
+    );
     let cfg = config(&[("w2", esc)]);
     submit(d.path(), &store, "t3");
     submit(d.path(), &store, "t4");
@@ -129,7 +138,8 @@ async fn an_escalation_holds_the_task_until_decided() {
     assert_eq!(runs.iter().filter(|a| a.role == "w2").count(), 2, "once per iteration");
 
     let Outcome::Held(ids) = engine.drive("t4").await.unwrap() else { panic!() };
-    escalations::decide(&store, &ids[0], clawboard_core::formats::Decision::Rejected, "human", Some("not now")).unwrap();
+    escalations::decide(&store, &ids[0], clawboard_core::formats::Decision::Rejected, "human", Some("not now"))
+        .unwrap();
     let Outcome::Failed(reason) = engine.drive("t4").await.unwrap() else { panic!() };
     assert!(reason.contains("was rejected by human: not now"), "{reason}");
 }

@@ -13,14 +13,12 @@ const EXAMPLE_TASK: &str = include_str!("../../../../config/examples/task.json")
 
 /// Try clawboard on a throwaway tree: init, submit the example task, list
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Runs on embedded defaults; needs no config and no cloud account. The tree
+#[command(after_help = "Runs on embedded defaults; needs no config and no cloud account. The tree
 is created in a new temporary directory (or --dir) and kept, so you can look at it.
 
 Examples:
   clawboard demo
-  clawboard demo --dir /tmp/my-demo"
-)]
+  clawboard demo --dir /tmp/my-demo")]
 pub struct DemoArgs {
     /// Where to create the demo tree [default: a new directory under $TMPDIR]
     #[arg(long, value_name = "DIR")]
@@ -44,25 +42,15 @@ pub fn run(a: DemoArgs, s: &Settings) -> anyhow::Result<u8> {
     );
     println!("2. clawboard task submit config/examples/task.json");
     let task = submit_bytes(&store, "config/examples/task.json", EXAMPLE_TASK.as_bytes())?;
-    println!(
-        "   submitted {} ({}, {}): {}",
-        task.task_id, task.kind, task.priority, task.description
-    );
+    println!("   submitted {} ({}, {}): {}", task.task_id, task.kind, task.priority, task.description);
     println!("3. clawboard task list");
     let pending = load_tasks(&store, Some(TaskStatus::Pending), None)?;
     for t in &pending {
-        println!(
-            "   {}  {}  {}  {}",
-            t.task_id, t.status, t.kind, t.description
-        );
+        println!("   {}  {}  {}  {}", t.task_id, t.status, t.kind, t.description);
     }
     println!();
     println!("The tree is at {}; look around:", root.display());
     println!("   clawboard --root {} status", root.display());
-    println!(
-        "   clawboard --root {} task show {}",
-        root.display(),
-        task.task_id
-    );
+    println!("   clawboard --root {} task show {}", root.display(), task.task_id);
     Ok(EXIT_OK)
 }

@@ -23,10 +23,7 @@ pub fn run(_: InitArgs, s: &Settings) -> anyhow::Result<u8> {
     if report.created.is_empty() {
         println!("Nothing to do: the blackboard at {root} is complete.");
     } else {
-        println!(
-            "Initialized the blackboard at {root} ({} created):",
-            report.created.len()
-        );
+        println!("Initialized the blackboard at {root} ({} created):", report.created.len());
         for item in &report.created {
             println!("  + {item}");
         }

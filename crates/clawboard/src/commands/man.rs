@@ -22,8 +22,7 @@ pub fn run(a: ManArgs) -> anyhow::Result<u8> {
         None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
         Some(dir) => {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            clap_mangen::generate_to(cmd, &dir)
-                .with_context(|| format!("writing man pages to {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir).with_context(|| format!("writing man pages to {}", dir.display()))?;
         }
     }
     Ok(EXIT_OK)

@@ -29,6 +29,8 @@ struct Status {
     inbox_waiting: usize,
     inbox_rejected: usize,
     escalations_pending: usize,
+    /// The running daemon's own report (from its API), or null when none runs.
+    daemon: Option<serde_json::Value>,
     /// Layout entries that are missing (`clawboard init` restores them).
     missing: Vec<String>,
 }
@@ -69,25 +71,13 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
     let mut unreadable_tasks = 0;
     for (_, t) in store.tasks()? {
         match t {
-            Ok(t) => {
-                counts[TaskStatus::ALL
-                    .iter()
-                    .position(|s| *s == t.status)
-                    .unwrap_or(0)] += 1
-            }
+            Ok(t) => counts[TaskStatus::ALL.iter().position(|s| *s == t.status).unwrap_or(0)] += 1,
             Err(_) => unreadable_tasks += 1,
         }
     }
-    let tasks = TaskStatus::ALL
-        .iter()
-        .zip(counts)
-        .map(|(s, n)| (s.as_str().to_owned(), n.into()))
-        .collect();
-    let mut missing: Vec<String> = layout::DIRS
-        .iter()
-        .filter(|d| !store.root().join(d).is_dir())
-        .map(|d| format!("{d}/"))
-        .collect();
+    let tasks = TaskStatus::ALL.iter().zip(counts).map(|(s, n)| (s.as_str().to_owned(), n.into())).collect();
+    let mut missing: Vec<String> =
+        layout::DIRS.iter().filter(|d| !store.root().join(d).is_dir()).map(|d| format!("{d}/")).collect();
     missing.extend(
         layout::initial_files()
             .into_iter()
@@ -104,6 +94,7 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         inbox_waiting: count_json(&store.root().join(layout::INBOX)),
         inbox_rejected: count_json(&store.root().join(layout::REJECTED)),
         escalations_pending: pending_escalations(&store)?,
+        daemon: crate::daemon::get_json(store.root(), "/v1/status"),
         missing,
     };
     if s.json {
@@ -114,28 +105,30 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
     if let Some(c) = &status.config_file {
         println!("config       {c}");
     }
-    let counts: Vec<String> = status
-        .tasks
-        .iter()
-        .map(|(k, v)| format!("{v} {k}"))
-        .collect();
+    let counts: Vec<String> = status.tasks.iter().map(|(k, v)| format!("{v} {k}")).collect();
     println!("tasks        {}", counts.join(", "));
     if status.unreadable_tasks > 0 {
-        println!(
-            "             {} unreadable (see `clawboard validate`)",
-            status.unreadable_tasks
-        );
+        println!("             {} unreadable (see `clawboard validate`)", status.unreadable_tasks);
     }
-    println!(
-        "inbox        {} waiting, {} rejected",
-        status.inbox_waiting, status.inbox_rejected
-    );
+    println!("inbox        {} waiting, {} rejected", status.inbox_waiting, status.inbox_rejected);
+    match &status.daemon {
+        Some(d) => {
+            let q = &d["queue"];
+            println!(
+                "daemon       running (pid {}), since {}; {} running, {} waiting, {} held; {} role instances",
+                d["pid"],
+                d["startedAt"].as_str().unwrap_or("?"),
+                q["running"],
+                q["waiting"],
+                q["held"],
+                d["instances"]
+            );
+        }
+        None => println!("daemon       not running"),
+    }
     println!("escalations  {} pending", status.escalations_pending);
     if !status.missing.is_empty() {
-        println!(
-            "missing      {} (run `clawboard init` to restore)",
-            status.missing.join(", ")
-        );
+        println!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "));
     }
     Ok(EXIT_OK)
 }

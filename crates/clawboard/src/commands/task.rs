@@ -27,14 +27,12 @@ pub enum TaskCommand {
 
 /// Validate a task and write it to tasks/{taskId}/task.json
 #[derive(Debug, Args)]
-#[command(
-    after_help = "taskId (task-YYYYMMDD-HHMMSS-xxxx), createdAt (now), createdBy (human),
+#[command(after_help = "taskId (task-YYYYMMDD-HHMMSS-xxxx), createdAt (now), createdBy (human),
 priority (normal) and status (pending) are filled in when absent.
 
 Examples:
   clawboard task submit config/examples/task.json
-  echo '{\"type\":\"research\",\"description\":\"Compare X and Y\"}' | clawboard task submit -"
-)]
+  echo '{\"type\":\"research\",\"description\":\"Compare X and Y\"}' | clawboard task submit -")]
 pub struct SubmitArgs {
     /// The task file, or - for standard input
     #[arg(value_name = "FILE|-")]
@@ -83,18 +81,9 @@ pub fn run(c: TaskCommand, s: &Settings) -> anyhow::Result<u8> {
 fn new_task_id() -> Id {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
     h.write_u32(std::process::id());
-    let id = format!(
-        "task-{}-{:04x}",
-        chrono::Utc::now().format("%Y%m%d-%H%M%S"),
-        h.finish() & 0xffff
-    );
+    let id = format!("task-{}-{:04x}", chrono::Utc::now().format("%Y%m%d-%H%M%S"), h.finish() & 0xffff);
     // The format only ever yields valid ids.
     Id::new(id).unwrap_or_else(|_| unreachable!("generated task ids are valid"))
 }
@@ -102,10 +91,7 @@ fn new_task_id() -> Id {
 fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Vec<u8>)> {
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();
-        std::io::stdin()
-            .take(max + 1)
-            .read_to_end(&mut bytes)
-            .context("reading the task from standard input")?;
+        std::io::stdin().take(max + 1).read_to_end(&mut bytes).context("reading the task from standard input")?;
         if bytes.len() as u64 > max {
             let limit = validate::human_bytes(max);
             return Err(BadInput(format!(
@@ -116,13 +102,8 @@ fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, 
         return Ok(("<stdin>".to_owned(), bytes));
     }
     let name = file.display().to_string();
-    let bytes = read_limited(file, max)?.map_err(|p| {
-        Error::from(Invalid {
-            file: name.clone(),
-            kind: None,
-            problems: vec![p],
-        })
-    })?;
+    let bytes = read_limited(file, max)?
+        .map_err(|p| Error::from(Invalid { file: name.clone(), kind: None, problems: vec![p] }))?;
     Ok((name, bytes))
 }
 
@@ -132,10 +113,7 @@ pub fn submit_bytes(store: &Store, name: &str, bytes: &[u8]) -> anyhow::Result<T
     let id = submission.task_id.clone().unwrap_or_else(new_task_id);
     let task = submission.into_task(id, Timestamp::now(), "human");
     let rel = RelPath::new(&layout::task_file(task.task_id.as_str(), layout::TASK_FILE))?;
-    match store.create_bytes(
-        &rel,
-        clawboard_core::store::to_pretty_json(&task).as_bytes(),
-    ) {
+    match store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes()) {
         Ok(()) => Ok(task),
         Err(Error::AlreadyExists { .. }) => Err(BadInput(format!(
             "{name}: /taskId: task {:?} already exists ({rel}); remove taskId to get a new one",
@@ -153,21 +131,13 @@ fn submit(a: SubmitArgs, s: &Settings) -> anyhow::Result<u8> {
     if s.json {
         output::json(&task)?;
     } else {
-        println!(
-            "Submitted {} → {}",
-            task.task_id,
-            layout::task_file(task.task_id.as_str(), layout::TASK_FILE)
-        );
+        println!("Submitted {} → {}", task.task_id, layout::task_file(task.task_id.as_str(), layout::TASK_FILE));
     }
     Ok(EXIT_OK)
 }
 
 /// All readable tasks matching the filters, oldest first; unreadable ones are warned about.
-pub fn load_tasks(
-    store: &Store,
-    status: Option<TaskStatus>,
-    kind: Option<TaskType>,
-) -> anyhow::Result<Vec<Task>> {
+pub fn load_tasks(store: &Store, status: Option<TaskStatus>, kind: Option<TaskType>) -> anyhow::Result<Vec<Task>> {
     let mut tasks = Vec::new();
     for (dir, task) in store.tasks()? {
         match task {
@@ -176,12 +146,7 @@ pub fn load_tasks(
         }
     }
     tasks.retain(|t| status.is_none_or(|s| t.status == s) && kind.is_none_or(|k| t.kind == k));
-    tasks.sort_by(|a, b| {
-        a.created_at
-            .instant()
-            .cmp(&b.created_at.instant())
-            .then_with(|| a.task_id.cmp(&b.task_id))
-    });
+    tasks.sort_by(|a, b| a.created_at.instant().cmp(&b.created_at.instant()).then_with(|| a.task_id.cmp(&b.task_id)));
     Ok(tasks)
 }
 
@@ -203,10 +168,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
             task.status.to_string(),
             task.kind.to_string(),
             task.priority.to_string(),
-            task.created_at
-                .instant()
-                .format("%Y-%m-%d %H:%M")
-                .to_string(),
+            task.created_at.instant().format("%Y-%m-%d %H:%M").to_string(),
             truncate(&task.description, 60),
         ]);
     }
@@ -239,21 +201,11 @@ fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
             files.push(f.to_string());
         }
     }
-    let esc_dir = store
-        .root()
-        .join(layout::task_file(id.as_str(), "escalations"));
+    let esc_dir = store.root().join(layout::task_file(id.as_str(), "escalations"));
     let escalations = std::fs::read_dir(&esc_dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-                .count()
-        })
+        .map(|d| d.filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "json")).count())
         .unwrap_or(0);
-    let shown = Shown {
-        task,
-        files,
-        escalations,
-    };
+    let shown = Shown { task, files, escalations };
     if s.json {
         output::json(&shown)?;
         return Ok(EXIT_OK);

@@ -11,16 +11,14 @@ use crate::output;
 
 /// Check files against their format; print every problem with its field
 #[derive(Debug, Args)]
-#[command(
-    after_help = "The kind of each file comes from its path (tasks/{id}/task.json is a task,
+#[command(after_help = "The kind of each file comes from its path (tasks/{id}/task.json is a task,
 harvest/daily/{date}.json a daily harvest, inbox/*.json and any other task.json a
 submission) unless --kind names it. Exit code 2 when any file is invalid.
 
 Examples:
   clawboard validate ~/clawos/blackboard/tasks/*/task.json
   clawboard validate --kind escalation draft.json
-  clawboard validate --json inbox/*.json"
-)]
+  clawboard validate --json inbox/*.json")]
 pub struct ValidateArgs {
     /// Files to check
     #[arg(required = true, value_name = "FILE")]
@@ -45,28 +43,13 @@ struct Checked {
 
 fn check(path: &std::path::Path, kind: Option<FileKind>, max: u64) -> anyhow::Result<Checked> {
     let file = path.display().to_string();
-    let bad = |kind, problems| {
-        Ok(Checked {
-            file: file.clone(),
-            kind,
-            valid: false,
-            problems,
-        })
-    };
+    let bad = |kind, problems| Ok(Checked { file: file.clone(), kind, valid: false, problems });
     match check_file(path, kind, max) {
-        Ok((kind, _)) => Ok(Checked {
-            file: file.clone(),
-            kind: Some(kind.name()),
-            valid: true,
-            problems: vec![],
-        }),
+        Ok((kind, _)) => Ok(Checked { file: file.clone(), kind: Some(kind.name()), valid: true, problems: vec![] }),
         Err(Error::Invalid(inv)) => bad(inv.kind, inv.problems),
         Err(e @ (Error::UnknownKind { .. } | Error::NotFound { .. })) => {
             let msg = e.to_string();
-            let msg = msg
-                .strip_prefix(&format!("{file}: "))
-                .unwrap_or(&msg)
-                .to_owned();
+            let msg = msg.strip_prefix(&format!("{file}: ")).unwrap_or(&msg).to_owned();
             bad(None, vec![Problem::new("", msg)])
         }
         Err(e) => Err(e.into()),
@@ -74,11 +57,7 @@ fn check(path: &std::path::Path, kind: Option<FileKind>, max: u64) -> anyhow::Re
 }
 
 pub fn run(a: ValidateArgs, s: &Settings) -> anyhow::Result<u8> {
-    let results = a
-        .files
-        .iter()
-        .map(|f| check(f, a.kind, s.max_file_bytes))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let results = a.files.iter().map(|f| check(f, a.kind, s.max_file_bytes)).collect::<anyhow::Result<Vec<_>>>()?;
     let invalid = results.iter().filter(|r| !r.valid).count();
     if s.json {
         output::json(&results)?;

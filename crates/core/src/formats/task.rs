@@ -14,20 +14,7 @@ pub enum TaskType {
     Quant,
 }
 
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     High,
@@ -112,11 +99,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Timestamp>,
     /// The PM role that composes the team; mapped from `type` when absent.
-    #[serde(
-        rename = "assignedPM",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "assignedPM", default, skip_serializing_if = "Option::is_none")]
     pub assigned_pm: Option<Id>,
     pub status: TaskStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,11 +130,7 @@ pub struct TaskSubmission {
     pub created_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Timestamp>,
-    #[serde(
-        rename = "assignedPM",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "assignedPM", default, skip_serializing_if = "Option::is_none")]
     pub assigned_pm: Option<Id>,
     /// Must be `pending` (or absent) for a new task.
     #[serde(default, skip_serializing_if = "Option::is_none")]

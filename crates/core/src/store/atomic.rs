@@ -37,28 +37,17 @@ pub(super) fn write_observed(
     before_rename: &mut dyn FnMut(crate::index::Stamp),
 ) -> Result<()> {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(
-        ".{}{TEMP_MARK}{}.{n}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = dir.join(format!(".{}{TEMP_MARK}{}.{n}", name.to_string_lossy(), std::process::id()));
     let target = dir.join(name);
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| Error::io(&tmp, e))?;
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
         let stamp = crate::index::Stamp::of(&f.metadata().map_err(|e| Error::io(&tmp, e))?);
         drop(f);
         before_rename(stamp);
         if std::env::var(FAULT_ENV).as_deref() == Ok("pause-before-rename") {
-            eprintln!(
-                "clawboard: fault injection: paused before renaming {}",
-                tmp.display()
-            );
+            eprintln!("clawboard: fault injection: paused before renaming {}", tmp.display());
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
@@ -73,9 +62,7 @@ pub(super) fn write_observed(
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
 }
 
 /// The pid that wrote a temp file, from its name.
@@ -94,17 +81,11 @@ pub(super) fn remove_stale_temps(root: &Path) -> Result<Vec<String>> {
     for entry in walkdir::WalkDir::new(root).follow_links(false) {
         let entry = match entry {
             Ok(e) => e,
-            Err(e)
-                if e.io_error()
-                    .is_some_and(|io| io.kind() == ErrorKind::NotFound) =>
-            {
+            Err(e) if e.io_error().is_some_and(|io| io.kind() == ErrorKind::NotFound) => {
                 continue;
             }
             Err(e) => {
-                let path = e
-                    .path()
-                    .map(Path::to_owned)
-                    .unwrap_or_else(|| root.to_owned());
+                let path = e.path().map(Path::to_owned).unwrap_or_else(|| root.to_owned());
                 return Err(Error::io(path, e.into()));
             }
         };
@@ -160,9 +141,7 @@ mod tests {
     #[test]
     fn temps_of_live_writers_are_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let mine = dir
-            .path()
-            .join(format!(".a.json{TEMP_MARK}{}.7", std::process::id()));
+        let mine = dir.path().join(format!(".a.json{TEMP_MARK}{}.7", std::process::id()));
         fs::write(&mine, b"x").unwrap();
         assert!(remove_stale_temps(dir.path()).unwrap().is_empty());
         assert!(mine.exists());

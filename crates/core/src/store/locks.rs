@@ -17,9 +17,7 @@ pub struct PathLock {
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl Store {
@@ -28,13 +26,7 @@ impl Store {
         let stripe = fnv1a(rel.to_string().as_bytes()) % STRIPES;
         let dir = self.root.join(layout::LOCKS);
         let path = dir.join(format!("{stripe:02}.lock"));
-        let open = || {
-            OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-        };
+        let open = || OpenOptions::new().create(true).truncate(false).write(true).open(&path);
         let file = match open() {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

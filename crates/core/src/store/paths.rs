@@ -15,12 +15,7 @@ pub struct RelPath(PathBuf);
 
 impl RelPath {
     pub fn new(s: &str) -> Result<RelPath> {
-        let refuse = |reason: &str| {
-            Err(Error::UnsafePath {
-                path: s.to_owned(),
-                reason: reason.to_owned(),
-            })
-        };
+        let refuse = |reason: &str| Err(Error::UnsafePath { path: s.to_owned(), reason: reason.to_owned() });
         if s.is_empty() {
             return refuse("the path is empty");
         }
@@ -80,22 +75,16 @@ impl Store {
         for comp in rel_dir.components() {
             cur.push(comp);
             shown.push(comp);
-            let unsafe_path = |reason: &str| Error::UnsafePath {
-                path: shown.display().to_string(),
-                reason: reason.to_owned(),
-            };
+            let unsafe_path =
+                |reason: &str| Error::UnsafePath { path: shown.display().to_string(), reason: reason.to_owned() };
             match fs::symlink_metadata(&cur) {
                 Ok(m) if m.file_type().is_symlink() => {
                     let target = fs::canonicalize(&cur).map_err(|e| Error::io(&cur, e))?;
                     if !target.starts_with(&self.root) {
-                        return Err(unsafe_path(
-                            "is a symlink that leads outside the blackboard root",
-                        ));
+                        return Err(unsafe_path("is a symlink that leads outside the blackboard root"));
                     }
                     if !target.is_dir() {
-                        return Err(unsafe_path(
-                            "is a symlink to a file, where a directory is needed",
-                        ));
+                        return Err(unsafe_path("is a symlink to a file, where a directory is needed"));
                     }
                 }
                 Ok(m) if m.is_dir() => {}
@@ -106,9 +95,7 @@ impl Store {
                     Err(e) => return Err(Error::io(&cur, e)),
                 },
                 Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(Error::NotFound {
-                        path: shown.display().to_string(),
-                    });
+                    return Err(Error::NotFound { path: shown.display().to_string() });
                 }
                 Err(e) => return Err(Error::io(&cur, e)),
             }
@@ -125,9 +112,7 @@ impl Store {
                 path: rel.to_string(),
                 reason: "is a symlink that leads outside the blackboard root".into(),
             }),
-            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NotFound {
-                path: rel.to_string(),
-            }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::NotFound { path: rel.to_string() }),
             Err(e) => Err(Error::io(path, e)),
         }
     }
@@ -139,24 +124,10 @@ mod tests {
 
     #[test]
     fn refuses_paths_that_leave_the_root() {
-        for bad in [
-            "",
-            "../x",
-            "a/../../x",
-            "/etc/passwd",
-            "./a",
-            "a\\b",
-            "a\0b",
-        ] {
-            assert!(
-                matches!(RelPath::new(bad), Err(Error::UnsafePath { .. })),
-                "{bad:?}"
-            );
+        for bad in ["", "../x", "a/../../x", "/etc/passwd", "./a", "a\\b", "a\0b"] {
+            assert!(matches!(RelPath::new(bad), Err(Error::UnsafePath { .. })), "{bad:?}");
         }
-        assert_eq!(
-            RelPath::new("tasks/t1/task.json").unwrap().to_string(),
-            "tasks/t1/task.json"
-        );
+        assert_eq!(RelPath::new("tasks/t1/task.json").unwrap().to_string(), "tasks/t1/task.json");
     }
 
     #[cfg(unix)]
@@ -168,18 +139,11 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), dir.path().join("tasks/evil")).unwrap();
         let rel = RelPath::new("tasks/evil/task.json").unwrap();
         let err = store.write_bytes(&rel, b"{}").unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("leads outside the blackboard root"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("leads outside the blackboard root"), "{err}");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
         // Reading through it is refused too.
         std::fs::write(outside.path().join("task.json"), "{}").unwrap();
-        assert!(matches!(
-            store.read_bytes(&rel),
-            Err(Error::UnsafePath { .. })
-        ));
+        assert!(matches!(store.read_bytes(&rel), Err(Error::UnsafePath { .. })));
     }
 
     #[cfg(unix)]
@@ -188,17 +152,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = Store::init(dir.path()).unwrap();
         std::fs::create_dir(dir.path().join("tasks/real")).unwrap();
-        std::os::unix::fs::symlink(
-            dir.path().join("tasks/real"),
-            dir.path().join("tasks/alias"),
-        )
-        .unwrap();
-        store
-            .write_bytes(&RelPath::new("tasks/alias/x.md").unwrap(), b"hi")
-            .unwrap();
-        assert_eq!(
-            std::fs::read(dir.path().join("tasks/real/x.md")).unwrap(),
-            b"hi"
-        );
+        std::os::unix::fs::symlink(dir.path().join("tasks/real"), dir.path().join("tasks/alias")).unwrap();
+        store.write_bytes(&RelPath::new("tasks/alias/x.md").unwrap(), b"hi").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("tasks/real/x.md")).unwrap(), b"hi");
     }
 }

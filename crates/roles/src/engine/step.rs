@@ -38,7 +38,11 @@ impl TaskRun<'_> {
         role: &str,
         check: impl Fn(&T) -> Result<(), String>,
     ) -> Result<(Attempt, T), StepError> {
-        let finished = self.attempts.lock().ok().and_then(|v| v.iter().rev().find(|a| a.step == info.step && a.status == AttemptStatus::Ok).cloned());
+        let finished = self
+            .attempts
+            .lock()
+            .ok()
+            .and_then(|v| v.iter().rev().find(|a| a.step == info.step && a.status == AttemptStatus::Ok).cloned());
         if let Some(a) = finished {
             let stdout = attempts::read_stdout(&self.engine.store, &self.id, &a)?;
             match parse_output::<T>(&stdout) {
@@ -46,7 +50,9 @@ impl TaskRun<'_> {
                     self.ensure_escalations(&a, out.escalations())?;
                     return Ok((a, out));
                 }
-                Err(e) => tracing::warn!(task = %self.id, step = %info.step, "finished attempt's output no longer parses ({e}); running the step again"),
+                Err(e) => {
+                    tracing::warn!(task = %self.id, step = %info.step, "finished attempt's output no longer parses ({e}); running the step again")
+                }
             }
         }
         let cfg = self.engine.config();
@@ -209,14 +215,26 @@ impl TaskRun<'_> {
         }
         self.progress(|p| {
             p.step = a.step.clone();
-            p.iteration = a.step.strip_prefix("iter-").and_then(|s| s.split('/').next()).and_then(|s| s.parse().ok()).unwrap_or(p.iteration);
+            p.iteration = a
+                .step
+                .strip_prefix("iter-")
+                .and_then(|s| s.split('/').next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(p.iteration);
             p.running.push((info.id.clone(), info.role.clone(), info.step.clone(), info.started_at.clone()));
         });
         let (Ok(id), Ok(role)) = (Id::new(a.instance_id.clone()), Id::new(a.role.clone())) else { return Ok(()) };
         let task_id = self.task.task_id.clone();
         let started_at = a.started_at.clone();
         self.engine.store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
-            act.instances.push(Instance { id, role, task_id, started_at, status: InstanceStatus::Running, extra: Default::default() });
+            act.instances.push(Instance {
+                id,
+                role,
+                task_id,
+                started_at,
+                status: InstanceStatus::Running,
+                extra: Default::default(),
+            });
         })?;
         Ok(())
     }
@@ -243,4 +261,3 @@ pub fn clear_active_instances(store: &clawboard_core::Store) -> Result<usize, cl
         n
     })
 }
-

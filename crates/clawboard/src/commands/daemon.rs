@@ -1,0 +1,23 @@
+use clap::Args;
+
+use crate::cli::{EXIT_OK, GlobalArgs};
+use crate::config::Settings;
+
+/// Run the daemon in the foreground: intake, role dispatch, the local API
+#[derive(Debug, Args)]
+#[command(after_help = "Stops cleanly on SIGTERM or SIGINT (running roles get daemon.shutdown_grace
+to finish); SIGHUP reloads roles and lifecycle settings. Under systemd it is a
+Type=notify service (see systemd/).
+
+Examples:
+  clawboard daemon
+  clawboard daemon --root /srv/blackboard --config /etc/clawboard/clawboard.toml
+  CLAWBOARD_LOG=debug clawboard daemon --log-format json")]
+pub struct DaemonArgs {}
+
+pub fn run(_: DaemonArgs, args: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().thread_name("clawboard").build()?;
+    runtime.block_on(crate::daemon::run(args.clone(), s.clone()))?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,187 @@
+//! `clawboard daemon`: the wiring. One lock per root; the journal recorder; the
+//! intake consumer; the dispatcher driving tasks through the engine; the local API;
+//! systemd notifications; signals (SIGTERM/SIGINT stop, SIGHUP reloads).
+
+mod api;
+mod dispatch;
+mod intake;
+mod recorder;
+mod systemd;
+
+pub use api::get_json;
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clawboard_core::journal::{Cursor, Origin};
+use clawboard_core::{Store, Timestamp};
+use clawboard_roles::{Engine, Shutdown, claims, intake as roles_intake, runner};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::cli::GlobalArgs;
+use crate::config::{self, Settings};
+
+/// Shared with the API handlers.
+pub struct DaemonState {
+    pub root: PathBuf,
+    pub started_at: String,
+    pub dispatcher: Arc<dispatch::Dispatcher>,
+    pub last_seq: Arc<AtomicU64>,
+}
+
+/// Holds `.clawboard/daemon.lock` for the life of the daemon.
+fn lock_root(root: &Path) -> anyhow::Result<File> {
+    let path = root.join(".clawboard/daemon.lock");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    if f.try_lock().is_err() {
+        let mut pid = String::new();
+        let _ = f.read_to_string(&mut pid);
+        bail!(
+            "another clawboard daemon (pid {}) is already running on {}; stop it first (e.g. `systemctl stop clawboard`) or use another --root",
+            pid.trim(),
+            root.display()
+        );
+    }
+    f.set_len(0)
+        .and_then(|()| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .context("writing the daemon lock")?;
+    Ok(f)
+}
+
+/// Runs the daemon until SIGTERM/SIGINT; `args` is kept to reload the config on SIGHUP.
+pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
+    let (_, report) = Store::init(&settings.root)?;
+    let root = report.root.clone();
+    let _lock = lock_root(&root)?;
+    let orphans = runner::kill_orphans(&root.display().to_string());
+    if orphans > 0 {
+        tracing::warn!(orphans, "killed role processes left running by a daemon that died");
+    }
+
+    let (stopping_tx, stopping) = watch::channel(false);
+    let (kill_tx, kill) = watch::channel(false);
+    let (intake_tx, intake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (recorder, sink) = recorder::Recorder::start(&root, vec![intake_tx])?;
+    let store = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Daemon);
+    let stale = clawboard_roles::clear_active_instances(&store)?;
+    if stale > 0 {
+        tracing::info!(stale, "cleared role instances a previous daemon left in roles/active.json");
+    }
+
+    let engine =
+        Arc::new(Engine::new(store.clone(), settings.roles.clone(), Shutdown { stopping: stopping.clone(), kill }));
+    let dispatcher = dispatch::Dispatcher::new(engine.clone(), stopping.clone());
+    let state = Arc::new(DaemonState {
+        root: root.clone(),
+        started_at: Timestamp::now().to_string(),
+        dispatcher: dispatcher.clone(),
+        last_seq: recorder.last_seq.clone(),
+    });
+
+    // Finish what a crash interrupted: staged intakes, then every active task.
+    for outcome in roles_intake::recover_staged(&store)? {
+        tracing::info!("recovered an interrupted intake: {outcome:?}");
+    }
+    let active = claims::active(&store)?;
+    if !active.is_empty() {
+        tracing::info!(tasks = active.len(), "resuming active tasks");
+    }
+    for id in active {
+        dispatcher.enqueue(id);
+    }
+
+    let consumer = intake::IntakeConsumer {
+        store: store.clone(),
+        dispatcher: dispatcher.clone(),
+        cursor: Cursor::new(&root.join(".clawboard/cursors"), "intake"),
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(consumer.run(intake_rx, stopping.clone()));
+    tasks.spawn(api::serve(state.clone(), stopping.clone()));
+    tasks.spawn({
+        let s = stopping.clone();
+        async move {
+            systemd::watchdog(s).await;
+            Ok(())
+        }
+    });
+    systemd::ready("intake live");
+    tracing::info!(root = %root.display(), pid = std::process::id(), "daemon ready");
+
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
+            _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
+            _ = hup.recv() => reload(&args, &dispatcher),
+            Some(done) = tasks.join_next() => {
+                // A subsystem ended on its own: that is a critical failure.
+                let err = match done {
+                    Ok(Ok(())) => anyhow::anyhow!("a subsystem stopped unexpectedly"),
+                    Ok(Err(e)) => e,
+                    Err(e) => anyhow::anyhow!("a subsystem panicked: {e}"),
+                };
+                tracing::error!("{err:#}; stopping");
+                failure = Some(err);
+                break;
+            }
+        }
+    }
+
+    systemd::stopping();
+    let _ = stopping_tx.send(true);
+    let grace = settings.daemon.shutdown_grace;
+    let deadline = tokio::time::Instant::now() + grace;
+    while dispatcher.running.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if dispatcher.running.load(Ordering::SeqCst) > 0 {
+        tracing::warn!(?grace, "roles still running after the grace period; killing them");
+        let _ = kill_tx.send(true);
+        while dispatcher.running.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        if let Ok(Err(e)) = done {
+            tracing::warn!("while stopping: {e:#}");
+        }
+    }
+    drop(engine);
+    drop(dispatcher);
+    drop(state);
+    tokio::task::spawn_blocking(move || recorder.stop()).await??;
+    tracing::info!("stopped; every cursor is durable");
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn reload(args: &GlobalArgs, dispatcher: &Arc<dispatch::Dispatcher>) {
+    systemd::reloading();
+    match config::resolve(args, &config::Env::from_process()) {
+        Ok(s) => {
+            dispatcher.engine.reload(s.roles);
+            dispatcher.resize();
+            tracing::info!("SIGHUP: config reloaded (roles, lifecycle)");
+        }
+        Err(e) => tracing::error!("SIGHUP: config not reloaded, keeping the old one: {e:#}"),
+    }
+    systemd::ready("config reloaded");
+}

@@ -1,0 +1,109 @@
+//! The local API: HTTP over a Unix socket in `.clawboard/api.sock` (mode 0600, so
+//! only the daemon's user can connect). Read-only: health, status, tasks, instances.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::DaemonState;
+
+pub const SOCKET: &str = ".clawboard/api.sock";
+
+pub fn socket_path(root: &Path) -> PathBuf {
+    root.join(SOCKET)
+}
+
+async fn health(State(s): State<Arc<DaemonState>>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "root": s.root.display().to_string(),
+        "startedAt": s.started_at,
+    }))
+}
+
+async fn status(State(s): State<Arc<DaemonState>>) -> Json<Value> {
+    Json(json!({
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "root": s.root.display().to_string(),
+        "startedAt": s.started_at,
+        "queue": s.dispatcher.stats(),
+        "instances": s.dispatcher.engine.running_instances().len(),
+        "journalSeq": s.last_seq.load(Ordering::SeqCst),
+    }))
+}
+
+async fn instances(State(s): State<Arc<DaemonState>>) -> Json<Value> {
+    Json(json!(s.dispatcher.engine.running_instances()))
+}
+
+async fn tasks(State(s): State<Arc<DaemonState>>) -> Json<Value> {
+    let store = s.dispatcher.engine.store().clone();
+    let list = tokio::task::spawn_blocking(move || {
+        store
+            .tasks()
+            .map(|ts| {
+                ts.into_iter()
+                    .filter_map(|(_, t)| t.ok())
+                    .map(|t| {
+                        json!({
+                            "taskId": t.task_id, "status": t.status, "type": t.kind, "priority": t.priority,
+                            "createdAt": t.created_at, "completedAt": t.completed_at,
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default();
+    Json(json!(list))
+}
+
+/// Serves the API until `stop` fires.
+pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
+    let path = socket_path(&state.root);
+    // We hold the daemon lock, so a socket left here is stale.
+    let _ = std::fs::remove_file(&path);
+    let listener =
+        tokio::net::UnixListener::bind(&path).with_context(|| format!("binding the API socket {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod 600 {}", path.display()))?;
+    let app = Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/status", get(status))
+        .route("/v1/tasks", get(tasks))
+        .route("/v1/instances", get(instances))
+        .with_state(state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { clawboard_roles::runner::fired(&mut stop).await })
+        .await
+        .context("serving the API")?;
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// A GET on the API of the daemon running on `root`, if one answers.
+pub fn get_json(root: &Path, path: &str) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket_path(root)).ok()?;
+    let timeout = Some(std::time::Duration::from_secs(3));
+    s.set_read_timeout(timeout).ok()?;
+    s.set_write_timeout(timeout).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: clawboard\r\n\r\n").as_bytes()).ok()?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).ok()?;
+    let text = String::from_utf8_lossy(&resp);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200").then_some(()).or_else(|| head.starts_with("HTTP/1.1 200").then_some(()))?;
+    serde_json::from_str(body).ok()
+}

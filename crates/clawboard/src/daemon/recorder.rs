@@ -1,0 +1,288 @@
+//! The journal's single writer: turns watcher events, rescans and the store's own
+//! writes into journal entries, keeps the index, and hands new entries to the
+//! consumers. Runs on its own thread: it stats files and fsyncs, which must not
+//! block the async runtime, and the notify callback only `try_send`s to it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use clawboard_core::index::{Index, Stamp};
+use clawboard_core::journal::{Change, Entry, Journal, Origin, is_ignored};
+use clawboard_core::store::ChangeSink;
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Capacity of the channel into the recorder; when the watcher finds it full, the
+/// recorder falls back to a rescan (as on the kernel's own queue overflow).
+const CHANNEL: usize = 1 << 16;
+/// Index snapshot after this many journaled changes (and at shutdown).
+const SNAPSHOT_EVERY: usize = 20_000;
+
+pub enum Msg {
+    Fs(notify::Result<notify::Event>),
+    Own(String, Origin),
+    Stop,
+}
+
+/// What the rest of the daemon sees of the recorder.
+pub struct Recorder {
+    tx: SyncSender<Msg>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    _watcher: notify::RecommendedWatcher,
+    pub last_seq: Arc<AtomicU64>,
+}
+
+/// The store's [`ChangeSink`]: expectations first, then a message to the recorder.
+pub struct Sink {
+    tx: SyncSender<Msg>,
+    expected: Arc<Mutex<HashMap<String, (Stamp, Origin)>>>,
+}
+
+impl ChangeSink for Sink {
+    fn expect(&self, path: &str, stamp: Stamp, origin: Origin) {
+        if let Ok(mut m) = self.expected.lock() {
+            m.insert(path.to_owned(), (stamp, origin));
+        }
+    }
+
+    fn changed(&self, path: &str, origin: Origin) {
+        // Blocking send: a full channel slows writers down rather than losing changes.
+        let _ = self.tx.send(Msg::Own(path.to_owned(), origin));
+    }
+}
+
+fn inotify_hint(e: &notify::Error) -> String {
+    match e.kind {
+        notify::ErrorKind::MaxFilesWatch => format!(
+            "{e}: the system ran out of inotify watches; raise the limit, e.g. \
+             `sudo sysctl fs.inotify.max_user_watches=1048576` (and put it in /etc/sysctl.d/ to keep it)"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+struct State {
+    root: PathBuf,
+    journal: Journal,
+    index: Index,
+    state_dir: PathBuf,
+    expected: Arc<Mutex<HashMap<String, (Stamp, Origin)>>>,
+    consumers: Vec<UnboundedSender<Vec<Entry>>>,
+    overflow: Arc<AtomicBool>,
+    since_snapshot: usize,
+    last_seq: Arc<AtomicU64>,
+}
+
+impl Recorder {
+    /// Starts watching `root`, scans it against the index (emitting what was missed
+    /// while no daemon ran), and starts the recorder thread.
+    pub fn start(root: &Path, consumers: Vec<UnboundedSender<Vec<Entry>>>) -> anyhow::Result<(Recorder, Arc<Sink>)> {
+        let state_dir = root.join(".clawboard");
+        let journal_dir = state_dir.join("journal");
+        let journal = Journal::open(&journal_dir)?;
+        let index = Index::load(&state_dir, &journal_dir)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let (cb_tx, cb_overflow) = (tx.clone(), overflow.clone());
+        let mut watcher = notify::recommended_watcher(move |res| match cb_tx.try_send(Msg::Fs(res)) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => cb_overflow.store(true, Ordering::SeqCst),
+        })
+        .map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
+        // Watch first, then scan: a change during the scan is seen by one or both,
+        // and the index drops the duplicate.
+        watcher
+            .watch(root, RecursiveMode::Recursive)
+            .map_err(|e| anyhow::anyhow!("watching {}: {}", root.display(), inotify_hint(&e)))?;
+        let expected = Arc::new(Mutex::new(HashMap::new()));
+        let last_seq = Arc::new(AtomicU64::new(journal.last_seq()));
+        let mut state = State {
+            root: root.to_owned(),
+            journal,
+            index,
+            state_dir,
+            expected: expected.clone(),
+            consumers,
+            overflow,
+            since_snapshot: 0,
+            last_seq: last_seq.clone(),
+        };
+        let missed = state.index.scan(root, root, true)?;
+        if !missed.is_empty() {
+            tracing::info!(changes = missed.len(), "startup scan found changes made while no daemon ran");
+        }
+        state.commit(missed)?;
+        let thread = std::thread::Builder::new()
+            .name("journal".into())
+            .spawn(move || state.run(rx))
+            .context("starting the journal thread")?;
+        let sink = Arc::new(Sink { tx: tx.clone(), expected });
+        Ok((Recorder { tx, thread: Some(thread), _watcher: watcher, last_seq }, sink))
+    }
+
+    /// Stops the thread after it has journaled everything sent so far; saves the index.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.tx.send(Msg::Stop);
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => anyhow::bail!("the journal thread panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl State {
+    fn run(mut self, rx: Receiver<Msg>) -> anyhow::Result<()> {
+        let mut stop = false;
+        while !stop {
+            let Ok(first) = rx.recv() else { break };
+            let mut batch = vec![first];
+            while batch.len() < CHANNEL {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            let mut paths: BTreeMap<String, Origin> = BTreeMap::new();
+            let mut dirs: Vec<PathBuf> = Vec::new();
+            let mut rescan = self.overflow.swap(false, Ordering::SeqCst);
+            for msg in batch {
+                match msg {
+                    Msg::Stop => stop = true,
+                    Msg::Own(path, origin) => {
+                        paths.insert(path, origin);
+                    }
+                    Msg::Fs(Err(e)) => tracing::error!("file watcher: {}", inotify_hint(&e)),
+                    Msg::Fs(Ok(ev)) => {
+                        if ev.need_rescan() {
+                            tracing::warn!("the kernel's event queue overflowed; rescanning the tree");
+                            rescan = true;
+                        }
+                        self.classify(&ev, &mut paths, &mut dirs);
+                    }
+                }
+            }
+            let mut changes = Vec::new();
+            if rescan {
+                changes.extend(self.index.scan(&self.root, &self.root, true)?);
+            } else {
+                for dir in dirs {
+                    // A directory that appeared: its files may predate its watch.
+                    changes.extend(self.index.scan(&self.root, &dir, false)?);
+                }
+            }
+            for (path, hint) in paths {
+                if changes.iter().any(|c| c.path == path) {
+                    continue;
+                }
+                if let Some(c) = self.change_for(&path, hint) {
+                    changes.push(c);
+                }
+            }
+            self.commit(changes)?;
+        }
+        self.snapshot()
+    }
+
+    /// Saves the index and drops journal segments that neither the index snapshot
+    /// nor any consumer's cursor still needs.
+    fn snapshot(&mut self) -> anyhow::Result<()> {
+        self.index.save(&self.state_dir)?;
+        self.since_snapshot = 0;
+        let cursors = self.state_dir.join("cursors");
+        let mut upto = self.index.seq;
+        if let Ok(entries) = std::fs::read_dir(&cursors) {
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                upto = upto.min(clawboard_core::journal::Cursor::new(&cursors, &name).load()?);
+            }
+        }
+        let removed = self.journal.compact(upto)?;
+        if removed > 0 {
+            tracing::debug!(segments = removed, upto, "compacted the journal");
+        }
+        Ok(())
+    }
+
+    /// The paths an event is about, if it says a file is complete, moved or gone.
+    fn classify(&self, ev: &notify::Event, paths: &mut BTreeMap<String, Origin>, dirs: &mut Vec<PathBuf>) {
+        let rel = |p: &Path| -> Option<String> {
+            let r = p.strip_prefix(&self.root).ok()?.to_str()?.to_owned();
+            (!r.is_empty() && !is_ignored(&r)).then_some(r)
+        };
+        let mut note = |p: &Path| {
+            if let Some(r) = rel(p) {
+                paths.entry(r).or_insert(Origin::Local);
+            }
+        };
+        match ev.kind {
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) | EventKind::Remove(_) => {
+                ev.paths.iter().for_each(|p| note(p))
+            }
+            EventKind::Modify(ModifyKind::Name(
+                RenameMode::To | RenameMode::Both | RenameMode::From | RenameMode::Any,
+            )) => {
+                for p in &ev.paths {
+                    if p.is_dir() {
+                        if rel(p).is_some() {
+                            dirs.push(p.clone());
+                        }
+                    } else {
+                        note(p);
+                    }
+                }
+            }
+            EventKind::Create(CreateKind::Folder) => {
+                for p in &ev.paths {
+                    if rel(p).is_some() {
+                        dirs.push(p.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn change_for(&mut self, path: &str, hint: Origin) -> Option<Change> {
+        let now = match std::fs::symlink_metadata(self.root.join(path)) {
+            Ok(m) if m.is_file() => Some(Stamp::of(&m)),
+            Ok(_) => return None,
+            Err(_) => None,
+        };
+        let origin = match (self.expected.lock().ok()?.remove(path), now) {
+            (Some((stamp, origin)), Some(n)) if stamp == n => origin,
+            (Some(_), None) => hint,
+            (Some(other), Some(_)) => {
+                // Written again since: keep waiting for the write we expected.
+                if let Ok(mut m) = self.expected.lock() {
+                    m.insert(path.to_owned(), other);
+                }
+                hint
+            }
+            (None, _) => hint,
+        };
+        self.index.change_for(path, now, origin)
+    }
+
+    fn commit(&mut self, changes: Vec<Change>) -> anyhow::Result<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let entries = self.journal.append(changes)?;
+        for e in &entries {
+            self.index.apply(e);
+        }
+        self.last_seq.store(self.journal.last_seq(), Ordering::SeqCst);
+        self.since_snapshot += entries.len();
+        if self.since_snapshot >= SNAPSHOT_EVERY {
+            self.snapshot()?;
+        }
+        self.consumers.retain(|c| c.send(entries.clone()).is_ok());
+        Ok(())
+    }
+}
