@@ -136,7 +136,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Status(a) => commands::status::run(a, s),
         Command::Daemon(a) => commands::daemon::run(a, global, s),
         Command::Escalation(c) => commands::escalation::run(c, s),
-        Command::Demo(a) => commands::demo::run(a, s),
+        Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),
     }

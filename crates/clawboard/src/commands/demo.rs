@@ -1,56 +1,261 @@
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
+use anyhow::{Context, bail};
 use clap::Args;
-use clawboard_core::Store;
-use clawboard_core::formats::TaskStatus;
+use clawboard_core::formats::{Decision, Escalation, Task, TaskStatus};
+use clawboard_core::{RelPath, Store, layout};
+use clawboard_roles::escalations;
 
-use crate::cli::EXIT_OK;
-use crate::commands::task::{load_tasks, submit_bytes};
+use crate::cli::{EXIT_FAILURE, EXIT_OK, GlobalArgs};
 use crate::config::Settings;
 
-/// The example task every demo submits (also `config/examples/task.json`).
-const EXAMPLE_TASK: &str = include_str!("../../../../config/examples/task.json");
+/// The example roles (scripts/roles/), written into the demo tree so the demo
+/// needs nothing but this binary and python3.
+const ROLES: &[(&str, &str)] = &[
+    ("common.py", include_str!("../../../../scripts/roles/common.py")),
+    ("pm.py", include_str!("../../../../scripts/roles/pm.py")),
+    ("worker.py", include_str!("../../../../scripts/roles/worker.py")),
+    ("validator.py", include_str!("../../../../scripts/roles/validator.py")),
+    ("harvester.py", include_str!("../../../../scripts/roles/harvester.py")),
+    ("escalate.py", include_str!("../../../../scripts/roles/escalate.py")),
+];
 
-/// Try clawboard on a throwaway tree: init, submit the example task, list
+/// How long the demo waits for its tasks before it gives up.
+const DEADLINE: Duration = Duration::from_secs(25);
+
+/// See the whole lifecycle: a real daemon, three tasks, an escalation approved
 #[derive(Debug, Args)]
-#[command(after_help = "Runs on embedded defaults; needs no config and no cloud account. The tree
-is created in a new temporary directory (or --dir) and kept, so you can look at it.
+#[command(after_help = "Starts a real daemon on a fresh tree (a new temporary directory unless
+--root is given) with the example roles of scripts/roles/ (Python 3, no network),
+drops three tasks into inbox/ (one the validator fails once so the team iterates,
+one that asks a human to approve and is approved by the demo, one invalid that is
+rejected), streams their progress and ends with where everything is.
 
 Examples:
   clawboard demo
-  clawboard demo --dir /tmp/my-demo")]
-pub struct DemoArgs {
-    /// Where to create the demo tree [default: a new directory under $TMPDIR]
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+  clawboard demo --root /tmp/my-demo")]
+pub struct DemoArgs {}
+
+fn write_setup(root: &Path) -> anyhow::Result<PathBuf> {
+    let dir = root.join(".clawboard/demo");
+    let roles = dir.join("roles");
+    std::fs::create_dir_all(&roles).with_context(|| format!("creating {}", roles.display()))?;
+    for (name, body) in ROLES {
+        std::fs::write(roles.join(name), body).with_context(|| format!("writing {name}"))?;
+    }
+    let script = |s: &str| format!("[\"python3\", {:?}]", roles.join(s).display().to_string());
+    let config = format!(
+        r#"# Written by `clawboard demo`.
+[daemon]
+shutdown_grace = "5s"
+
+[lifecycle]
+validator = "validator"
+harvester = "harvester"
+
+[lifecycle.pm_for_type]
+coding = "coding-pm"
+writing = "coding-pm"
+research = "coding-pm"
+quant = "coding-pm"
+
+[roles.coding-pm]
+command = {pm}
+timeout = "20s"
+
+[roles.analyst]
+command = {worker}
+timeout = "20s"
+reads = ["task.json"]
+
+[roles.creator]
+command = {worker}
+timeout = "20s"
+
+[roles.deployer]
+command = {escalate}
+timeout = "20s"
+
+[roles.validator]
+command = {validator}
+timeout = "20s"
+
+[roles.harvester]
+command = {harvester}
+timeout = "20s"
+"#,
+        pm = script("pm.py"),
+        worker = script("worker.py"),
+        escalate = script("escalate.py"),
+        validator = script("validator.py"),
+        harvester = script("harvester.py"),
+    );
+    let path = dir.join("clawboard.toml");
+    std::fs::write(&path, config).context("writing the demo config")?;
+    Ok(path)
 }
 
-pub fn run(a: DemoArgs, s: &Settings) -> anyhow::Result<u8> {
-    let root = match a.dir {
-        Some(d) => d,
-        None => {
-            let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
-            std::env::temp_dir().join(format!("clawboard-demo-{stamp}-{}", std::process::id()))
+/// Drops `body` into `inbox/{name}` the safe way: a temp name, then a rename.
+fn drop_task(root: &Path, name: &str, body: &serde_json::Value) -> anyhow::Result<()> {
+    let tmp = root.join(format!("inbox/.{name}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(body)?)?;
+    std::fs::rename(&tmp, root.join(format!("inbox/{name}")))?;
+    Ok(())
+}
+
+fn step_of(root: &Path, id: &str) -> String {
+    let page = std::fs::read_to_string(root.join(layout::task_file(id, layout::STATUS_FILE))).unwrap_or_default();
+    let step = page.lines().find_map(|l| l.strip_prefix("- step: ")).unwrap_or_default();
+    if page.contains("## Waiting for a human") { format!("{step} (held: waiting for a human)") } else { step.to_owned() }
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // Only reached on an early error: do not leave a daemon behind.
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
         }
-    };
-    println!("1. clawboard init --root {}", root.display());
-    let (store, report) = Store::init(&root)?;
-    let store = store.with_max_file_bytes(s.max_file_bytes);
-    println!(
-        "   created {} directories and files (tasks/, gm/, roles/, escalations/, shared/, harvest/, reports/, inbox/)",
-        report.created.len()
-    );
-    println!("2. clawboard task submit config/examples/task.json");
-    let task = submit_bytes(&store, "config/examples/task.json", EXAMPLE_TASK.as_bytes())?;
-    println!("   submitted {} ({}, {}): {}", task.task_id, task.kind, task.priority, task.description);
-    println!("3. clawboard task list");
-    let pending = load_tasks(&store, Some(TaskStatus::Pending), None)?;
-    for t in &pending {
-        println!("   {}  {}  {}  {}", t.task_id, t.status, t.kind, t.description);
     }
-    println!();
-    println!("The tree is at {}; look around:", root.display());
-    println!("   clawboard --root {} status", root.display());
-    println!("   clawboard --root {} task show {}", root.display(), task.task_id);
-    Ok(EXIT_OK)
+}
+
+pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
+    let root = match &global.root {
+        Some(r) => r.clone(),
+        None => std::env::temp_dir().join(format!(
+            "clawboard-demo-{}-{}",
+            chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+            std::process::id()
+        )),
+    };
+    let (store, _) = Store::init(&root)?;
+    let store = store.with_max_file_bytes(s.max_file_bytes);
+    let root = store.root().to_owned();
+    let config = write_setup(&root)?;
+    let log_path = root.join(".clawboard/demo/daemon.log");
+    let log = std::fs::File::create(&log_path).context("creating the daemon log")?;
+    println!("clawboard demo — blackboard at {}\n", root.display());
+    println!("starting `clawboard daemon` (log: {})", log_path.display());
+    let exe = std::env::current_exe().context("finding the clawboard binary")?;
+    let child = Command::new(exe)
+        .arg("--root")
+        .arg(&root)
+        .arg("--config")
+        .arg(&config)
+        .arg("daemon")
+        .env_remove("CLAWBOARD_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting the daemon")?;
+    let mut daemon = Daemon(child);
+    let started = Instant::now();
+    while crate::daemon::get_json(&root, "/v1/health").is_none() {
+        if let Some(status) = daemon.0.try_wait()? {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("the daemon exited ({status}) before it was ready:\n{log}");
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            bail!("the daemon did not become ready within 10 s; see {}", log_path.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("daemon ready after {:.1} s\n", started.elapsed().as_secs_f64());
+
+    let suffix = clawboard_roles::random_hex(2);
+    let iterate = format!("demo-iterate-{suffix}");
+    let escalate = format!("demo-escalate-{suffix}");
+    let invalid = format!("demo-invalid-{suffix}.json");
+    drop_task(&root, &format!("{iterate}.json"), &serde_json::json!({
+        "taskId": iterate, "type": "coding", "priority": "high",
+        "description": "Add input validation to the signup form",
+        "demo": {"failFirstValidation": true}
+    }))?;
+    drop_task(&root, &format!("{escalate}.json"), &serde_json::json!({
+        "taskId": escalate, "type": "writing",
+        "description": "Publish the release notes for v1.2",
+        "demo": {"escalate": true}
+    }))?;
+    drop_task(&root, &invalid, &serde_json::json!({
+        "type": "coding", "priority": "urgent", "description": "This one has a bad priority"
+    }))?;
+    println!("dropped 3 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}\n");
+
+    let t0 = Instant::now();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let mut rejected = None;
+    let mut approved = Vec::new();
+    let say = |what: &str| println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
+    loop {
+        for id in [&iterate, &escalate] {
+            let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE))?;
+            let Ok(task) = store.read::<Task>(&rel) else { continue };
+            let state = format!("{:<9} {}", task.status.as_str(), step_of(&root, id));
+            if seen.get(id.as_str()) != Some(&state) {
+                say(&format!("{id:<22} {state}"));
+                seen.insert(id.clone(), state);
+            }
+        }
+        let error_file = root.join(format!("{}/{invalid}.error.txt", layout::REJECTED));
+        if rejected.is_none()
+            && let Ok(reason) = std::fs::read_to_string(&error_file)
+        {
+            say(&format!("{invalid} rejected: {}", reason.trim()));
+            rejected = Some(reason);
+        }
+        for entry in std::fs::read_dir(root.join(layout::ESCALATIONS))?.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(esc_id) = name.strip_suffix(".json") else { continue };
+            let Ok(e) = escalations::load(&store, esc_id) else { continue };
+            let Escalation { decision: None, requires_human_approval: true, .. } = e else { continue };
+            if e.task_id.as_ref().map(|t| t.as_str()) != Some(escalate.as_str()) || approved.contains(&esc_id.to_owned()) {
+                continue;
+            }
+            say(&format!("escalation {esc_id} from {}: \"{}\" — the demo approves it", e.from, e.issue));
+            escalations::decide(&store, esc_id, Decision::Approved, "demo", Some("approved by clawboard demo"))?;
+            approved.push(esc_id.to_owned());
+        }
+        let done = |id: &str| {
+            store
+                .read::<Task>(&RelPath::new(&layout::task_file(id, layout::TASK_FILE)).unwrap_or_else(|_| unreachable!()))
+                .is_ok_and(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Failed))
+        };
+        if done(&iterate) && done(&escalate) && rejected.is_some() {
+            break;
+        }
+        if t0.elapsed() > DEADLINE {
+            println!("\nthe demo's tasks did not finish within {} s; see {}", DEADLINE.as_secs(), log_path.display());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(daemon.0.id() as i32), nix::sys::signal::Signal::SIGTERM)
+        .context("stopping the daemon")?;
+    let status = daemon.0.wait()?;
+    println!("\ndaemon stopped ({status}) after {:.1} s\n", t0.elapsed().as_secs_f64());
+
+    let mut ok = rejected.is_some();
+    println!("where everything is ({}):", root.display());
+    for id in [&iterate, &escalate] {
+        let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE))?;
+        let task = store.read::<Task>(&rel)?;
+        ok &= task.status == TaskStatus::Completed;
+        let runs = clawboard_roles::attempts::load(&store, id)?;
+        println!("  tasks/{id}/  {}, {} role runs", task.status, runs.len());
+    }
+    println!("    task.json team-composition.json status.md result.json validation.json memory-harvest.json attempts/");
+    for id in &approved {
+        println!("  escalations/{id}.json  approved (also in gm/decisions.md)");
+    }
+    println!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it");
+    println!("  roles/memory-queue.json  memory waiting to be returned to its roles");
+    println!("\nlook around:  clawboard --root {} task list", root.display());
+    Ok(if ok && status.success() { EXIT_OK } else { EXIT_FAILURE })
 }
