@@ -172,3 +172,163 @@ fn snapshot_into(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         }
     }
 }
+
+/// Polls `cond` every 25 ms until it holds; panics with `what` after `secs`.
+pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+}
+
+/// A `clawboard daemon` child process on a [`Tree`].
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl Tree {
+    /// Writes `config` as the tree's config file and returns its path.
+    pub fn config(&self, config: &str) -> PathBuf {
+        let p = self.dir.path().join("clawboard.toml");
+        std::fs::write(&p, config).unwrap();
+        p
+    }
+
+    /// Starts the daemon with the config written by [`Tree::config`]; waits until its API answers.
+    pub fn daemon(&self) -> Daemon {
+        let log = self.dir.path().join(format!(
+            "daemon-{}.log",
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+        ));
+        let cfg = self.dir.path().join("clawboard.toml");
+        let mut cmd = self.command(&["--config", cfg.to_str().unwrap(), "daemon"]);
+        let f = std::fs::File::create(&log).unwrap();
+        let child = cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
+        let mut d = Daemon { child, log };
+        wait_until(20, "the daemon's API", || {
+            if let Ok(Some(status)) = d.child.try_wait() {
+                panic!("daemon exited early ({status}):\n{}", d.output());
+            }
+            self.daemon_status().is_some()
+        });
+        d
+    }
+
+    /// The running daemon's status from its API (through `clawboard status --json`).
+    pub fn daemon_status(&self) -> Option<serde_json::Value> {
+        let r = self.run(&["status", "--json"]);
+        if r.code != 0 {
+            return None;
+        }
+        let v = r.json()["daemon"].clone();
+        (!v.is_null()).then_some(v)
+    }
+
+    /// Drops `body` into `inbox/{name}` by writing a temp file and renaming it.
+    pub fn drop_task(&self, name: &str, body: &str) {
+        let tmp = self.root.join(format!("inbox/.{name}.tmp"));
+        std::fs::write(&tmp, body).unwrap();
+        std::fs::rename(&tmp, self.root.join("inbox").join(name)).unwrap();
+    }
+
+    /// `task.json` of a task, if it exists and parses.
+    pub fn task(&self, id: &str) -> Option<serde_json::Value> {
+        let bytes = std::fs::read(self.root.join("tasks").join(id).join("task.json")).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn status_of(&self, id: &str) -> String {
+        self.task(id).map(|t| t["status"].as_str().unwrap_or("").to_owned()).unwrap_or_default()
+    }
+
+    /// The attempt records of a task.
+    pub fn attempts(&self, id: &str) -> Vec<serde_json::Value> {
+        let dir = self.root.join("tasks").join(id).join("attempts");
+        let mut out: Vec<serde_json::Value> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                    .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by_key(|a| a["number"].as_u64());
+        out
+    }
+}
+
+impl Daemon {
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok =
+            Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// SIGTERM, then waits; returns the exit code.
+    pub fn stop(mut self) -> i32 {
+        self.signal("TERM");
+        let status = self.child.wait().unwrap();
+        status.code().unwrap_or(-1)
+    }
+
+    /// SIGKILL: a crash.
+    pub fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A config whose roles are small `sh` programs: a PM that picks worker `w` (or
+/// the role named after `use-` in the description), a validator that passes, a
+/// harvester. `extra` is appended (more `[roles.*]`).
+pub fn sh_config(extra: &str) -> String {
+    format!(
+        r#"[daemon]
+shutdown_grace = "2s"
+
+[lifecycle]
+validator = "validator"
+harvester = "harvester"
+max_tasks = 16
+max_parallel_roles = 8
+
+[lifecycle.pm_for_type]
+coding = "pm"
+
+[roles.pm]
+command = ["sh", "-c", "ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; *use-garbage*) r=garbage;; *use-crash*) r=crash;; *use-esc*) r=esc;; *use-long*) r=long;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+retry_backoff = "10ms"
+
+[roles.w]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"summary\":\"w did it\"}}'"]
+retry_backoff = "10ms"
+
+[roles.skill]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"summary\":\"skill did it\"}}'"]
+retry_backoff = "10ms"
+
+[roles.validator]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
+retry_backoff = "10ms"
+
+[roles.harvester]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"experiences\":[{{\"roleId\":\"w\",\"cells\":[{{\"type\":\"insight\",\"content\":\"c\",\"value\":0.5}}]}}]}}'"]
+retry_backoff = "10ms"
+{extra}"#
+    )
+}

@@ -109,7 +109,11 @@ fn drop_task(root: &Path, name: &str, body: &serde_json::Value) -> anyhow::Resul
 fn step_of(root: &Path, id: &str) -> String {
     let page = std::fs::read_to_string(root.join(layout::task_file(id, layout::STATUS_FILE))).unwrap_or_default();
     let step = page.lines().find_map(|l| l.strip_prefix("- step: ")).unwrap_or_default();
-    if page.contains("## Waiting for a human") { format!("{step} (held: waiting for a human)") } else { step.to_owned() }
+    if page.contains("## Waiting for a human") {
+        format!("{step} (held: waiting for a human)")
+    } else {
+        step.to_owned()
+    }
 }
 
 struct Daemon(Child);
@@ -172,19 +176,31 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     let iterate = format!("demo-iterate-{suffix}");
     let escalate = format!("demo-escalate-{suffix}");
     let invalid = format!("demo-invalid-{suffix}.json");
-    drop_task(&root, &format!("{iterate}.json"), &serde_json::json!({
-        "taskId": iterate, "type": "coding", "priority": "high",
-        "description": "Add input validation to the signup form",
-        "demo": {"failFirstValidation": true}
-    }))?;
-    drop_task(&root, &format!("{escalate}.json"), &serde_json::json!({
-        "taskId": escalate, "type": "writing",
-        "description": "Publish the release notes for v1.2",
-        "demo": {"escalate": true}
-    }))?;
-    drop_task(&root, &invalid, &serde_json::json!({
-        "type": "coding", "priority": "urgent", "description": "This one has a bad priority"
-    }))?;
+    drop_task(
+        &root,
+        &format!("{iterate}.json"),
+        &serde_json::json!({
+            "taskId": iterate, "type": "coding", "priority": "high",
+            "description": "Add input validation to the signup form",
+            "demo": {"failFirstValidation": true}
+        }),
+    )?;
+    drop_task(
+        &root,
+        &format!("{escalate}.json"),
+        &serde_json::json!({
+            "taskId": escalate, "type": "writing",
+            "description": "Publish the release notes for v1.2",
+            "demo": {"escalate": true}
+        }),
+    )?;
+    drop_task(
+        &root,
+        &invalid,
+        &serde_json::json!({
+            "type": "coding", "priority": "urgent", "description": "This one has a bad priority"
+        }),
+    )?;
     println!("dropped 3 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}\n");
 
     let t0 = Instant::now();
@@ -214,7 +230,9 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             let Some(esc_id) = name.strip_suffix(".json") else { continue };
             let Ok(e) = escalations::load(&store, esc_id) else { continue };
             let Escalation { decision: None, requires_human_approval: true, .. } = e else { continue };
-            if e.task_id.as_ref().map(|t| t.as_str()) != Some(escalate.as_str()) || approved.contains(&esc_id.to_owned()) {
+            if e.task_id.as_ref().map(|t| t.as_str()) != Some(escalate.as_str())
+                || approved.contains(&esc_id.to_owned())
+            {
                 continue;
             }
             say(&format!("escalation {esc_id} from {}: \"{}\" — the demo approves it", e.from, e.issue));
@@ -223,7 +241,9 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         }
         let done = |id: &str| {
             store
-                .read::<Task>(&RelPath::new(&layout::task_file(id, layout::TASK_FILE)).unwrap_or_else(|_| unreachable!()))
+                .read::<Task>(
+                    &RelPath::new(&layout::task_file(id, layout::TASK_FILE)).unwrap_or_else(|_| unreachable!()),
+                )
                 .is_ok_and(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Failed))
         };
         if done(&iterate) && done(&escalate) && rejected.is_some() {

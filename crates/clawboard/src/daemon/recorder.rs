@@ -254,7 +254,8 @@ impl State {
             Ok(_) => return None,
             Err(_) => None,
         };
-        let origin = match (self.expected.lock().ok()?.remove(path), now) {
+        let expected = self.expected.lock().ok()?.remove(path);
+        let origin = match (expected, now) {
             (Some((stamp, origin)), Some(n)) if stamp == n => origin,
             (Some(_), None) => hint,
             (Some(other), Some(_)) => {

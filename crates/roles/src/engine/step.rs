@@ -104,9 +104,8 @@ impl TaskRun<'_> {
         let store = &self.engine.store;
         let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
         let instance_id = format!("inst-{}", crate::random_hex(6));
-        let number = self.attempts.lock().map(|v| v.iter().map(|a| a.number).max().unwrap_or(0) + 1).unwrap_or(1);
         let mut attempt = Attempt {
-            number,
+            number: 0,
             step: info.step.clone(),
             role: role_id.to_owned(),
             instance_id: instance_id.clone(),
@@ -118,9 +117,14 @@ impl TaskRun<'_> {
             elapsed_ms: None,
             escalations: Vec::new(),
         };
-        if let Ok(mut v) = self.attempts.lock() {
+        // Number and register in one critical section: parallel roles of a step
+        // group must never share a number.
+        {
+            let mut v = self.attempts.lock().map_err(|_| StepError::Failed("attempt list poisoned".into()))?;
+            attempt.number = v.iter().map(|a| a.number).max().unwrap_or(0) + 1;
             v.push(attempt.clone());
         }
+        let number = attempt.number;
         attempts::save(store, &self.id, &attempt)?;
         self.instance_started(&attempt)?;
 

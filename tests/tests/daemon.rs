@@ -1,0 +1,299 @@
+//! The daemon end to end: real processes, real files, real signals.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use clawboard_tests::{Tree, sh_config, wait_until};
+
+fn task_json(id: &str, description: &str) -> String {
+    format!(r#"{{"taskId":"{id}","type":"coding","description":"{description}"}}"#)
+}
+
+fn terminal(t: &Tree, id: &str) -> bool {
+    matches!(t.status_of(id).as_str(), "completed" | "failed")
+}
+
+#[test]
+fn demo_shows_the_whole_lifecycle() {
+    let t = Tree::new();
+    let r = t.run(&["demo"]);
+    r.ok();
+    for want in [
+        "rejected: inbox/demo-invalid-",
+        "/priority: \"urgent\" is not one of high, normal, low",
+        "the demo approves it",
+        "iter-2/validator",
+        "completed done",
+        "daemon stopped (exit status: 0)",
+    ] {
+        assert!(r.stdout.contains(want), "missing {want:?} in:\n{}", r.stdout);
+    }
+    let tasks: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    let iterate = tasks.iter().find(|n| n.starts_with("demo-iterate-")).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join("tasks").join(iterate).join("validation.json")).unwrap())
+            .unwrap();
+    assert_eq!((v["iterations"].as_u64(), v["result"]["pass"].as_bool()), (Some(2), Some(true)));
+    let decisions = std::fs::read_to_string(t.root.join("gm/decisions.md")).unwrap();
+    assert!(decisions.contains("approved") && decisions.contains("- by: demo"), "{decisions}");
+}
+
+#[test]
+fn two_hundred_tasks_dropped_at_once_all_complete() {
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    let d = t.daemon();
+    // Written first, then renamed in together, as a burst.
+    let staging = t.dir.path().join("burst");
+    std::fs::create_dir_all(&staging).unwrap();
+    for i in 0..200 {
+        std::fs::write(staging.join(format!("b{i}.json")), task_json(&format!("b{i}"), "burst")).unwrap();
+    }
+    for i in 0..200 {
+        std::fs::rename(staging.join(format!("b{i}.json")), t.root.join(format!("inbox/b{i}.json"))).unwrap();
+    }
+    wait_until(120, "200 tasks to complete", || (0..200).all(|i| t.status_of(&format!("b{i}")) == "completed"));
+    for i in 0..200 {
+        let runs = t.attempts(&format!("b{i}"));
+        assert_eq!(runs.len(), 4, "b{i}: {runs:?}");
+    }
+    assert_eq!(std::fs::read_dir(t.root.join("inbox")).unwrap().count(), 1, "only inbox/rejected/ is left");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn failing_roles_retry_then_fall_back_or_fail() {
+    let t = Tree::init();
+    t.config(&sh_config(
+        r#"
+[roles.slow]
+command = ["sleep", "20"]
+timeout = "300ms"
+max_retries = 1
+retry_backoff = "10ms"
+fallback = "skill"
+
+[roles.garbage]
+command = ["sh", "-c", "cat >/dev/null; echo this is not json; echo broken >&2"]
+max_retries = 1
+retry_backoff = "10ms"
+
+[roles.crash]
+command = ["sh", "-c", "cat >/dev/null; echo dying >&2; exit 3"]
+max_retries = 2
+retry_backoff = "10ms"
+fallback = "skill"
+"#,
+    ));
+    let d = t.daemon();
+    t.drop_task("slow.json", &task_json("t-slow", "use-slow"));
+    t.drop_task("garbage.json", &task_json("t-garbage", "use-garbage"));
+    t.drop_task("crash.json", &task_json("t-crash", "use-crash"));
+    wait_until(60, "three tasks to end", || ["t-slow", "t-garbage", "t-crash"].iter().all(|id| terminal(&t, id)));
+
+    let statuses = |id: &str, role: &str| -> Vec<String> {
+        t.attempts(id).iter().filter(|a| a["role"] == role).map(|a| a["status"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(t.status_of("t-slow"), "completed");
+    assert_eq!(statuses("t-slow", "slow"), vec!["timedout", "timedout"]);
+    assert_eq!(statuses("t-slow", "skill"), vec!["ok"]);
+
+    assert_eq!(t.status_of("t-garbage"), "failed");
+    assert_eq!(statuses("t-garbage", "garbage"), vec!["failed", "failed"]);
+    let a = &t.attempts("t-garbage")[1];
+    assert!(a["error"].as_str().unwrap().starts_with("invalid output: stdout /: "), "{a}");
+    let log = std::fs::read_to_string(t.root.join("tasks/t-garbage/errors.log")).unwrap();
+    assert!(log.contains("stderr: broken"), "{log}");
+    let result = std::fs::read_to_string(t.root.join("tasks/t-garbage/result.json")).unwrap();
+    assert!(result.contains("\"partial\": true"), "{result}");
+    // The garbage it printed is kept, byte for byte.
+    let stem = format!("{:04}-garbage", a["number"].as_u64().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(t.root.join(format!("tasks/t-garbage/attempts/{stem}.stdout"))).unwrap(),
+        "this is not json\n"
+    );
+
+    assert_eq!(t.status_of("t-crash"), "completed");
+    assert_eq!(statuses("t-crash", "crash"), vec!["failed", "failed", "failed"]);
+    assert_eq!(statuses("t-crash", "skill"), vec!["ok"]);
+    assert_eq!(d.stop(), 0);
+}
+
+fn esc_config() -> String {
+    sh_config(
+        r#"
+[roles.esc]
+command = ["sh", "-c", "cat >/dev/null; printf '{\"summary\":\"asks\",\"escalations\":[{\"level\":\"critical\",\"issue\":\"spend 500 USD?\",\"requiresHumanApproval\":true}]}'"]
+retry_backoff = "10ms"
+"#,
+    )
+}
+
+fn escalation_of(t: &Tree, task: &str) -> Option<String> {
+    std::fs::read_dir(t.root.join("escalations")).unwrap().filter_map(Result::ok).find_map(|e| {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+        (v["taskId"] == task).then(|| e.file_name().to_string_lossy().trim_end_matches(".json").to_owned())
+    })
+}
+
+#[test]
+fn escalations_hold_tasks_until_approved_or_rejected() {
+    let t = Tree::init();
+    t.config(&esc_config());
+    let d = t.daemon();
+    t.drop_task("e1.json", &task_json("e1", "use-esc"));
+    t.drop_task("e2.json", &task_json("e2", "use-esc"));
+    wait_until(30, "escalations", || escalation_of(&t, "e1").is_some() && escalation_of(&t, "e2").is_some());
+    wait_until(30, "both tasks to be held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 2));
+    let (id1, id2) = (escalation_of(&t, "e1").unwrap(), escalation_of(&t, "e2").unwrap());
+    assert_eq!(t.status_of("e1"), "running");
+    let page = std::fs::read_to_string(t.root.join("tasks/e1/status.md")).unwrap();
+    assert!(page.contains(&format!("clawboard escalation approve {id1}")), "{page}");
+
+    t.run(&["escalation", "approve", &id1, "--note", "within budget"]).ok();
+    let r = t.run(&["escalation", "reject", &id2, "--note", "too expensive"]);
+    r.ok();
+    wait_until(30, "decided tasks to end", || terminal(&t, "e1") && terminal(&t, "e2"));
+    assert_eq!(t.status_of("e1"), "completed");
+    assert_eq!(t.status_of("e2"), "failed");
+    let result = std::fs::read_to_string(t.root.join("tasks/e2/result.json")).unwrap();
+    assert!(result.contains("was rejected by human: too expensive"), "{result}");
+    let again = t.run(&["escalation", "reject", &id1]);
+    again.expect_code(2);
+    assert!(again.stderr.contains("was already approved by human"), "{}", again.stderr);
+    let decisions = std::fs::read_to_string(t.root.join("gm/decisions.md")).unwrap();
+    assert!(
+        decisions.contains(&format!("escalation {id1} approved")) && decisions.contains("- note: too expensive"),
+        "{decisions}"
+    );
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_decision_made_while_the_daemon_is_down_is_picked_up() {
+    let t = Tree::init();
+    t.config(&esc_config());
+    let d = t.daemon();
+    t.drop_task("e3.json", &task_json("e3", "use-esc"));
+    wait_until(30, "the escalation", || escalation_of(&t, "e3").is_some());
+    wait_until(30, "the task to be held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 1));
+    assert_eq!(d.stop(), 0);
+    t.run(&["escalation", "approve", &escalation_of(&t, "e3").unwrap()]).ok();
+    let d = t.daemon();
+    wait_until(30, "the task to complete", || t.status_of("e3") == "completed");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn sighup_reloads_roles_without_dropping_work() {
+    let t = Tree::init();
+    let v = |s: &str| sh_config("").replace("w did it", s);
+    t.config(&v("version one"));
+    let d = t.daemon();
+    t.drop_task("r1.json", &task_json("r1", "first"));
+    wait_until(30, "r1", || t.status_of("r1") == "completed");
+    t.config(&v("version two"));
+    d.signal("HUP");
+    wait_until(10, "the reload", || d.output().contains("config reloaded"));
+    t.drop_task("r2.json", &task_json("r2", "second"));
+    wait_until(30, "r2", || t.status_of("r2") == "completed");
+    let summary = |id: &str| std::fs::read_to_string(t.root.join(format!("tasks/{id}/result.json"))).unwrap();
+    assert!(summary("r1").contains("version one") && summary("r2").contains("version two"));
+    // A broken config on reload is refused; the old one stays.
+    t.config("[lifecycle]\nmax_tasks = \"many\"\n");
+    d.signal("HUP");
+    wait_until(10, "the refused reload", || d.output().contains("config not reloaded"));
+    assert!(t.daemon_status().is_some());
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_second_daemon_on_the_same_root_is_refused() {
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    let d = t.daemon();
+    let cfg = t.dir.path().join("clawboard.toml");
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "daemon"]);
+    r.expect_code(1);
+    assert!(
+        r.stderr.contains(&format!("another clawboard daemon (pid {}) is already running", d.child.id())),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn sigterm_lets_short_roles_finish_and_interrupts_long_ones() {
+    let t = Tree::init();
+    let mark = t.dir.path().join("long-ran-once");
+    t.config(&sh_config(&format!(r#"
+[roles.long]
+command = ["sh", "-c", "cat >/dev/null; if [ -e {m} ]; then printf '{{\"summary\":\"quick now\"}}'; else touch {m}; sleep 30; fi"]
+timeout = "60s"
+"#, m = mark.display())).replace("shutdown_grace = \"2s\"", "shutdown_grace = \"500ms\""));
+    let d = t.daemon();
+    t.drop_task("l1.json", &task_json("l1", "use-long"));
+    wait_until(30, "the long role to start", || mark.exists());
+    let started = std::time::Instant::now();
+    assert_eq!(d.stop(), 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "stop took {:?}", started.elapsed());
+    assert_eq!(t.status_of("l1"), "running");
+    let d = t.daemon();
+    wait_until(30, "l1 to complete", || t.status_of("l1") == "completed");
+    let long: Vec<String> = t
+        .attempts("l1")
+        .iter()
+        .filter(|a| a["role"] == "long")
+        .map(|a| a["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(long, vec!["interrupted", "ok"]);
+    // The PM step finished before the stop and did not run again.
+    assert_eq!(t.attempts("l1").iter().filter(|a| a["role"] == "pm").count(), 1);
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn editor_files_are_ignored_and_slow_writes_are_taken_whole() {
+    use std::io::Write;
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    let d = t.daemon();
+    for junk in [".draft.json.swp", "draft.json~", ".#draft.json", "draft.json.tmp"] {
+        std::fs::write(t.root.join("inbox").join(junk), "{ not json").unwrap();
+    }
+    // Written in two parts with a pause: the first half alone is invalid JSON.
+    let body = task_json("slow-write", "written slowly");
+    let (a, b) = body.split_at(body.len() / 2);
+    let mut f = std::fs::File::create(t.root.join("inbox/slow.json")).unwrap();
+    f.write_all(a.as_bytes()).unwrap();
+    f.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    f.write_all(b.as_bytes()).unwrap();
+    drop(f);
+    wait_until(30, "the slowly written task", || t.status_of("slow-write") == "completed");
+    // A task directory moved in whole is seen at once.
+    let prepared = t.dir.path().join("moved-in");
+    std::fs::create_dir_all(&prepared).unwrap();
+    std::fs::write(prepared.join("task.json"), task_json("moved-in", "moved")).unwrap();
+    std::fs::rename(&prepared, t.root.join("tasks/moved-in")).unwrap();
+    wait_until(30, "the moved-in task", || t.status_of("moved-in") == "completed");
+    let rejected: Vec<_> = std::fs::read_dir(t.root.join("inbox/rejected")).unwrap().collect();
+    assert!(rejected.is_empty(), "{rejected:?}");
+    assert!(t.root.join("inbox/.draft.json.swp").exists(), "editor files are left alone");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn tasks_dropped_while_no_daemon_runs_are_taken_at_start() {
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    t.drop_task("early.json", &task_json("early", "before the daemon"));
+    t.run_with_stdin(&["task", "submit", "-"], task_json("submitted", "via the CLI").as_bytes()).ok();
+    let d = t.daemon();
+    wait_until(30, "both tasks", || t.status_of("early") == "completed" && t.status_of("submitted") == "completed");
+    assert_eq!(d.stop(), 0);
+}
