@@ -183,7 +183,8 @@ pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, BadInput> {
     let fail = |key: String, msg: &str| BadInput(format!("{}: {key}{}", path.display(), msg.trim_end()));
     let de = toml::Deserializer::parse(text).map_err(|e| fail(line_of(text, e.span()), e.message()))?;
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
+        // A bad map key shows as `?` in the path; the message names the key itself.
+        let key = e.path().to_string().replace(".?", "");
         let key = if key == "." { line_of(text, e.inner().span()) } else { format!("key {key}: ") };
         fail(key, e.inner().message())
     })
@@ -330,6 +331,25 @@ mod tests {
             assert!(err.starts_with("c.toml: "), "{err}");
             assert!(err.contains(want), "{text:?} gave {err:?}");
             assert!(!err.contains('\n'), "more than one line: {err:?}");
+        }
+    }
+
+    #[test]
+    fn roles_named_anywhere_must_be_configured() {
+        let cases = [
+            ("[lifecycle]\nvalidator = \"checker\"\n", "key lifecycle.validator: role \"checker\" is not configured"),
+            ("[roles.w]\ntimeout = \"5s\"\n", "key roles.w: needs `command` or `http`"),
+            ("[roles.w]\ncommand = []\n", "key roles.w.command: is empty"),
+            ("[roles.w]\ncommand = [\"x\"]\nfallback = \"nope\"\n", "key roles.w.fallback: role \"nope\""),
+            ("[roles.w]\ncommand = [\"x\"]\ntimeout = \"soon\"\n", "key roles.w.timeout: \"soon\" is not a duration"),
+            ("[roles.w]\nhttp = { url = \"ftp://x\" }\n", "key roles.w.http.url: \"ftp://x\" is not an http"),
+            ("[lifecycle.pm_for_type]\ncooking = \"pm\"\n", "key lifecycle.pm_for_type: unknown variant `cooking`"),
+        ];
+        for (text, want) in cases {
+            let (_d, cfg) = write_config(text);
+            let err = resolve(&args(&["--config", &cfg]), &Env::from_pairs(&[("HOME", "/h")])).unwrap_err().to_string();
+            assert!(err.contains(want), "{text:?} gave {err:?}");
+            assert!(!err.contains('\n'), "{err}");
         }
     }
 

@@ -287,3 +287,14 @@ impl State {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_watches_says_which_sysctl_to_raise() {
+        let msg = inotify_hint(&notify::Error::new(notify::ErrorKind::MaxFilesWatch));
+        assert!(msg.contains("sysctl fs.inotify.max_user_watches="), "{msg}");
+    }
+}
