@@ -297,3 +297,37 @@ fn tasks_dropped_while_no_daemon_runs_are_taken_at_start() {
     wait_until(30, "both tasks", || t.status_of("early") == "completed" && t.status_of("submitted") == "completed");
     assert_eq!(d.stop(), 0);
 }
+
+#[test]
+fn tells_systemd_ready_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    let sock_path = t.dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut child = t
+        .command(&["--config", cfg.to_str().unwrap(), "daemon"])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    let mut next = || {
+        let n = sock.recv(&mut buf).expect("a notification from the daemon");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    got.push(next());
+    assert!(got[0].contains("READY=1"), "{got:?}");
+    // At least two watchdog pings (every 100 ms for WATCHDOG_USEC=200000).
+    let pings = (0..20).map(|_| next()).filter(|m| m.contains("WATCHDOG=1")).count();
+    assert!(pings >= 2, "{pings} pings");
+    assert!(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let stopping = (0..20).map(|_| next()).any(|m| m.contains("STOPPING=1"));
+    assert!(stopping);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

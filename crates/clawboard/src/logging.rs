@@ -10,7 +10,9 @@ pub fn init(s: &Settings) {
         eprintln!("warning: log filter {:?} is not valid ({e}); using \"warn\"", s.log_filter);
         EnvFilter::new("warn")
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a person at a terminal, never into files or journald.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     // A second init (only possible in tests) keeps the first subscriber.
     let _ = match s.log_format {
         LogFormat::Text => builder.try_init(),

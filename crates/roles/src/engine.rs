@@ -140,10 +140,18 @@ impl Engine {
         let mut run = TaskRun::open(self, task.clone(), &cfg)?;
         if task.status == TaskStatus::Pending {
             task.status = TaskStatus::Running;
-            self.store.write_json(&task_rel, &task)?;
             run.task = task.clone();
         }
-        let result = run.lifecycle(&cfg).await;
+        // pending → running is written while the first role starts, not before: a
+        // crash in between leaves `pending`, which resumes the same way.
+        let mark_running = async {
+            if run.task.status == TaskStatus::Running && self.store.read::<Task>(&task_rel).is_ok_and(|t| t.status == TaskStatus::Pending) {
+                self.store.write_json(&task_rel, &run.task)?;
+            }
+            Ok::<(), Error>(())
+        };
+        let (result, marked) = tokio::join!(run.lifecycle(&cfg), mark_running);
+        marked?;
         let outcome = match result {
             Ok(()) => {
                 task.status = TaskStatus::Completed;

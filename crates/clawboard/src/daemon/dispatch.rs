@@ -84,6 +84,7 @@ impl Dispatcher {
                 return;
             }
             me.running.fetch_add(1, Ordering::SeqCst);
+            tracing::debug!(task = %task_id, "driving");
             let outcome = me.engine.drive(&task_id).await;
             me.running.fetch_sub(1, Ordering::SeqCst);
             drop(permit);

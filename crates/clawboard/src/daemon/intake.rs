@@ -31,6 +31,9 @@ fn job(e: &Entry) -> Option<Job> {
     }
 }
 
+/// Entries between two writes of the cursor file.
+const CURSOR_EVERY: u64 = 1_000;
+
 pub struct IntakeConsumer {
     pub store: Store,
     pub dispatcher: Arc<Dispatcher>,
@@ -38,44 +41,59 @@ pub struct IntakeConsumer {
 }
 
 impl IntakeConsumer {
-    /// Handles entries after the cursor; returns the new cursor.
-    async fn handle(&self, entries: Vec<Entry>, cursor: u64) -> anyhow::Result<u64> {
+    /// Handles entries after the cursor; returns the new cursor. The cursor file is
+    /// written every [`CURSOR_EVERY`] entries and at the end, always after the work
+    /// it covers is durable. Intake is idempotent (a taken inbox file is gone, a
+    /// claimed task is not claimed again), so the few entries a crash replays cost
+    /// nothing but a look.
+    async fn handle(&self, entries: Vec<Entry>, cursor: u64, stored: &mut u64) -> anyhow::Result<u64> {
         let entries: Vec<Entry> = entries.into_iter().filter(|e| e.seq > cursor).collect();
         let Some(last) = entries.last().map(|e| e.seq) else { return Ok(cursor) };
-        let store = self.store.clone();
         let jobs: Vec<Job> = entries.iter().filter_map(job).collect();
-        let cursor_file = self.cursor.clone();
-        let (accepted, escalations) =
-            tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<String>, Vec<String>)> {
-                let mut accepted = Vec::new();
-                let mut escalations = Vec::new();
-                for job in jobs {
-                    let outcome = match job {
-                        Job::Inbox(name) => intake::take_inbox_file(&store, &name),
-                        Job::TaskFile(id) => intake::take_task_file(&store, &id),
-                        Job::Escalation(id) => {
-                            escalations.push(id);
-                            continue;
-                        }
-                    };
-                    match outcome {
-                        Ok(Intake::Accepted(id)) => accepted.push(id),
-                        Ok(_) => {}
-                        // One bad file must not stop intake: it is logged and skipped.
-                        Err(e) => tracing::error!("intake: {e:#}"),
+        if jobs.is_empty() {
+            self.maybe_store(last, stored)?;
+            return Ok(last);
+        }
+        tracing::debug!(jobs = jobs.len(), "intake batch");
+        let store = self.store.clone();
+        let (accepted, escalations) = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<String>, Vec<String>)> {
+            let mut accepted = Vec::new();
+            let mut escalations = Vec::new();
+            for job in jobs {
+                let outcome = match job {
+                    Job::Inbox(name) => intake::take_inbox_file(&store, &name),
+                    Job::TaskFile(id) => intake::take_task_file(&store, &id),
+                    Job::Escalation(id) => {
+                        escalations.push(id);
+                        continue;
                     }
+                };
+                match outcome {
+                    Ok(Intake::Accepted(id)) => accepted.push(id),
+                    Ok(_) => {}
+                    // One bad file must not stop intake: it is logged and skipped.
+                    Err(e) => tracing::error!("intake: {e:#}"),
                 }
-                cursor_file.store(last)?;
-                Ok((accepted, escalations))
-            })
-            .await??;
+            }
+            Ok((accepted, escalations))
+        })
+        .await??;
         for id in accepted {
             self.dispatcher.enqueue(id);
         }
         for id in escalations {
             self.dispatcher.escalation_changed(&id);
         }
+        self.maybe_store(last, stored)?;
         Ok(last)
+    }
+
+    fn maybe_store(&self, last: u64, stored: &mut u64) -> anyhow::Result<()> {
+        if last - *stored >= CURSOR_EVERY {
+            self.cursor.store(last)?;
+            *stored = last;
+        }
+        Ok(())
     }
 
     /// Replays what the journal holds after the cursor, then follows `live`.
@@ -85,22 +103,26 @@ impl IntakeConsumer {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
         let mut cursor = self.cursor.load()?;
+        let mut stored = cursor;
         let journal_dir = self.store.root().join(".clawboard/journal");
         loop {
             let batch = read_after(&journal_dir, cursor, 10_000)?;
             if batch.is_empty() {
                 break;
             }
-            cursor = self.handle(batch, cursor).await?;
+            cursor = self.handle(batch, cursor, &mut stored).await?;
         }
         loop {
             tokio::select! {
                 batch = live.recv() => match batch {
-                    Some(b) => cursor = self.handle(b, cursor).await?,
+                    Some(b) => cursor = self.handle(b, cursor, &mut stored).await?,
                     None => break,
                 },
                 _ = clawboard_roles::runner::fired(&mut stop) => break,
             }
+        }
+        if cursor != stored {
+            self.cursor.store(cursor)?;
         }
         Ok(())
     }

@@ -275,6 +275,7 @@ impl State {
             return Ok(());
         }
         let entries = self.journal.append(changes)?;
+        tracing::debug!(entries = entries.len(), last = self.journal.last_seq(), "journaled");
         for e in &entries {
             self.index.apply(e);
         }

@@ -126,7 +126,6 @@ impl TaskRun<'_> {
         }
         let number = attempt.number;
         attempts::save(store, &self.id, &attempt)?;
-        self.instance_started(&attempt)?;
 
         let mut ctx = context::build(store, &self.task, role_id, role, info);
         if let Some(o) = ctx.as_object_mut() {
@@ -140,8 +139,14 @@ impl TaskRun<'_> {
             instance_id: instance_id.clone(),
             token: crate::random_hex(16),
         };
+        tracing::debug!(task = %self.id, step = %info.step, role = role_id, "starting a run");
         let mut kill = self.engine.shutdown.kill.clone();
-        let out = runner::run(role, &serde_json::to_vec(&ctx).unwrap_or_default(), &who, &mut kill).await;
+        let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
+        // The process starts at the run's first poll; the bookkeeping (status.md,
+        // roles/active.json) is written while it runs, not before it starts.
+        let (out, started) =
+            tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async { self.instance_started(&attempt) });
+        started?;
 
         let mut parsed = None;
         attempt.status = out.status.into();
