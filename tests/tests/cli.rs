@@ -314,14 +314,3 @@ fn every_help_has_an_example() {
         assert!(r.ok().stdout.contains("Examples:"), "{args:?}: {}", r.stdout);
     }
 }
-
-#[test]
-fn demo_runs_on_embedded_defaults() {
-    let t = Tree::new();
-    let dir = t.dir.path().join("demo");
-    let r = t.run(&["demo", "--dir", dir.to_str().unwrap()]);
-    r.ok();
-    assert!(r.stdout.contains("submitted task-"), "{}", r.stdout);
-    let tasks: Vec<_> = std::fs::read_dir(dir.join("tasks")).unwrap().collect();
-    assert_eq!(tasks.len(), 1);
-}

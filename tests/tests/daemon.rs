@@ -307,8 +307,12 @@ fn tells_systemd_ready_watchdog_and_stopping() {
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
     let cfg = t.dir.path().join("clawboard.toml");
-    let mut child = t
-        .command(&["--config", cfg.to_str().unwrap(), "daemon"])
+    // systemd sets WATCHDOG_PID to the service's pid: exec keeps the shell's.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "WATCHDOG_PID=$$ exec \"$0\" \"$@\""])
+        .arg(clawboard_tests::bin())
+        .args(["--root", t.root.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "daemon"])
+        .current_dir(clawboard_tests::repo())
         .env("NOTIFY_SOCKET", &sock_path)
         .env("WATCHDOG_USEC", "200000")
         .stdout(std::process::Stdio::null())

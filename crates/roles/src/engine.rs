@@ -145,7 +145,9 @@ impl Engine {
         // pending → running is written while the first role starts, not before: a
         // crash in between leaves `pending`, which resumes the same way.
         let mark_running = async {
-            if run.task.status == TaskStatus::Running && self.store.read::<Task>(&task_rel).is_ok_and(|t| t.status == TaskStatus::Pending) {
+            if run.task.status == TaskStatus::Running
+                && self.store.read::<Task>(&task_rel).is_ok_and(|t| t.status == TaskStatus::Pending)
+            {
                 self.store.write_json(&task_rel, &run.task)?;
             }
             Ok::<(), Error>(())

@@ -369,7 +369,10 @@ mod http_tests {
             }
             let mut req_body = vec![0; len];
             r.read_exact(&mut req_body).await.unwrap();
-            let resp = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+            let resp = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
             r.get_mut().write_all(resp.as_bytes()).await.unwrap();
             format!("{head}\n{}", String::from_utf8_lossy(&req_body))
         });
@@ -381,7 +384,13 @@ mod http_tests {
     }
 
     fn who() -> RunIdentity {
-        RunIdentity { root: "/r".into(), task_id: "t9".into(), role: "reviewer".into(), instance_id: "inst-9".into(), token: "secret".into() }
+        RunIdentity {
+            root: "/r".into(),
+            task_id: "t9".into(),
+            role: "reviewer".into(),
+            instance_id: "inst-9".into(),
+            token: "secret".into(),
+        }
     }
 
     #[tokio::test]
@@ -393,7 +402,13 @@ mod http_tests {
         assert_eq!(String::from_utf8_lossy(&out.stdout), r#"{"summary":"reviewed"}"#);
         let req = got.await.unwrap().to_ascii_lowercase();
         assert!(req.starts_with("post /run http/1.1"), "{req}");
-        for h in ["authorization: bearer secret", "x-clawboard-task-id: t9", "x-clawboard-role: reviewer", "x-clawboard-instance-id: inst-9", "x-team: a"] {
+        for h in [
+            "authorization: bearer secret",
+            "x-clawboard-task-id: t9",
+            "x-clawboard-role: reviewer",
+            "x-clawboard-instance-id: inst-9",
+            "x-team: a",
+        ] {
             assert!(req.contains(h), "missing {h} in {req}");
         }
         assert!(req.ends_with(r#"{"ctx":1}"#), "{req}");

@@ -56,28 +56,29 @@ impl IntakeConsumer {
         }
         tracing::debug!(jobs = jobs.len(), "intake batch");
         let store = self.store.clone();
-        let (accepted, escalations) = tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<String>, Vec<String>)> {
-            let mut accepted = Vec::new();
-            let mut escalations = Vec::new();
-            for job in jobs {
-                let outcome = match job {
-                    Job::Inbox(name) => intake::take_inbox_file(&store, &name),
-                    Job::TaskFile(id) => intake::take_task_file(&store, &id),
-                    Job::Escalation(id) => {
-                        escalations.push(id);
-                        continue;
+        let (accepted, escalations) =
+            tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<String>, Vec<String>)> {
+                let mut accepted = Vec::new();
+                let mut escalations = Vec::new();
+                for job in jobs {
+                    let outcome = match job {
+                        Job::Inbox(name) => intake::take_inbox_file(&store, &name),
+                        Job::TaskFile(id) => intake::take_task_file(&store, &id),
+                        Job::Escalation(id) => {
+                            escalations.push(id);
+                            continue;
+                        }
+                    };
+                    match outcome {
+                        Ok(Intake::Accepted(id)) => accepted.push(id),
+                        Ok(_) => {}
+                        // One bad file must not stop intake: it is logged and skipped.
+                        Err(e) => tracing::error!("intake: {e:#}"),
                     }
-                };
-                match outcome {
-                    Ok(Intake::Accepted(id)) => accepted.push(id),
-                    Ok(_) => {}
-                    // One bad file must not stop intake: it is logged and skipped.
-                    Err(e) => tracing::error!("intake: {e:#}"),
                 }
-            }
-            Ok((accepted, escalations))
-        })
-        .await??;
+                Ok((accepted, escalations))
+            })
+            .await??;
         for id in accepted {
             self.dispatcher.enqueue(id);
         }
