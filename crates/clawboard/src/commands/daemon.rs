@@ -15,7 +15,17 @@ Examples:
   CLAWBOARD_LOG=debug clawboard daemon --log-format json")]
 pub struct DaemonArgs {}
 
+/// Exit code after a panic: the daemon must not limp on with a dead task, and
+/// systemd (`Restart=on-failure`) starts it again, resuming every task.
+const EXIT_PANIC: i32 = 70;
+
 pub fn run(_: DaemonArgs, args: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!("panic: {info}; exiting so that the service manager restarts the daemon");
+        default_hook(info);
+        std::process::exit(EXIT_PANIC);
+    }));
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().thread_name("clawboard").build()?;
     runtime.block_on(crate::daemon::run(args.clone(), s.clone()))?;
