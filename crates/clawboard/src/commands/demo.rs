@@ -137,6 +137,13 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             std::process::id()
         )),
     };
+    let has_python = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("python3").is_file()));
+    if !has_python {
+        bail!(
+            "the demo's example roles are Python programs and python3 is not on PATH; install it (e.g. `apt-get install python3`)"
+        );
+    }
     let (store, _) = Store::init(&root)?;
     let store = store.with_max_file_bytes(s.max_file_bytes);
     let root = store.root().to_owned();

@@ -292,6 +292,71 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawboard_core::journal::{ChangeKind, read_after};
+
+    fn state(root: &Path) -> (State, tokio::sync::mpsc::UnboundedReceiver<Vec<Entry>>) {
+        let state_dir = root.join(".clawboard");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let state = State {
+            root: root.to_owned(),
+            journal: Journal::open(&state_dir.join("journal")).unwrap(),
+            index: Index::default(),
+            state_dir,
+            expected: Arc::new(Mutex::new(HashMap::new())),
+            consumers: vec![tx],
+            overflow: Arc::new(AtomicBool::new(false)),
+            since_snapshot: 0,
+            last_seq: Arc::new(AtomicU64::new(0)),
+        };
+        (state, rx)
+    }
+
+    #[test]
+    fn a_rescan_event_emits_what_the_events_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("inbox")).unwrap();
+        let (state, mut consumer) = state(root);
+        // Files that appeared with no event (as when the kernel's queue overflowed).
+        std::fs::write(root.join("inbox/a.json"), "{}").unwrap();
+        std::fs::write(root.join("inbox/.a.json.swp"), "x").unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let rescan = notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan);
+        tx.send(Msg::Fs(Ok(rescan))).unwrap();
+        tx.send(Msg::Stop).unwrap();
+        state.run(rx).unwrap();
+        let entries = consumer.try_recv().unwrap();
+        let paths: Vec<_> = entries.iter().map(|e| (e.change.path.as_str(), e.change.kind)).collect();
+        assert_eq!(paths, vec![("inbox/a.json", ChangeKind::Put)]);
+        assert_eq!(read_after(&root.join(".clawboard/journal"), 0, 10).unwrap().len(), 1);
+        assert!(root.join(".clawboard/index.json").exists(), "the index is saved on stop");
+    }
+
+    #[test]
+    fn own_writes_are_journaled_once_with_their_origin() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let (state, mut consumer) = state(root);
+        let expected = state.expected.clone();
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let sink = Sink { tx: tx.clone(), expected };
+        let (store, _) = clawboard_core::Store::init(root).unwrap();
+        let store = store.with_sink(Arc::new(sink), Origin::Remote);
+        store.write_bytes(&clawboard_core::RelPath::new("gm/note.md").unwrap(), b"hi").unwrap();
+        // The watcher's event for the same write, arriving after the store's report.
+        let close = notify::Event::new(EventKind::Access(AccessKind::Close(AccessMode::Write)))
+            .add_path(root.join("gm/note.md"));
+        tx.send(Msg::Fs(Ok(close))).unwrap();
+        tx.send(Msg::Stop).unwrap();
+        state.run(rx).unwrap();
+        let mut all = Vec::new();
+        while let Ok(batch) = consumer.try_recv() {
+            all.extend(batch);
+        }
+        let notes: Vec<_> = all.iter().filter(|e| e.change.path == "gm/note.md").collect();
+        assert_eq!(notes.len(), 1, "{all:?}");
+        assert_eq!(notes[0].change.origin, Origin::Remote);
+    }
 
     #[test]
     fn running_out_of_watches_says_which_sysctl_to_raise() {
