@@ -134,6 +134,10 @@ retry_backoff = "10ms"
 
 fn escalation_of(t: &Tree, task: &str) -> Option<String> {
     std::fs::read_dir(t.root.join("escalations")).unwrap().filter_map(Result::ok).find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            return None; // a write in progress
+        }
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
         (v["taskId"] == task).then(|| e.file_name().to_string_lossy().trim_end_matches(".json").to_owned())
     })
@@ -334,4 +338,34 @@ fn tells_systemd_ready_watchdog_and_stopping() {
     let stopping = (0..20).map(|_| next()).any(|m| m.contains("STOPPING=1"));
     assert!(stopping);
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_decision_racing_the_hold_is_not_lost() {
+    // Each escalation is approved the moment its file appears, often before the
+    // daemon has recorded the task as held. Every task must still complete.
+    let t = Tree::init();
+    t.config(&esc_config());
+    let d = t.daemon();
+    for i in 0..20 {
+        t.drop_task(&format!("race{i}.json"), &task_json(&format!("race{i}"), "use-esc"));
+    }
+    // Decided in-process (as the demo does), within a millisecond of the file appearing.
+    let store = clawboard_core::Store::open(&t.root).unwrap();
+    let mut approved = std::collections::HashSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while approved.len() < 20 {
+        assert!(std::time::Instant::now() < deadline, "escalations did not all appear");
+        for i in 0..20 {
+            if let Some(id) = escalation_of(&t, &format!("race{i}"))
+                && approved.insert(id.clone())
+            {
+                let decision = clawboard_core::formats::Decision::Approved;
+                clawboard_roles::escalations::decide(&store, &id, decision, "human", None).unwrap();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    wait_until(60, "every task to complete", || (0..20).all(|i| t.status_of(&format!("race{i}")) == "completed"));
+    assert_eq!(d.stop(), 0);
 }

@@ -1,21 +1,23 @@
-//! Which tasks are driven when: a queue in front of `lifecycle.max_tasks` slots,
-//! each claimed task at most once in it, and the held tasks waiting on escalations.
+//! Which tasks are driven when: a FIFO queue served by `lifecycle.max_tasks`
+//! workers, each claimed task at most once in it, and the held tasks waiting on
+//! escalations. A queued task costs a string, not a parked async task.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clawboard_roles::{Engine, Outcome};
-use tokio::sync::Semaphore;
+use tokio::sync::Notify;
 
 pub struct Dispatcher {
     pub engine: Arc<Engine>,
-    slots: Arc<Semaphore>,
-    slots_total: AtomicUsize,
+    queue: Mutex<VecDeque<String>>,
+    /// Queued or being driven: a task is never in the queue twice.
     queued: Mutex<HashSet<String>>,
+    wake: Notify,
+    workers: AtomicUsize,
     held: Mutex<HashMap<String, String>>,
-    pub waiting: AtomicUsize,
     pub running: AtomicUsize,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
@@ -33,15 +35,21 @@ pub struct QueueStats {
 }
 
 impl Dispatcher {
+    /// A dispatcher with its workers started.
     pub fn new(engine: Arc<Engine>, stopping: tokio::sync::watch::Receiver<bool>) -> Arc<Dispatcher> {
-        let n = engine.config().lifecycle.max_tasks;
+        let d = Self::without_workers(engine, stopping);
+        d.resize();
+        d
+    }
+
+    fn without_workers(engine: Arc<Engine>, stopping: tokio::sync::watch::Receiver<bool>) -> Arc<Dispatcher> {
         Arc::new(Dispatcher {
             engine,
-            slots: Arc::new(Semaphore::new(n)),
-            slots_total: AtomicUsize::new(n),
+            queue: Mutex::new(VecDeque::new()),
             queued: Mutex::new(HashSet::new()),
+            wake: Notify::new(),
+            workers: AtomicUsize::new(0),
             held: Mutex::new(HashMap::new()),
-            waiting: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -49,19 +57,19 @@ impl Dispatcher {
         })
     }
 
-    /// After a config reload: more task slots take effect at once (fewer do not).
-    pub fn resize(&self) {
+    /// Starts workers up to `lifecycle.max_tasks` (after a reload: more take effect
+    /// at once; fewer need a restart).
+    pub fn resize(self: &Arc<Self>) {
         let want = self.engine.config().lifecycle.max_tasks;
-        let have = self.slots_total.load(Ordering::SeqCst);
-        if want > have {
-            self.slots.add_permits(want - have);
-            self.slots_total.store(want, Ordering::SeqCst);
+        while self.workers.load(Ordering::SeqCst) < want {
+            self.workers.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(self.clone().worker());
         }
     }
 
     pub fn stats(&self) -> QueueStats {
         QueueStats {
-            waiting: self.waiting.load(Ordering::SeqCst),
+            waiting: self.queue.lock().map(|q| q.len()).unwrap_or(0),
             running: self.running.load(Ordering::SeqCst),
             held: self.held.lock().map(|h| h.values().collect::<HashSet<_>>().len()).unwrap_or(0),
             completed_since_start: self.completed.load(Ordering::SeqCst),
@@ -69,66 +77,84 @@ impl Dispatcher {
         }
     }
 
-    /// Drives `task_id` as soon as a slot is free (no-op if it is already queued).
-    pub fn enqueue(self: &Arc<Self>, task_id: String) {
+    /// Queues `task_id` to be driven (no-op if it is already queued or running).
+    pub fn enqueue(&self, task_id: String) {
         if !self.queued.lock().is_ok_and(|mut q| q.insert(task_id.clone())) {
             return;
         }
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let me = self.clone();
-        tokio::spawn(async move {
-            let permit = me.slots.clone().acquire_owned().await;
-            me.waiting.fetch_sub(1, Ordering::SeqCst);
-            if permit.is_err() || *me.stopping.borrow() {
-                me.forget(&task_id);
-                return;
-            }
-            me.running.fetch_add(1, Ordering::SeqCst);
-            tracing::debug!(task = %task_id, "driving");
-            let outcome = me.engine.drive(&task_id).await;
-            me.running.fetch_sub(1, Ordering::SeqCst);
-            drop(permit);
-            me.forget(&task_id);
-            match outcome {
-                Ok(Outcome::Completed) => {
-                    me.completed.fetch_add(1, Ordering::SeqCst);
-                    tracing::info!(task = %task_id, "completed");
-                }
-                Ok(Outcome::Failed(why)) => {
-                    me.failed.fetch_add(1, Ordering::SeqCst);
-                    tracing::warn!(task = %task_id, "failed: {why}");
-                }
-                Ok(Outcome::Held(ids)) => {
-                    tracing::info!(task = %task_id, escalations = ?ids, "held until a human decides");
-                    if let Ok(mut h) = me.held.lock() {
-                        for id in ids {
-                            h.insert(id, task_id.clone());
-                        }
-                    }
-                }
-                Ok(Outcome::Stopped) => tracing::info!(task = %task_id, "stopped; resumes on the next start"),
-                Err(e) => {
-                    tracing::error!(task = %task_id, "cannot drive the task: {e:#}; retrying in 5 s");
-                    let again = me.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_secs(5)).await;
-                        if !*again.stopping.borrow() {
-                            again.enqueue(task_id);
-                        }
-                    });
-                }
-            }
-        });
+        if let Ok(mut q) = self.queue.lock() {
+            q.push_back(task_id);
+        }
+        self.wake.notify_one();
     }
 
-    fn forget(&self, task_id: &str) {
-        if let Ok(mut q) = self.queued.lock() {
-            q.remove(task_id);
+    async fn worker(self: Arc<Self>) {
+        let mut stopping = self.stopping.clone();
+        loop {
+            if *stopping.borrow() {
+                return;
+            }
+            let next = self.queue.lock().ok().and_then(|mut q| q.pop_front());
+            let Some(task_id) = next else {
+                tokio::select! {
+                    _ = self.wake.notified() => continue,
+                    _ = clawboard_roles::runner::fired(&mut stopping) => return,
+                }
+            };
+            self.running.fetch_add(1, Ordering::SeqCst);
+            tracing::debug!(task = %task_id, "driving");
+            let outcome = self.engine.drive(&task_id).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            if let Ok(mut q) = self.queued.lock() {
+                q.remove(&task_id);
+            }
+            self.finished(task_id, outcome);
+        }
+    }
+
+    fn finished(self: &Arc<Self>, task_id: String, outcome: Result<Outcome, clawboard_core::Error>) {
+        match outcome {
+            Ok(Outcome::Completed) => {
+                self.completed.fetch_add(1, Ordering::SeqCst);
+                tracing::info!(task = %task_id, "completed");
+            }
+            Ok(Outcome::Failed(why)) => {
+                self.failed.fetch_add(1, Ordering::SeqCst);
+                tracing::warn!(task = %task_id, "failed: {why}");
+            }
+            Ok(Outcome::Held(ids)) => {
+                tracing::info!(task = %task_id, escalations = ?ids, "held until a human decides");
+                if let Ok(mut h) = self.held.lock() {
+                    for id in &ids {
+                        h.insert(id.clone(), task_id.clone());
+                    }
+                }
+                // A decision may have landed while the task was still being driven,
+                // before it was recorded as held: look once more, now that a later
+                // change would find it in `held`.
+                let decided = ids.iter().find(|id| {
+                    clawboard_roles::escalations::load(self.engine.store(), id).is_ok_and(|e| e.decision.is_some())
+                });
+                if let Some(id) = decided {
+                    self.escalation_changed(id);
+                }
+            }
+            Ok(Outcome::Stopped) => tracing::info!(task = %task_id, "stopped; resumes on the next start"),
+            Err(e) => {
+                tracing::error!(task = %task_id, "cannot drive the task: {e:#}; retrying in 5 s");
+                let again = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    if !*again.stopping.borrow() {
+                        again.enqueue(task_id);
+                    }
+                });
+            }
         }
     }
 
     /// An escalation file changed: a task held by it is driven again.
-    pub fn escalation_changed(self: &Arc<Self>, escalation_id: &str) {
+    pub fn escalation_changed(&self, escalation_id: &str) {
         let task = self.held.lock().ok().and_then(|mut h| h.remove(escalation_id));
         if let Some(task) = task {
             if let Ok(mut h) = self.held.lock() {
@@ -136,5 +162,68 @@ impl Dispatcher {
             }
             self.enqueue(task);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clawboard_core::formats::{Decision, Level};
+    use clawboard_roles::escalations;
+    use clawboard_roles::output::RaisedEscalation;
+
+    fn dispatcher(dir: &std::path::Path) -> Arc<Dispatcher> {
+        let (store, _) = clawboard_core::Store::init(dir).unwrap();
+        let engine = Arc::new(Engine::new(store, Default::default(), clawboard_roles::Shutdown::never()));
+        let (_tx, stopping) = tokio::sync::watch::channel(false);
+        Dispatcher::without_workers(engine, stopping)
+    }
+
+    fn queued(d: &Dispatcher) -> Vec<String> {
+        d.queue.lock().unwrap().iter().cloned().collect()
+    }
+
+    #[tokio::test]
+    async fn a_decision_made_before_the_hold_was_recorded_is_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dispatcher(dir.path());
+        let id = escalations::new_id();
+        let raised = RaisedEscalation {
+            level: Level::High,
+            issue: "ok?".into(),
+            suggested_action: None,
+            requires_human_approval: true,
+        };
+        escalations::raise(d.engine.store(), &id, "w", "t1", &raised).unwrap();
+        // The human decides, and the change reaches the dispatcher, while the task is
+        // still being driven: nothing is held yet, so nothing happens.
+        escalations::decide(d.engine.store(), &id, Decision::Approved, "human", None).unwrap();
+        d.escalation_changed(&id);
+        assert!(queued(&d).is_empty());
+        // Then the drive ends with the task held on that escalation: it is queued again at once.
+        d.finished("t1".into(), Ok(Outcome::Held(vec![id.clone()])));
+        assert_eq!(queued(&d), vec!["t1"]);
+        assert_eq!(d.stats().held, 0);
+    }
+
+    #[tokio::test]
+    async fn an_undecided_escalation_holds_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dispatcher(dir.path());
+        let id = escalations::new_id();
+        let raised = RaisedEscalation {
+            level: Level::High,
+            issue: "ok?".into(),
+            suggested_action: None,
+            requires_human_approval: true,
+        };
+        escalations::raise(d.engine.store(), &id, "w", "t2", &raised).unwrap();
+        d.finished("t2".into(), Ok(Outcome::Held(vec![id.clone()])));
+        assert!(queued(&d).is_empty());
+        assert_eq!(d.stats().held, 1);
+        d.escalation_changed(&id);
+        assert_eq!(queued(&d), vec!["t2"]);
+        d.enqueue("t2".into());
+        assert_eq!(queued(&d), vec!["t2"], "a task is queued once");
     }
 }
