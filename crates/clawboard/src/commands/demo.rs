@@ -247,10 +247,8 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             approved.push(esc_id.to_owned());
         }
         let done = |id: &str| {
-            store
-                .read::<Task>(
-                    &RelPath::new(&layout::task_file(id, layout::TASK_FILE)).unwrap_or_else(|_| unreachable!()),
-                )
+            RelPath::new(&layout::task_file(id, layout::TASK_FILE))
+                .and_then(|rel| store.read::<Task>(&rel))
                 .is_ok_and(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Failed))
         };
         if done(&iterate) && done(&escalate) && rejected.is_some() {

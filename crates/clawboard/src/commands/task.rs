@@ -27,7 +27,7 @@ pub enum TaskCommand {
 
 /// Validate a task and write it to tasks/{taskId}/task.json
 #[derive(Debug, Args)]
-#[command(after_help = "taskId (task-YYYYMMDD-HHMMSS-xxxx), createdAt (now), createdBy (human),
+#[command(after_help = "taskId (task-YYYYMMDD-HHMMSS-xxxxxx), createdAt (now), createdBy (human),
 priority (normal) and status (pending) are filled in when absent.
 
 Examples:
@@ -77,17 +77,6 @@ pub fn run(c: TaskCommand, s: &Settings) -> anyhow::Result<u8> {
     }
 }
 
-/// A fresh id: `task-YYYYMMDD-HHMMSS-xxxx`, the suffix random.
-fn new_task_id() -> Id {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    h.write_u32(std::process::id());
-    let id = format!("task-{}-{:04x}", chrono::Utc::now().format("%Y%m%d-%H%M%S"), h.finish() & 0xffff);
-    // The format only ever yields valid ids.
-    Id::new(id).unwrap_or_else(|_| unreachable!("generated task ids are valid"))
-}
-
 fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Vec<u8>)> {
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();
@@ -110,7 +99,7 @@ fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, 
 /// Validates a submission and writes it as `tasks/{id}/task.json`; refuses a duplicate id.
 pub fn submit_bytes(store: &Store, name: &str, bytes: &[u8]) -> anyhow::Result<Task> {
     let submission: TaskSubmission = validate::parse(name, bytes, &PathContext::default())?;
-    let id = submission.task_id.clone().unwrap_or_else(new_task_id);
+    let id = submission.task_id.clone().unwrap_or_else(clawboard_roles::new_task_id);
     let task = submission.into_task(id, Timestamp::now(), "human");
     let rel = RelPath::new(&layout::task_file(task.task_id.as_str(), layout::TASK_FILE))?;
     match store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes()) {
