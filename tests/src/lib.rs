@@ -311,7 +311,7 @@ max_parallel_roles = 8
 coding = "pm"
 
 [roles.pm]
-command = ["sh", "-c", "ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; *use-garbage*) r=garbage;; *use-crash*) r=crash;; *use-esc*) r=esc;; *use-long*) r=long;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+command = ["sh", "-c", "ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; *use-garbage*) r=garbage;; *use-crash*) r=crash;; *use-esc*) r=esc;; *use-long*) r=long;; *use-http*) r=reviewer;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
 retry_backoff = "10ms"
 
 [roles.w]
