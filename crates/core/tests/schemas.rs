@@ -82,3 +82,37 @@ fn schemas_use_only_keywords_the_validator_knows() {
         assert!(unknown.is_empty(), "{kind}: keywords the validator ignores: {unknown:?}");
     }
 }
+
+fn patterns(schema: &Value, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "pattern" {
+                    if let Value::String(p) = v {
+                        out.push(p.clone());
+                    }
+                } else if k == "patternProperties" {
+                    if let Value::Object(props) = v {
+                        out.extend(props.keys().cloned());
+                        props.values().for_each(|c| patterns(c, out));
+                    }
+                } else {
+                    patterns(v, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|c| patterns(c, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_schema_pattern_compiles() {
+    for kind in FileKind::ALL {
+        let mut found = Vec::new();
+        patterns(kind.schema(), &mut found);
+        for p in found {
+            assert!(regex::Regex::new(&p).is_ok(), "{kind}: pattern {p} does not compile");
+        }
+    }
+}

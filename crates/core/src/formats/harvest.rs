@@ -95,7 +95,7 @@ pub struct HarvestedPollination {
 #[serde(rename_all = "camelCase")]
 pub struct DailyHarvest {
     /// `YYYY-MM-DD`, equal to the file name.
-    #[schemars(regex(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
+    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
     pub date: String,
     pub generated_at: Timestamp,
     /// Deduplicated cells, highest value first.
@@ -112,7 +112,7 @@ pub struct DailyHarvest {
 #[serde(rename_all = "camelCase")]
 pub struct WeeklyHarvest {
     /// ISO week, `YYYY-Www`, equal to the file name.
-    #[schemars(regex(pattern = r"^\d{4}-W\d{2}$"))]
+    #[schemars(regex(pattern = r"^[0-9]{4}-W[0-9]{2}$"))]
     pub week: String,
     pub generated_at: Timestamp,
     /// How many cells per role were kept.
