@@ -179,6 +179,19 @@ mod tests {
         Dispatcher::without_workers(engine, stopping)
     }
 
+    /// An escalation from `task` that needs approval; returns its id.
+    fn raise(d: &Dispatcher, task: &str) -> String {
+        let id = escalations::new_id();
+        let raised = RaisedEscalation {
+            level: Level::High,
+            issue: "ok?".into(),
+            suggested_action: None,
+            requires_human_approval: true,
+        };
+        escalations::raise(d.engine.store(), &id, "w", task, &raised).unwrap();
+        id
+    }
+
     fn queued(d: &Dispatcher) -> Vec<String> {
         d.queue.lock().unwrap().iter().cloned().collect()
     }
@@ -187,14 +200,7 @@ mod tests {
     async fn a_decision_made_before_the_hold_was_recorded_is_not_lost() {
         let dir = tempfile::tempdir().unwrap();
         let d = dispatcher(dir.path());
-        let id = escalations::new_id();
-        let raised = RaisedEscalation {
-            level: Level::High,
-            issue: "ok?".into(),
-            suggested_action: None,
-            requires_human_approval: true,
-        };
-        escalations::raise(d.engine.store(), &id, "w", "t1", &raised).unwrap();
+        let id = raise(&d, "t1");
         // The human decides, and the change reaches the dispatcher, while the task is
         // still being driven: nothing is held yet, so nothing happens.
         escalations::decide(d.engine.store(), &id, Decision::Approved, "human", None).unwrap();
@@ -210,14 +216,7 @@ mod tests {
     async fn an_undecided_escalation_holds_until_it_changes() {
         let dir = tempfile::tempdir().unwrap();
         let d = dispatcher(dir.path());
-        let id = escalations::new_id();
-        let raised = RaisedEscalation {
-            level: Level::High,
-            issue: "ok?".into(),
-            suggested_action: None,
-            requires_human_approval: true,
-        };
-        escalations::raise(d.engine.store(), &id, "w", "t2", &raised).unwrap();
+        let id = raise(&d, "t2");
         d.finished("t2".into(), Ok(Outcome::Held(vec![id.clone()])));
         assert!(queued(&d).is_empty());
         assert_eq!(d.stats().held, 1);
