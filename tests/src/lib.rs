@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub mod s3;
+
 /// The `clawboard` binary: `$CLAWBOARD_BIN` when set (scripts/test sets it), else
 /// built once with cargo so that it is never stale.
 pub fn bin() -> PathBuf {

@@ -79,6 +79,8 @@ pub enum Command {
     Daemon(commands::daemon::DaemonArgs),
     #[command(subcommand)]
     Escalation(commands::escalation::EscalationCommand),
+    #[command(subcommand)]
+    Sync(commands::sync::SyncCommand),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
@@ -136,6 +138,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Status(a) => commands::status::run(a, s),
         Command::Daemon(a) => commands::daemon::run(a, global, s),
         Command::Escalation(c) => commands::escalation::run(c, s),
+        Command::Sync(c) => commands::sync::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),

@@ -7,6 +7,7 @@ pub mod escalation;
 pub mod init;
 pub mod man;
 pub mod status;
+pub mod sync;
 pub mod task;
 pub mod validate;
 

@@ -27,6 +27,137 @@ pub struct FileConfig {
     pub lifecycle: clawboard_roles::LifecycleConfig,
     #[serde(default)]
     pub roles: std::collections::BTreeMap<String, clawboard_roles::RoleConfig>,
+    #[serde(default)]
+    pub node: NodeConfig,
+    #[serde(default)]
+    pub sync: SyncConfig,
+}
+
+/// `[node]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// This machine's id among the nodes sharing a bucket (default: generated once
+    /// into `.clawboard/node-id`).
+    pub id: Option<String>,
+}
+
+/// `[sync]`: pushing the tree to a bucket (or a local directory).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncConfig {
+    pub enabled: Option<bool>,
+    pub schedule: Option<String>,
+    pub push_on_task_end: Option<bool>,
+    pub concurrency: Option<usize>,
+    pub exclude: Option<Vec<String>>,
+    pub retries: Option<u32>,
+    pub retry_base: Option<String>,
+    pub retry_max: Option<String>,
+    pub multipart_threshold: Option<ByteSize>,
+    /// The local-directory backend: a path (relative to the root, or absolute).
+    pub dir: Option<String>,
+    pub s3: Option<S3FileConfig>,
+}
+
+/// `[sync.s3]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3FileConfig {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub bucket: String,
+    pub prefix: Option<String>,
+    pub path_style: Option<bool>,
+    pub profile: Option<String>,
+    pub credentials_file: Option<String>,
+    pub request_timeout: Option<String>,
+    pub connect_timeout: Option<String>,
+}
+
+/// Resolves `[sync]` over the embedded default (on, to `.clawboard/bucket`).
+fn resolve_sync(file: SyncConfig, env: &Env, origin: &str) -> Result<clawboard_sync::SyncSettings, BadInput> {
+    use clawboard_sync::{Backend, Schedule, s3::CredentialSource, s3::S3Config};
+    let bad = |key: &str, msg: String| BadInput(format!("{origin}: key sync.{key}: {msg}"));
+    let dur = |key: &str, v: Option<String>, default: std::time::Duration| match v {
+        Some(t) => clawboard_core::duration::parse_duration(&t).map_err(|e| bad(key, e)),
+        None => Ok(default),
+    };
+    let mut s = clawboard_sync::SyncSettings::local_default().map_err(|e| bad("schedule", e.to_string()))?;
+    if let Some(e) = file.enabled {
+        s.enabled = e;
+    }
+    if let Some(text) = file.schedule {
+        s.schedule = Schedule::parse("schedule", &text).map_err(|e| bad("schedule", without_prefix(&e)))?;
+    }
+    if let Some(p) = file.push_on_task_end {
+        s.push_on_task_end = p;
+    }
+    if let Some(c) = file.concurrency {
+        if !(1..=256).contains(&c) {
+            return Err(bad("concurrency", format!("{c} is out of range 1..=256")));
+        }
+        s.concurrency = c;
+    }
+    if let Some(x) = file.exclude {
+        s.exclude = x;
+    }
+    if let Some(r) = file.retries {
+        if r > 30 {
+            return Err(bad("retries", format!("{r} is more than 30")));
+        }
+        s.retries = r;
+    }
+    s.retry_base = dur("retry_base", file.retry_base, s.retry_base)?;
+    s.retry_max = dur("retry_max", file.retry_max, s.retry_max)?;
+    if let Some(t) = file.multipart_threshold {
+        if t.0 < clawboard_sync::s3::PART_SIZE {
+            return Err(bad("multipart_threshold", format!("{} is less than the part size, 8 MiB", t.0)));
+        }
+        s.multipart_threshold = t.0;
+    }
+    match (file.dir, file.s3) {
+        (Some(_), Some(_)) => return Err(bad("dir", "set either sync.dir or [sync.s3], not both".into())),
+        (Some(d), None) => s.backend = Backend::Dir(expand_home(&d, env)),
+        (None, Some(c)) => {
+            if c.bucket.trim().is_empty() {
+                return Err(bad("s3.bucket", "is empty".into()));
+            }
+            if let Some(ep) = &c.endpoint
+                && !(ep.starts_with("http://") || ep.starts_with("https://"))
+            {
+                return Err(bad("s3.endpoint", format!("{ep:?} is not an http:// or https:// URL")));
+            }
+            let credentials = match (c.profile, c.credentials_file) {
+                (Some(_), Some(_)) => {
+                    return Err(bad("s3.profile", "set either profile or credentials_file, not both".into()));
+                }
+                (Some(p), None) => CredentialSource::Profile(p),
+                (None, Some(f)) => CredentialSource::File(expand_home(&f, env)),
+                (None, None) => CredentialSource::Env,
+            };
+            s.backend = Backend::S3(S3Config {
+                endpoint: c.endpoint,
+                region: c.region.unwrap_or_else(|| "auto".into()),
+                bucket: c.bucket,
+                prefix: c.prefix.unwrap_or_default(),
+                path_style: c.path_style.unwrap_or(false),
+                credentials,
+                request_timeout: dur("s3.request_timeout", c.request_timeout, std::time::Duration::from_secs(60))?,
+                connect_timeout: dur("s3.connect_timeout", c.connect_timeout, std::time::Duration::from_secs(5))?,
+            });
+        }
+        (None, None) => {}
+    }
+    Ok(s)
+}
+
+/// A sync config error's message without its `sync config: FIELD: ` lead (the caller names the key).
+fn without_prefix(e: &clawboard_sync::Error) -> String {
+    match e {
+        clawboard_sync::Error::Config { reason, .. } => reason.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// `[daemon]`.
@@ -162,6 +293,8 @@ pub struct Settings {
     pub log_filter_is_default: bool,
     pub daemon: DaemonConfig,
     pub roles: clawboard_roles::RolesConfig,
+    pub node_id: Option<String>,
+    pub sync: clawboard_sync::SyncSettings,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -231,9 +364,15 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let log_filter_is_default =
         args.verbose == 0 && args.quiet == 0 && env.get("CLAWBOARD_LOG").is_none() && file.log.filter.is_none();
     let roles = clawboard_roles::RolesConfig { lifecycle: file.lifecycle, roles: file.roles };
+    let origin = config_file.as_ref().map_or("config".to_owned(), |p| p.display().to_string());
     if let Err(e) = roles.check() {
-        let origin = config_file.as_ref().map_or("config".to_owned(), |p| p.display().to_string());
         return Err(BadInput(format!("{origin}: key {e}")).into());
+    }
+    let sync = resolve_sync(file.sync, env, &origin)?;
+    if let Some(id) = &file.node.id
+        && let Err(e) = clawboard_core::check_id(id)
+    {
+        return Err(BadInput(format!("{origin}: key node.id: {id:?}: {e}")).into());
     }
     let log_filter = match (args.verbose, args.quiet) {
         (0, 0) => env.get("CLAWBOARD_LOG").map(str::to_owned).or(file.log.filter).unwrap_or_else(|| "warn".to_owned()),
@@ -259,6 +398,8 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         log_filter_is_default,
         daemon: file.daemon,
         roles,
+        node_id: file.node.id,
+        sync,
     })
 }
 
@@ -344,6 +485,18 @@ mod tests {
             ("[roles.w]\ncommand = [\"x\"]\ntimeout = \"soon\"\n", "key roles.w.timeout: \"soon\" is not a duration"),
             ("[roles.w]\nhttp = { url = \"ftp://x\" }\n", "key roles.w.http.url: \"ftp://x\" is not an http"),
             ("[lifecycle.pm_for_type]\ncooking = \"pm\"\n", "key lifecycle.pm_for_type: unknown variant `cooking`"),
+            ("[sync]\nschedule = \"hourly\"\n", "key sync.schedule: \"hourly\": a cron schedule has 5 fields"),
+            ("[sync]\nconcurrency = 0\n", "key sync.concurrency: 0 is out of range"),
+            ("[sync]\nretry_base = \"soon\"\n", "key sync.retry_base: \"soon\" is not a duration"),
+            ("[sync]\nmultipart_threshold = \"1 MiB\"\n", "key sync.multipart_threshold: 1048576 is less than"),
+            ("[sync]\ndir = \"/b\"\n[sync.s3]\nbucket = \"x\"\n", "key sync.dir: set either"),
+            ("[sync.s3]\nbucket = \"\"\n", "key sync.s3.bucket: is empty"),
+            ("[sync.s3]\nbucket = \"b\"\nendpoint = \"r2.example\"\n", "key sync.s3.endpoint: \"r2.example\" is not"),
+            (
+                "[sync.s3]\nbucket = \"b\"\nprofile = \"p\"\ncredentials_file = \"f\"\n",
+                "key sync.s3.profile: set either",
+            ),
+            ("[node]\nid = \"../x\"\n", "key node.id: \"../x\""),
         ];
         for (text, want) in cases {
             let (_d, cfg) = write_config(text);

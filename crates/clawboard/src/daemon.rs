@@ -6,6 +6,7 @@ mod api;
 mod dispatch;
 mod intake;
 mod recorder;
+mod sync;
 mod systemd;
 
 pub use api::get_json;
@@ -35,8 +36,9 @@ pub struct DaemonState {
     pub last_seq: Arc<AtomicU64>,
 }
 
-/// Holds `.clawboard/daemon.lock` for the life of the daemon.
-fn lock_root(root: &Path) -> anyhow::Result<File> {
+/// Takes `.clawboard/daemon.lock` if no daemon holds it (`Err` with its pid if one does).
+/// Whoever holds it is the journal's only writer.
+pub fn try_lock_root(root: &Path) -> anyhow::Result<Result<File, String>> {
     let path = root.join(".clawboard/daemon.lock");
     let mut f = OpenOptions::new()
         .read(true)
@@ -48,12 +50,20 @@ fn lock_root(root: &Path) -> anyhow::Result<File> {
     if f.try_lock().is_err() {
         let mut pid = String::new();
         let _ = f.read_to_string(&mut pid);
-        bail!(
-            "another clawboard daemon (pid {}) is already running on {}; stop it first (e.g. `systemctl stop clawboard`) or use another --root",
-            pid.trim(),
-            root.display()
-        );
+        return Ok(Err(pid.trim().to_owned()));
     }
+    Ok(Ok(f))
+}
+
+/// Holds `.clawboard/daemon.lock` for the life of the daemon.
+fn lock_root(root: &Path) -> anyhow::Result<File> {
+    let mut f = match try_lock_root(root)? {
+        Ok(f) => f,
+        Err(pid) => bail!(
+            "another clawboard daemon (pid {pid}) is already running on {}; stop it first (e.g. `systemctl stop clawboard`) or use another --root",
+            root.display()
+        ),
+    };
     f.set_len(0)
         .and_then(|()| f.write_all(format!("{}\n", std::process::id()).as_bytes()))
         .context("writing the daemon lock")?;
@@ -109,6 +119,21 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(consumer.run(intake_rx, stopping.clone()));
+    if settings.sync.enabled {
+        let node = clawboard_sync::node_id(&root, settings.node_id.as_deref())?;
+        let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await?;
+        let pusher = Arc::new(clawboard_sync::Pusher::new(remote, &root, settings.sync.clone(), node)?);
+        let sync = sync::SyncLoop { pusher, task_ended: dispatcher.task_ended.clone(), flusher: recorder.flusher() };
+        tasks.spawn(sync.run(stopping.clone()));
+    } else {
+        // A stale push cursor would hold back journal compaction forever; without it,
+        // turning sync on again starts with a full push (which skips what is pushed).
+        let cursor = root.join(".clawboard/cursors/push");
+        if cursor.exists() {
+            std::fs::remove_file(&cursor).with_context(|| format!("removing {}", cursor.display()))?;
+            tracing::info!("sync is off: dropped its journal cursor");
+        }
+    }
     tasks.spawn(api::serve(state.clone(), stopping.clone()));
     tasks.spawn({
         let s = stopping.clone();

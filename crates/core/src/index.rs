@@ -159,6 +159,25 @@ impl Index {
     }
 }
 
+/// Brings the journal up to date with the tree by a scan, as a daemon does when it
+/// starts; returns how many changes it journaled. The caller must be the journal's
+/// only writer (it holds `.clawboard/daemon.lock`).
+pub fn catch_up(root: &Path) -> Result<usize> {
+    let state_dir = root.join(crate::layout::STATE);
+    let journal_dir = state_dir.join("journal");
+    let mut journal = journal::Journal::open(&journal_dir)?;
+    let mut index = Index::load(&state_dir, &journal_dir)?;
+    let changes = index.scan(root, root, true)?;
+    let n = changes.len();
+    for e in journal.append(changes)? {
+        index.apply(&e);
+    }
+    if n > 0 {
+        index.save(&state_dir)?;
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -232,6 +232,27 @@ pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// The sequence numbers of the oldest and newest entries the journal in `dir` still
+/// holds (`None` when it holds none).
+pub fn bounds(dir: &Path) -> Result<Option<(u64, u64)>> {
+    let firsts = match segments(dir) {
+        Ok(f) => f,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (Some(first), Some(last)) = (firsts.first(), firsts.last()) else { return Ok(None) };
+    let oldest = read_after(dir, first.saturating_sub(1), 1)?.first().map(|e| e.seq);
+    let (_, newest) = scan_segment(&dir.join(segment_name(*last)))?;
+    // The newest segment can be empty right after a rotation.
+    let newest = match newest {
+        Some(n) => Some(n),
+        None => {
+            firsts.iter().rev().nth(1).map(|f| scan_segment(&dir.join(segment_name(*f)))).transpose()?.and_then(|s| s.1)
+        }
+    };
+    Ok(oldest.zip(newest))
+}
+
 /// A consumer's durable position in the journal: `.clawboard/cursors/{name}`.
 #[derive(Debug, Clone)]
 pub struct Cursor {
@@ -319,6 +340,19 @@ mod tests {
         assert_eq!(j.compact(SEGMENT_ENTRIES - 1).unwrap(), 0, "a consumer still needs the first segment");
         assert_eq!(j.compact(SEGMENT_ENTRIES).unwrap(), 1);
         assert_eq!(j.read_after(0, 10).unwrap()[0].change.path, "next");
+    }
+
+    #[test]
+    fn bounds_are_the_oldest_and_newest_entries_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(bounds(&dir.path().join("none")).unwrap(), None);
+        let mut j = Journal::open(dir.path()).unwrap();
+        assert_eq!(bounds(dir.path()).unwrap(), None);
+        j.append((0..SEGMENT_ENTRIES).map(|i| put(&format!("f{i}"))).collect()).unwrap();
+        j.append(vec![put("next"), put("last")]).unwrap();
+        assert_eq!(bounds(dir.path()).unwrap(), Some((1, SEGMENT_ENTRIES + 2)));
+        j.compact(SEGMENT_ENTRIES).unwrap();
+        assert_eq!(bounds(dir.path()).unwrap(), Some((SEGMENT_ENTRIES + 1, SEGMENT_ENTRIES + 2)));
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct Dispatcher {
     pub running: AtomicUsize,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
+    /// Notified when a task reaches `completed` or `failed` (sync pushes at once).
+    pub task_ended: Arc<Notify>,
     stopping: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -53,6 +55,7 @@ impl Dispatcher {
             running: AtomicUsize::new(0),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            task_ended: Arc::new(Notify::new()),
             stopping,
         })
     }
@@ -117,10 +120,12 @@ impl Dispatcher {
             Ok(Outcome::Completed) => {
                 self.completed.fetch_add(1, Ordering::SeqCst);
                 tracing::info!(task = %task_id, "completed");
+                self.task_ended.notify_one();
             }
             Ok(Outcome::Failed(why)) => {
                 self.failed.fetch_add(1, Ordering::SeqCst);
                 tracing::warn!(task = %task_id, "failed: {why}");
+                self.task_ended.notify_one();
             }
             Ok(Outcome::Held(ids)) => {
                 tracing::info!(task = %task_id, escalations = ?ids, "held until a human decides");

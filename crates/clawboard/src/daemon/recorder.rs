@@ -26,7 +26,24 @@ const SNAPSHOT_EVERY: usize = 20_000;
 pub enum Msg {
     Fs(notify::Result<notify::Event>),
     Own(String, Origin),
+    /// Answered once everything sent before it is journaled.
+    Flush(std::sync::mpsc::Sender<()>),
     Stop,
+}
+
+/// Waits until the recorder has journaled every change sent to it so far (the
+/// store's own writes included), e.g. before a push reads the journal.
+#[derive(Clone)]
+pub struct Flusher {
+    tx: SyncSender<Msg>,
+}
+
+impl Flusher {
+    /// Blocks until flushed, or `timeout`; false on timeout or a stopped recorder.
+    pub fn flush(&self, timeout: std::time::Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.tx.send(Msg::Flush(tx)).is_ok() && rx.recv_timeout(timeout).is_ok()
+    }
 }
 
 /// What the rest of the daemon sees of the recorder.
@@ -125,6 +142,10 @@ impl Recorder {
         Ok((Recorder { tx, thread: Some(thread), _watcher: watcher, last_seq }, sink))
     }
 
+    pub fn flusher(&self) -> Flusher {
+        Flusher { tx: self.tx.clone() }
+    }
+
     /// Stops the thread after it has journaled everything sent so far; saves the index.
     pub fn stop(mut self) -> anyhow::Result<()> {
         let _ = self.tx.send(Msg::Stop);
@@ -151,9 +172,11 @@ impl State {
             let mut paths: BTreeMap<String, Origin> = BTreeMap::new();
             let mut dirs: Vec<PathBuf> = Vec::new();
             let mut rescan = self.overflow.swap(false, Ordering::SeqCst);
+            let mut flushes = Vec::new();
             for msg in batch {
                 match msg {
                     Msg::Stop => stop = true,
+                    Msg::Flush(done) => flushes.push(done),
                     Msg::Own(path, origin) => {
                         paths.insert(path, origin);
                     }
@@ -185,6 +208,9 @@ impl State {
                 }
             }
             self.commit(changes)?;
+            for done in flushes {
+                let _ = done.send(()); // the waiter may have given up
+            }
         }
         self.snapshot()
     }

@@ -1,0 +1,256 @@
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use clawboard_sync::push::{self, PushReport};
+use clawboard_sync::{AnyRemote, Pusher, Remote};
+use serde::Serialize;
+
+use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
+use crate::commands::open_store;
+use crate::config::Settings;
+use crate::output;
+
+/// Push the tree to the bucket, and check the bucket against it
+#[derive(Debug, Subcommand)]
+#[command(after_help = "The bucket is [sync.s3] in the config (any S3-compatible service: Cloudflare R2,
+AWS S3, MinIO …), or, when none is set, the directory sync.dir (default
+.clawboard/bucket). The daemon pushes on sync.schedule (every 5 minutes) and at
+once when a task completes or fails; these commands work with or without it.
+
+Examples:
+  clawboard sync push          # push what changed since the last push
+  clawboard sync status        # pending changes, last push, last error
+  clawboard sync verify        # compare bucket and tree by hash
+  clawboard sync verify --fix  # and repair the bucket
+  clawboard sync full          # first push of an existing tree (resumable)")]
+pub enum SyncCommand {
+    Push(PushArgs),
+    Full(PushArgs),
+    Status(StatusArgs),
+    Verify(VerifyArgs),
+}
+
+/// Push now what changed since the last push
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard sync push
+  clawboard sync push --json")]
+pub struct PushArgs {
+    /// No progress bar even on a terminal
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Pending changes, last push, last error, lag
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard sync status
+  clawboard sync status --json")]
+pub struct StatusArgs {}
+
+/// Compare the bucket with the tree by hash (like `rclone check`)
+#[derive(Debug, Args)]
+#[command(after_help = "Lists the bucket once. A single-part object is compared by its ETag (the MD5
+of its content); any other by the BLAKE3 hash push stored in its metadata (one
+HEAD each). Exit code 0 when they match, 1 when differences remain.
+
+Examples:
+  clawboard sync verify
+  clawboard sync verify --fix --json")]
+pub struct VerifyArgs {
+    /// Upload what is missing or different, delete what is extra
+    #[arg(long)]
+    pub fix: bool,
+}
+
+pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
+    let store = open_store(s)?;
+    let root = store.root().to_owned();
+    if !s.sync.enabled {
+        return Err(BadInput(format!(
+            "sync is off in {} (sync.enabled = false)",
+            s.config_file.as_ref().map_or("the config".to_owned(), |p| p.display().to_string())
+        ))
+        .into());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async {
+        let open = || async {
+            let node = clawboard_sync::node_id(&root, s.node_id.as_deref())?;
+            let remote = AnyRemote::open(&s.sync.backend, &root).await?;
+            anyhow::Ok(Pusher::new(remote, &root, s.sync.clone(), node)?)
+        };
+        match c {
+            SyncCommand::Push(a) => push_now(open().await?, s, a, false).await,
+            SyncCommand::Full(a) => push_now(open().await?, s, a, true).await,
+            SyncCommand::Status(_) => status(s, &root),
+            SyncCommand::Verify(a) => verify(open().await?, s, a).await,
+        }
+    })
+}
+
+/// Without a daemon nothing journals the tree: catch the journal up first (as the
+/// daemon does when it starts), holding the daemon lock so that none starts meanwhile.
+fn catch_up(root: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
+    match crate::daemon::try_lock_root(root)? {
+        Ok(lock) => {
+            let n = clawboard_core::index::catch_up(root)?;
+            if n > 0 {
+                tracing::info!(changes = n, "journaled changes made while no daemon ran");
+            }
+            Ok(Some(lock))
+        }
+        Err(pid) => {
+            tracing::debug!(pid, "a daemon is running; it keeps the journal");
+            Ok(None)
+        }
+    }
+}
+
+async fn push_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PushArgs, full: bool) -> anyhow::Result<u8> {
+    let _lock = catch_up(pusher.root())?;
+    let pusher = Arc::new(pusher);
+    let bar = (!a.no_progress && !s.json && std::io::stderr().is_terminal()).then(|| {
+        let p = pusher.progress.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let (planned, done) = (p.planned.load(Ordering::Relaxed), p.done.load(Ordering::Relaxed));
+                // Only large pushes get a bar.
+                if planned >= 200 {
+                    let mib = p.bytes.load(Ordering::Relaxed) as f64 / (1 << 20) as f64;
+                    let width = 30;
+                    let filled = (done * width / planned.max(1)).min(width) as usize;
+                    eprint!(
+                        "\r[{}{}] {done}/{planned} files, {mib:.1} MiB ",
+                        "#".repeat(filled),
+                        " ".repeat(width as usize - filled)
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+            }
+        })
+    });
+    let result = if full { pusher.full().await } else { pusher.push().await };
+    if let Some(bar) = bar {
+        bar.abort();
+        if pusher.progress.planned.load(Ordering::Relaxed) >= 200 {
+            eprintln!();
+        }
+    }
+    let report = result?;
+    if s.json {
+        output::json(&report)?;
+    } else {
+        println!("{}", describe(&report, &pusher.remote().describe()));
+    }
+    Ok(EXIT_OK)
+}
+
+fn describe(r: &PushReport, remote: &str) -> String {
+    if r.uploaded + r.deleted == 0 {
+        return format!("Nothing to push to {remote} ({} changes checked, all already there).", r.unchanged);
+    }
+    format!(
+        "Pushed to {remote}: {} uploaded ({}), {} deleted, {} unchanged, in {:.1} s.",
+        r.uploaded,
+        human_bytes(r.bytes),
+        r.deleted,
+        r.unchanged,
+        r.elapsed_ms as f64 / 1000.0
+    )
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SyncStatus {
+    remote: Option<String>,
+    node: Option<String>,
+    pending: push::Pending,
+    last_push_at: Option<String>,
+    last_push: Option<PushReport>,
+    last_error: Option<String>,
+    last_error_at: Option<String>,
+}
+
+fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
+    let file = push::read_status(root).unwrap_or_default();
+    let pending = push::pending(root)?;
+    let remote = match &s.sync.backend {
+        clawboard_sync::Backend::S3(c) => format!("s3://{}/{}", c.bucket, c.prefix),
+        clawboard_sync::Backend::Dir(d) => {
+            format!("dir:{}", if d.is_absolute() { d.clone() } else { root.join(d) }.display())
+        }
+    };
+    let st = SyncStatus {
+        remote: Some(remote),
+        node: clawboard_sync::node_id(root, s.node_id.as_deref()).ok(),
+        pending,
+        last_push_at: file.last_push_at,
+        last_push: file.last_push,
+        last_error: file.last_error,
+        last_error_at: file.last_error_at,
+    };
+    if s.json {
+        output::json(&st)?;
+        return Ok(EXIT_OK);
+    }
+    let mut t = output::Table::new(&["", ""]);
+    t.row(vec!["remote".into(), st.remote.unwrap_or_default()]);
+    t.row(vec!["node".into(), st.node.unwrap_or_default()]);
+    let lag = st.pending.oldest_age_secs.map_or(String::new(), |a| format!(" (oldest changed {a} s ago)"));
+    t.row(vec!["pending".into(), format!("{} journal entries{lag}", st.pending.entries)]);
+    let last = match (&st.last_push_at, &st.last_push) {
+        (Some(at), Some(r)) => {
+            format!("{at}: {} uploaded, {} deleted, {}", r.uploaded, r.deleted, human_bytes(r.bytes))
+        }
+        _ => "never".into(),
+    };
+    t.row(vec!["last push".into(), last]);
+    let err = match (&st.last_error, &st.last_error_at) {
+        (Some(e), Some(at)) => format!("{at}: {e}"),
+        _ => "none".into(),
+    };
+    t.row(vec!["last error".into(), err]);
+    print!("{}", t.render().lines().skip(1).map(|l| format!("{l}\n")).collect::<String>());
+    Ok(EXIT_OK)
+}
+
+async fn verify(pusher: Pusher<AnyRemote>, s: &Settings, a: VerifyArgs) -> anyhow::Result<u8> {
+    let report = pusher.verify(a.fix).await?;
+    let remaining = if a.fix && report.fixed as usize >= report.differences() { 0 } else { report.differences() };
+    if s.json {
+        output::json(&report)?;
+    } else {
+        println!(
+            "{}: {} match, {} missing, {} extra, {} different{}",
+            pusher.remote().describe(),
+            report.matched,
+            report.missing.len(),
+            report.extra.len(),
+            report.different.len(),
+            if a.fix { format!("; fixed {}", report.fixed) } else { String::new() }
+        );
+        for (what, list) in [("missing", &report.missing), ("extra", &report.extra), ("different", &report.different)] {
+            for p in list.iter().take(20) {
+                println!("  {what:<9}  {p}");
+            }
+            if list.len() > 20 {
+                println!("  … and {} more {what}", list.len() - 20);
+            }
+        }
+    }
+    Ok(if remaining == 0 { EXIT_OK } else { EXIT_FAILURE })
+}

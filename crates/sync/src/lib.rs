@@ -1,0 +1,22 @@
+//! clawboard-sync shares the tree through an S3-compatible bucket.
+//!
+//! - [`remote`]: the [`Remote`] trait; [`s3`] (aws-sdk-s3, R2-safe) and [`dir`]
+//!   (a local directory, the embedded default) implement it; [`AnyRemote`] picks one
+//!   from the config.
+//! - [`push`]: the journal-driven push with its durable cursor and [`state`].
+//! - [`verify`]: compare the bucket with the tree by hash, and repair.
+//! - [`settings`]: the configuration, the cron [`Schedule`], the node id.
+
+pub mod dir;
+pub mod error;
+pub mod push;
+pub mod remote;
+pub mod s3;
+pub mod settings;
+pub mod state;
+pub mod verify;
+
+pub use error::{Error, Failure, RemoteError, Result};
+pub use push::{PushReport, Pusher};
+pub use remote::{Body, Condition, Metadata, ObjectInfo, Remote};
+pub use settings::{AnyRemote, Backend, Schedule, SyncSettings, node_id};

@@ -1,0 +1,682 @@
+//! Push: the journal's changes since the push cursor, to the remote.
+//!
+//! For each path changed since the cursor (the last change of each path wins), a
+//! file whose size and mtime match what was pushed is skipped unread; otherwise it
+//! is hashed (BLAKE3) and uploaded unless the pushed hash is the same. A deleted
+//! file becomes a (batch) delete. Requests run with bounded concurrency and retry
+//! with exponential backoff and full jitter. Every success is recorded in the push
+//! state at once; the cursor moves only after a whole batch succeeded and the state
+//! is fsync'd, so a crash or an outage resumes exactly where it stopped, and what
+//! was already pushed is skipped by its record, not sent again.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use bytes::Bytes;
+use clawboard_core::index::Stamp;
+use clawboard_core::journal::{self, ChangeKind, Cursor, Origin, is_ignored};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Failure, RemoteError, Result};
+use crate::remote::{Body, Condition, META_HASH, META_MTIME, META_NODE, Metadata, PutOutcome, Remote};
+use crate::settings::SyncSettings;
+use crate::state::{PushState, Pushed};
+
+/// Journal entries read per batch; the cursor moves once per batch.
+const BATCH: usize = 20_000;
+/// Uploads of one file that keeps changing before push leaves it for the next run.
+const CHANGING_TRIES: usize = 5;
+/// Key prefixes the bucket uses for its own bookkeeping (change log, claims, nodes).
+pub const RESERVED_PREFIXES: [&str; 3] = ["_log/", "_claims/", "_nodes/"];
+
+/// Requests sent, by operation.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub put: AtomicU64,
+    pub get: AtomicU64,
+    pub head: AtomicU64,
+    pub list: AtomicU64,
+    pub delete: AtomicU64,
+}
+
+impl Counts {
+    pub fn total(&self) -> u64 {
+        [&self.put, &self.get, &self.head, &self.list, &self.delete].iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Live progress of the current push, for a progress bar.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub planned: AtomicU64,
+    pub done: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PushReport {
+    /// A full push (a walk of the tree) rather than the journal's changes.
+    pub full: bool,
+    pub entries: u64,
+    pub uploaded: u64,
+    pub deleted: u64,
+    /// Changed paths found already pushed (same size and mtime, or same hash).
+    pub unchanged: u64,
+    pub bytes: u64,
+    pub cursor: u64,
+    pub elapsed_ms: u64,
+}
+
+/// What `sync status` shows; kept in `.clawboard/sync/status.json`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusFile {
+    pub remote: String,
+    pub node: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_push_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_push: Option<PushReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<String>,
+}
+
+pub fn sync_dir(root: &Path) -> PathBuf {
+    root.join(".clawboard/sync")
+}
+
+pub fn push_cursor(root: &Path) -> Cursor {
+    Cursor::new(&root.join(".clawboard/cursors"), "push")
+}
+
+enum Mode {
+    Incremental,
+    Full,
+    Repair(Vec<String>),
+}
+
+/// One path's work.
+enum Job {
+    Upload(String),
+    Delete(String),
+}
+
+enum Done {
+    Uploaded(u64),
+    Deleted,
+    Unchanged,
+}
+
+pub struct Pusher<R: Remote> {
+    remote: Arc<R>,
+    root: PathBuf,
+    settings: SyncSettings,
+    node: String,
+    excludes: globset::GlobSet,
+    state: Mutex<Option<PushState>>,
+    running: tokio::sync::Mutex<()>,
+    pub counts: Arc<Counts>,
+    pub progress: Arc<Progress>,
+}
+
+fn build_excludes(patterns: &[String]) -> Result<globset::GlobSet> {
+    let mut b = globset::GlobSetBuilder::new();
+    for (i, p) in patterns.iter().enumerate() {
+        let glob = globset::GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| Error::config(format!("sync.exclude[{i}]"), format!("{p:?}: {e}")))?;
+        b.add(glob);
+    }
+    b.build().map_err(|e| Error::config("sync.exclude", e.to_string()))
+}
+
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
+    Stamp::of(meta)
+}
+
+fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Reads a file for upload: the bytes (small files) or a file body (large ones),
+/// its BLAKE3 hash, and its stamp before reading. `None` when it is gone or not a file.
+fn read_for_upload(abs: &Path, threshold: u64) -> std::io::Result<Option<(Body, String, Stamp)>> {
+    let mut f = match File::open(abs) {
+        Ok(f) => f,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let stamp = stamp_of(&meta);
+    if meta.len() <= threshold {
+        let mut buf = Vec::with_capacity(meta.len() as usize);
+        f.read_to_end(&mut buf)?;
+        let hash = blake3::hash(&buf).to_hex().to_string();
+        Ok(Some((Body::Bytes(Bytes::from(buf)), hash, stamp)))
+    } else {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update_reader(&mut f)?;
+        let hash = hasher.finalize().to_hex().to_string();
+        Ok(Some((Body::File { path: abs.to_owned(), size: meta.len(), blake3: hash.clone() }, hash, stamp)))
+    }
+}
+
+impl<R: Remote> Pusher<R> {
+    pub fn new(remote: R, root: &Path, settings: SyncSettings, node: String) -> Result<Pusher<R>> {
+        let excludes = build_excludes(&settings.exclude)?;
+        Ok(Pusher {
+            remote: Arc::new(remote),
+            root: root.to_owned(),
+            settings,
+            node,
+            excludes,
+            state: Mutex::new(None),
+            running: tokio::sync::Mutex::new(()),
+            counts: Arc::new(Counts::default()),
+            progress: Arc::new(Progress::default()),
+        })
+    }
+
+    pub fn remote(&self) -> &Arc<R> {
+        &self.remote
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn settings(&self) -> &SyncSettings {
+        &self.settings
+    }
+
+    /// True for paths push never sends: `.clawboard/`, temp and editor files, the
+    /// configured excludes.
+    pub fn is_excluded(&self, rel: &str) -> bool {
+        is_ignored(rel) || self.excludes.is_match(rel) || RESERVED_PREFIXES.iter().any(|p| rel.starts_with(p))
+    }
+
+    /// Pushes what the journal recorded since the push cursor (a full push when the
+    /// journal no longer covers the cursor).
+    pub async fn push(&self) -> Result<PushReport> {
+        self.locked(Mode::Incremental).await
+    }
+
+    /// Pushes every file of the tree whose pushed record does not match (the first
+    /// push of an existing tree; resumable, since each upload is recorded as it lands).
+    pub async fn full(&self) -> Result<PushReport> {
+        self.locked(Mode::Full).await
+    }
+
+    /// Uploads `paths` that exist in the tree and deletes the others from the bucket,
+    /// whatever the push state says (for `verify --fix`).
+    pub async fn repair(&self, paths: Vec<String>) -> Result<PushReport> {
+        self.locked(Mode::Repair(paths)).await
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    async fn locked(&self, mode: Mode) -> Result<PushReport> {
+        let _running = self.running.lock().await;
+        let lock_path = sync_dir(&self.root).join("push.lock");
+        let _lock = tokio::task::spawn_blocking(move || -> Result<File> {
+            if let Some(dir) = lock_path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            }
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+                .map_err(|e| Error::io(&lock_path, e))?;
+            f.lock().map_err(|e| Error::io(&lock_path, e))?;
+            Ok(f)
+        })
+        .await
+        .map_err(|e| Error::io(&self.root, std::io::Error::other(e)))??;
+        self.load_state()?;
+        let started = Instant::now();
+        self.progress.planned.store(0, Ordering::Relaxed);
+        self.progress.done.store(0, Ordering::Relaxed);
+        self.progress.bytes.store(0, Ordering::Relaxed);
+        let result = match mode {
+            Mode::Incremental => self.incremental().await,
+            Mode::Full => self.full_locked().await,
+            Mode::Repair(paths) => self.repair_locked(paths).await,
+        };
+        let result = result
+            .map(|mut r| {
+                r.elapsed_ms = started.elapsed().as_millis() as u64;
+                r
+            })
+            .map_err(|e| e.at(&self.remote.describe()));
+        self.write_status(&result)?;
+        result
+    }
+
+    fn load_state(&self) -> Result<()> {
+        let mut guard = self.state.lock().map_err(|_| poisoned())?;
+        let state = match guard.take() {
+            Some(s) => s.refresh()?,
+            None => PushState::load(&sync_dir(&self.root))?,
+        };
+        *guard = Some(state);
+        Ok(())
+    }
+
+    fn with_state<T>(&self, f: impl FnOnce(&mut PushState) -> Result<T>) -> Result<T> {
+        let mut guard = self.state.lock().map_err(|_| poisoned())?;
+        match guard.as_mut() {
+            Some(s) => f(s),
+            None => Err(poisoned()),
+        }
+    }
+
+    async fn incremental(&self) -> Result<PushReport> {
+        let cursor = push_cursor(&self.root);
+        let mut at = cursor.load()?;
+        let journal_dir = self.root.join(".clawboard/journal");
+        let mut report = PushReport { cursor: at, ..PushReport::default() };
+        if let Some((oldest, _)) = journal::bounds(&journal_dir)?
+            && oldest > at + 1
+        {
+            tracing::warn!(cursor = at, oldest, "the journal no longer covers the push cursor; pushing the whole tree");
+            return self.full_locked().await;
+        }
+        loop {
+            let batch = journal::read_after(&journal_dir, at, BATCH)?;
+            let Some(last) = batch.last().map(|e| e.seq) else { break };
+            report.entries += batch.len() as u64;
+            let mut latest: BTreeMap<String, (ChangeKind, Origin)> = BTreeMap::new();
+            for e in batch {
+                latest.insert(e.change.path, (e.change.kind, e.change.origin));
+            }
+            let paths: Vec<String> = latest
+                .into_iter()
+                .filter(|(p, (_, origin))| *origin != Origin::Remote && !self.is_excluded(p))
+                .map(|(p, _)| p)
+                .collect();
+            let jobs = self.plan(paths, &mut report)?;
+            self.run(jobs, &mut report).await?;
+            self.with_state(PushState::sync)?;
+            cursor.store(last)?;
+            at = last;
+            report.cursor = at;
+        }
+        Ok(report)
+    }
+
+    async fn full_locked(&self) -> Result<PushReport> {
+        let journal_dir = self.root.join(".clawboard/journal");
+        let cursor = push_cursor(&self.root);
+        // Everything journaled up to now is covered by the walk that follows.
+        let upto = journal::bounds(&journal_dir)?.map_or(0, |(_, newest)| newest).max(cursor.load()?);
+        let mut report = PushReport { full: true, ..PushReport::default() };
+        let root = self.root.clone();
+        let mut paths = Vec::new();
+        let walker = walkdir::WalkDir::new(&root).follow_links(false).into_iter().filter_entry(|e| {
+            let rel = e.path().strip_prefix(&root).unwrap_or(e.path()).to_string_lossy();
+            rel.is_empty() || !self.is_excluded(&rel)
+        });
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) if e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) => continue,
+                Err(e) => {
+                    let path = e.path().map(Path::to_owned).unwrap_or_else(|| root.clone());
+                    return Err(Error::io(path, e.into()));
+                }
+            };
+            if entry.file_type().is_file()
+                && let Ok(rel) = entry.path().strip_prefix(&root)
+            {
+                paths.push(rel.to_string_lossy().into_owned());
+            }
+        }
+        let present: HashSet<&String> = paths.iter().collect();
+        let gone: Vec<String> =
+            self.with_state(|s| Ok(s.paths().filter(|p| !present.contains(p)).cloned().collect()))?;
+        paths.extend(gone);
+        report.entries = paths.len() as u64;
+        let jobs = self.plan(paths, &mut report)?;
+        self.run(jobs, &mut report).await?;
+        self.with_state(PushState::sync)?;
+        cursor.store(upto)?;
+        report.cursor = upto;
+        Ok(report)
+    }
+
+    async fn repair_locked(&self, paths: Vec<String>) -> Result<PushReport> {
+        let mut report = PushReport { entries: paths.len() as u64, ..PushReport::default() };
+        let mut jobs = Vec::new();
+        for path in paths {
+            let is_file = std::fs::symlink_metadata(self.root.join(&path)).is_ok_and(|m| m.is_file());
+            // Forget the record: the bucket does not hold what it says.
+            self.with_state(|s| s.record(&path, None))?;
+            if is_file {
+                jobs.push(Job::Upload(path));
+            } else {
+                jobs.push(Job::Delete(path));
+            }
+        }
+        self.progress.planned.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        self.run(jobs, &mut report).await?;
+        self.with_state(PushState::sync)?;
+        Ok(report)
+    }
+
+    /// Turns changed paths into jobs, skipping (unread) files whose size and mtime
+    /// match their pushed record.
+    fn plan(&self, paths: Vec<String>, report: &mut PushReport) -> Result<Vec<Job>> {
+        let mut jobs = Vec::new();
+        self.with_state(|state| {
+            for path in paths {
+                let meta = std::fs::symlink_metadata(self.root.join(&path)).ok().filter(std::fs::Metadata::is_file);
+                match (meta, state.get(&path)) {
+                    (Some(m), Some(p)) if p.size == m.len() && p.mtime_ns == stamp_of(&m).mtime_ns => {
+                        report.unchanged += 1;
+                    }
+                    (Some(_), _) => jobs.push(Job::Upload(path)),
+                    (None, Some(_)) => jobs.push(Job::Delete(path)),
+                    (None, None) => {}
+                }
+            }
+            Ok(())
+        })?;
+        self.progress.planned.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        Ok(jobs)
+    }
+
+    async fn run(&self, jobs: Vec<Job>, report: &mut PushReport) -> Result<()> {
+        let mut uploads = Vec::new();
+        let mut deletes = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Upload(p) => uploads.push(p),
+                Job::Delete(p) => deletes.push(p),
+            }
+        }
+        let abort = AtomicBool::new(false);
+        let abort = &abort;
+        let results: Vec<(String, Result<Done>)> = futures_util::stream::iter(uploads)
+            .map(|path| async move {
+                if abort.load(Ordering::SeqCst) {
+                    return (path, Ok(Done::Unchanged));
+                }
+                let r = self.upload(&path).await;
+                // Whatever failed (retries spent, or a permanent error), stop starting
+                // new uploads: the error is reported once, the rest waits for the next push.
+                if r.is_err() {
+                    abort.store(true, Ordering::SeqCst);
+                }
+                self.progress.done.fetch_add(1, Ordering::Relaxed);
+                (path, r)
+            })
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+        let mut first_error = None;
+        for (path, r) in results {
+            match r {
+                Ok(Done::Uploaded(n)) => {
+                    report.uploaded += 1;
+                    report.bytes += n;
+                }
+                Ok(Done::Deleted) => report.deleted += 1,
+                Ok(Done::Unchanged) => report.unchanged += 1,
+                Err(e) => {
+                    tracing::debug!(path, "push: {e}");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        for chunk in deletes.chunks(1000) {
+            let keys = chunk.to_vec();
+            let failed = self
+                .retry(|| {
+                    self.counts.delete.fetch_add(1, Ordering::Relaxed);
+                    self.remote.delete_many(&keys)
+                })
+                .await?;
+            let failed_keys: HashSet<&String> = failed.iter().map(|(k, _)| k).collect();
+            self.with_state(|s| {
+                for k in chunk.iter().filter(|k| !failed_keys.contains(k)) {
+                    s.record(k, None)?;
+                }
+                Ok(())
+            })?;
+            report.deleted += (chunk.len() - failed.len()) as u64;
+            self.progress.done.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            if let Some((_, e)) = failed.into_iter().next() {
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Uploads one file until the bucket holds bytes that match the recorded hash.
+    async fn upload(&self, path: &str) -> Result<Done> {
+        let abs = self.root.join(path);
+        for _ in 0..CHANGING_TRIES {
+            let threshold = self.settings.multipart_threshold;
+            let abs2 = abs.clone();
+            let read = tokio::task::spawn_blocking(move || read_for_upload(&abs2, threshold))
+                .await
+                .map_err(|e| Error::io(&abs, std::io::Error::other(e)))?
+                .map_err(|e| Error::io(&abs, e))?;
+            let Some((body, hash, stamp)) = read else {
+                // Gone since it was planned: its delete is (or will be) in the journal.
+                let pushed = self.with_state(|s| Ok(s.get(path).is_some()))?;
+                if pushed {
+                    self.retry(|| {
+                        self.counts.delete.fetch_add(1, Ordering::Relaxed);
+                        self.remote.delete(path)
+                    })
+                    .await?;
+                    self.with_state(|s| s.record(path, None))?;
+                    return Ok(Done::Deleted);
+                }
+                return Ok(Done::Unchanged);
+            };
+            let record = Pushed { hash: hash.clone(), size: stamp.size, mtime_ns: stamp.mtime_ns };
+            let same = self.with_state(|s| Ok(s.get(path).is_some_and(|p| p.hash == hash)))?;
+            if same {
+                self.with_state(|s| s.record(path, Some(record)))?;
+                return Ok(Done::Unchanged);
+            }
+            let mut meta = Metadata::new();
+            meta.insert(META_HASH.into(), hash.clone());
+            meta.insert(META_NODE.into(), self.node.clone());
+            meta.insert(META_MTIME.into(), stamp.mtime_ns.to_string());
+            let size = body.len();
+            let outcome = self
+                .retry(|| {
+                    self.counts.put.fetch_add(1, Ordering::Relaxed);
+                    self.remote.put(path, body.clone(), &meta, &Condition::None)
+                })
+                .await?;
+            if outcome == PutOutcome::BodyChanged {
+                tracing::debug!(path, "changed while being uploaded; uploading again");
+                continue;
+            }
+            // The object now holds exactly the bytes hashed (read before the upload,
+            // or checked while streaming), so the record is true even if the file
+            // changed since; a change means one more upload, right now.
+            self.with_state(|s| s.record(path, Some(record)))?;
+            self.progress.bytes.fetch_add(size, Ordering::Relaxed);
+            let now = std::fs::symlink_metadata(&abs).ok().map(|m| stamp_of(&m));
+            if now.is_none_or(|n| n == stamp) {
+                return Ok(Done::Uploaded(size));
+            }
+            tracing::debug!(path, "changed during the upload; uploading again");
+        }
+        Err(Error::Remote(RemoteError::new(
+            Failure::Retryable,
+            "PUT",
+            path,
+            format!("kept changing while being uploaded ({CHANGING_TRIES} tries); left for the next push"),
+        )))
+    }
+
+    /// Runs `op`, retrying retryable failures with exponential backoff and full jitter.
+    pub async fn retry<T, F, Fut>(&self, mut op: F) -> Result<T, RemoteError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, RemoteError>>,
+    {
+        let mut attempt = 0u32;
+        loop {
+            match op().await {
+                Err(e) if e.is_retryable() && attempt < self.settings.retries => {
+                    let delay = backoff(self.settings.retry_base, self.settings.retry_max, attempt);
+                    tracing::debug!(attempt, ?delay, "retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn write_status(&self, result: &Result<PushReport>) -> Result<()> {
+        let dir = sync_dir(&self.root);
+        let mut status = read_status(&self.root).unwrap_or_default();
+        status.remote = self.remote.describe();
+        status.node = self.node.clone();
+        match result {
+            Ok(r) => {
+                status.last_push_at = Some(now_text());
+                status.last_push = Some(r.clone());
+                status.last_error = None;
+                status.last_error_at = None;
+            }
+            Err(e) => {
+                status.last_error = Some(e.to_string());
+                status.last_error_at = Some(now_text());
+            }
+        }
+        clawboard_core::store::write_atomic(
+            &dir,
+            "status.json",
+            clawboard_core::store::to_pretty_json(&status).as_bytes(),
+        )?;
+        Ok(())
+    }
+}
+
+fn poisoned() -> Error {
+    Error::io("push state", std::io::Error::other("a push panicked while holding the push state"))
+}
+
+/// `base · 2^attempt`, capped at `max`, then a uniformly random part of it (full jitter).
+pub fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.min(20)).min(max);
+    let mut r = [0u8; 8];
+    let frac = match getrandom::fill(&mut r) {
+        Ok(()) => (u64::from_le_bytes(r) >> 11) as f64 / (1u64 << 53) as f64,
+        Err(_) => 0.5,
+    };
+    // Never less than half the step, so retries do spread out.
+    exp.mul_f64(0.5 + frac / 2.0)
+}
+
+/// The status file, if a push ever ran.
+pub fn read_status(root: &Path) -> Option<StatusFile> {
+    let bytes = std::fs::read(sync_dir(root).join("status.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// What is waiting to be pushed: journal entries after the push cursor, and the
+/// age of the oldest one (from its file's mtime), a measure of lag.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    pub cursor: u64,
+    pub newest: u64,
+    pub entries: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_age_secs: Option<u64>,
+}
+
+pub fn pending(root: &Path) -> Result<Pending> {
+    let cursor = push_cursor(root).load()?;
+    let dir = root.join(".clawboard/journal");
+    let newest = journal::bounds(&dir)?.map_or(0, |(_, n)| n);
+    let entries = newest.saturating_sub(cursor);
+    let oldest_age_secs = if entries > 0 {
+        journal::read_after(&dir, cursor, 1)?.first().and_then(|e| e.change.mtime_ns).map(|ns| {
+            let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+            u64::try_from((now - ns) / 1_000_000_000).unwrap_or(0)
+        })
+    } else {
+        None
+    };
+    Ok(Pending { cursor, newest, entries, oldest_age_secs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let base = Duration::from_millis(100);
+        let max = Duration::from_secs(2);
+        for attempt in 0..10 {
+            let d = backoff(base, max, attempt);
+            let step = base.saturating_mul(1 << attempt).min(max);
+            assert!(d >= step / 2 && d <= step, "attempt {attempt}: {d:?} vs {step:?}");
+        }
+        let spread: HashSet<Duration> = (0..20).map(|_| backoff(base, max, 3)).collect();
+        assert!(spread.len() > 1, "jitter varies the delay");
+    }
+
+    #[test]
+    fn excludes_are_globs_on_relative_paths() {
+        let mut s = SyncSettings::local_default().unwrap();
+        s.exclude = vec!["**/*.log".into(), "scratch/**".into()];
+        let p = Pusher::new(
+            crate::dir::DirRemote::open(tempfile::tempdir().unwrap().path()).unwrap(),
+            Path::new("/r"),
+            s,
+            "n".into(),
+        )
+        .unwrap();
+        for path in ["tasks/t/run.log", "scratch/a/b", ".clawboard/x", "inbox/.a.swp", "_log/n/1"] {
+            assert!(p.is_excluded(path), "{path}");
+        }
+        for path in ["tasks/t/task.json", "gm/decisions.md"] {
+            assert!(!p.is_excluded(path), "{path}");
+        }
+        let mut s = SyncSettings::local_default().unwrap();
+        s.exclude = vec!["[".into()];
+        let e = Pusher::new(
+            crate::dir::DirRemote::open(tempfile::tempdir().unwrap().path()).unwrap(),
+            Path::new("/r"),
+            s,
+            "n".into(),
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("sync.exclude[0]"), "{e}");
+    }
+}

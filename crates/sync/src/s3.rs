@@ -1,0 +1,486 @@
+//! The S3 backend, through `aws-sdk-s3`, with settings that work on Cloudflare R2:
+//! checksums only when an operation requires them (R2 rejects some of the SDK's
+//! default trailing checksums), path-style addressing when asked, and multipart
+//! uploads in equal-sized parts (R2 requires every part but the last to be the same
+//! size). A multipart ETag is not a hash of the content, so nothing here treats it
+//! as one: the content hash travels in the object's metadata.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{
+    BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
+    SharedCredentialsProvider,
+};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
+use aws_smithy_types::retry::RetryConfig;
+use aws_smithy_types::timeout::TimeoutConfig;
+use bytes::Bytes;
+
+use crate::error::{Error, Failure, RemoteError};
+use crate::remote::{Body, Condition, Metadata, ObjectInfo, Page, PutOutcome, Remote};
+
+/// Parts of a multipart upload: all this size but the last (R2 needs equal parts; S3 ≥ 5 MiB).
+pub const PART_SIZE: u64 = 8 << 20;
+
+/// Where credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`) from the environment.
+    Env,
+    /// A profile of `~/.aws/credentials` / `~/.aws/config`.
+    Profile(String),
+    /// A file of `AWS_ACCESS_KEY_ID=…` / `AWS_SECRET_ACCESS_KEY=…` lines (the
+    /// systemd `EnvironmentFile` format), readable by its owner only.
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    pub endpoint: Option<String>,
+    pub region: String,
+    pub bucket: String,
+    /// Prepended to every key (`clawboard/` → `clawboard/tasks/…`); empty for the bucket root.
+    pub prefix: String,
+    pub path_style: bool,
+    pub credentials: CredentialSource,
+    /// Per attempt of a request (a part of a multipart upload is one request).
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct S3Remote {
+    client: Client,
+    bucket: String,
+    prefix: String,
+    describe: String,
+}
+
+/// Reads an env-file of credentials, refusing one that others can read.
+pub fn read_secret_file(path: &Path) -> Result<Credentials, Error> {
+    let field = "sync.s3.credentials_file";
+    let meta = std::fs::metadata(path).map_err(|e| Error::config(field, format!("{}: {e}", path.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(Error::config(
+            field,
+            format!(
+                "{}: readable by group or others (mode {mode:o}); run `chmod 600 {}`",
+                path.display(),
+                path.display()
+            ),
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::config(field, format!("{}: {e}", path.display())))?;
+    let mut vars = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(Error::config(field, format!("{}:{}: expected NAME=VALUE", path.display(), n + 1)));
+        };
+        vars.insert(k.trim().trim_start_matches("export ").to_owned(), v.trim().trim_matches('"').to_owned());
+    }
+    credentials_from(field, &path.display().to_string(), |k| vars.get(k).cloned())
+}
+
+fn credentials_from(field: &str, source: &str, get: impl Fn(&str) -> Option<String>) -> Result<Credentials, Error> {
+    let key = get("AWS_ACCESS_KEY_ID").filter(|v| !v.is_empty());
+    let secret = get("AWS_SECRET_ACCESS_KEY").filter(|v| !v.is_empty());
+    match (key, secret) {
+        (Some(k), Some(s)) => Ok(Credentials::new(k, s, get("AWS_SESSION_TOKEN"), None, "clawboard")),
+        _ => {
+            Err(Error::config(field, format!("{source}: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set")))
+        }
+    }
+}
+
+impl S3Remote {
+    pub async fn new(cfg: &S3Config) -> Result<S3Remote, Error> {
+        if cfg.bucket.is_empty() {
+            return Err(Error::config("sync.s3.bucket", "empty"));
+        }
+        let provider = match &cfg.credentials {
+            CredentialSource::Env => {
+                SharedCredentialsProvider::new(credentials_from("sync.s3.credentials", "the environment", |k| {
+                    std::env::var(k).ok()
+                })?)
+            }
+            CredentialSource::File(path) => SharedCredentialsProvider::new(read_secret_file(path)?),
+            CredentialSource::Profile(name) => SharedCredentialsProvider::new(
+                aws_config::profile::ProfileFileCredentialsProvider::builder().profile_name(name).build(),
+            ),
+        };
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(cfg.connect_timeout)
+            .operation_attempt_timeout(cfg.request_timeout)
+            .build();
+        let mut b = aws_sdk_s3::config::Builder::new()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(cfg.region.clone()))
+            .credentials_provider(provider)
+            .force_path_style(cfg.path_style)
+            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+            // Push retries itself, with backoff, across both backends.
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(timeouts);
+        if let Some(ep) = &cfg.endpoint {
+            b = b.endpoint_url(ep);
+        }
+        let prefix = normalize_prefix(&cfg.prefix);
+        let describe = match &cfg.endpoint {
+            Some(ep) => format!("s3://{}/{prefix} at {ep}", cfg.bucket),
+            None => format!("s3://{}/{prefix}", cfg.bucket),
+        };
+        Ok(S3Remote { client: Client::from_conf(b.build()), bucket: cfg.bucket.clone(), prefix, describe })
+    }
+
+    fn full(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    fn strip<'a>(&self, key: &'a str) -> &'a str {
+        key.strip_prefix(&self.prefix).unwrap_or(key)
+    }
+
+    async fn put_multipart(
+        &self,
+        key: &str,
+        path: &Path,
+        size: u64,
+        expected: &str,
+        metadata: &Metadata,
+    ) -> Result<PutOutcome, RemoteError> {
+        let full = self.full(key);
+        let created = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(&full)
+            .set_metadata(Some(metadata.clone().into_iter().collect()))
+            .send()
+            .await
+            .map_err(|e| classify("PUT", key, e))?;
+        let Some(upload_id) = created.upload_id().map(str::to_owned) else {
+            return Err(RemoteError::new(
+                Failure::Permanent,
+                "PUT",
+                key,
+                "CreateMultipartUpload returned no upload id",
+            ));
+        };
+        let result = self.upload_parts(key, &full, &upload_id, path, size, expected).await;
+        match result {
+            Ok(Some(parts)) => {
+                let done = CompletedMultipartUpload::builder().set_parts(Some(parts)).build();
+                let out = self
+                    .client
+                    .complete_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(&full)
+                    .upload_id(&upload_id)
+                    .multipart_upload(done)
+                    .send()
+                    .await
+                    .map_err(|e| classify("PUT", key, e))?;
+                Ok(PutOutcome::Stored { etag: out.e_tag().map(unquote) })
+            }
+            other => {
+                // Never complete an upload whose bytes differ from the hash in its metadata.
+                let abort = self.client.abort_multipart_upload().bucket(&self.bucket).key(&full).upload_id(&upload_id);
+                if let Err(e) = abort.send().await {
+                    tracing::warn!(key, "aborting a multipart upload: {}", DisplayErrorContext(&e));
+                }
+                other.map(|_| PutOutcome::BodyChanged)
+            }
+        }
+    }
+
+    /// Uploads the parts; `None` when the file's bytes no longer hash to `expected`.
+    async fn upload_parts(
+        &self,
+        key: &str,
+        full: &str,
+        upload_id: &str,
+        path: &Path,
+        size: u64,
+        expected: &str,
+    ) -> Result<Option<Vec<CompletedPart>>, RemoteError> {
+        let io =
+            |e: std::io::Error| RemoteError::new(Failure::Permanent, "PUT", key, format!("{}: {e}", path.display()));
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut hasher = blake3::Hasher::new();
+        let mut parts = Vec::new();
+        let mut sent = 0u64;
+        let mut number = 1;
+        loop {
+            let mut buf = Vec::with_capacity(PART_SIZE as usize);
+            (&mut file).take(PART_SIZE).read_to_end(&mut buf).map_err(io)?;
+            if buf.is_empty() && number > 1 {
+                break;
+            }
+            hasher.update(&buf);
+            sent += buf.len() as u64;
+            let last = (buf.len() as u64) < PART_SIZE;
+            let out = self
+                .client
+                .upload_part()
+                .bucket(&self.bucket)
+                .key(full)
+                .upload_id(upload_id)
+                .part_number(number)
+                .body(ByteStream::from(Bytes::from(buf)))
+                .send()
+                .await
+                .map_err(|e| classify("PUT", key, e))?;
+            parts.push(CompletedPart::builder().part_number(number).set_e_tag(out.e_tag().map(str::to_owned)).build());
+            number += 1;
+            if last {
+                break;
+            }
+        }
+        if hasher.finalize().to_hex().as_str() != expected || sent != size {
+            return Ok(None);
+        }
+        Ok(Some(parts))
+    }
+}
+
+fn normalize_prefix(p: &str) -> String {
+    let p = p.trim_matches('/');
+    if p.is_empty() { String::new() } else { format!("{p}/") }
+}
+
+fn unquote(etag: &str) -> String {
+    etag.trim_matches('"').to_owned()
+}
+
+/// Sorts an SDK error into retryable, permanent or precondition-failed, with a
+/// message that names the operation, the key and what the server said.
+fn classify<E, R>(op: &'static str, key: &str, e: SdkError<E, R>) -> RemoteError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + HasStatus,
+{
+    let (failure, message) = match &e {
+        SdkError::TimeoutError(_) => (Failure::Retryable, "timed out".to_owned()),
+        SdkError::DispatchFailure(d) => {
+            let retry = d.as_connector_error().is_some_and(|c| c.is_io() || c.is_timeout());
+            (if retry { Failure::Retryable } else { Failure::Permanent }, format!("{}", DisplayErrorContext(&e)))
+        }
+        SdkError::ResponseError(_) => (Failure::Retryable, format!("{}", DisplayErrorContext(&e))),
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status_code();
+            let failure = match status {
+                412 => Failure::PreconditionFailed,
+                408 | 429 | 500..=599 => Failure::Retryable,
+                _ => Failure::Permanent,
+            };
+            let err = se.err();
+            let what = match (err.code(), err.message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_owned(),
+                _ => "no error code".to_owned(),
+            };
+            (failure, format!("HTTP {status} {what}"))
+        }
+        _ => (Failure::Permanent, format!("{}", DisplayErrorContext(&e))),
+    };
+    RemoteError::new(failure, op, key, message)
+}
+
+/// The status code of a raw HTTP response (kept generic so [`classify`] works for every operation).
+pub trait HasStatus {
+    fn status_code(&self) -> u16;
+}
+
+impl HasStatus for aws_smithy_runtime_api::http::Response {
+    fn status_code(&self) -> u16 {
+        self.status().as_u16()
+    }
+}
+
+fn is_not_found<E: ProvideErrorMetadata, R: HasStatus>(e: &SdkError<E, R>) -> bool {
+    match e {
+        SdkError::ServiceError(se) => {
+            se.raw().status_code() == 404 || matches!(se.err().code(), Some("NoSuchKey" | "NotFound"))
+        }
+        _ => false,
+    }
+}
+
+fn metadata_of(m: Option<&HashMap<String, String>>) -> Metadata {
+    m.map(|m| m.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect()).unwrap_or_default()
+}
+
+impl Remote for S3Remote {
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    fn md5_etags(&self) -> bool {
+        true
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        body: Body,
+        metadata: &Metadata,
+        condition: &Condition,
+    ) -> Result<PutOutcome, RemoteError> {
+        let (bytes, file) = match body {
+            Body::Bytes(b) => (b, None),
+            Body::File { path, size, blake3 } => (Bytes::new(), Some((path, size, blake3))),
+        };
+        if let Some((path, size, blake3)) = file {
+            if *condition != Condition::None {
+                return Err(RemoteError::new(
+                    Failure::Permanent,
+                    "PUT",
+                    key,
+                    "conditional multipart uploads are not supported",
+                ));
+            }
+            return self.put_multipart(key, &path, size, &blake3, metadata).await;
+        }
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.full(key))
+            .content_length(bytes.len() as i64)
+            .set_metadata(Some(metadata.clone().into_iter().collect()))
+            .body(ByteStream::from(bytes));
+        req = match condition {
+            Condition::None => req,
+            Condition::Absent => req.if_none_match("*"),
+            Condition::Matches(etag) => req.if_match(format!("\"{etag}\"")),
+        };
+        let out = req.send().await.map_err(|e| classify("PUT", key, e))?;
+        Ok(PutOutcome::Stored { etag: out.e_tag().map(unquote) })
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
+        let out = match self.client.get_object().bucket(&self.bucket).key(self.full(key)).send().await {
+            Ok(o) => o,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(classify("GET", key, e)),
+        };
+        let info = ObjectInfo {
+            key: key.to_owned(),
+            size: out.content_length().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+            etag: out.e_tag().map(unquote),
+            metadata: metadata_of(out.metadata()),
+        };
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| RemoteError::new(Failure::Retryable, "GET", key, e.to_string()))?
+            .into_bytes();
+        let size = bytes.len() as u64;
+        Ok(Some((bytes, ObjectInfo { size, ..info })))
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, RemoteError> {
+        match self.client.head_object().bucket(&self.bucket).key(self.full(key)).send().await {
+            Ok(out) => Ok(Some(ObjectInfo {
+                key: key.to_owned(),
+                size: out.content_length().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+                etag: out.e_tag().map(unquote),
+                metadata: metadata_of(out.metadata()),
+            })),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(classify("HEAD", key, e)),
+        }
+    }
+
+    async fn list(&self, prefix: &str, start_after: Option<&str>, max: usize) -> Result<Page, RemoteError> {
+        let max = max.clamp(1, 1000);
+        let mut req = self.client.list_objects_v2().bucket(&self.bucket).max_keys(max as i32);
+        let full_prefix = self.full(prefix);
+        if !full_prefix.is_empty() {
+            req = req.prefix(&full_prefix);
+        }
+        if let Some(after) = start_after {
+            req = req.start_after(self.full(after));
+        }
+        let out = req.send().await.map_err(|e| classify("LIST", prefix, e))?;
+        let objects: Vec<ObjectInfo> = out
+            .contents()
+            .iter()
+            .filter_map(|o| {
+                Some(ObjectInfo {
+                    key: self.strip(o.key()?).to_owned(),
+                    size: o.size().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+                    etag: o.e_tag().map(unquote).filter(|e| !e.is_empty()),
+                    metadata: Metadata::new(),
+                })
+            })
+            .collect();
+        let next = if out.is_truncated() == Some(true) { objects.last().map(|o| o.key.clone()) } else { None };
+        Ok(Page { objects, next })
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), RemoteError> {
+        match self.client.delete_object().bucket(&self.bucket).key(self.full(key)).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(classify("DELETE", key, e)),
+        }
+    }
+
+    async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut ids = Vec::with_capacity(keys.len());
+        for k in keys {
+            let id = ObjectIdentifier::builder()
+                .key(self.full(k))
+                .build()
+                .map_err(|e| RemoteError::new(Failure::Permanent, "DELETE", k, e.to_string()))?;
+            ids.push(id);
+        }
+        let delete = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(|e| RemoteError::new(Failure::Permanent, "DELETE", "", e.to_string()))?;
+        let what = format!("{} keys", keys.len());
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| classify("DELETE", &what, e))?;
+        Ok(out
+            .errors()
+            .iter()
+            .filter(|e| e.code() != Some("NoSuchKey"))
+            .map(|e| {
+                let key = self.strip(e.key().unwrap_or("")).to_owned();
+                let msg = format!("{}: {}", e.code().unwrap_or("error"), e.message().unwrap_or(""));
+                let failure = if matches!(e.code(), Some("InternalError" | "SlowDown")) {
+                    Failure::Retryable
+                } else {
+                    Failure::Permanent
+                };
+                (key.clone(), RemoteError::new(failure, "DELETE", key, msg))
+            })
+            .collect())
+    }
+}

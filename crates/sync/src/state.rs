@@ -1,0 +1,240 @@
+//! What this node has durably pushed: path → (BLAKE3 hash, size, mtime) of the
+//! object now in the bucket. Push skips a file whose size and mtime match (no read)
+//! or whose hash matches (no request).
+//!
+//! Kept in `.clawboard/sync/`: a snapshot, `pushed.json`, and an append-only log,
+//! `pushed.log`, with one JSON line per upload or delete, written as each request
+//! succeeds (so a killed process loses nothing the kernel has) and fsync'd before
+//! the push cursor moves. When the log outgrows the snapshot it is folded in.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pushed {
+    #[serde(rename = "h")]
+    pub hash: String,
+    #[serde(rename = "s")]
+    pub size: u64,
+    #[serde(rename = "m")]
+    pub mtime_ns: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LogLine {
+    #[serde(rename = "p")]
+    path: String,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pushed: Option<Pushed>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct Snapshot {
+    files: HashMap<String, Pushed>,
+}
+
+/// Identifies the on-disk state a [`PushState`] was loaded from, so a process can
+/// tell whether another one pushed meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    snapshot: Option<(u64, i128)>,
+    log_len: u64,
+}
+
+pub struct PushState {
+    dir: PathBuf,
+    files: HashMap<String, Pushed>,
+    log: File,
+    log_lines: usize,
+    dirty: bool,
+    seen: Fingerprint,
+}
+
+const SNAPSHOT: &str = "pushed.json";
+const LOG: &str = "pushed.log";
+
+fn fingerprint(dir: &Path) -> Result<Fingerprint> {
+    let snap = match fs::metadata(dir.join(SNAPSHOT)) {
+        Ok(m) => {
+            let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            Some((m.len(), mtime.map_or(0, |d| d.as_nanos() as i128)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(dir.join(SNAPSHOT), e)),
+    };
+    let log_len = match fs::metadata(dir.join(LOG)) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(Error::io(dir.join(LOG), e)),
+    };
+    Ok(Fingerprint { snapshot: snap, log_len })
+}
+
+impl PushState {
+    /// Loads the state in `dir` (`.clawboard/sync`), creating it if needed; a log line
+    /// torn by a crash is cut off.
+    pub fn load(dir: &Path) -> Result<PushState> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let snap_path = dir.join(SNAPSHOT);
+        let mut files = match fs::read(&snap_path) {
+            Ok(b) => {
+                serde_json::from_slice::<Snapshot>(&b)
+                    .map_err(|e| Error::io(&snap_path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?
+                    .files
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(e) => return Err(Error::io(&snap_path, e)),
+        };
+        let log_path = dir.join(LOG);
+        let mut log = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| Error::io(&log_path, e))?;
+        let mut good = 0u64;
+        let mut lines = 0;
+        let mut reader = BufReader::new(&mut log);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(|e| Error::io(&log_path, e))?;
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            let Ok(l) = serde_json::from_slice::<LogLine>(&line) else { break };
+            match l.pushed {
+                Some(p) => files.insert(l.path, p),
+                None => files.remove(&l.path),
+            };
+            good += n as u64;
+            lines += 1;
+        }
+        drop(reader);
+        if log.metadata().map_err(|e| Error::io(&log_path, e))?.len() != good {
+            tracing::warn!(file = %log_path.display(), "cutting off a push-log line torn by a crash");
+            log.set_len(good).map_err(|e| Error::io(&log_path, e))?;
+        }
+        let seen = fingerprint(dir)?;
+        Ok(PushState { dir: dir.to_owned(), files, log, log_lines: lines, dirty: false, seen })
+    }
+
+    /// Reloads when another process changed the state since this one last saw it.
+    pub fn refresh(self) -> Result<PushState> {
+        if fingerprint(&self.dir)? == self.seen { Ok(self) } else { PushState::load(&self.dir) }
+    }
+
+    pub fn get(&self, path: &str) -> Option<&Pushed> {
+        self.files.get(path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    pub fn paths(&self) -> impl Iterator<Item = &String> {
+        self.files.keys()
+    }
+
+    /// Records that the bucket now holds `pushed` at `path` (`None`: no object).
+    /// Reaches the kernel at once; durable after [`PushState::sync`].
+    pub fn record(&mut self, path: &str, pushed: Option<Pushed>) -> Result<()> {
+        if self.files.get(path) == pushed.as_ref() {
+            return Ok(());
+        }
+        let mut line = serde_json::to_vec(&LogLine { path: path.to_owned(), pushed: pushed.clone() })
+            .map_err(|e| Error::io(self.dir.join(LOG), e.into()))?;
+        line.push(b'\n');
+        self.log.write_all(&line).map_err(|e| Error::io(self.dir.join(LOG), e))?;
+        self.seen.log_len += line.len() as u64;
+        self.log_lines += 1;
+        self.dirty = true;
+        match pushed {
+            Some(p) => self.files.insert(path.to_owned(), p),
+            None => self.files.remove(path),
+        };
+        Ok(())
+    }
+
+    /// Makes every record so far durable; folds the log into the snapshot when the
+    /// log has grown past the snapshot's size (and 10,000 lines).
+    pub fn sync(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.log.sync_data().map_err(|e| Error::io(self.dir.join(LOG), e))?;
+        self.dirty = false;
+        if self.log_lines > 10_000 && self.log_lines > self.files.len() {
+            let snap = Snapshot { files: self.files.clone() };
+            let bytes = serde_json::to_vec(&snap).map_err(|e| Error::io(self.dir.join(SNAPSHOT), e.into()))?;
+            clawboard_core::store::write_atomic(&self.dir, SNAPSHOT, &bytes)?;
+            // The snapshot holds everything the log did: an interrupted truncate only replays.
+            self.log.set_len(0).map_err(|e| Error::io(self.dir.join(LOG), e))?;
+            self.log.sync_all().map_err(|e| Error::io(self.dir.join(LOG), e))?;
+            self.log_lines = 0;
+            self.seen = fingerprint(&self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(h: &str) -> Option<Pushed> {
+        Some(Pushed { hash: h.into(), size: 1, mtime_ns: 2 })
+    }
+
+    #[test]
+    fn records_survive_a_reload_and_a_torn_line() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = PushState::load(d.path()).unwrap();
+        s.record("a", p("h1")).unwrap();
+        s.record("b", p("h2")).unwrap();
+        s.record("a", None).unwrap();
+        s.sync().unwrap();
+        drop(s);
+        let mut f = OpenOptions::new().append(true).open(d.path().join(LOG)).unwrap();
+        f.write_all(b"{\"p\":\"c\",\"h\":").unwrap();
+        let s = PushState::load(d.path()).unwrap();
+        assert_eq!(s.get("a"), None);
+        assert_eq!(s.get("b"), p("h2").as_ref());
+        assert_eq!(s.get("c"), None);
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn folds_the_log_into_the_snapshot() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = PushState::load(d.path()).unwrap();
+        for i in 0..10_001 {
+            s.record("same", p(&format!("h{i}"))).unwrap();
+        }
+        s.sync().unwrap();
+        assert_eq!(fs::metadata(d.path().join(LOG)).unwrap().len(), 0);
+        let s = PushState::load(d.path()).unwrap();
+        assert_eq!(s.get("same"), p("h10000").as_ref());
+    }
+
+    #[test]
+    fn refresh_sees_another_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let mine = PushState::load(d.path()).unwrap();
+        let mut other = PushState::load(d.path()).unwrap();
+        other.record("x", p("h")).unwrap();
+        other.sync().unwrap();
+        let mine = mine.refresh().unwrap();
+        assert_eq!(mine.get("x"), p("h").as_ref());
+    }
+}
