@@ -318,10 +318,11 @@ impl Server {
         Bucket::create(self.kind, &self.endpoint(), &k, &s)
     }
 
-    /// Requests in the server's access log (moto logs one line per request), by method.
-    pub fn requests(&self, method: &str) -> usize {
+    /// Requests in the server's access log (moto logs one line per request) whose
+    /// request line starts with `what`, e.g. `PUT /` or `PUT /bucket/`.
+    pub fn requests(&self, what: &str) -> usize {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        log.lines().filter(|l| l.contains(&format!("\"{method} /"))).count()
+        log.lines().filter(|l| l.contains(&format!("\"{what}"))).count()
     }
 }
 

@@ -120,9 +120,11 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(consumer.run(intake_rx, stopping.clone()));
     if settings.sync.enabled {
-        let node = clawboard_sync::node_id(&root, settings.node_id.as_deref())?;
-        let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await?;
-        let pusher = Arc::new(clawboard_sync::Pusher::new(remote, &root, settings.sync.clone(), node)?);
+        use crate::commands::sync::user_error;
+        let node = clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(user_error)?;
+        let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await.map_err(user_error)?;
+        let pusher =
+            Arc::new(clawboard_sync::Pusher::new(remote, &root, settings.sync.clone(), node).map_err(user_error)?);
         let sync = sync::SyncLoop { pusher, task_ended: dispatcher.task_ended.clone(), flusher: recorder.flusher() };
         tasks.spawn(sync.run(stopping.clone()));
     } else {

@@ -49,6 +49,38 @@ impl Counts {
     pub fn total(&self) -> u64 {
         [&self.put, &self.get, &self.head, &self.list, &self.delete].iter().map(|c| c.load(Ordering::Relaxed)).sum()
     }
+
+    pub fn snapshot(&self) -> RequestCounts {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        RequestCounts {
+            put: n(&self.put),
+            get: n(&self.get),
+            head: n(&self.head),
+            list: n(&self.list),
+            delete: n(&self.delete),
+        }
+    }
+}
+
+/// Requests sent (attempts, retries included), by operation.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RequestCounts {
+    pub put: u64,
+    pub get: u64,
+    pub head: u64,
+    pub list: u64,
+    pub delete: u64,
+}
+
+/// What the process that last wrote the status file did since it started.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessTotals {
+    pub pid: u32,
+    pub requests: RequestCounts,
+    /// Uploads that succeeded (a file the bucket already had is never sent again).
+    pub uploaded: u64,
+    pub deleted: u64,
 }
 
 /// Live progress of the current push, for a progress bar.
@@ -88,6 +120,8 @@ pub struct StatusFile {
     pub last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error_at: Option<String>,
+    #[serde(default)]
+    pub this_process: ProcessTotals,
 }
 
 pub fn sync_dir(root: &Path) -> PathBuf {
@@ -126,6 +160,8 @@ pub struct Pusher<R: Remote> {
     running: tokio::sync::Mutex<()>,
     pub counts: Arc<Counts>,
     pub progress: Arc<Progress>,
+    uploaded_total: AtomicU64,
+    deleted_total: AtomicU64,
 }
 
 fn build_excludes(patterns: &[String]) -> Result<globset::GlobSet> {
@@ -189,6 +225,8 @@ impl<R: Remote> Pusher<R> {
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),
+            uploaded_total: AtomicU64::new(0),
+            deleted_total: AtomicU64::new(0),
         })
     }
 
@@ -465,6 +503,7 @@ impl<R: Remote> Pusher<R> {
                 Ok(())
             })?;
             report.deleted += (chunk.len() - failed.len()) as u64;
+            self.deleted_total.fetch_add((chunk.len() - failed.len()) as u64, Ordering::Relaxed);
             self.progress.done.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             if let Some((_, e)) = failed.into_iter().next() {
                 return Err(e.into());
@@ -493,6 +532,7 @@ impl<R: Remote> Pusher<R> {
                     })
                     .await?;
                     self.with_state(|s| s.record(path, None))?;
+                    self.deleted_total.fetch_add(1, Ordering::Relaxed);
                     return Ok(Done::Deleted);
                 }
                 return Ok(Done::Unchanged);
@@ -522,6 +562,7 @@ impl<R: Remote> Pusher<R> {
             // or checked while streaming), so the record is true even if the file
             // changed since; a change means one more upload, right now.
             self.with_state(|s| s.record(path, Some(record)))?;
+            self.uploaded_total.fetch_add(1, Ordering::Relaxed);
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
             let now = std::fs::symlink_metadata(&abs).ok().map(|m| stamp_of(&m));
             if now.is_none_or(|n| n == stamp) {
@@ -562,6 +603,12 @@ impl<R: Remote> Pusher<R> {
         let mut status = read_status(&self.root).unwrap_or_default();
         status.remote = self.remote.describe();
         status.node = self.node.clone();
+        status.this_process = ProcessTotals {
+            pid: std::process::id(),
+            requests: self.counts.snapshot(),
+            uploaded: self.uploaded_total.load(Ordering::Relaxed),
+            deleted: self.deleted_total.load(Ordering::Relaxed),
+        };
         match result {
             Ok(r) => {
                 status.last_push_at = Some(now_text());

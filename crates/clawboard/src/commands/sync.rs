@@ -79,9 +79,9 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async {
         let open = || async {
-            let node = clawboard_sync::node_id(&root, s.node_id.as_deref())?;
-            let remote = AnyRemote::open(&s.sync.backend, &root).await?;
-            anyhow::Ok(Pusher::new(remote, &root, s.sync.clone(), node)?)
+            let node = clawboard_sync::node_id(&root, s.node_id.as_deref()).map_err(user_error)?;
+            let remote = AnyRemote::open(&s.sync.backend, &root).await.map_err(user_error)?;
+            anyhow::Ok(Pusher::new(remote, &root, s.sync.clone(), node).map_err(user_error)?)
         };
         match c {
             SyncCommand::Push(a) => push_now(open().await?, s, a, false).await,
@@ -90,6 +90,14 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
             SyncCommand::Verify(a) => verify(open().await?, s, a).await,
         }
     })
+}
+
+/// A configuration error is bad input (exit code 2); anything else a failure.
+pub fn user_error(e: clawboard_sync::Error) -> anyhow::Error {
+    match e {
+        clawboard_sync::Error::Config { .. } => BadInput(e.to_string()).into(),
+        other => other.into(),
+    }
 }
 
 /// Without a daemon nothing journals the tree: catch the journal up first (as the
@@ -183,6 +191,7 @@ struct SyncStatus {
     last_push: Option<PushReport>,
     last_error: Option<String>,
     last_error_at: Option<String>,
+    this_process: push::ProcessTotals,
 }
 
 fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
@@ -202,6 +211,7 @@ fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
         last_push: file.last_push,
         last_error: file.last_error,
         last_error_at: file.last_error_at,
+        this_process: file.this_process,
     };
     if s.json {
         output::json(&st)?;

@@ -1,0 +1,328 @@
+//! Push, end to end: the real binary against the local-directory backend and real
+//! S3-compatible servers (moto, s3s-fs), through edits, deletes, renames, large,
+//! empty and non-ASCII files, server outages, daemon crashes and bad credentials.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use clawboard_tests::s3::{Bucket, Kind, Server};
+use clawboard_tests::{Run, Tree, sh_config, wait_until};
+use rstest::rstest;
+
+fn sync(t: &Tree, args: &[&str]) -> Run {
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut all = vec!["--config", cfg.to_str().unwrap(), "sync"];
+    all.extend_from_slice(args);
+    t.run(&all)
+}
+
+/// Every file of the tree (`.clawboard/` aside) with its BLAKE3 hash.
+fn tree_hashes(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == ".clawboard" || rel.starts_with("scratch") {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, blake3::hash(&std::fs::read(&p).unwrap()).to_hex().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// `sync verify` finds no difference, and every object carries its file's hash.
+fn assert_identical(t: &Tree, bucket: &Bucket, when: &str) {
+    let v = sync(t, &["verify", "--json"]);
+    assert_eq!(v.code, 0, "{when}: verify failed:\n{}{}", v.stdout, v.stderr);
+    let report = v.json();
+    for k in ["missing", "extra", "different"] {
+        assert_eq!(report[k].as_array().unwrap().len(), 0, "{when}: {k}: {report}");
+    }
+    let local = tree_hashes(&t.root);
+    let remote: BTreeMap<String, String> = bucket
+        .objects()
+        .into_iter()
+        .map(|(k, h)| (k.clone(), h.unwrap_or_else(|| panic!("{k} has no hash"))))
+        .collect();
+    assert_eq!(remote, local, "{when}: bucket objects and their metadata hashes");
+}
+
+fn write(root: &Path, rel: &str, bytes: &[u8]) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+}
+
+/// A small blackboard: tasks of eight files, harvests, reports.
+fn fill(root: &Path, tasks: usize) {
+    for i in 0..tasks {
+        let id = format!("task-20261122-0000{i:02}-abcdef");
+        for f in [
+            "task.json",
+            "team-composition.json",
+            "result.json",
+            "validation.json",
+            "memory-harvest.json",
+            "status.md",
+            "attempts/0001-pm.json",
+            "attempts/0001-pm.stdout",
+        ] {
+            write(root, &format!("tasks/{id}/{f}"), format!("{{\"task\": \"{id}\", \"file\": \"{f}\"}}\n").as_bytes());
+        }
+    }
+    write(root, "harvest/daily/2026-11-21.json", b"{\"date\": \"2026-11-21\"}\n");
+    write(root, "reports/weekly/2026-W47.md", b"# week 47\n");
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::moto(Kind::Moto)]
+#[case::s3s(Kind::S3s)]
+fn the_bucket_stays_identical_through_edits_deletes_renames_and_odd_files(#[case] kind: Kind) {
+    let t = Tree::init();
+    let bucket = Bucket::new(kind, t.dir.path());
+    t.config(&bucket.sync_config(t.dir.path(), "exclude = [\"scratch/**\"]"));
+    fill(&t.root, 5);
+    write(&t.root, "scratch/never-pushed.txt", b"local only");
+    let r = sync(&t, &["push"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("uploaded"), "{}", r.stdout);
+    assert_identical(&t, &bucket, "fresh tree");
+
+    // Nothing changed: nothing sent.
+    let r = sync(&t, &["push", "--json"]);
+    assert_eq!(r.json()["uploaded"], 0, "{}", r.stdout);
+
+    let first = "tasks/task-20261122-000000-abcdef";
+    write(&t.root, &format!("{first}/result.json"), b"{\"summary\": \"better\"}\n");
+    write(&t.root, &format!("{first}/status.md"), b"# done\n");
+    sync(&t, &["push"]).ok();
+    assert_identical(&t, &bucket, "edits");
+
+    std::fs::remove_file(t.root.join(format!("{first}/attempts/0001-pm.stdout"))).unwrap();
+    std::fs::remove_file(t.root.join("reports/weekly/2026-W47.md")).unwrap();
+    let r = sync(&t, &["push", "--json"]);
+    assert_eq!(r.json()["deleted"], 2, "{}", r.stdout);
+    assert_identical(&t, &bucket, "deletes");
+
+    std::fs::rename(t.root.join("tasks/task-20261122-000001-abcdef"), t.root.join("tasks/task-renamed")).unwrap();
+    sync(&t, &["push"]).ok();
+    assert_identical(&t, &bucket, "a renamed task directory");
+
+    // 50 MiB goes up in parts; an empty file; names that are not ASCII.
+    let big: Vec<u8> = (0..50u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    write(&t.root, "tasks/task-renamed/artifact.bin", &big);
+    write(&t.root, "gm/empty.md", b"");
+    write(&t.root, "harvest/daily/笔记 ü.json", "{\"内容\": \"记忆\"}".as_bytes());
+    let r = sync(&t, &["push", "--json"]);
+    assert_eq!(r.json()["uploaded"], 3, "{}", r.stdout);
+    assert_identical(&t, &bucket, "large, empty and non-ASCII files");
+
+    // The same content written again (new mtime) is hashed, not sent.
+    write(&t.root, "gm/empty.md", b"");
+    let r = sync(&t, &["push", "--json"]);
+    assert_eq!((r.json()["uploaded"].as_u64(), r.json()["unchanged"].as_u64()), (Some(0), Some(1)), "{}", r.stdout);
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::moto(Kind::Moto)]
+fn verify_reports_and_fixes_every_kind_of_difference(#[case] kind: Kind) {
+    let t = Tree::init();
+    let bucket = Bucket::new(kind, t.dir.path());
+    t.config(&bucket.sync_config(t.dir.path(), ""));
+    fill(&t.root, 2);
+    sync(&t, &["push"]).ok();
+    // Behind push's back: an object removed, one changed, one added.
+    let r = bucket.remote();
+    clawboard_tests::s3::runtime().block_on(async {
+        use clawboard_sync::{Body, Condition, Metadata, Remote};
+        r.delete("gm/decisions.md").await.unwrap();
+        r.put("shared/risk-limits.json", Body::Bytes(b"{}".to_vec().into()), &Metadata::new(), &Condition::None)
+            .await
+            .unwrap();
+        r.put("tasks/stray.txt", Body::Bytes(b"x".to_vec().into()), &Metadata::new(), &Condition::None).await.unwrap();
+    });
+    let v = sync(&t, &["verify", "--json"]);
+    assert_eq!(v.code, 1, "differences give exit code 1");
+    let j = v.json();
+    assert_eq!(j["missing"], serde_json::json!(["gm/decisions.md"]));
+    assert_eq!(j["extra"], serde_json::json!(["tasks/stray.txt"]));
+    assert_eq!(j["different"], serde_json::json!(["shared/risk-limits.json"]));
+    let f = sync(&t, &["verify", "--fix"]);
+    assert_eq!(f.code, 0, "{}{}", f.stdout, f.stderr);
+    assert!(f.stdout.contains("fixed 3"), "{}", f.stdout);
+    assert_identical(&t, &bucket, "after --fix");
+}
+
+#[test]
+fn wrong_credentials_give_one_clear_error_and_keep_the_changes_pending() {
+    let t = Tree::init();
+    let bucket = Bucket::new(Kind::S3s, t.dir.path());
+    let wrong = Bucket { secret: "not-the-secret".into(), ..bucket.clone() };
+    t.config(&wrong.sync_config(t.dir.path(), ""));
+    fill(&t.root, 3);
+    let r = sync(&t, &["push"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let errors: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error, not one per file:\n{}", r.stderr);
+    assert!(errors[0].contains("403") && errors[0].contains("check the credentials"), "{}", errors[0]);
+    assert!(errors[0].contains(&format!("s3://{}/", bucket.name)), "names the remote: {}", errors[0]);
+    assert!(!r.stderr.contains("not-the-secret"), "never prints the secret");
+    let st = sync(&t, &["status", "--json"]).json();
+    assert!(st["pending"]["entries"].as_u64().unwrap() > 0, "{st}");
+    assert!(st["lastError"].as_str().unwrap().contains("403"), "{st}");
+    assert!(bucket.objects().is_empty());
+
+    t.config(&bucket.sync_config(t.dir.path(), ""));
+    sync(&t, &["push"]).ok();
+    assert_identical(&t, &bucket, "after the credentials were fixed");
+    let st = sync(&t, &["status", "--json"]).json();
+    assert_eq!(st["pending"]["entries"], 0, "{st}");
+    assert!(st["lastError"].is_null(), "{st}");
+}
+
+#[test]
+fn bad_sync_config_is_refused_naming_the_key() {
+    let t = Tree::init();
+    let creds = t.dir.path().join("open.env");
+    std::fs::write(&creds, "AWS_ACCESS_KEY_ID=a\nAWS_SECRET_ACCESS_KEY=b\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o644)).unwrap();
+    t.config(&format!(
+        "[sync.s3]\nbucket = \"b\"\nendpoint = \"http://127.0.0.1:9\"\ncredentials_file = {:?}\n",
+        creds.display().to_string()
+    ));
+    let r = sync(&t, &["push"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("sync.s3.credentials_file") && r.stderr.contains("chmod 600"), "{}", r.stderr);
+
+    t.config("[sync]\nschedule = \"every five minutes\"\n");
+    let r = sync(&t, &["push"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("key sync.schedule"), "{}", r.stderr);
+    assert!(!t.root.join(".clawboard/sync/pushed.log").exists(), "nothing was pushed or recorded");
+}
+
+/// The daemon with sync on a private server, pushing every second.
+fn daemon_config(t: &Tree, bucket: &Bucket, extra: &str) {
+    let sync_cfg = bucket
+        .sync_config(t.dir.path(), &format!("schedule = \"* * * * * *\"\nretry_base = \"50ms\"\nretries = 2\n{extra}"));
+    t.config(&format!("{}\n{sync_cfg}", sh_config("")));
+}
+
+#[test]
+fn the_daemon_pushes_at_once_when_a_task_ends() {
+    let t = Tree::init();
+    let bucket = Bucket::new(Kind::Moto, t.dir.path());
+    // The schedule never fires during the test: only the start and task ends push.
+    let sync_cfg = bucket.sync_config(t.dir.path(), "schedule = \"0 0 0 1 1 *\"");
+    t.config(&format!("{}\n{sync_cfg}", sh_config("")));
+    let d = t.daemon();
+    t.drop_task("t.json", r#"{"title": "push me", "description": "x", "type": "coding"}"#);
+    let mut id = String::new();
+    wait_until(20, "the task to complete", || {
+        let list = t.run(&["task", "list", "--json"]).json();
+        match list.as_array().and_then(|a| a.first()) {
+            Some(task) if task["status"] == "completed" => {
+                id = task["taskId"].as_str().unwrap().to_owned();
+                true
+            }
+            _ => false,
+        }
+    });
+    wait_until(15, "the finished task in the bucket", || {
+        bucket.objects().contains_key(&format!("tasks/{id}/status.md")) && sync(&t, &["verify"]).code == 0
+    });
+    assert_identical(&t, &bucket, "after the task ended");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_tick_with_nothing_to_push_sends_no_request() {
+    let t = Tree::init();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Kind::Moto, dir.path());
+    let bucket = server.bucket();
+    daemon_config(&t, &bucket, "");
+    fill(&t.root, 2);
+    let d = t.daemon();
+    wait_until(20, "the first push", || sync(&t, &["status", "--json"]).json()["pending"]["entries"] == 0);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let before = std::fs::read_to_string(&server.log).unwrap().lines().count();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let after = std::fs::read_to_string(&server.log).unwrap().lines().count();
+    assert_eq!(after, before, "three ticks with nothing to push made requests");
+    // …and one change makes exactly one PUT.
+    let puts = server.requests("PUT /");
+    write(&t.root, "gm/decisions.md", b"# one more\n");
+    wait_until(10, "the change to be pushed", || server.requests("PUT /") > puts);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(server.requests("PUT /"), puts + 1);
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn an_outage_mid_push_loses_nothing_and_sends_nothing_twice() {
+    let t = Tree::init();
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(Kind::S3s, dir.path());
+    let bucket = server.bucket();
+    daemon_config(&t, &bucket, "concurrency = 4");
+    let d = t.daemon();
+    fill(&t.root, 40);
+    // Down while the push of 320 files is under way.
+    wait_until(20, "the push to start", || {
+        t.root.join(".clawboard/sync/pushed.log").metadata().is_ok_and(|m| m.len() > 0)
+    });
+    server.stop();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let st = sync(&t, &["status", "--json"]).json();
+    assert!(st["pending"]["entries"].as_u64().unwrap() > 0, "the outage left changes pending: {st}");
+    server.restart();
+    wait_until(60, "the push to finish after the outage", || {
+        sync(&t, &["status", "--json"]).json()["pending"]["entries"] == 0
+    });
+    assert_identical(&t, &bucket, "after the outage");
+    let st = sync(&t, &["status", "--json"]).json();
+    let files = tree_hashes(&t.root).len() as u64;
+    assert_eq!(st["thisProcess"]["uploaded"].as_u64(), Some(files), "each file uploaded exactly once: {st}");
+    let failures = d.output().matches("sync: push failed").count();
+    assert!((1..=3).contains(&failures), "the outage is reported, not once per retry ({failures}):\n{}", d.output());
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_daemon_killed_mid_push_resumes_without_resending() {
+    let t = Tree::init();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Kind::Moto, dir.path());
+    let bucket = server.bucket();
+    daemon_config(&t, &bucket, "concurrency = 2");
+    fill(&t.root, 100);
+    let d = t.daemon();
+    let log = t.root.join(".clawboard/sync/pushed.log");
+    wait_until(30, "part of the push", || std::fs::read_to_string(&log).is_ok_and(|s| s.lines().count() >= 150));
+    d.crash();
+    let landed_before = server.requests(&format!("PUT /{}/", bucket.name));
+    let files = tree_hashes(&t.root).len();
+    assert!(landed_before < files, "the crash came after the push finished; make the tree larger");
+    let d = t.daemon();
+    wait_until(60, "the push to finish after the crash", || {
+        sync(&t, &["status", "--json"]).json()["pending"]["entries"] == 0
+    });
+    assert_identical(&t, &bucket, "after the crash");
+    let puts = server.requests(&format!("PUT /{}/", bucket.name));
+    // Uploads in flight at the kill (at most `concurrency`) may go again; nothing else.
+    assert!(puts >= files && puts <= files + 2, "{puts} PUTs for {files} files");
+    assert_eq!(d.stop(), 0);
+}
