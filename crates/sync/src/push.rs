@@ -350,8 +350,11 @@ impl<R: Remote> Pusher<R> {
                 .filter(|(p, (_, origin))| *origin != Origin::Remote && !self.is_excluded(p))
                 .map(|(p, _)| p)
                 .collect();
+            let t = Instant::now();
             let jobs = self.plan(paths, &mut report)?;
+            tracing::debug!(jobs = jobs.len(), ms = t.elapsed().as_millis() as u64, "push: planned");
             self.run(jobs, &mut report).await?;
+            tracing::debug!(ms = t.elapsed().as_millis() as u64, "push: sent");
             self.with_state(PushState::sync)?;
             cursor.store(last)?;
             at = last;
