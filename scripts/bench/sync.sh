@@ -98,7 +98,14 @@ def make_tree(root, files):
         d = root / "tasks" / f"task-20261122-{t:06d}-{t % 0xffffff:06x}"
         (d / "attempts").mkdir(parents=True)
         for name in names:
-            (d / name).write_text(json.dumps({"task": t, "file": name, "body": "x" * rnd.randint(200, 2000)}))
+            if name == "task.json":
+                # A finished task, as the daemon leaves it (intake ignores it).
+                body = {"taskId": d.name, "type": "coding", "description": "x" * rnd.randint(100, 1000),
+                        "createdAt": "2026-11-22T00:00:00Z", "createdBy": "human", "priority": "normal",
+                        "status": "completed"}
+            else:
+                body = {"task": t, "file": name, "body": "x" * rnd.randint(200, 2000)}
+            (d / name).write_text(json.dumps(body))
             n += 1
         t += 1
     for i in range(extra):

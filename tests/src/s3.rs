@@ -324,6 +324,32 @@ impl Server {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         log.lines().filter(|l| l.contains(&format!("\"{what}"))).count()
     }
+
+    /// PUTs of objects (not of the bucket itself, e.g. its creation) into `bucket`.
+    pub fn object_puts(&self, bucket: &str) -> usize {
+        let lead = format!("\"PUT /{bucket}/");
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| l.find(&lead).map(|i| &l[i + lead.len()..]))
+            .filter(|rest| !rest.starts_with([' ', '?']))
+            .count()
+    }
+}
+
+impl Server {
+    /// Request lines of `what` that appear more than once in the access log, with their statuses.
+    pub fn repeated(&self, what: &str) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut seen: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+        for l in log.lines().filter(|l| l.contains(&format!("\"{what}"))) {
+            let req = l.split('"').nth(1).unwrap_or("").to_owned();
+            let status = l.split('"').nth(2).unwrap_or("").trim().to_owned();
+            seen.entry(req)
+                .or_default()
+                .push(format!("{} {status}", l.split('[').nth(1).unwrap_or("").split(']').next().unwrap_or("")));
+        }
+        seen.into_iter().filter(|(_, v)| v.len() > 1).map(|(k, v)| format!("{k}: {v:?}")).collect()
+    }
 }
 
 impl Drop for Server {

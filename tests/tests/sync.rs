@@ -76,7 +76,15 @@ fn fill(root: &Path, tasks: usize) {
             "attempts/0001-pm.json",
             "attempts/0001-pm.stdout",
         ] {
-            write(root, &format!("tasks/{id}/{f}"), format!("{{\"task\": \"{id}\", \"file\": \"{f}\"}}\n").as_bytes());
+            // task.json is a finished task (the daemon's intake leaves it alone).
+            let body = if f == "task.json" {
+                format!(
+                    r#"{{"taskId": "{id}", "type": "coding", "description": "d", "createdAt": "2026-11-22T00:00:00Z", "createdBy": "human", "priority": "normal", "status": "completed"}}"#
+                )
+            } else {
+                format!("{{\"task\": \"{id}\", \"file\": \"{f}\"}}\n")
+            };
+            write(root, &format!("tasks/{id}/{f}"), body.as_bytes());
         }
     }
     write(root, "harvest/daily/2026-11-21.json", b"{\"date\": \"2026-11-21\"}\n");
@@ -313,7 +321,7 @@ fn a_daemon_killed_mid_push_resumes_without_resending() {
     let log = t.root.join(".clawboard/sync/pushed.log");
     wait_until(30, "part of the push", || std::fs::read_to_string(&log).is_ok_and(|s| s.lines().count() >= 150));
     d.crash();
-    let landed_before = server.requests(&format!("PUT /{}/", bucket.name));
+    let landed_before = server.object_puts(&bucket.name);
     let files = tree_hashes(&t.root).len();
     assert!(landed_before < files, "the crash came after the push finished; make the tree larger");
     let d = t.daemon();
@@ -321,8 +329,40 @@ fn a_daemon_killed_mid_push_resumes_without_resending() {
         sync(&t, &["status", "--json"]).json()["pending"]["entries"] == 0
     });
     assert_identical(&t, &bucket, "after the crash");
-    let puts = server.requests(&format!("PUT /{}/", bucket.name));
+    let object_puts = format!("PUT /{}/", bucket.name);
+    let puts = server.object_puts(&bucket.name);
     // Uploads in flight at the kill (at most `concurrency`) may go again; nothing else.
-    assert!(puts >= files && puts <= files + 2, "{puts} PUTs for {files} files");
+    assert!(puts >= files && puts <= files + 2, "{puts} PUTs for {files} files: {:#?}", server.repeated(&object_puts));
     assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn an_interrupted_full_push_resumes_where_it_stopped() {
+    let t = Tree::init();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(Kind::Moto, dir.path());
+    let bucket = server.bucket();
+    t.config(&bucket.sync_config(t.dir.path(), "concurrency = 2"));
+    fill(&t.root, 100);
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut full = t
+        .command(&["--config", cfg.to_str().unwrap(), "sync", "full"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = t.root.join(".clawboard/sync/pushed.log");
+    wait_until(30, "part of the full push", || std::fs::read_to_string(&log).is_ok_and(|s| s.lines().count() >= 150));
+    full.kill().unwrap();
+    full.wait().unwrap();
+    let files = tree_hashes(&t.root).len();
+    let object_puts = format!("PUT /{}/", bucket.name);
+    assert!(server.object_puts(&bucket.name) < files, "the kill came after the push finished; make the tree larger");
+    let r = sync(&t, &["full", "--json"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.json()["unchanged"].as_u64().unwrap() >= 150, "what landed is skipped: {}", r.stdout);
+    assert_identical(&t, &bucket, "after the interrupted full push");
+    let puts = server.object_puts(&bucket.name);
+    assert!(puts >= files && puts <= files + 2, "{puts} PUTs for {files} files: {:#?}", server.repeated(&object_puts));
 }

@@ -104,6 +104,11 @@ pub struct PushReport {
     pub bytes: u64,
     pub cursor: u64,
     pub elapsed_ms: u64,
+    /// Files that could not be read (`path: reason`): left out of this push rather
+    /// than holding back every other change; pushed when they change again, or by
+    /// `sync full` / `sync verify --fix`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// What `sync status` shows; kept in `.clawboard/sync/status.json`.
@@ -148,6 +153,7 @@ enum Done {
     Uploaded(u64),
     Deleted,
     Unchanged,
+    Skipped(String),
 }
 
 pub struct Pusher<R: Remote> {
@@ -481,6 +487,10 @@ impl<R: Remote> Pusher<R> {
                 }
                 Ok(Done::Deleted) => report.deleted += 1,
                 Ok(Done::Unchanged) => report.unchanged += 1,
+                Ok(Done::Skipped(why)) => {
+                    tracing::warn!(path, "not pushed: {why}");
+                    report.skipped.push(format!("{path}: {why}"));
+                }
                 Err(e) => {
                     tracing::debug!(path, "push: {e}");
                     first_error.get_or_insert(e);
@@ -521,10 +531,14 @@ impl<R: Remote> Pusher<R> {
         for _ in 0..CHANGING_TRIES {
             let threshold = self.settings.multipart_threshold;
             let abs2 = abs.clone();
-            let read = tokio::task::spawn_blocking(move || read_for_upload(&abs2, threshold))
+            let read = match tokio::task::spawn_blocking(move || read_for_upload(&abs2, threshold))
                 .await
                 .map_err(|e| Error::io(&abs, std::io::Error::other(e)))?
-                .map_err(|e| Error::io(&abs, e))?;
+            {
+                Ok(r) => r,
+                // Unreadable (permissions, an I/O error): one file must not stop the push.
+                Err(e) => return Ok(Done::Skipped(e.to_string())),
+            };
             let Some((body, hash, stamp)) = read else {
                 // Gone since it was planned: its delete is (or will be) in the journal.
                 let pushed = self.with_state(|s| Ok(s.get(path).is_some()))?;

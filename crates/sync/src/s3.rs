@@ -98,9 +98,13 @@ fn credentials_from(field: &str, source: &str, get: impl Fn(&str) -> Option<Stri
     let secret = get("AWS_SECRET_ACCESS_KEY").filter(|v| !v.is_empty());
     match (key, secret) {
         (Some(k), Some(s)) => Ok(Credentials::new(k, s, get("AWS_SESSION_TOKEN"), None, "clawboard")),
-        _ => {
-            Err(Error::config(field, format!("{source}: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set")))
-        }
+        _ => Err(Error::config(
+            field,
+            format!(
+                "no credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set in {source}{}",
+                if source == "the environment" { " (or set sync.s3.credentials_file or sync.s3.profile)" } else { "" }
+            ),
+        )),
     }
 }
 
@@ -111,7 +115,7 @@ impl S3Remote {
         }
         let provider = match &cfg.credentials {
             CredentialSource::Env => {
-                SharedCredentialsProvider::new(credentials_from("sync.s3.credentials", "the environment", |k| {
+                SharedCredentialsProvider::new(credentials_from("sync.s3", "the environment", |k| {
                     std::env::var(k).ok()
                 })?)
             }
