@@ -151,17 +151,20 @@ def start_daemon(cfg, root):
         if r.returncode == 0 and json.loads(r.stdout)["daemon"]:
             break
         time.sleep(0.1)
-    # The daemon's first push (at start) must be done.
-    while pending(cfg, root) > 0:
-        time.sleep(0.2)
-    return p
+    # The daemon's first push (at start) must be done: the status file is then its own.
+    for _ in range(3000):
+        r = subprocess.run(cb(cfg, root, "sync", "status", "--json"), capture_output=True, text=True, check=True)
+        if json.loads(r.stdout)["thisProcess"]["pid"] == p.pid:
+            return p
+        time.sleep(0.1)
+    sys.exit("the daemon did not push at start")
 
 def wait_journaled(cfg, root, n):
     for _ in range(600):
         if pending(cfg, root) >= n:
             return
         time.sleep(0.05)
-    sys.exit("the daemon did not journal the changes")
+    sys.exit(f"the daemon did not journal the changes (pending {pending(cfg, root)}, want {n})")
 
 def requests(log, since):
     """Requests in moto's access log after line `since`, by operation."""
