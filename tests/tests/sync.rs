@@ -300,6 +300,32 @@ fn an_outage_mid_push_loses_nothing_and_sends_nothing_twice() {
     wait_until(60, "the push to finish after the outage", || {
         sync(&t, &["status", "--json"]).json()["pending"]["entries"] == 0
     });
+    let v = sync(&t, &["verify", "--json"]).json();
+    for p in v["missing"].as_array().unwrap().iter().chain(v["different"].as_array().unwrap()) {
+        let p = p.as_str().unwrap();
+        let grep = |f: &Path| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            text.lines().filter(|l| l.contains(p)).map(str::to_owned).collect::<Vec<_>>()
+        };
+        let journal: Vec<String> = std::fs::read_dir(t.root.join(".clawboard/journal"))
+            .unwrap()
+            .flatten()
+            .flat_map(|e| grep(&e.path()))
+            .collect();
+        panic!(
+            "{p} not in the bucket after the outage\npush log: {:#?}\njournal: {journal:#?}\nin the server's data dir: {}\ndaemon:\n{}\nserver log tail: {}",
+            grep(&t.root.join(".clawboard/sync/pushed.log")),
+            server.data.join(&bucket.name).join(p).exists(),
+            d.output(),
+            std::fs::read_to_string(&server.log)
+                .unwrap_or_default()
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
     assert_identical(&t, &bucket, "after the outage");
     let st = sync(&t, &["status", "--json"]).json();
     let files = tree_hashes(&t.root).len() as u64;

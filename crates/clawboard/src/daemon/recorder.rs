@@ -20,6 +20,8 @@ use tokio::sync::mpsc::UnboundedSender;
 /// Capacity of the channel into the recorder; when the watcher finds it full, the
 /// recorder falls back to a rescan (as on the kernel's own queue overflow).
 const CHANNEL: usize = 1 << 16;
+/// How long after a new directory is first scanned it is scanned again (see `State::run`).
+const NEW_DIR_RESCAN: std::time::Duration = std::time::Duration::from_millis(200);
 /// Index snapshot after this many journaled changes (and at shutdown).
 const SNAPSHOT_EVERY: usize = 20_000;
 
@@ -160,9 +162,28 @@ impl Recorder {
 impl State {
     fn run(mut self, rx: Receiver<Msg>) -> anyhow::Result<()> {
         let mut stop = false;
+        // New directories to scan once more: notify reports a new directory before
+        // it adds the directory's watch, so a file created between our first scan
+        // and that watch has no event; the second scan, after the watch, finds it.
+        let mut rescan_later: Vec<(std::time::Instant, PathBuf)> = Vec::new();
         while !stop {
-            let Ok(first) = rx.recv() else { break };
-            let mut batch = vec![first];
+            let first = match rescan_later.first() {
+                None => match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => break,
+                },
+                Some((due, _)) => match rx.recv_timeout(due.saturating_duration_since(std::time::Instant::now())) {
+                    Ok(m) => Some(m),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+            };
+            let now = std::time::Instant::now();
+            let due: Vec<PathBuf> = {
+                let split = rescan_later.partition_point(|(t, _)| *t <= now);
+                rescan_later.drain(..split).map(|(_, d)| d).collect()
+            };
+            let mut batch: Vec<Msg> = first.into_iter().collect();
             while batch.len() < CHANNEL {
                 match rx.try_recv() {
                     Ok(m) => batch.push(m),
@@ -194,10 +215,17 @@ impl State {
             if rescan {
                 changes.extend(self.index.scan(&self.root, &self.root, true)?);
             } else {
-                for dir in dirs {
+                for dir in dirs.iter().chain(&due) {
                     // A directory that appeared: its files may predate its watch.
-                    changes.extend(self.index.scan(&self.root, &dir, false)?);
+                    for c in self.index.scan(&self.root, dir, false)? {
+                        if !changes.iter().any(|x: &Change| x.path == c.path) {
+                            changes.push(c);
+                        }
+                    }
                 }
+            }
+            for dir in dirs {
+                rescan_later.push((now + NEW_DIR_RESCAN, dir));
             }
             for (path, hint) in paths {
                 if changes.iter().any(|c| c.path == path) {
