@@ -25,6 +25,9 @@ FILES_MOTO = int(os.environ.get("FILES_MOTO", "10000"))
 CHANGES = 100
 FULL_ROUNDS = int(os.environ.get("FULL_ROUNDS", "2"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
+# rclone --checksum against s3s-fs at 100,000 files takes ~14 minutes (its listings carry
+# no ETag, so rclone reads every object's hash another way); S3S_MODES=update_server_modtime skips it.
+S3S_MODES = os.environ.get("S3S_MODES", "checksum,update_server_modtime").split(",")
 KEY, SECRET = "bench", "bench-secret"
 # Cloudflare R2 prices (per million requests): Class A (PUT, POST, LIST), Class B (GET, HEAD); DELETE free.
 R2_A, R2_B = 4.50, 0.36
@@ -219,6 +222,8 @@ try:
     d = start_daemon(cfg, root)
     last = f"bench-rclone-{FULL_ROUNDS - 1}"
     for mode, flags in [("checksum", ["--checksum"]), ("update_server_modtime", ["--update", "--use-server-modtime"])]:
+        if mode not in S3S_MODES:
+            continue
         cw, rw = [], []
         for r in range(ROUNDS):
             wait_journaled(cfg, root, change(root, CHANGES, f"{mode}-{r}"))
