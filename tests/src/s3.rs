@@ -113,14 +113,7 @@ impl Bucket {
         match self.kind {
             Kind::Dir => format!("[sync]\ndir = {:?}\n{extra}\n", self.at),
             Kind::Moto | Kind::S3s => {
-                let creds = dir.join(format!("{}.env", self.name));
-                std::fs::write(
-                    &creds,
-                    format!("AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}\n", self.key, self.secret),
-                )
-                .unwrap();
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+                let creds = self.write_credentials(&dir.join(format!("{}.env", self.name)));
                 format!(
                     "[sync]\n{extra}\n[sync.s3]\nendpoint = {:?}\nregion = \"us-east-1\"\nbucket = {:?}\npath_style = true\ncredentials_file = {:?}\nconnect_timeout = \"2s\"\nrequest_timeout = \"20s\"\n",
                     self.at,
@@ -129,6 +122,15 @@ impl Bucket {
                 )
             }
         }
+    }
+
+    /// Writes this bucket's keys as an owner-only credentials file at `path`.
+    fn write_credentials(&self, path: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, format!("AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}\n", self.key, self.secret))
+            .unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.to_owned()
     }
 
     /// clawboard's own client for this bucket.
@@ -140,14 +142,7 @@ impl Bucket {
             }
             Kind::Moto | Kind::S3s => {
                 let dir = tempfile::tempdir().unwrap();
-                let creds = dir.path().join("creds.env");
-                std::fs::write(
-                    &creds,
-                    format!("AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}\n", self.key, self.secret),
-                )
-                .unwrap();
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+                let creds = self.write_credentials(&dir.path().join("creds.env"));
                 let cfg = S3Config {
                     endpoint: Some(self.at.clone()),
                     region: "us-east-1".into(),

@@ -46,10 +46,6 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub fn total(&self) -> u64 {
-        [&self.put, &self.get, &self.head, &self.list, &self.delete].iter().map(|c| c.load(Ordering::Relaxed)).sum()
-    }
-
     pub fn snapshot(&self) -> RequestCounts {
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RequestCounts {
@@ -182,10 +178,6 @@ fn build_excludes(patterns: &[String]) -> Result<globset::GlobSet> {
     b.build().map_err(|e| Error::config("sync.exclude", e.to_string()))
 }
 
-fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
-    Stamp::of(meta)
-}
-
 fn now_text() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
@@ -204,7 +196,7 @@ fn read_for_upload(abs: &Path, threshold: u64) -> std::io::Result<Option<(Body, 
     if !meta.is_file() {
         return Ok(None);
     }
-    let stamp = stamp_of(&meta);
+    let stamp = Stamp::of(&meta);
     if meta.len() <= threshold {
         let mut buf = Vec::with_capacity(meta.len() as usize);
         f.read_to_end(&mut buf)?;
@@ -375,27 +367,7 @@ impl<R: Remote> Pusher<R> {
         // Everything journaled up to now is covered by the walk that follows.
         let upto = journal::bounds(&journal_dir)?.map_or(0, |(_, newest)| newest).max(cursor.load()?);
         let mut report = PushReport { full: true, ..PushReport::default() };
-        let root = self.root.clone();
-        let mut paths = Vec::new();
-        let walker = walkdir::WalkDir::new(&root).follow_links(false).into_iter().filter_entry(|e| {
-            let rel = e.path().strip_prefix(&root).unwrap_or(e.path()).to_string_lossy();
-            rel.is_empty() || !self.is_excluded(&rel)
-        });
-        for entry in walker {
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) if e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) => continue,
-                Err(e) => {
-                    let path = e.path().map(Path::to_owned).unwrap_or_else(|| root.clone());
-                    return Err(Error::io(path, e.into()));
-                }
-            };
-            if entry.file_type().is_file()
-                && let Ok(rel) = entry.path().strip_prefix(&root)
-            {
-                paths.push(rel.to_string_lossy().into_owned());
-            }
-        }
+        let mut paths = self.tree_files()?;
         let present: HashSet<&String> = paths.iter().collect();
         let gone: Vec<String> =
             self.with_state(|s| Ok(s.paths().filter(|p| !present.contains(p)).cloned().collect()))?;
@@ -428,6 +400,34 @@ impl<R: Remote> Pusher<R> {
         Ok(report)
     }
 
+    /// Every file of the tree that push would send (the one walk: `sync full` and verify), sorted.
+    pub fn tree_files(&self) -> Result<Vec<String>> {
+        let root = &self.root;
+        let mut paths = Vec::new();
+        let walker = walkdir::WalkDir::new(root).follow_links(false).into_iter().filter_entry(|e| {
+            let rel = e.path().strip_prefix(root).unwrap_or(e.path()).to_string_lossy();
+            rel.is_empty() || !self.is_excluded(&rel)
+        });
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                // Vanished while walking: the journal reports the removal.
+                Err(e) if e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) => continue,
+                Err(e) => {
+                    let path = e.path().map(Path::to_owned).unwrap_or_else(|| root.clone());
+                    return Err(Error::io(path, e.into()));
+                }
+            };
+            if entry.file_type().is_file()
+                && let Ok(rel) = entry.path().strip_prefix(root)
+            {
+                paths.push(rel.to_string_lossy().into_owned());
+            }
+        }
+        paths.sort();
+        Ok(paths)
+    }
+
     /// Turns changed paths into jobs, skipping (unread) files whose size and mtime
     /// match their pushed record.
     fn plan(&self, paths: Vec<String>, report: &mut PushReport) -> Result<Vec<Job>> {
@@ -436,7 +436,7 @@ impl<R: Remote> Pusher<R> {
             for path in paths {
                 let meta = std::fs::symlink_metadata(self.root.join(&path)).ok().filter(std::fs::Metadata::is_file);
                 match (meta, state.get(&path)) {
-                    (Some(m), Some(p)) if p.size == m.len() && p.mtime_ns == stamp_of(&m).mtime_ns => {
+                    (Some(m), Some(p)) if p.size == m.len() && p.mtime_ns == Stamp::of(&m).mtime_ns => {
                         report.unchanged += 1;
                     }
                     (Some(_), _) => jobs.push(Job::Upload(path)),
@@ -581,7 +581,7 @@ impl<R: Remote> Pusher<R> {
             self.with_state(|s| s.record(path, Some(record)))?;
             self.uploaded_total.fetch_add(1, Ordering::Relaxed);
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
-            let now = std::fs::symlink_metadata(&abs).ok().map(|m| stamp_of(&m));
+            let now = std::fs::symlink_metadata(&abs).ok().map(|m| Stamp::of(&m));
             if now.is_none_or(|n| n == stamp) {
                 return Ok(Done::Uploaded(size));
             }

@@ -70,19 +70,7 @@ impl<R: Remote> Pusher<R> {
         let objects: BTreeMap<String, ObjectInfo> =
             listed.into_iter().filter(|o| !self.is_excluded(&o.key)).map(|o| (o.key.clone(), o)).collect();
         let root = self.root().to_owned();
-        let mut local = BTreeSet::new();
-        let walker = walkdir::WalkDir::new(&root).follow_links(false).into_iter().filter_entry(|e| {
-            let rel = e.path().strip_prefix(&root).unwrap_or(e.path()).to_string_lossy();
-            rel.is_empty() || !self.is_excluded(&rel)
-        });
-        for entry in walker {
-            let entry = entry.map_err(|e| Error::io(&root, e.into()))?;
-            if entry.file_type().is_file()
-                && let Ok(rel) = entry.path().strip_prefix(&root)
-            {
-                local.insert(rel.to_string_lossy().into_owned());
-            }
-        }
+        let local: BTreeSet<String> = self.tree_files()?.into_iter().collect();
         let mut report = VerifyReport::default();
         let both: Vec<(String, ObjectInfo)> =
             local.iter().filter_map(|p| objects.get(p).map(|o| (p.clone(), o.clone()))).collect();
