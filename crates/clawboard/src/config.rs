@@ -55,6 +55,12 @@ pub struct SyncConfig {
     pub retry_base: Option<String>,
     pub retry_max: Option<String>,
     pub multipart_threshold: Option<ByteSize>,
+    pub pull: Option<bool>,
+    pub heartbeat: Option<String>,
+    pub lease: Option<String>,
+    pub mass_delete_ratio: Option<f64>,
+    pub max_conflict_copies: Option<usize>,
+    pub log_retention: Option<String>,
     /// The local-directory backend: a path (relative to the root, or absolute).
     pub dir: Option<String>,
     pub s3: Option<S3FileConfig>,
@@ -116,6 +122,30 @@ fn resolve_sync(file: SyncConfig, env: &Env, origin: &str) -> Result<clawboard_s
         }
         s.multipart_threshold = t.0;
     }
+    if let Some(p) = file.pull {
+        s.pull = p;
+    }
+    s.heartbeat = dur("heartbeat", file.heartbeat, s.heartbeat)?;
+    s.lease = dur("lease", file.lease, s.lease)?;
+    if s.heartbeat.is_zero() {
+        return Err(bad("heartbeat", "must be at least 1s".into()));
+    }
+    if s.lease < s.heartbeat * 2 {
+        return Err(bad("lease", format!("{:?} is less than twice sync.heartbeat ({:?})", s.lease, s.heartbeat)));
+    }
+    if let Some(r) = file.mass_delete_ratio {
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(bad("mass_delete_ratio", format!("{r} is not within (0, 1]")));
+        }
+        s.mass_delete_ratio = r;
+    }
+    if let Some(n) = file.max_conflict_copies {
+        if !(1..=1000).contains(&n) {
+            return Err(bad("max_conflict_copies", format!("{n} is out of range 1..=1000")));
+        }
+        s.max_conflict_copies = n;
+    }
+    s.log_retention = dur("log_retention", file.log_retention, s.log_retention)?;
     match (file.dir, file.s3) {
         (Some(_), Some(_)) => return Err(bad("dir", "set either sync.dir or [sync.s3], not both".into())),
         (Some(d), None) => s.backend = Backend::Dir(expand_home(&d, env)),

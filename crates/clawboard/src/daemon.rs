@@ -3,6 +3,7 @@
 //! systemd notifications; signals (SIGTERM/SIGINT stop, SIGHUP reloads).
 
 mod api;
+mod cluster;
 mod dispatch;
 mod intake;
 mod recorder;
@@ -84,7 +85,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let (kill_tx, kill) = watch::channel(false);
     let (intake_tx, intake_rx) = tokio::sync::mpsc::unbounded_channel();
     let (recorder, sink) = recorder::Recorder::start(&root, vec![intake_tx])?;
-    let store = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Daemon);
+    let store =
+        Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink.clone(), Origin::Daemon);
+    let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
     let stale = clawboard_roles::clear_active_instances(&store)?;
     if stale > 0 {
         tracing::info!(stale, "cleared role instances a previous daemon left in roles/active.json");
@@ -108,26 +111,31 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     if !active.is_empty() {
         tracing::info!(tasks = active.len(), "resuming active tasks");
     }
-    for id in active {
-        dispatcher.enqueue(id);
-    }
 
-    let consumer = intake::IntakeConsumer {
-        store: store.clone(),
-        dispatcher: dispatcher.clone(),
-        cursor: Cursor::new(&root.join(".clawboard/cursors"), "intake"),
-    };
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(consumer.run(intake_rx, stopping.clone()));
+    let mut cluster = None;
     if settings.sync.enabled {
         use crate::commands::sync::user_error;
         let node = clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(user_error)?;
         let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await.map_err(user_error)?;
         let pusher =
             Arc::new(clawboard_sync::Pusher::new(remote, &root, settings.sync.clone(), node).map_err(user_error)?);
-        let sync = sync::SyncLoop { pusher, task_ended: dispatcher.task_ended.clone(), flusher: recorder.flusher() };
+        pusher.set_writer(pulled);
+        // Claimed tasks resume once the cluster confirmed this node still holds them.
+        let c = cluster::Cluster::new(pusher.clone(), dispatcher.clone(), store.clone());
+        let sync = sync::SyncLoop {
+            pusher,
+            task_ended: dispatcher.task_ended.clone(),
+            flusher: recorder.flusher(),
+            checked: c.checked.subscribe(),
+        };
+        tasks.spawn(c.clone().run(stopping.clone()));
         tasks.spawn(sync.run(stopping.clone()));
+        cluster = Some(c);
     } else {
+        for id in active {
+            dispatcher.enqueue(id);
+        }
         // A stale push cursor would hold back journal compaction forever; without it,
         // turning sync on again starts with a full push (which skips what is pushed).
         let cursor = root.join(".clawboard/cursors/push");
@@ -136,6 +144,13 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             tracing::info!("sync is off: dropped its journal cursor");
         }
     }
+    let consumer = intake::IntakeConsumer {
+        store: store.clone(),
+        dispatcher: dispatcher.clone(),
+        cursor: Cursor::new(&root.join(".clawboard/cursors"), "intake"),
+        cluster,
+    };
+    tasks.spawn(consumer.run(intake_rx, stopping.clone()));
     tasks.spawn(api::serve(state.clone(), stopping.clone()));
     tasks.spawn({
         let s = stopping.clone();

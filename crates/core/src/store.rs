@@ -127,6 +127,12 @@ impl Store {
         Ok(Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon })
     }
 
+    /// A store on `root` as given, not checked to be initialized (for a tool handed
+    /// a tree it writes into, e.g. sync applying pulled files).
+    pub fn unchecked(root: &Path) -> Store {
+        Store { root: root.to_owned(), max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon }
+    }
+
     /// Sets the size above which files are refused before parsing.
     pub fn with_max_file_bytes(mut self, max: u64) -> Self {
         self.max_file_bytes = max;

@@ -47,6 +47,15 @@ pub fn claim(store: &Store, task_id: &str) -> Result<bool, Error> {
     create_new(&claims.join(task_id), &body)
 }
 
+/// Makes `task_id` this node's (a claim won across nodes, or taken over): it is
+/// driven now and resumed after a restart.
+pub fn adopt(store: &Store, task_id: &str) -> Result<(), Error> {
+    create_new(&dir(store, "active")?.join(task_id), "")?;
+    let body = format!("{{\"claimedAt\": \"{}\", \"pid\": {}}}\n", Timestamp::now(), std::process::id());
+    create_new(&dir(store, "claims")?.join(task_id), &body)?;
+    Ok(())
+}
+
 pub fn is_claimed(store: &Store, task_id: &str) -> bool {
     store.root().join(".clawboard/claims").join(task_id).exists()
 }

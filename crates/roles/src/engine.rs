@@ -35,6 +35,8 @@ pub enum Outcome {
     Held(Vec<String>),
     /// The daemon is stopping; the task resumes on the next start.
     Stopped,
+    /// Another node took the task over: this node stopped and wrote nothing more.
+    Fenced,
 }
 
 /// Why a step did not produce its output.
@@ -43,6 +45,7 @@ pub(crate) enum StepError {
     Failed(String),
     Held(Vec<String>),
     Stopped,
+    Fenced,
     Store(Error),
 }
 
@@ -80,6 +83,8 @@ pub struct Engine {
     pub(crate) shutdown: Shutdown,
     /// Role instances running now, for the API: (instance, role, task, step, started).
     pub(crate) instances: Mutex<Vec<InstanceInfo>>,
+    /// Tasks another node took over: never driven or written here again.
+    fenced: Mutex<std::collections::HashSet<String>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -95,7 +100,25 @@ pub struct InstanceInfo {
 impl Engine {
     pub fn new(store: Store, config: RolesConfig, shutdown: Shutdown) -> Engine {
         let roles = Arc::new(Semaphore::new(config.lifecycle.max_parallel_roles));
-        Engine { store, config: RwLock::new(Arc::new(config)), roles, shutdown, instances: Mutex::new(Vec::new()) }
+        Engine {
+            store,
+            config: RwLock::new(Arc::new(config)),
+            roles,
+            shutdown,
+            instances: Mutex::new(Vec::new()),
+            fenced: Mutex::new(Default::default()),
+        }
+    }
+
+    /// Another node holds `task_id` now: its drive stops at the next step and writes nothing more.
+    pub fn fence(&self, task_id: &str) {
+        if let Ok(mut f) = self.fenced.lock() {
+            f.insert(task_id.to_owned());
+        }
+    }
+
+    pub fn is_fenced(&self, task_id: &str) -> bool {
+        self.fenced.lock().is_ok_and(|f| f.contains(task_id))
     }
 
     /// The config in force; a reload takes effect at the next step.
@@ -126,6 +149,9 @@ impl Engine {
     /// Drives `task_id` as far as it can go now. An `Err` is a storage failure: the
     /// task stays active and is resumed later.
     pub async fn drive(&self, task_id: &str) -> Result<Outcome, Error> {
+        if self.is_fenced(task_id) {
+            return Ok(Outcome::Fenced);
+        }
         let task_rel = RelPath::new(&layout::task_file(task_id, layout::TASK_FILE))?;
         let mut task: Task = self.store.read(&task_rel)?;
         if matches!(task.status, TaskStatus::Completed | TaskStatus::Failed) {
@@ -154,6 +180,9 @@ impl Engine {
         };
         let (result, marked) = tokio::join!(run.lifecycle(&cfg), mark_running);
         marked?;
+        if self.is_fenced(task_id) {
+            return Ok(Outcome::Fenced);
+        }
         let outcome = match result {
             Ok(()) => {
                 task.status = TaskStatus::Completed;
@@ -188,6 +217,7 @@ impl Engine {
                 Outcome::Held(ids)
             }
             Err(StepError::Stopped) => Outcome::Stopped,
+            Err(StepError::Fenced) => return Ok(Outcome::Fenced),
             Err(StepError::Store(e)) => return Err(e),
         };
         run.flush_status();

@@ -56,6 +56,12 @@ pub enum Error {
          run `clawboard sync full` to push the tree as it is"
     )]
     JournalGap { cursor: u64, oldest: u64 },
+
+    /// A pull that would delete too much (or a bucket that lists empty) is not applied.
+    #[error(
+        "pull refused: {reason}; nothing was applied. If this is intended, run          `clawboard sync pull --allow-mass-delete`"
+    )]
+    Refused { reason: String },
 }
 
 fn hint(e: &RemoteError) -> &'static str {

@@ -4,19 +4,27 @@
 //!   (a local directory, the embedded default) implement it; [`AnyRemote`] picks one
 //!   from the config.
 //! - [`push`]: the journal-driven push with its durable cursor and [`state`].
+//! - [`log`], [`pull`], [`version`]: the change log in the bucket, applying other
+//!   nodes' changes, and conflicts decided by version vector and HLC.
+//! - [`cluster`]: heartbeats, node status and cross-node task claims.
 //! - [`verify`]: compare the bucket with the tree by hash, and repair.
 //! - [`settings`]: the configuration, the cron [`Schedule`], the node id.
 
+pub mod cluster;
 pub mod dir;
 pub mod error;
+pub mod log;
+pub mod pull;
 pub mod push;
 pub mod remote;
 pub mod s3;
 pub mod settings;
 pub mod state;
 pub mod verify;
+pub mod version;
 
 pub use error::{Error, Failure, RemoteError, Result};
+pub use pull::PullReport;
 pub use push::{PushReport, Pusher};
 pub use remote::{Body, Condition, Metadata, ObjectInfo, Remote};
 pub use settings::{AnyRemote, Backend, Schedule, SyncSettings, node_id};

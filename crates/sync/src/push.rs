@@ -24,9 +24,11 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Failure, RemoteError, Result};
-use crate::remote::{Body, Condition, META_HASH, META_MTIME, META_NODE, Metadata, PutOutcome, Remote};
+use crate::log::{LogEntry, Op, Outbox};
+use crate::remote::{Body, Condition, META_HASH, META_HLC, META_MTIME, META_NODE, META_VV, Metadata, PutOutcome, Remote};
 use crate::settings::SyncSettings;
 use crate::state::{PushState, Pushed};
+use crate::version::{self, Clock, Vv};
 
 /// Journal entries read per batch; the cursor moves once per batch.
 const BATCH: usize = 20_000;
@@ -34,6 +36,11 @@ const BATCH: usize = 20_000;
 const CHANGING_TRIES: usize = 5;
 /// Key prefixes the bucket uses for its own bookkeeping (change log, claims, nodes).
 pub const RESERVED_PREFIXES: [&str; 3] = ["_log/", "_claims/", "_nodes/"];
+/// Files each node keeps for itself and never syncs: `shared/node-status.json` is
+/// folded from the per-node heartbeats in `_nodes/`, so it never conflicts.
+/// Files dropped straight into `inbox/` are taken by the node they were dropped on
+/// (and never reach another node's intake).
+pub const LOCAL_ONLY: [&str; 1] = ["shared/node-status.json"];
 
 /// Requests sent, by operation.
 #[derive(Debug, Default)]
@@ -123,6 +130,14 @@ pub struct StatusFile {
     pub last_error_at: Option<String>,
     #[serde(default)]
     pub this_process: ProcessTotals,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pull_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pull: Option<crate::pull::PullReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pull_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pull_error_at: Option<String>,
 }
 
 pub fn sync_dir(root: &Path) -> PathBuf {
@@ -153,12 +168,16 @@ enum Done {
 }
 
 pub struct Pusher<R: Remote> {
-    remote: Arc<R>,
-    root: PathBuf,
-    settings: SyncSettings,
-    node: String,
+    pub(crate) remote: Arc<R>,
+    pub(crate) root: PathBuf,
+    pub(crate) settings: SyncSettings,
+    pub(crate) node: String,
     excludes: globset::GlobSet,
-    state: Mutex<Option<PushState>>,
+    pub(crate) state: Mutex<Option<PushState>>,
+    pub(crate) clock: Clock,
+    pub(crate) outbox: Outbox,
+    /// Writes pulled files (with `origin = remote` when a daemon journals them).
+    pub(crate) writer: Mutex<clawboard_core::Store>,
     running: tokio::sync::Mutex<()>,
     pub counts: Arc<Counts>,
     pub progress: Arc<Progress>,
@@ -213,6 +232,7 @@ fn read_for_upload(abs: &Path, threshold: u64) -> std::io::Result<Option<(Body, 
 impl<R: Remote> Pusher<R> {
     pub fn new(remote: R, root: &Path, settings: SyncSettings, node: String) -> Result<Pusher<R>> {
         let excludes = build_excludes(&settings.exclude)?;
+        let dir = sync_dir(root);
         Ok(Pusher {
             remote: Arc::new(remote),
             root: root.to_owned(),
@@ -220,6 +240,9 @@ impl<R: Remote> Pusher<R> {
             node,
             excludes,
             state: Mutex::new(None),
+            clock: Clock::load(&dir)?,
+            outbox: Outbox::new(&dir),
+            writer: Mutex::new(clawboard_core::Store::unchecked(root)),
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),
@@ -243,7 +266,27 @@ impl<R: Remote> Pusher<R> {
     /// True for paths push never sends: `.clawboard/`, temp and editor files, the
     /// configured excludes.
     pub fn is_excluded(&self, rel: &str) -> bool {
-        is_ignored(rel) || self.excludes.is_match(rel) || RESERVED_PREFIXES.iter().any(|p| rel.starts_with(p))
+        is_ignored(rel)
+            || self.excludes.is_match(rel)
+            || RESERVED_PREFIXES.iter().any(|p| rel.starts_with(p))
+            || LOCAL_ONLY.contains(&rel)
+            || rel.strip_prefix("inbox/").is_some_and(|name| !name.contains('/'))
+    }
+
+    /// Writes pulled files through `store` (the daemon's store, reporting to its
+    /// journal with `origin = remote`).
+    pub fn set_writer(&self, store: clawboard_core::Store) {
+        if let Ok(mut w) = self.writer.lock() {
+            *w = store;
+        }
+    }
+
+    /// True for a path inside a task this node lost the claim on: it never pushes
+    /// there again (see [`crate::cluster`]).
+    pub(crate) fn is_fenced(&self, rel: &str) -> bool {
+        let Some(rest) = rel.strip_prefix("tasks/") else { return false };
+        let Some((task, _)) = rest.split_once('/') else { return false };
+        crate::cluster::is_fenced(&self.root, task)
     }
 
     /// Pushes what the journal recorded since the push cursor (a full push when the
@@ -268,10 +311,11 @@ impl<R: Remote> Pusher<R> {
         &self.root
     }
 
-    async fn locked(&self, mode: Mode) -> Result<PushReport> {
-        let _running = self.running.lock().await;
+    /// Holds this process's sync mutex and the root's `push.lock` (one push or pull at a time).
+    pub(crate) async fn exclusive(&self) -> Result<(tokio::sync::MutexGuard<'_, ()>, File)> {
+        let running = self.running.lock().await;
         let lock_path = sync_dir(&self.root).join("push.lock");
-        let _lock = tokio::task::spawn_blocking(move || -> Result<File> {
+        let lock = tokio::task::spawn_blocking(move || -> Result<File> {
             if let Some(dir) = lock_path.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
             }
@@ -286,6 +330,11 @@ impl<R: Remote> Pusher<R> {
         })
         .await
         .map_err(|e| Error::io(&self.root, std::io::Error::other(e)))??;
+        Ok((running, lock))
+    }
+
+    async fn locked(&self, mode: Mode) -> Result<PushReport> {
+        let _guards = self.exclusive().await?;
         self.load_state()?;
         let started = Instant::now();
         self.progress.planned.store(0, Ordering::Relaxed);
@@ -306,7 +355,7 @@ impl<R: Remote> Pusher<R> {
         result
     }
 
-    fn load_state(&self) -> Result<()> {
+    pub(crate) fn load_state(&self) -> Result<()> {
         let mut guard = self.state.lock().map_err(|_| poisoned())?;
         let state = match guard.take() {
             Some(s) => s.refresh()?,
@@ -316,7 +365,7 @@ impl<R: Remote> Pusher<R> {
         Ok(())
     }
 
-    fn with_state<T>(&self, f: impl FnOnce(&mut PushState) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut PushState) -> Result<T>) -> Result<T> {
         let mut guard = self.state.lock().map_err(|_| poisoned())?;
         match guard.as_mut() {
             Some(s) => f(s),
@@ -345,7 +394,7 @@ impl<R: Remote> Pusher<R> {
             }
             let paths: Vec<String> = latest
                 .into_iter()
-                .filter(|(p, (_, origin))| *origin != Origin::Remote && !self.is_excluded(p))
+                .filter(|(p, (_, origin))| *origin != Origin::Remote && !self.is_excluded(p) && !self.is_fenced(p))
                 .map(|(p, _)| p)
                 .collect();
             let t = Instant::now();
@@ -354,6 +403,7 @@ impl<R: Remote> Pusher<R> {
             self.run(jobs, &mut report).await?;
             tracing::debug!(ms = t.elapsed().as_millis() as u64, "push: sent");
             self.with_state(PushState::sync)?;
+            self.flush_log().await?;
             cursor.store(last)?;
             at = last;
             report.cursor = at;
@@ -368,14 +418,17 @@ impl<R: Remote> Pusher<R> {
         let upto = journal::bounds(&journal_dir)?.map_or(0, |(_, newest)| newest).max(cursor.load()?);
         let mut report = PushReport { full: true, ..PushReport::default() };
         let mut paths = self.tree_files()?;
+        paths.retain(|p| !self.is_fenced(p));
         let present: HashSet<&String> = paths.iter().collect();
-        let gone: Vec<String> =
-            self.with_state(|s| Ok(s.paths().filter(|p| !present.contains(p)).cloned().collect()))?;
+        let gone: Vec<String> = self.with_state(|s| {
+            Ok(s.live_paths().filter(|p| !present.contains(p) && !self.is_fenced(p)).cloned().collect())
+        })?;
         paths.extend(gone);
         report.entries = paths.len() as u64;
         let jobs = self.plan(paths, &mut report)?;
         self.run(jobs, &mut report).await?;
         self.with_state(PushState::sync)?;
+        self.flush_log().await?;
         cursor.store(upto)?;
         report.cursor = upto;
         Ok(report)
@@ -397,6 +450,7 @@ impl<R: Remote> Pusher<R> {
         self.progress.planned.fetch_add(jobs.len() as u64, Ordering::Relaxed);
         self.run(jobs, &mut report).await?;
         self.with_state(PushState::sync)?;
+        self.flush_log().await?;
         Ok(report)
     }
 
@@ -435,7 +489,7 @@ impl<R: Remote> Pusher<R> {
         self.with_state(|state| {
             for path in paths {
                 let meta = std::fs::symlink_metadata(self.root.join(&path)).ok().filter(std::fs::Metadata::is_file);
-                match (meta, state.get(&path)) {
+                match (meta, state.get(&path).and_then(Pushed::live)) {
                     (Some(m), Some(p)) if p.size == m.len() && p.mtime_ns == Stamp::of(&m).mtime_ns => {
                         report.unchanged += 1;
                     }
@@ -509,14 +563,9 @@ impl<R: Remote> Pusher<R> {
                 })
                 .await?;
             let failed_keys: HashSet<&String> = failed.iter().map(|(k, _)| k).collect();
-            self.with_state(|s| {
-                for k in chunk.iter().filter(|k| !failed_keys.contains(k)) {
-                    s.record(k, None)?;
-                }
-                Ok(())
-            })?;
+            let done: Vec<&String> = chunk.iter().filter(|k| !failed_keys.contains(k)).collect();
+            self.record_deletes(&done)?;
             report.deleted += (chunk.len() - failed.len()) as u64;
-            self.deleted_total.fetch_add((chunk.len() - failed.len()) as u64, Ordering::Relaxed);
             self.progress.done.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             if let Some((_, e)) = failed.into_iter().next() {
                 return Err(e.into());
@@ -541,29 +590,37 @@ impl<R: Remote> Pusher<R> {
             };
             let Some((body, hash, stamp)) = read else {
                 // Gone since it was planned: its delete is (or will be) in the journal.
-                let pushed = self.with_state(|s| Ok(s.get(path).is_some()))?;
+                let pushed = self.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
                 if pushed {
                     self.retry(|| {
                         self.counts.delete.fetch_add(1, Ordering::Relaxed);
                         self.remote.delete(path)
                     })
                     .await?;
-                    self.with_state(|s| s.record(path, None))?;
-                    self.deleted_total.fetch_add(1, Ordering::Relaxed);
+                    self.record_deletes(&[&path.to_owned()])?;
                     return Ok(Done::Deleted);
                 }
                 return Ok(Done::Unchanged);
             };
-            let record = Pushed { hash: hash.clone(), size: stamp.size, mtime_ns: stamp.mtime_ns };
-            let same = self.with_state(|s| Ok(s.get(path).is_some_and(|p| p.hash == hash)))?;
-            if same {
+            let base = self.with_state(|s| Ok(s.get(path).cloned()))?;
+            if let Some(b) = base.as_ref().and_then(Pushed::live)
+                && b.hash == hash
+            {
+                let record = Pushed { size: stamp.size, mtime_ns: stamp.mtime_ns, ..b.clone() };
                 self.with_state(|s| s.record(path, Some(record)))?;
                 return Ok(Done::Unchanged);
             }
-            let mut meta = Metadata::new();
-            meta.insert(META_HASH.into(), hash.clone());
-            meta.insert(META_NODE.into(), self.node.clone());
-            meta.insert(META_MTIME.into(), stamp.mtime_ns.to_string());
+            // A new version: its history is the base's plus this node's new stamp.
+            let hlc = self.clock.tick_at(u64::try_from(stamp.mtime_ns / 1_000_000).unwrap_or(0));
+            let mut vv = base.map(|b| b.vv).unwrap_or_default();
+            vv.insert(self.node.clone(), hlc);
+            let mut record = Pushed {
+                vv,
+                hlc,
+                author: self.node.clone(),
+                ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns)
+            };
+            let meta = self.metadata(&record);
             let size = body.len();
             let outcome = self
                 .retry(|| {
@@ -578,6 +635,10 @@ impl<R: Remote> Pusher<R> {
             // The object now holds exactly the bytes hashed (read before the upload,
             // or checked while streaming), so the record is true even if the file
             // changed since; a change means one more upload, right now.
+            if let PutOutcome::Stored { etag: Some(e) } = outcome {
+                record.etag = e;
+            }
+            self.outbox.append(&[log_entry(path, &record)])?;
             self.with_state(|s| s.record(path, Some(record)))?;
             self.uploaded_total.fetch_add(1, Ordering::Relaxed);
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
@@ -593,6 +654,45 @@ impl<R: Remote> Pusher<R> {
             path,
             format!("kept changing while being uploaded ({CHANGING_TRIES} tries); left for the next push"),
         )))
+    }
+
+    /// The object metadata that carries a version.
+    pub(crate) fn metadata(&self, record: &Pushed) -> Metadata {
+        let mut meta = Metadata::new();
+        meta.insert(META_HASH.into(), record.hash.clone());
+        meta.insert(META_NODE.into(), record.author.clone());
+        meta.insert(META_MTIME.into(), record.mtime_ns.to_string());
+        meta.insert(META_HLC.into(), record.hlc.to_string());
+        meta.insert(META_VV.into(), version::encode(&record.vv));
+        meta
+    }
+
+    /// Records deletes this node made: tombstones with a new version, in the outbox.
+    fn record_deletes(&self, paths: &[&String]) -> Result<()> {
+        let mut entries = Vec::new();
+        self.with_state(|s| {
+            for path in paths {
+                let hlc = self.clock.now();
+                let mut vv: Vv = s.get(path).map(|b| b.vv.clone()).unwrap_or_default();
+                vv.insert(self.node.clone(), hlc);
+                let record = Pushed { vv, hlc, author: self.node.clone(), deleted: true, ..Pushed::default() };
+                entries.push(log_entry(path, &record));
+                s.record(path, Some(record))?;
+            }
+            Ok(())
+        })?;
+        self.deleted_total.fetch_add(paths.len() as u64, Ordering::Relaxed);
+        self.outbox.append(&entries)
+    }
+
+    /// Turns the outbox into change-log segments (after the push state is durable).
+    pub(crate) async fn flush_log(&self) -> Result<()> {
+        self.clock.save()?;
+        let n = self.outbox.flush(self.remote.as_ref(), &self.node).await?;
+        if n > 0 {
+            self.counts.put.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Runs `op`, retrying retryable failures with exponential backoff and full jitter.
@@ -615,18 +715,23 @@ impl<R: Remote> Pusher<R> {
         }
     }
 
+    pub(crate) fn write_pull_status(&self, result: &Result<crate::pull::PullReport>) -> Result<()> {
+        self.update_status(|status| match result {
+            Ok(r) => {
+                status.last_pull_at = Some(now_text());
+                status.last_pull = Some(r.clone());
+                status.last_pull_error = None;
+                status.last_pull_error_at = None;
+            }
+            Err(e) => {
+                status.last_pull_error = Some(e.to_string());
+                status.last_pull_error_at = Some(now_text());
+            }
+        })
+    }
+
     fn write_status(&self, result: &Result<PushReport>) -> Result<()> {
-        let dir = sync_dir(&self.root);
-        let mut status = read_status(&self.root).unwrap_or_default();
-        status.remote = self.remote.describe();
-        status.node = self.node.clone();
-        status.this_process = ProcessTotals {
-            pid: std::process::id(),
-            requests: self.counts.snapshot(),
-            uploaded: self.uploaded_total.load(Ordering::Relaxed),
-            deleted: self.deleted_total.load(Ordering::Relaxed),
-        };
-        match result {
+        self.update_status(|status| match result {
             Ok(r) => {
                 status.last_push_at = Some(now_text());
                 status.last_push = Some(r.clone());
@@ -637,7 +742,21 @@ impl<R: Remote> Pusher<R> {
                 status.last_error = Some(e.to_string());
                 status.last_error_at = Some(now_text());
             }
-        }
+        })
+    }
+
+    fn update_status(&self, change: impl FnOnce(&mut StatusFile)) -> Result<()> {
+        let dir = sync_dir(&self.root);
+        let mut status = read_status(&self.root).unwrap_or_default();
+        status.remote = self.remote.describe();
+        status.node = self.node.clone();
+        status.this_process = ProcessTotals {
+            pid: std::process::id(),
+            requests: self.counts.snapshot(),
+            uploaded: self.uploaded_total.load(Ordering::Relaxed),
+            deleted: self.deleted_total.load(Ordering::Relaxed),
+        };
+        change(&mut status);
         clawboard_core::store::write_atomic(
             &dir,
             "status.json",
@@ -647,7 +766,20 @@ impl<R: Remote> Pusher<R> {
     }
 }
 
-fn poisoned() -> Error {
+/// The change-log entry for a version.
+pub(crate) fn log_entry(path: &str, r: &Pushed) -> LogEntry {
+    LogEntry {
+        path: path.to_owned(),
+        op: if r.deleted { Op::Delete } else { Op::Put },
+        hash: r.hash.clone(),
+        size: r.size,
+        hlc: r.hlc,
+        author: r.author.clone(),
+        vv: r.vv.clone(),
+    }
+}
+
+pub(crate) fn poisoned() -> Error {
     Error::io("push state", std::io::Error::other("a push panicked while holding the push state"))
 }
 

@@ -13,6 +13,9 @@ use crate::error::RemoteError;
 pub const META_HASH: &str = "clawboard-blake3";
 pub const META_NODE: &str = "clawboard-node";
 pub const META_MTIME: &str = "clawboard-mtime-ns";
+/// HLC stamp and version vector of the object's version (see [`crate::version`]).
+pub const META_HLC: &str = "clawboard-hlc";
+pub const META_VV: &str = "clawboard-vv";
 
 /// User metadata of an object.
 pub type Metadata = BTreeMap<String, String>;

@@ -37,6 +37,18 @@ pub struct SyncSettings {
     pub retry_max: Duration,
     /// Files larger than this go up in parts of [`crate::s3::PART_SIZE`].
     pub multipart_threshold: u64,
+    /// Pull on the push schedule (several nodes share the bucket).
+    pub pull: bool,
+    /// Heartbeat interval (`_nodes/{node}.json`), and the lease after which a silent
+    /// node's claims may be taken over.
+    pub heartbeat: Duration,
+    pub lease: Duration,
+    /// A pull deleting more than this share of the synced tree is refused.
+    pub mass_delete_ratio: f64,
+    /// Conflict copies kept per file (the oldest go).
+    pub max_conflict_copies: usize,
+    /// This node's change-log segments older than this are deleted.
+    pub log_retention: Duration,
 }
 
 impl SyncSettings {
@@ -53,6 +65,12 @@ impl SyncSettings {
             retry_base: Duration::from_millis(200),
             retry_max: Duration::from_secs(30),
             multipart_threshold: 16 << 20,
+            pull: true,
+            heartbeat: Duration::from_secs(30),
+            lease: Duration::from_secs(120),
+            mass_delete_ratio: 0.5,
+            max_conflict_copies: 10,
+            log_retention: Duration::from_secs(7 * 24 * 3600),
         })
     }
 }

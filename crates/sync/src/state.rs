@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::version::Vv;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The version of a path this node and the bucket last agreed on (pushed or
+/// pulled): the local file is unchanged while its stamp or hash still match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pushed {
     #[serde(rename = "h")]
     pub hash: String,
@@ -24,6 +27,40 @@ pub struct Pushed {
     pub size: u64,
     #[serde(rename = "m")]
     pub mtime_ns: i64,
+    /// Version vector of this version (see [`crate::version`]).
+    #[serde(rename = "v", default, skip_serializing_if = "Vv::is_empty")]
+    pub vv: Vv,
+    /// HLC stamp and author of this version.
+    #[serde(rename = "t", default, skip_serializing_if = "is_zero")]
+    pub hlc: u64,
+    #[serde(rename = "a", default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
+    /// The object's ETag, when known (a full reconcile skips objects that match).
+    #[serde(rename = "e", default, skip_serializing_if = "String::is_empty")]
+    pub etag: String,
+    /// A tombstone: the version is a delete (kept so an older put is not applied again).
+    #[serde(rename = "x", default, skip_serializing_if = "is_false")]
+    pub deleted: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Pushed {
+    /// The record of a file's content (no version yet).
+    pub fn file(hash: String, size: u64, mtime_ns: i64) -> Pushed {
+        Pushed { hash, size, mtime_ns, ..Pushed::default() }
+    }
+
+    /// The record when it is a live file (not a tombstone).
+    pub fn live(&self) -> Option<&Pushed> {
+        (!self.deleted).then_some(self)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -146,6 +183,16 @@ impl PushState {
         self.files.keys()
     }
 
+    /// Paths whose record is a live file (not a tombstone).
+    pub fn live_paths(&self) -> impl Iterator<Item = &String> {
+        self.files.iter().filter(|(_, p)| !p.deleted).map(|(k, _)| k)
+    }
+
+    /// Every record.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Pushed)> {
+        self.files.iter()
+    }
+
     /// Records that the bucket now holds `pushed` at `path` (`None`: no object).
     /// Reaches the kernel at once; durable after [`PushState::sync`].
     pub fn record(&mut self, path: &str, pushed: Option<Pushed>) -> Result<()> {
@@ -193,7 +240,7 @@ mod tests {
     use super::*;
 
     fn p(h: &str) -> Option<Pushed> {
-        Some(Pushed { hash: h.into(), size: 1, mtime_ns: 2 })
+        Some(Pushed::file(h.into(), 1, 2))
     }
 
     #[test]

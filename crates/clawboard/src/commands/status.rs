@@ -33,6 +33,12 @@ struct Status {
     daemon: Option<serde_json::Value>,
     /// Layout entries that are missing (`clawboard init` restores them).
     missing: Vec<String>,
+    /// This node's id among the nodes sharing the bucket.
+    node: Option<String>,
+    /// Every node's last heartbeat, as this node folded them (`shared/node-status.json`).
+    nodes: Option<clawboard_core::formats::NodeStatus>,
+    /// Sync conflicts this node resolved (the newest last).
+    conflicts: Vec<serde_json::Value>,
 }
 
 fn count_json(dir: &Path) -> usize {
@@ -96,6 +102,13 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         escalations_pending: pending_escalations(&store)?,
         daemon: crate::daemon::get_json(store.root(), "/v1/status"),
         missing,
+        node: s.sync.enabled.then(|| clawboard_sync::node_id(store.root(), s.node_id.as_deref()).ok()).flatten(),
+        nodes: store.read(&RelPath::new("shared/node-status.json")?).ok(),
+        conflicts: std::fs::read_to_string(store.root().join(".clawboard/sync/conflicts.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
     };
     if s.json {
         output::json(&status)?;
@@ -127,6 +140,33 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         None => println!("daemon       not running"),
     }
     println!("escalations  {} pending", status.escalations_pending);
+    if let Some(node) = &status.node {
+        println!("node         {node}");
+    }
+    if let Some(nodes) = &status.nodes {
+        for (id, n) in &nodes.nodes {
+            let state = n.extra.get("state").and_then(|v| v.as_str()).unwrap_or("?");
+            let running: Vec<&str> = n.running_tasks.iter().map(|t| t.as_str()).collect();
+            println!(
+                "  {id:<24} {state:<5}  last seen {}  v{}  running: {}",
+                n.last_seen,
+                n.version.as_deref().unwrap_or("?"),
+                if running.is_empty() { "-".to_owned() } else { running.join(", ") }
+            );
+        }
+    }
+    if !status.conflicts.is_empty() {
+        println!("conflicts    {} resolved by sync; the latest:", status.conflicts.len());
+        for c in status.conflicts.iter().rev().take(5) {
+            println!(
+                "  {}  {} (kept {} as {})",
+                c["at"].as_str().unwrap_or("?"),
+                c["path"].as_str().unwrap_or("?"),
+                c["loser"].as_str().unwrap_or("?"),
+                c["copy"].as_str().unwrap_or("-")
+            );
+        }
+    }
     if !status.missing.is_empty() {
         println!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "));
     }

@@ -22,12 +22,14 @@ once when a task completes or fails; these commands work with or without it.
 
 Examples:
   clawboard sync push          # push what changed since the last push
+  clawboard sync pull          # apply what other nodes pushed
   clawboard sync status        # pending changes, last push, last error
   clawboard sync verify        # compare bucket and tree by hash
   clawboard sync verify --fix  # and repair the bucket
   clawboard sync full          # first push of an existing tree (resumable)")]
 pub enum SyncCommand {
     Push(PushArgs),
+    Pull(PullArgs),
     Full(PushArgs),
     Status(StatusArgs),
     Verify(VerifyArgs),
@@ -42,6 +44,21 @@ pub struct PushArgs {
     /// No progress bar even on a terminal
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// Apply what other nodes pushed since the last pull
+#[derive(Debug, Args)]
+#[command(after_help = "Reads the change-log segments other nodes wrote since this node's cursors
+(or, when the log no longer reaches back that far, lists the bucket). A pull that
+would delete more than sync.mass_delete_ratio of the tree is refused.
+
+Examples:
+  clawboard sync pull
+  clawboard sync pull --allow-mass-delete   # after checking that the deletes are intended")]
+pub struct PullArgs {
+    /// Apply even a pull that deletes more than sync.mass_delete_ratio of the tree
+    #[arg(long)]
+    pub allow_mass_delete: bool,
 }
 
 /// Pending changes, last push, last error, lag
@@ -86,6 +103,7 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
         match c {
             SyncCommand::Push(a) => push_now(open().await?, s, a, false).await,
             SyncCommand::Full(a) => push_now(open().await?, s, a, true).await,
+            SyncCommand::Pull(a) => pull_now(open().await?, s, a).await,
             SyncCommand::Status(_) => status(s, &root),
             SyncCommand::Verify(a) => verify(open().await?, s, a).await,
         }
@@ -154,6 +172,32 @@ async fn push_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PushArgs, full: bo
         output::json(&report)?;
     } else {
         println!("{}", describe(&report, &pusher.remote().describe()));
+    }
+    Ok(EXIT_OK)
+}
+
+async fn pull_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PullArgs) -> anyhow::Result<u8> {
+    let lock = catch_up(pusher.root())?;
+    let report = pusher.pull(a.allow_mass_delete).await?;
+    if lock.is_some() {
+        // Journal what the pull wrote (as a daemon's watcher would).
+        clawboard_core::index::catch_up(pusher.root())?;
+    }
+    if s.json {
+        output::json(&report)?;
+    } else {
+        println!(
+            "Pulled from {}: {} segments, {} files written, {} deleted, {} conflicts{}.",
+            pusher.remote().describe(),
+            report.segments,
+            report.applied,
+            report.deleted,
+            report.conflicts.len(),
+            if report.full { " (full reconcile by listing)" } else { "" }
+        );
+        for c in &report.conflicts {
+            println!("  conflict  {}  kept {}'s version as {}", c.path, c.loser, c.copy.as_deref().unwrap_or("-"));
+        }
     }
     Ok(EXIT_OK)
 }

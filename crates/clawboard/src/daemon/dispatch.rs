@@ -145,6 +145,7 @@ impl Dispatcher {
                 }
             }
             Ok(Outcome::Stopped) => tracing::info!(task = %task_id, "stopped; resumes on the next start"),
+            Ok(Outcome::Fenced) => tracing::warn!(task = %task_id, "another node runs this task now; stopped here"),
             Err(e) => {
                 tracing::error!(task = %task_id, "cannot drive the task: {e:#}; retrying in 5 s");
                 let again = self.clone();

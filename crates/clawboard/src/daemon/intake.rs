@@ -38,6 +38,8 @@ pub struct IntakeConsumer {
     pub store: Store,
     pub dispatcher: Arc<Dispatcher>,
     pub cursor: Cursor,
+    /// With several nodes: an accepted task is driven once its claim in the bucket is won.
+    pub cluster: Option<Arc<super::cluster::Cluster>>,
 }
 
 impl IntakeConsumer {
@@ -80,7 +82,13 @@ impl IntakeConsumer {
             })
             .await??;
         for id in accepted {
-            self.dispatcher.enqueue(id);
+            match &self.cluster {
+                Some(c) => {
+                    let c = c.clone();
+                    tokio::spawn(async move { c.accepted(id).await });
+                }
+                None => self.dispatcher.enqueue(id),
+            }
         }
         for id in escalations {
             self.dispatcher.escalation_changed(&id);

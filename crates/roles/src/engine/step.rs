@@ -103,6 +103,9 @@ impl TaskRun<'_> {
     ) -> Result<Result<(Attempt, T), String>, StepError> {
         let store = &self.engine.store;
         let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
+        if self.engine.is_fenced(&self.id) {
+            return Err(StepError::Fenced);
+        }
         let instance_id = format!("inst-{}", crate::random_hex(6));
         let mut attempt = Attempt {
             number: 0,
@@ -147,6 +150,11 @@ impl TaskRun<'_> {
         let (out, started) =
             tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async { self.instance_started(&attempt) });
         started?;
+        if self.engine.is_fenced(&self.id) {
+            // Taken over while the role ran: its result is not this node's to write.
+            self.instance_ended(&instance_id)?;
+            return Err(StepError::Fenced);
+        }
 
         let mut parsed = None;
         attempt.status = out.status.into();

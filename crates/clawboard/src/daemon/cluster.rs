@@ -1,0 +1,243 @@
+//! Many nodes, one bucket: the claim of every task across nodes, heartbeats,
+//! `shared/node-status.json`, taking over a silent node's tasks, and fencing.
+//!
+//! A task intake accepted is driven only after this node wins `_claims/{taskId}`;
+//! a task this node had claimed is resumed after a restart only after its claim
+//! is checked (another node may have taken it over meanwhile); the push loop starts
+//! only after that check, so a node that lost a task never pushes into it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use clawboard_core::formats::{NodeState, NodeStatus};
+use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
+use clawboard_roles::claims;
+use clawboard_sync::cluster::{ClaimResult, Heartbeat};
+use clawboard_sync::{AnyRemote, Pusher};
+use tokio::sync::watch;
+
+use super::dispatch::Dispatcher;
+
+pub struct Cluster {
+    pub pusher: Arc<Pusher<AnyRemote>>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub store: Store,
+    /// Accepted tasks whose claim could not be tried yet (the bucket unreachable).
+    to_claim: Mutex<BTreeSet<String>>,
+    /// Per other node: its heartbeat's ETag and since when (local time) it has not changed.
+    seen: Mutex<HashMap<String, (String, Instant)>>,
+    /// Set once this node's claimed tasks were checked after start.
+    pub checked: watch::Sender<bool>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Cluster {
+    pub fn new(pusher: Arc<Pusher<AnyRemote>>, dispatcher: Arc<Dispatcher>, store: Store) -> Arc<Cluster> {
+        Arc::new(Cluster {
+            pusher,
+            dispatcher,
+            store,
+            to_claim: Mutex::new(BTreeSet::new()),
+            seen: Mutex::new(HashMap::new()),
+            checked: watch::channel(false).0,
+            last_error: Mutex::new(None),
+        })
+    }
+
+    /// Intake accepted `task`: claim it across nodes, and drive it if this node won.
+    pub async fn accepted(&self, task: String) {
+        if let Err(e) = self.try_claim(&task).await {
+            tracing::warn!(task, "cannot claim the task in the bucket yet ({e}); retrying with the next heartbeat");
+            if let Ok(mut q) = self.to_claim.lock() {
+                q.insert(task);
+            }
+        }
+    }
+
+    async fn try_claim(&self, task: &str) -> anyhow::Result<()> {
+        match self.pusher.claim(task).await? {
+            ClaimResult::Won { generation } => {
+                tracing::info!(task, generation, "claimed");
+                claims::adopt(&self.store, task)?;
+                self.dispatcher.enqueue(task.to_owned());
+            }
+            ClaimResult::Lost { owner } => {
+                tracing::debug!(task, owner, "claimed by another node");
+                claims::finish(&self.store, task)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every task this node had claimed: resumes the ones it still holds,
+    /// fences the ones another node took over.
+    async fn check_active(&self) -> anyhow::Result<()> {
+        for task in claims::active(&self.store)? {
+            match self.pusher.check_claim(&task).await? {
+                ClaimResult::Won { .. } => self.dispatcher.enqueue(task),
+                ClaimResult::Lost { owner } => self.fence(&task, &owner).await?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn fence(&self, task: &str, owner: &str) -> anyhow::Result<()> {
+        tracing::warn!(task, owner, "another node holds this task now; stopping it here without writing to it");
+        self.dispatcher.engine.fence(task);
+        claims::finish(&self.store, task)?;
+        self.pusher.fence(task).await?;
+        Ok(())
+    }
+
+    /// Runs until `stop`: checks claims once, then heartbeats every `sync.heartbeat`.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let every = self.pusher.settings().heartbeat;
+        loop {
+            match self.check_active().await {
+                Ok(()) => break,
+                Err(e) => {
+                    self.log_error(format!("checking this node's claims: {e:#}"));
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
+                    }
+                }
+            }
+        }
+        let _ = self.checked.send(true);
+        loop {
+            match self.tick().await {
+                Ok(()) => {
+                    if self.last_error.lock().is_ok_and(|mut e| e.take().is_some()) {
+                        tracing::info!("cluster: the bucket answers again");
+                    }
+                }
+                Err(e) => self.log_error(format!("{e:#}")),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
+            }
+        }
+    }
+
+    fn log_error(&self, msg: String) {
+        let Ok(mut last) = self.last_error.lock() else { return };
+        if last.as_deref() == Some(msg.as_str()) {
+            tracing::debug!("cluster: {msg}");
+        } else {
+            tracing::error!("cluster: {msg} (retrying with the next heartbeat)");
+        }
+        *last = Some(msg);
+    }
+
+    /// One heartbeat: retry claims, check own claims, beat, fold node status, take over.
+    async fn tick(&self) -> anyhow::Result<()> {
+        let waiting: Vec<String> = self.to_claim.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default();
+        for task in waiting {
+            self.try_claim(&task).await?;
+            if let Ok(mut q) = self.to_claim.lock() {
+                q.remove(&task);
+            }
+        }
+        let active = claims::active(&self.store)?;
+        for task in &active {
+            if let ClaimResult::Lost { owner } = self.pusher.check_claim(task).await? {
+                self.fence(task, &owner).await?;
+            }
+        }
+        let mut running: Vec<String> =
+            self.dispatcher.engine.running_instances().into_iter().map(|i| i.task_id).collect();
+        running.sort();
+        running.dedup();
+        let beat = Heartbeat {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_owned()),
+            pid: std::process::id(),
+            running_tasks: running,
+            active_tasks: claims::active(&self.store)?,
+            ..Heartbeat::default()
+        };
+        self.pusher.heartbeat(beat).await?;
+        let beats = self.pusher.heartbeats().await?;
+        let lease = self.pusher.settings().lease;
+        let mut stale = Vec::new();
+        {
+            let mut seen = self.seen.lock().map_err(|_| anyhow::anyhow!("cluster state poisoned"))?;
+            for (b, etag) in &beats {
+                let entry = seen.entry(b.node.clone()).or_insert_with(|| (etag.clone(), Instant::now()));
+                if entry.0 != *etag {
+                    *entry = (etag.clone(), Instant::now());
+                }
+                if b.node != self.pusher.node() && entry.1.elapsed() >= lease {
+                    stale.push(b.clone());
+                }
+            }
+        }
+        self.write_node_status(&beats, &stale)?;
+        for b in stale {
+            self.take_over(&b).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes over the unfinished tasks of a node whose heartbeat went stale.
+    async fn take_over(&self, dead: &Heartbeat) -> anyhow::Result<()> {
+        let candidates: Vec<&String> = dead
+            .active_tasks
+            .iter()
+            .filter(|t| clawboard_core::check_id(t).is_ok() && !claims::active(&self.store).is_ok_and(|a| a.contains(t)))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        // Resume from the newest state the bucket has, not from what this node last pulled.
+        self.pusher.pull(false).await?;
+        for task in candidates {
+            let rel = RelPath::new(&layout::task_file(task, layout::TASK_FILE))?;
+            let finished = match self.store.read::<clawboard_core::formats::Task>(&rel) {
+                Ok(t) => matches!(
+                    t.status,
+                    clawboard_core::formats::TaskStatus::Completed | clawboard_core::formats::TaskStatus::Failed
+                ),
+                Err(_) => continue, // not here yet: the next pull brings it, the next heartbeat retries
+            };
+            if finished {
+                continue;
+            }
+            if let Some(ClaimResult::Won { generation }) = self.pusher.take_over(task, &dead.node).await? {
+                tracing::warn!(task, from = %dead.node, generation, "took over a task from a node that stopped heart-beating");
+                claims::adopt(&self.store, task)?;
+                self.dispatcher.enqueue(task.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn write_node_status(&self, beats: &[(Heartbeat, String)], stale: &[Heartbeat]) -> anyhow::Result<()> {
+        let mut status = NodeStatus::default();
+        for (b, _) in beats {
+            let Ok(id) = Id::new(b.node.clone()) else { continue };
+            let mut extra = serde_json::Map::new();
+            extra.insert("activeTasks".into(), serde_json::json!(b.active_tasks));
+            let state = if stale.iter().any(|s| s.node == b.node) { "stale" } else { "alive" };
+            extra.insert("state".into(), serde_json::json!(state));
+            status.nodes.insert(
+                id,
+                NodeState {
+                    last_seen: Timestamp::parse(&b.seen_at).unwrap_or_else(|_| Timestamp::now()),
+                    version: Some(b.version.clone()),
+                    hostname: b.hostname.clone(),
+                    running_tasks: b.running_tasks.iter().filter_map(|t| Id::new(t.clone()).ok()).collect(),
+                    extra,
+                },
+            );
+        }
+        let rel = RelPath::new("shared/node-status.json")?;
+        if self.store.read::<NodeStatus>(&rel).ok().as_ref() != Some(&status) {
+            self.store.write_json(&rel, &status)?;
+        }
+        Ok(())
+    }
+}

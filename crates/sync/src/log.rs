@@ -1,0 +1,227 @@
+//! The change log in the bucket: each node appends immutable segments
+//! `_log/{node}/{seq}` (seq zero-padded, so key order is seq order) listing what
+//! its pushes changed. Other nodes list a node's segments after their cursor
+//! (`start-after`), so a pull costs what is new, not the size of the bucket.
+//!
+//! A push records each upload or delete in the local outbox
+//! (`.clawboard/sync/outbox.jsonl`) as it lands; at the end of the push the outbox
+//! becomes one or more segments (conditional create: a retry after a crash finds
+//! its own segment and moves on), then the next seq is stored and the outbox
+//! emptied. A crash anywhere repeats at most one segment, which pulls apply
+//! idempotently.
+//!
+//! Expiry: a node deletes its own segments older than `sync.log_retention`
+//! (default 7 days) once a day. A node whose cursor points before the oldest
+//! segment left (away longer than that) reconciles by listing the bucket instead.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Failure, RemoteError, Result};
+use crate::remote::{Body, Condition, Metadata, PutOutcome, Remote};
+use crate::version::Vv;
+
+pub const LOG_PREFIX: &str = "_log/";
+/// Entries per segment at most.
+const SEGMENT_ENTRIES: usize = 5_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Put,
+    Delete,
+}
+
+/// One change in a segment: the version a node pushed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    #[serde(rename = "p")]
+    pub path: String,
+    pub op: Op,
+    /// BLAKE3 of the content (empty for a delete).
+    #[serde(rename = "h", default)]
+    pub hash: String,
+    #[serde(rename = "s", default)]
+    pub size: u64,
+    /// HLC stamp of the version.
+    #[serde(rename = "t")]
+    pub hlc: u64,
+    /// Author of the version (the node that made the change).
+    #[serde(rename = "a")]
+    pub author: String,
+    #[serde(rename = "v")]
+    pub vv: Vv,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Segment {
+    pub node: String,
+    pub seq: u64,
+    pub written_at: String,
+    pub entries: Vec<LogEntry>,
+}
+
+pub fn node_prefix(node: &str) -> String {
+    format!("{LOG_PREFIX}{node}/")
+}
+
+pub fn segment_key(node: &str, seq: u64) -> String {
+    format!("{LOG_PREFIX}{node}/{seq:020}")
+}
+
+/// The seq of a segment key (`None` for anything else under `_log/`).
+pub fn seq_of(key: &str) -> Option<u64> {
+    let last = key.rsplit('/').next()?;
+    (last.len() == 20).then(|| last.parse().ok()).flatten()
+}
+
+/// The local outbox and the next segment number.
+pub struct Outbox {
+    dir: PathBuf,
+}
+
+impl Outbox {
+    pub fn new(sync_dir: &Path) -> Outbox {
+        Outbox { dir: sync_dir.to_owned() }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join("outbox.jsonl")
+    }
+
+    /// Appends entries (reaches the kernel at once; fsync'd with the push state).
+    pub fn append(&self, entries: &[LogEntry]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let path = self.path();
+        let mut buf = Vec::new();
+        for e in entries {
+            serde_json::to_writer(&mut buf, e).map_err(|e| Error::io(&path, e.into()))?;
+            buf.push(b'\n');
+        }
+        let mut f = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        f.write_all(&buf).and_then(|()| f.sync_data()).map_err(|e| Error::io(&path, e))
+    }
+
+    /// What the outbox holds (a line torn by a crash is dropped: its change is in
+    /// the push state and reaches other nodes by the next reconcile or change).
+    pub fn entries(&self) -> Result<Vec<LogEntry>> {
+        let path = self.path();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
+
+    /// The seq the next segment gets.
+    pub fn next_seq(&self) -> Result<u64> {
+        let path = self.dir.join("log-seq");
+        match fs::read_to_string(&path) {
+            Ok(s) => s.trim().parse().map_err(|_| {
+                Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not a number"))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(1),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Writes the outbox as segments; returns how many. Only this node writes
+    /// under `_log/{node}/`, so a segment that already exists is one this node wrote
+    /// before a crash cut the flush short.
+    pub async fn flush<R: Remote>(&self, remote: &R, node: &str) -> Result<u64> {
+        let entries = self.entries()?;
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let mut seq = self.next_seq()?;
+        let mut written = 0;
+        for chunk in entries.chunks(SEGMENT_ENTRIES) {
+            let segment = Segment {
+                node: node.to_owned(),
+                seq,
+                written_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                entries: chunk.to_vec(),
+            };
+            let key = segment_key(node, seq);
+            let body = serde_json::to_vec(&segment).map_err(|e| Error::io(&key, e.into()))?;
+            match remote.put(&key, Body::Bytes(Bytes::from(body)), &Metadata::new(), &Condition::Absent).await {
+                Ok(PutOutcome::Stored { .. }) => {}
+                Err(e) if e.failure == Failure::PreconditionFailed => {
+                    tracing::info!(key, "segment already written before an interruption");
+                }
+                Ok(PutOutcome::BodyChanged) => {
+                    return Err(RemoteError::new(Failure::Permanent, "PUT", &key, "unexpected body change").into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+            seq += 1;
+            clawboard_core::store::write_atomic(&self.dir, "log-seq", format!("{seq}\n").as_bytes())?;
+            written += 1;
+        }
+        let path = self.path();
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, e)),
+        }
+        Ok(written)
+    }
+}
+
+/// Deletes this node's segments last modified before `cutoff` (by the seq order:
+/// segments are written in order, so it stops at the first one to keep). Returns
+/// how many went.
+pub async fn expire<R: Remote>(remote: &R, node: &str, keep_after: chrono::DateTime<chrono::Utc>) -> Result<usize> {
+    let mut gone = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let page = remote.list(&node_prefix(node), after.as_deref(), 1000).await?;
+        let mut old = Vec::new();
+        let mut stop = false;
+        for o in &page.objects {
+            let Some((bytes, _)) = remote.get(&o.key).await? else { continue };
+            let written = serde_json::from_slice::<Segment>(&bytes)
+                .ok()
+                .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s.written_at).ok());
+            match written {
+                Some(t) if t < keep_after => old.push(o.key.clone()),
+                _ => {
+                    stop = true;
+                    break;
+                }
+            }
+        }
+        // The newest segment always stays: it tells pullers where the log stands.
+        if !stop && page.next.is_none() {
+            old.pop();
+        }
+        if !old.is_empty() {
+            remote.delete_many(&old).await?;
+            gone += old.len();
+        }
+        match page.next {
+            Some(n) if !stop => after = Some(n),
+            _ => return Ok(gone),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_seq() {
+        assert!(segment_key("a", 9) < segment_key("a", 10));
+        assert_eq!(seq_of(&segment_key("n-1", 42)), Some(42));
+        assert_eq!(seq_of("_log/n/notes"), None);
+    }
+}

@@ -1,0 +1,643 @@
+//! Pull: other nodes' changes, from their change-log segments, into the tree.
+//!
+//! For each node in `_nodes/`, the segments after this node's cursor for it are
+//! listed (`start-after`) and read; each entry's object is fetched and applied
+//! through the store (atomically; journaled with `origin = remote`, so it is never
+//! pushed back) and recorded as the version this node now shares with the bucket.
+//! A node's cursor moves past a segment only once all of it is applied and recorded.
+//!
+//! Versions are compared by version vector ([`crate::version`]): an older or equal
+//! version is skipped, a newer one replaces a file this node did not change, and a
+//! concurrent one is a conflict: the later HLC stamp wins (ties by node id), the
+//! other version is kept beside it as `NAME.conflict-{node}-{stamp}.EXT`, a delete
+//! never beats a modify, and the winner is pushed again with the merged history so
+//! the bucket holds it. Every node resolves a conflict the same way, so all end with
+//! the same file and the same conflict copy.
+//!
+//! A gap in a node's segments (expired while this node was away) falls back to a
+//! full reconcile by listing the bucket. A pull that would delete more than
+//! `sync.mass_delete_ratio` of the tree, or a bucket that lists empty while this
+//! node has synced files, is refused and escalated.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Bytes;
+use clawboard_core::index::Stamp;
+use clawboard_core::{RelPath, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::log::{self, LogEntry, Op, Segment};
+use crate::push::{Pusher, log_entry, sync_dir};
+use crate::remote::{Body, Condition, META_HLC, META_NODE, META_VV, ObjectInfo, PutOutcome, Remote};
+use crate::state::Pushed;
+use crate::version::{self, Order, Vv};
+
+pub const NODES_PREFIX: &str = "_nodes/";
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PullReport {
+    /// A full reconcile by listing (the log did not cover this node's cursor).
+    pub full: bool,
+    pub segments: u64,
+    pub applied: u64,
+    pub deleted: u64,
+    /// Conflict copies written (`path → copy`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<Conflict>,
+    /// Entries left out (`path: reason`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    pub elapsed_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Conflict {
+    pub path: String,
+    /// Where the losing version is kept (none when the loser was a delete).
+    pub copy: Option<String>,
+    pub winner: String,
+    pub loser: String,
+    pub at: String,
+}
+
+/// Per-node cursors: the last segment seq applied, in `.clawboard/sync/pull.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Cursors {
+    nodes: BTreeMap<String, u64>,
+}
+
+impl Cursors {
+    fn load(dir: &Path) -> Result<Cursors> {
+        let path = dir.join("pull.json");
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, e))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Cursors::default()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    fn save(&self, dir: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| Error::io(dir.join("pull.json"), e.into()))?;
+        clawboard_core::store::write_atomic(dir, "pull.json", &bytes)?;
+        Ok(())
+    }
+}
+
+/// A version as found in the bucket or a segment.
+#[derive(Debug, Clone)]
+struct Incoming {
+    path: String,
+    record: Pushed,
+    body: Option<Bytes>,
+}
+
+/// The local file compared with its record.
+struct Local {
+    exists: bool,
+    hash: String,
+    stamp: Option<Stamp>,
+    /// Changed since the record (or never recorded).
+    dirty: bool,
+}
+
+/// `dir/stem.conflict-{node}-{stamp}.ext`.
+pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
+    let (dir, file) = match path.rsplit_once('/') {
+        Some((d, f)) => (format!("{d}/"), f),
+        None => (String::new(), path),
+    };
+    let stamp = version::stamp_text(hlc).replace('.', "");
+    match file.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{dir}{stem}.conflict-{node}-{stamp}.{ext}"),
+        _ => format!("{dir}{file}.conflict-{node}-{stamp}"),
+    }
+}
+
+/// The version an object's metadata names; `None` without clawboard metadata.
+fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
+    let vv = version::decode(info.metadata.get(META_VV)?)?;
+    let hlc = info.metadata.get(META_HLC)?.parse().ok()?;
+    let author = info.metadata.get(META_NODE)?.clone();
+    Some(Pushed {
+        hash: blake3::hash(bytes).to_hex().to_string(),
+        size: bytes.len() as u64,
+        vv,
+        hlc,
+        author,
+        etag: info.etag.clone().unwrap_or_default(),
+        ..Pushed::default()
+    })
+}
+
+fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl<R: Remote> Pusher<R> {
+    /// Applies what other nodes pushed since this node's cursors. `allow_mass_delete`
+    /// overrides the mass-delete guard (after a human checked).
+    pub async fn pull(&self, allow_mass_delete: bool) -> Result<PullReport> {
+        let _guards = self.exclusive().await?;
+        self.load_state()?;
+        let started = Instant::now();
+        let result = self.pull_locked(allow_mass_delete).await.map(|mut r| {
+            r.elapsed_ms = started.elapsed().as_millis() as u64;
+            r
+        });
+        let result = result.map_err(|e| e.at(&self.remote.describe()));
+        self.write_pull_status(&result)?;
+        result
+    }
+
+    /// Raises a `normal` escalation about sync (e.g. a refused pull) and pushes it.
+    pub async fn raise(&self, issue: &str) -> Result<()> {
+        let _guards = self.exclusive().await?;
+        self.load_state()?;
+        self.escalate(issue).await?;
+        self.with_state(crate::state::PushState::sync)?;
+        self.flush_log().await
+    }
+
+    /// Node ids with a heartbeat object.
+    pub async fn nodes(&self) -> Result<Vec<String>> {
+        self.counts.list.fetch_add(1, Ordering::Relaxed);
+        let objects = crate::remote::list_all(self.remote.as_ref(), NODES_PREFIX).await?;
+        Ok(objects
+            .iter()
+            .filter_map(|o| o.key.strip_prefix(NODES_PREFIX)?.strip_suffix(".json").map(str::to_owned))
+            .collect())
+    }
+
+    async fn list_after(&self, prefix: &str, after: Option<String>) -> Result<Vec<ObjectInfo>> {
+        let mut out = Vec::new();
+        let mut after = after;
+        loop {
+            self.counts.list.fetch_add(1, Ordering::Relaxed);
+            let page = self.retry(|| self.remote.list(prefix, after.as_deref(), 1000)).await?;
+            out.extend(page.objects);
+            match page.next {
+                Some(n) => after = Some(n),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>> {
+        self.counts.get.fetch_add(1, Ordering::Relaxed);
+        Ok(self.retry(|| self.remote.get(key)).await?)
+    }
+
+    async fn pull_locked(&self, allow_mass_delete: bool) -> Result<PullReport> {
+        let dir = sync_dir(&self.root);
+        let mut cursors = Cursors::load(&dir)?;
+        let mut report = PullReport::default();
+        let mut pending: Vec<Segment> = Vec::new();
+        for node in self.nodes().await? {
+            if node == self.node {
+                continue;
+            }
+            let at = cursors.nodes.get(&node).copied().unwrap_or(0);
+            let after = (at > 0).then(|| log::segment_key(&node, at));
+            let listed = self.list_after(&log::node_prefix(&node), after).await?;
+            let mut expect = at + 1;
+            for o in listed {
+                let Some(seq) = log::seq_of(&o.key) else { continue };
+                if seq != expect {
+                    tracing::warn!(node, cursor = at, found = seq, "the change log no longer covers this node's cursor; reconciling by listing");
+                    return self.reconcile(allow_mass_delete, cursors).await;
+                }
+                expect += 1;
+                let Some((bytes, _)) = self.get(&o.key).await? else { continue };
+                match serde_json::from_slice::<Segment>(&bytes) {
+                    Ok(s) if s.node == node && s.seq == seq => pending.push(s),
+                    Ok(_) | Err(_) => {
+                        tracing::warn!(key = o.key, "not a change-log segment; skipped");
+                        report.skipped.push(format!("{}: not a change-log segment", o.key));
+                        // Still counts as read: an unreadable segment must not stall the node forever.
+                        pending.push(Segment { node: node.clone(), seq, written_at: String::new(), entries: vec![] });
+                    }
+                }
+            }
+        }
+        // The guard, before anything is applied.
+        let mut last: HashMap<&str, &LogEntry> = HashMap::new();
+        for s in &pending {
+            for e in &s.entries {
+                last.insert(e.path.as_str(), e);
+            }
+        }
+        let deletes = last
+            .values()
+            .filter(|e| e.op == Op::Delete && self.root.join(&e.path).is_file() && !self.is_excluded(&e.path))
+            .count();
+        self.guard_deletes(deletes, allow_mass_delete)?;
+        for seg in pending {
+            report.segments += 1;
+            let mut latest: BTreeMap<String, LogEntry> = BTreeMap::new();
+            for e in seg.entries {
+                latest.insert(e.path.clone(), e);
+            }
+            for (_, e) in latest {
+                self.apply_entry(e, &mut report).await?;
+            }
+            self.with_state(crate::state::PushState::sync)?;
+            cursors.nodes.insert(seg.node.clone(), seg.seq);
+            cursors.save(&dir)?;
+        }
+        self.flush_log().await?;
+        Ok(report)
+    }
+
+    /// Refuses to delete more than the configured share of the synced tree.
+    fn guard_deletes(&self, deletes: usize, allow: bool) -> Result<()> {
+        if allow || deletes == 0 {
+            return Ok(());
+        }
+        let tracked = self.with_state(|s| Ok(s.live_paths().count()))?;
+        let ratio = self.settings.mass_delete_ratio;
+        if deletes >= 10 && deletes as f64 > ratio * tracked as f64 {
+            return Err(Error::Refused {
+                reason: format!(
+                    "it would delete {deletes} of {tracked} synced files, more than sync.mass_delete_ratio = {ratio}"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// One segment entry: fetch its object (for a put) and apply it.
+    async fn apply_entry(&self, e: LogEntry, report: &mut PullReport) -> Result<()> {
+        self.clock.observe(e.hlc);
+        if self.is_excluded(&e.path) || RelPath::new(&e.path).is_err() {
+            report.skipped.push(format!("{}: not a path pull writes", e.path));
+            return Ok(());
+        }
+        let known = self.with_state(|s| Ok(s.get(&e.path).map(|r| r.vv.clone()).unwrap_or_default()))?;
+        if matches!(version::compare(&e.vv, &known), Order::Older | Order::Same) {
+            return Ok(());
+        }
+        let incoming = match e.op {
+            Op::Delete => {
+                Incoming {
+                    path: e.path.clone(),
+                    record: Pushed { vv: e.vv, hlc: e.hlc, author: e.author, deleted: true, ..Pushed::default() },
+                    body: None,
+                }
+            }
+            Op::Put => {
+                // The bucket holds the newest version pushed; it may be later than the entry.
+                let Some((bytes, info)) = self.get(&e.path).await? else {
+                    return Ok(()); // deleted since: a later entry says so
+                };
+                let record = match version_of(&info, &bytes) {
+                    Some(r) => r,
+                    None if blake3::hash(&bytes).to_hex().as_str() == e.hash => Pushed {
+                        hash: e.hash.clone(),
+                        size: e.size,
+                        vv: e.vv,
+                        hlc: e.hlc,
+                        author: e.author,
+                        ..Pushed::default()
+                    },
+                    None => {
+                        report.skipped.push(format!("{}: the object has no clawboard version", e.path));
+                        return Ok(());
+                    }
+                };
+                Incoming { path: e.path.clone(), record, body: Some(bytes) }
+            }
+        };
+        self.apply(incoming, report).await
+    }
+
+    /// The local file against its record.
+    fn local(&self, path: &str, rec: Option<&Pushed>) -> Result<Local> {
+        let abs = self.root.join(path);
+        let meta = std::fs::symlink_metadata(&abs).ok().filter(std::fs::Metadata::is_file);
+        let live = rec.and_then(Pushed::live);
+        Ok(match (meta, live) {
+            (None, None) => Local { exists: false, hash: String::new(), stamp: None, dirty: false },
+            (None, Some(_)) => Local { exists: false, hash: String::new(), stamp: None, dirty: true },
+            (Some(m), Some(r)) if Stamp::of(&m).size == r.size && Stamp::of(&m).mtime_ns == r.mtime_ns => {
+                Local { exists: true, hash: r.hash.clone(), stamp: Some(Stamp::of(&m)), dirty: false }
+            }
+            (Some(m), r) => {
+                let bytes = std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?;
+                let hash = blake3::hash(&bytes).to_hex().to_string();
+                let dirty = r.is_none_or(|r| r.hash != hash);
+                Local { exists: true, hash, stamp: Some(Stamp::of(&m)), dirty }
+            }
+        })
+    }
+
+    /// Applies a version from the bucket: skip, fast-forward, or resolve a conflict.
+    async fn apply(&self, inc: Incoming, report: &mut PullReport) -> Result<()> {
+        let path = inc.path.clone();
+        self.clock.observe(inc.record.hlc);
+        let rec = self.with_state(|s| Ok(s.get(&path).cloned()))?;
+        let base_vv = rec.as_ref().map(|r| r.vv.clone()).unwrap_or_default();
+        let order = version::compare(&inc.record.vv, &base_vv);
+        if matches!(order, Order::Older | Order::Same) {
+            return Ok(());
+        }
+        let local = self.local(&path, rec.as_ref())?;
+        // A task this node lost: the claim's owner is right, whatever is here.
+        if (order == Order::Newer && !local.dirty) || self.is_fenced(&path) {
+            return self.write_version(inc, report);
+        }
+        // Both sides changed since a common version.
+        let mine = if local.dirty {
+            let mtime_ms = local.stamp.map_or(0, |s| u64::try_from(s.mtime_ns / 1_000_000).unwrap_or(0));
+            let hlc = self.clock.tick_at(mtime_ms);
+            let mut vv = base_vv.clone();
+            vv.insert(self.node.clone(), hlc);
+            Pushed {
+                hash: local.hash.clone(),
+                vv,
+                hlc,
+                author: self.node.clone(),
+                deleted: !local.exists,
+                ..Pushed::default()
+            }
+        } else {
+            rec.clone().unwrap_or_default()
+        };
+        let mut merged: Vv = mine.vv.clone();
+        version::merge(&mut merged, &inc.record.vv);
+        let same_content = mine.deleted == inc.record.deleted && (mine.deleted || mine.hash == inc.record.hash);
+        if same_content {
+            // Same bytes (or both deleted): one version with both histories, nothing to keep aside.
+            let stamp = local.stamp;
+            let record = Pushed {
+                vv: merged,
+                size: stamp.map_or(0, |s| s.size),
+                mtime_ns: stamp.map_or(0, |s| s.mtime_ns),
+                ..inc.record
+            };
+            return self.with_state(|s| s.record(&path, Some(record)));
+        }
+        let theirs_win = match (mine.deleted, inc.record.deleted) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => (inc.record.hlc, inc.record.author.as_str()) > (mine.hlc, mine.author.as_str()),
+        };
+        let (winner, loser) = if theirs_win { (&inc.record, &mine) } else { (&mine, &inc.record) };
+        let copy = (!loser.deleted).then(|| conflict_name(&path, &loser.author, loser.hlc));
+        tracing::warn!(path, winner = %winner.author, loser = %loser.author, copy = ?copy, "sync conflict");
+        if let Some(copy) = &copy {
+            let bytes = if theirs_win {
+                let abs = self.root.join(&path);
+                Bytes::from(std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?)
+            } else {
+                inc.body.clone().unwrap_or_default()
+            };
+            self.cap_conflict_copies(&path).await?;
+            self.put_new_file(copy, bytes).await?;
+        }
+        let winner = Pushed { vv: merged, ..winner.clone() };
+        if theirs_win {
+            self.write_version(Incoming { path: path.clone(), record: winner.clone(), body: inc.body }, report)?;
+        } else {
+            let stamp = self.local(&path, None)?.stamp;
+            let record = Pushed {
+                size: stamp.map_or(0, |s| s.size),
+                mtime_ns: stamp.map_or(0, |s| s.mtime_ns),
+                ..winner.clone()
+            };
+            self.with_state(|s| s.record(&path, Some(record)))?;
+        }
+        // The bucket may hold the loser (pushed last): push the winner with both histories.
+        self.repush(&path, &winner).await?;
+        let conflict = Conflict {
+            path: path.clone(),
+            copy: copy.clone(),
+            winner: winner.author.clone(),
+            loser: loser.author.clone(),
+            at: now_text(),
+        };
+        self.note_conflict(&conflict, loser.author == self.node).await?;
+        report.conflicts.push(conflict);
+        Ok(())
+    }
+
+    /// Writes (or deletes) a version into the tree and records it.
+    fn write_version(&self, inc: Incoming, report: &mut PullReport) -> Result<()> {
+        let rel = RelPath::new(&inc.path)?;
+        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        let mut record = inc.record;
+        if record.deleted {
+            writer.remove(&rel)?;
+            report.deleted += 1;
+        } else {
+            let body = inc.body.unwrap_or_default();
+            writer.write_bytes(&rel, &body)?;
+            let abs = self.root.join(&inc.path);
+            let meta = std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?;
+            let stamp = Stamp::of(&meta);
+            record.size = stamp.size;
+            record.mtime_ns = stamp.mtime_ns;
+            report.applied += 1;
+        }
+        self.with_state(|s| s.record(&inc.path, Some(record)))
+    }
+
+    /// Uploads `winner` (the local file, or a delete) with its merged history.
+    async fn repush(&self, path: &str, winner: &Pushed) -> Result<()> {
+        let mut record = self.with_state(|s| Ok(s.get(path).cloned()))?.unwrap_or_else(|| winner.clone());
+        if record.deleted {
+            self.counts.delete.fetch_add(1, Ordering::Relaxed);
+            self.retry(|| self.remote.delete(path)).await?;
+        } else {
+            let abs = self.root.join(path);
+            let bytes = Bytes::from(std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?);
+            let meta = self.metadata(&record);
+            self.counts.put.fetch_add(1, Ordering::Relaxed);
+            let outcome = self.retry(|| self.remote.put(path, Body::Bytes(bytes.clone()), &meta, &Condition::None)).await?;
+            if let PutOutcome::Stored { etag: Some(e) } = outcome {
+                record.etag = e;
+            }
+        }
+        self.outbox.append(&[log_entry(path, &record)])?;
+        self.with_state(|s| s.record(path, Some(record)))
+    }
+
+    /// Writes a new file this node creates during a pull (a conflict copy, an
+    /// escalation) and pushes it at once.
+    pub(crate) async fn put_new_file(&self, path: &str, bytes: Bytes) -> Result<()> {
+        let rel = RelPath::new(path)?;
+        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        writer.write_bytes(&rel, &bytes)?;
+        let abs = self.root.join(path);
+        let stamp = Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
+        let base = self.with_state(|s| Ok(s.get(path).map(|r| r.vv.clone())))?.unwrap_or_default();
+        let hlc = self.clock.now();
+        let mut vv = base;
+        vv.insert(self.node.clone(), hlc);
+        let record = Pushed {
+            vv,
+            hlc,
+            author: self.node.clone(),
+            ..Pushed::file(blake3::hash(&bytes).to_hex().to_string(), stamp.size, stamp.mtime_ns)
+        };
+        self.with_state(|s| s.record(path, Some(record.clone())))?;
+        self.repush(path, &record).await
+    }
+
+    /// Keeps at most `sync.max_conflict_copies` copies of `path`: the oldest go.
+    async fn cap_conflict_copies(&self, path: &str) -> Result<()> {
+        let copies = self.conflict_copies(path);
+        let cap = self.settings.max_conflict_copies.max(1);
+        if copies.len() < cap {
+            return Ok(());
+        }
+        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        for old in &copies[..=copies.len() - cap] {
+            tracing::warn!(copy = old, "more than sync.max_conflict_copies = {cap} conflict copies; removing the oldest");
+            writer.remove(&RelPath::new(old)?)?;
+            let hlc = self.clock.now();
+            let mut vv = self.with_state(|s| Ok(s.get(old).map(|r| r.vv.clone())))?.unwrap_or_default();
+            vv.insert(self.node.clone(), hlc);
+            let tomb = Pushed { vv, hlc, author: self.node.clone(), deleted: true, ..Pushed::default() };
+            self.with_state(|s| s.record(old, Some(tomb.clone())))?;
+            self.repush(old, &tomb).await?;
+        }
+        Ok(())
+    }
+
+    /// Conflict copies of `path` in the tree, oldest first (by the stamp in the name).
+    fn conflict_copies(&self, path: &str) -> Vec<String> {
+        let probe = conflict_name(path, "\u{1}", 0);
+        let (dir, file) = probe.rsplit_once('/').map_or((String::new(), probe.as_str()), |(d, f)| (format!("{d}/"), f));
+        let Some((head, tail)) = file.split_once('\u{1}') else { return Vec::new() };
+        let stamp0 = version::stamp_text(0).replace('.', "");
+        let tail = tail.trim_start_matches('-').trim_start_matches(stamp0.as_str()).to_owned();
+        let Ok(entries) = std::fs::read_dir(self.root.join(&dir)) else { return Vec::new() };
+        let mut found: Vec<(String, String)> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with(head) && n.ends_with(&tail) && n.len() > head.len() + tail.len())
+            .map(|n| {
+                let middle = &n[head.len()..n.len() - tail.len()];
+                let stamp = middle.rsplit('-').next().unwrap_or("").to_owned();
+                (stamp, format!("{dir}{n}"))
+            })
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// Records a conflict for `sync status`, and (on the node whose version lost)
+    /// raises a `normal` escalation.
+    async fn note_conflict(&self, c: &Conflict, escalate: bool) -> Result<()> {
+        let dir = sync_dir(&self.root);
+        let path = dir.join("conflicts.jsonl");
+        let mut line = serde_json::to_vec(c).map_err(|e| Error::io(&path, e.into()))?;
+        line.push(b'\n');
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&line))
+            .map_err(|e| Error::io(&path, e))?;
+        if !escalate {
+            return Ok(());
+        }
+        let issue = match &c.copy {
+            Some(copy) => format!(
+                "sync conflict on {}: this node's version and {}'s changed concurrently; {}'s version won and the other is kept as {copy}. Compare the two and merge by hand if needed.",
+                c.path, c.winner, c.winner
+            ),
+            None => format!("sync conflict on {}: a delete lost against a change by {}; the file was kept", c.path, c.winner),
+        };
+        self.escalate(&issue).await
+    }
+
+    /// Writes `escalations/{id}.json` (level normal, from `sync@{node}`) and pushes it.
+    pub(crate) async fn escalate(&self, issue: &str) -> Result<()> {
+        let id = format!("{}-sync-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ"), self.node);
+        let esc = clawboard_core::formats::Escalation {
+            level: clawboard_core::formats::Level::Normal,
+            from: format!("sync@{}", self.node),
+            issue: issue.to_owned(),
+            suggested_action: None,
+            requires_human_approval: false,
+            task_id: None,
+            created_at: Some(Timestamp::now()),
+            decision: None,
+            decided_by: None,
+            decided_at: None,
+            note: None,
+            extra: Default::default(),
+        };
+        let body = clawboard_core::store::to_pretty_json(&esc);
+        self.put_new_file(&format!("escalations/{id}.json"), Bytes::from(body)).await
+    }
+
+    /// A full reconcile by listing, when the change log does not cover a cursor.
+    async fn reconcile(&self, allow_mass_delete: bool, mut cursors: Cursors) -> Result<PullReport> {
+        let mut report = PullReport { full: true, ..PullReport::default() };
+        // Where each node's log stands before the listing: segments after it are
+        // applied by the next pull (again, harmlessly, if the listing had them).
+        let mut tops = BTreeMap::new();
+        for node in self.nodes().await? {
+            if node == self.node {
+                continue;
+            }
+            let listed = self.list_after(&log::node_prefix(&node), None).await?;
+            if let Some(seq) = listed.iter().filter_map(|o| log::seq_of(&o.key)).max() {
+                tops.insert(node, seq);
+            }
+        }
+        let objects: Vec<ObjectInfo> =
+            self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
+        let present: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+        let synced: Vec<(String, Pushed)> = self.with_state(|s| {
+            Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect())
+        })?;
+        if objects.is_empty() && !synced.is_empty() && !allow_mass_delete {
+            return Err(Error::Refused {
+                reason: format!("the bucket lists no files while this node has {} synced", synced.len()),
+            });
+        }
+        let mut gone = Vec::new();
+        for (path, rec) in &synced {
+            if !present.contains(path.as_str()) && !self.is_excluded(path) && !self.local(path, Some(rec))?.dirty {
+                gone.push(path.clone());
+            }
+        }
+        self.guard_deletes(gone.len(), allow_mass_delete)?;
+        for o in &objects {
+            let known = self.with_state(|s| Ok(s.get(&o.key).map(|r| r.etag.clone())))?;
+            if known.is_some_and(|e| Some(&e) == o.etag.as_ref() && !e.is_empty()) {
+                continue;
+            }
+            let Some((bytes, info)) = self.get(&o.key).await? else { continue };
+            match version_of(&info, &bytes) {
+                Some(record) if RelPath::new(&o.key).is_ok() => {
+                    self.apply(Incoming { path: o.key.clone(), record, body: Some(bytes) }, &mut report).await?;
+                }
+                _ => report.skipped.push(format!("{}: the object has no clawboard version", o.key)),
+            }
+        }
+        for path in gone {
+            let rel = RelPath::new(&path)?;
+            let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+            writer.remove(&rel)?;
+            let vv = self.with_state(|s| Ok(s.get(&path).map(|r| r.vv.clone())))?.unwrap_or_default();
+            self.with_state(|s| s.record(&path, Some(Pushed { vv, deleted: true, ..Pushed::default() })))?;
+            report.deleted += 1;
+        }
+        self.with_state(crate::state::PushState::sync)?;
+        cursors.nodes.extend(tops);
+        cursors.save(&sync_dir(&self.root))?;
+        self.flush_log().await?;
+        Ok(report)
+    }
+}
