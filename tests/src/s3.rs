@@ -160,7 +160,16 @@ impl Bucket {
     }
 
     /// Every key in the bucket with its user metadata hash (`clawboard-blake3`), by HEAD.
+    /// The tree's objects (the bucket's own bookkeeping, `_log/`, `_claims/`, `_nodes/`, aside)
+    /// with the BLAKE3 hash in their metadata.
     pub fn objects(&self) -> std::collections::BTreeMap<String, Option<String>> {
+        let mut all = self.all_objects();
+        all.retain(|k, _| !["_log/", "_claims/", "_nodes/"].iter().any(|p| k.starts_with(p)));
+        all
+    }
+
+    /// Every object, bookkeeping included.
+    pub fn all_objects(&self) -> std::collections::BTreeMap<String, Option<String>> {
         match self.kind {
             Kind::Dir => {
                 let root = PathBuf::from(&self.at);

@@ -26,7 +26,12 @@ fn tree_hashes(root: &Path) -> BTreeMap<String, String> {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let p = e.path();
             let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if rel == ".clawboard" || rel.starts_with("scratch") {
+            // Node-local by design: the folded heartbeats and this node's running instances.
+            if rel == ".clawboard"
+                || rel.starts_with("scratch")
+                || rel == "shared/node-status.json"
+                || rel == "roles/active.json"
+            {
                 continue;
             }
             if e.file_type().unwrap().is_dir() {
@@ -256,26 +261,39 @@ fn the_daemon_pushes_at_once_when_a_task_ends() {
 }
 
 #[test]
-fn a_tick_with_nothing_to_push_sends_no_request() {
+fn an_idle_tick_sends_no_put_and_never_lists_the_bucket() {
     let t = Tree::init();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(Kind::Moto, dir.path());
     let bucket = server.bucket();
+    // Heartbeats every 30 s (the default) fall outside the idle window below.
     daemon_config(&t, &bucket, "");
     fill(&t.root, 2);
     let d = t.daemon();
     wait_until(20, "the first push", || sync(&t, &["status", "--json"]).json()["pending"]["entries"] == 0);
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let before = std::fs::read_to_string(&server.log).unwrap().lines().count();
+    let log = || std::fs::read_to_string(&server.log).unwrap();
+    let before = log().lines().count();
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let after = std::fs::read_to_string(&server.log).unwrap().lines().count();
-    assert_eq!(after, before, "three ticks with nothing to push made requests");
-    // …and one change makes exactly one PUT.
-    let puts = server.requests("PUT /");
+    let idle: Vec<String> = log().lines().skip(before).map(str::to_owned).collect();
+    // Each tick pulls: one listing of `_nodes/` (and of each other node's log); nothing else.
+    let unexpected: Vec<&String> = idle
+        .iter()
+        .filter(|l| l.contains("\"PUT ") && !l.contains("/_nodes/") || l.contains("\"DELETE "))
+        .chain(
+            idle.iter()
+                .filter(|l| l.contains("list-type=2") && !l.contains("prefix=_nodes") && !l.contains("prefix=_log")),
+        )
+        .collect();
+    assert!(unexpected.is_empty(), "idle ticks sent: {unexpected:#?}");
+    assert!(idle.len() <= 12, "three idle ticks sent {} requests: {idle:#?}", idle.len());
+    // …and one change makes exactly one PUT of the file.
+    let file_puts =
+        || log().lines().filter(|l| l.contains(&format!("\"PUT /{}/gm/decisions.md ", bucket.name))).count();
     write(&t.root, "gm/decisions.md", b"# one more\n");
-    wait_until(10, "the change to be pushed", || server.requests("PUT /") > puts);
+    wait_until(10, "the change to be pushed", || file_puts() > 0);
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert_eq!(server.requests("PUT /"), puts + 1);
+    assert_eq!(file_puts(), 1, "one PUT of the changed file");
     assert_eq!(d.stop(), 0);
 }
 

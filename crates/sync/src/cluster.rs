@@ -111,6 +111,30 @@ impl<R: Remote> Pusher<R> {
         Ok(())
     }
 
+    /// Creates this node's heartbeat object if it has none (a node that only pushes
+    /// from the command line is found by pullers all the same).
+    pub(crate) async fn announce(&self) -> Result<()> {
+        let beat = Heartbeat {
+            node: self.node.clone(),
+            seen_at: now_text(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            ..Heartbeat::default()
+        };
+        let body = serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?;
+        let key = format!("{NODES_PREFIX}{}.json", self.node);
+        self.counts.put.fetch_add(1, Ordering::Relaxed);
+        let meta = Metadata::new();
+        match self
+            .retry(|| self.remote.put(&key, Body::Bytes(Bytes::from(body.clone())), &meta, &Condition::Absent))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.failure == Failure::PreconditionFailed => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Every node's last heartbeat, with its ETag.
     pub async fn heartbeats(&self) -> Result<Vec<(Heartbeat, String)>> {
         let mut out = Vec::new();
@@ -170,7 +194,9 @@ impl<R: Remote> Pusher<R> {
     /// Who holds `task` now, from this node's point of view.
     pub async fn check_claim(&self, task: &str) -> Result<ClaimResult> {
         match self.claim_of(task).await? {
-            Some((doc, _)) if doc.node == self.node && held_generation(&self.root, task).is_none_or(|g| g == doc.generation) => {
+            Some((doc, _))
+                if doc.node == self.node && held_generation(&self.root, task).is_none_or(|g| g == doc.generation) =>
+            {
                 remember_generation(&self.root, task, doc.generation)?;
                 Ok(ClaimResult::Won { generation: doc.generation })
             }
@@ -228,9 +254,8 @@ impl<R: Remote> Pusher<R> {
                 }
             }
         }
-        let recorded: Vec<String> = self.with_state(|s| {
-            Ok(s.live_paths().filter(|p| p.starts_with(&prefix)).cloned().collect())
-        })?;
+        let recorded: Vec<String> =
+            self.with_state(|s| Ok(s.live_paths().filter(|p| p.starts_with(&prefix)).cloned().collect()))?;
         for p in recorded {
             if !paths.contains(&p) {
                 paths.push(p);
@@ -270,7 +295,8 @@ impl<R: Remote> Pusher<R> {
             self.counts.get.fetch_add(1, Ordering::Relaxed);
             if let Some((bytes, info)) = self.retry(|| self.remote.get(&path)).await? {
                 writer.write_bytes(&RelPath::new(&path)?, &bytes)?;
-                let stamp = clawboard_core::index::Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
+                let stamp =
+                    clawboard_core::index::Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
                 let mut record = rec.clone().unwrap_or_default();
                 record.hash = blake3::hash(&bytes).to_hex().to_string();
                 record.size = stamp.size;

@@ -125,9 +125,10 @@ impl Outbox {
     pub fn next_seq(&self) -> Result<u64> {
         let path = self.dir.join("log-seq");
         match fs::read_to_string(&path) {
-            Ok(s) => s.trim().parse().map_err(|_| {
-                Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not a number"))
-            }),
+            Ok(s) => s
+                .trim()
+                .parse()
+                .map_err(|_| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not a number"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(1),
             Err(e) => Err(Error::io(&path, e)),
         }

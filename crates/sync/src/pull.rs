@@ -120,6 +120,33 @@ pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
     }
 }
 
+/// Files every daemon updates, merged entry by entry rather than kept as conflict
+/// copies: `roles/memory-queue.json` (the union of entries by task and role; a
+/// `completed` entry beats a `pending` one). Deterministic, so every node computes
+/// the same bytes.
+pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
+    use clawboard_core::formats::{MemoryQueue, QueueStatus};
+    if path != "roles/memory-queue.json" {
+        return None;
+    }
+    let a: MemoryQueue = serde_json::from_slice(ours).ok()?;
+    let b: MemoryQueue = serde_json::from_slice(theirs).ok()?;
+    let mut by: BTreeMap<(String, String), clawboard_core::formats::QueueEntry> = BTreeMap::new();
+    for e in a.queue.into_iter().chain(b.queue) {
+        let key = (e.task_id.to_string(), e.role_id.to_string());
+        match by.get(&key) {
+            Some(old) if old.status != QueueStatus::Pending || e.status == QueueStatus::Pending => {}
+            _ => {
+                by.insert(key, e);
+            }
+        }
+    }
+    let mut extra = a.extra;
+    extra.extend(b.extra);
+    let merged = MemoryQueue { queue: by.into_values().collect(), extra };
+    Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
+}
+
 /// The version an object's metadata names; `None` without clawboard metadata.
 fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
     let vv = version::decode(info.metadata.get(META_VV)?)?;
@@ -210,7 +237,12 @@ impl<R: Remote> Pusher<R> {
             for o in listed {
                 let Some(seq) = log::seq_of(&o.key) else { continue };
                 if seq != expect {
-                    tracing::warn!(node, cursor = at, found = seq, "the change log no longer covers this node's cursor; reconciling by listing");
+                    tracing::warn!(
+                        node,
+                        cursor = at,
+                        found = seq,
+                        "the change log no longer covers this node's cursor; reconciling by listing"
+                    );
                     return self.reconcile(allow_mass_delete, cursors).await;
                 }
                 expect += 1;
@@ -284,13 +316,11 @@ impl<R: Remote> Pusher<R> {
             return Ok(());
         }
         let incoming = match e.op {
-            Op::Delete => {
-                Incoming {
-                    path: e.path.clone(),
-                    record: Pushed { vv: e.vv, hlc: e.hlc, author: e.author, deleted: true, ..Pushed::default() },
-                    body: None,
-                }
-            }
+            Op::Delete => Incoming {
+                path: e.path.clone(),
+                record: Pushed { vv: e.vv, hlc: e.hlc, author: e.author, deleted: true, ..Pushed::default() },
+                body: None,
+            },
             Op::Put => {
                 // The bucket holds the newest version pushed; it may be later than the entry.
                 let Some((bytes, info)) = self.get(&e.path).await? else {
@@ -383,6 +413,16 @@ impl<R: Remote> Pusher<R> {
             };
             return self.with_state(|s| s.record(&path, Some(record)));
         }
+        if !mine.deleted
+            && !inc.record.deleted
+            && let Some(theirs) = &inc.body
+        {
+            let abs = self.root.join(&path);
+            let ours = std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?;
+            if let Some(both) = merge_contents(&path, &ours, theirs) {
+                return self.write_merged(&path, merged, both).await;
+            }
+        }
         let theirs_win = match (mine.deleted, inc.record.deleted) {
             (true, false) => true,
             (false, true) => false,
@@ -427,6 +467,25 @@ impl<R: Remote> Pusher<R> {
         Ok(())
     }
 
+    /// Writes the merge of two concurrent versions as a new version descending from both.
+    async fn write_merged(&self, path: &str, mut vv: Vv, bytes: Vec<u8>) -> Result<()> {
+        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        writer.write_bytes(&RelPath::new(path)?, &bytes)?;
+        let abs = self.root.join(path);
+        let stamp = Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
+        let hlc = self.clock.now();
+        vv.insert(self.node.clone(), hlc);
+        let record = Pushed {
+            vv,
+            hlc,
+            author: self.node.clone(),
+            ..Pushed::file(blake3::hash(&bytes).to_hex().to_string(), stamp.size, stamp.mtime_ns)
+        };
+        self.with_state(|s| s.record(path, Some(record.clone())))?;
+        tracing::info!(path, "merged concurrent changes");
+        self.repush(path, &record).await
+    }
+
     /// Writes (or deletes) a version into the tree and records it.
     fn write_version(&self, inc: Incoming, report: &mut PullReport) -> Result<()> {
         let rel = RelPath::new(&inc.path)?;
@@ -459,7 +518,8 @@ impl<R: Remote> Pusher<R> {
             let bytes = Bytes::from(std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?);
             let meta = self.metadata(&record);
             self.counts.put.fetch_add(1, Ordering::Relaxed);
-            let outcome = self.retry(|| self.remote.put(path, Body::Bytes(bytes.clone()), &meta, &Condition::None)).await?;
+            let outcome =
+                self.retry(|| self.remote.put(path, Body::Bytes(bytes.clone()), &meta, &Condition::None)).await?;
             if let PutOutcome::Stored { etag: Some(e) } = outcome {
                 record.etag = e;
             }
@@ -499,7 +559,10 @@ impl<R: Remote> Pusher<R> {
         }
         let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
         for old in &copies[..=copies.len() - cap] {
-            tracing::warn!(copy = old, "more than sync.max_conflict_copies = {cap} conflict copies; removing the oldest");
+            tracing::warn!(
+                copy = old,
+                "more than sync.max_conflict_copies = {cap} conflict copies; removing the oldest"
+            );
             writer.remove(&RelPath::new(old)?)?;
             let hlc = self.clock.now();
             let mut vv = self.with_state(|s| Ok(s.get(old).map(|r| r.vv.clone())))?.unwrap_or_default();
@@ -554,7 +617,10 @@ impl<R: Remote> Pusher<R> {
                 "sync conflict on {}: this node's version and {}'s changed concurrently; {}'s version won and the other is kept as {copy}. Compare the two and merge by hand if needed.",
                 c.path, c.winner, c.winner
             ),
-            None => format!("sync conflict on {}: a delete lost against a change by {}; the file was kept", c.path, c.winner),
+            None => format!(
+                "sync conflict on {}: a delete lost against a change by {}; the file was kept",
+                c.path, c.winner
+            ),
         };
         self.escalate(&issue).await
     }
@@ -598,9 +664,8 @@ impl<R: Remote> Pusher<R> {
         let objects: Vec<ObjectInfo> =
             self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
         let present: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
-        let synced: Vec<(String, Pushed)> = self.with_state(|s| {
-            Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect())
-        })?;
+        let synced: Vec<(String, Pushed)> = self
+            .with_state(|s| Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect()))?;
         if objects.is_empty() && !synced.is_empty() && !allow_mass_delete {
             return Err(Error::Refused {
                 reason: format!("the bucket lists no files while this node has {} synced", synced.len()),

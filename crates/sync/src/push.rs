@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Failure, RemoteError, Result};
 use crate::log::{LogEntry, Op, Outbox};
-use crate::remote::{Body, Condition, META_HASH, META_HLC, META_MTIME, META_NODE, META_VV, Metadata, PutOutcome, Remote};
+use crate::remote::{
+    Body, Condition, META_HASH, META_HLC, META_MTIME, META_NODE, META_VV, Metadata, PutOutcome, Remote,
+};
 use crate::settings::SyncSettings;
 use crate::state::{PushState, Pushed};
 use crate::version::{self, Clock, Vv};
@@ -40,7 +42,8 @@ pub const RESERVED_PREFIXES: [&str; 3] = ["_log/", "_claims/", "_nodes/"];
 /// folded from the per-node heartbeats in `_nodes/`, so it never conflicts.
 /// Files dropped straight into `inbox/` are taken by the node they were dropped on
 /// (and never reach another node's intake).
-pub const LOCAL_ONLY: [&str; 1] = ["shared/node-status.json"];
+/// `roles/active.json` lists the role instances running on this node.
+pub const LOCAL_ONLY: [&str; 2] = ["shared/node-status.json", "roles/active.json"];
 
 /// Requests sent, by operation.
 #[derive(Debug, Default)]
@@ -178,6 +181,8 @@ pub struct Pusher<R: Remote> {
     pub(crate) outbox: Outbox,
     /// Writes pulled files (with `origin = remote` when a daemon journals them).
     pub(crate) writer: Mutex<clawboard_core::Store>,
+    /// This process made sure `_nodes/{node}.json` exists (pullers find nodes there).
+    announced: AtomicBool,
     running: tokio::sync::Mutex<()>,
     pub counts: Arc<Counts>,
     pub progress: Arc<Progress>,
@@ -243,6 +248,7 @@ impl<R: Remote> Pusher<R> {
             clock: Clock::load(&dir)?,
             outbox: Outbox::new(&dir),
             writer: Mutex::new(clawboard_core::Store::unchecked(root)),
+            announced: AtomicBool::new(false),
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),
@@ -614,12 +620,8 @@ impl<R: Remote> Pusher<R> {
             let hlc = self.clock.tick_at(u64::try_from(stamp.mtime_ns / 1_000_000).unwrap_or(0));
             let mut vv = base.map(|b| b.vv).unwrap_or_default();
             vv.insert(self.node.clone(), hlc);
-            let mut record = Pushed {
-                vv,
-                hlc,
-                author: self.node.clone(),
-                ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns)
-            };
+            let mut record =
+                Pushed { vv, hlc, author: self.node.clone(), ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns) };
             let meta = self.metadata(&record);
             let size = body.len();
             let outcome = self
@@ -691,6 +693,9 @@ impl<R: Remote> Pusher<R> {
         let n = self.outbox.flush(self.remote.as_ref(), &self.node).await?;
         if n > 0 {
             self.counts.put.fetch_add(n, Ordering::Relaxed);
+            if !self.announced.swap(true, Ordering::SeqCst) {
+                self.announce().await?;
+            }
         }
         Ok(())
     }

@@ -187,7 +187,9 @@ impl Cluster {
         let candidates: Vec<&String> = dead
             .active_tasks
             .iter()
-            .filter(|t| clawboard_core::check_id(t).is_ok() && !claims::active(&self.store).is_ok_and(|a| a.contains(t)))
+            .filter(|t| {
+                clawboard_core::check_id(t).is_ok() && !claims::active(&self.store).is_ok_and(|a| a.contains(t))
+            })
             .collect();
         if candidates.is_empty() {
             return Ok(());

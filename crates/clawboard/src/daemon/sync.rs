@@ -80,7 +80,13 @@ impl SyncLoop {
             if let Ok(r) = &result
                 && r.uploaded + r.deleted > 0
             {
-                tracing::info!(uploaded = r.uploaded, deleted = r.deleted, bytes = r.bytes, ms = r.elapsed_ms, "sync: pushed");
+                tracing::info!(
+                    uploaded = r.uploaded,
+                    deleted = r.deleted,
+                    bytes = r.bytes,
+                    ms = r.elapsed_ms,
+                    "sync: pushed"
+                );
             }
             report(&mut push_error, "push", result.map(|_| ()).map_err(|e| e.to_string()));
             if pull && settings.pull {
@@ -91,7 +97,13 @@ impl SyncLoop {
                 if let Ok(r) = &result
                     && r.applied + r.deleted > 0
                 {
-                    tracing::info!(applied = r.applied, deleted = r.deleted, segments = r.segments, conflicts = r.conflicts.len(), "sync: pulled");
+                    tracing::info!(
+                        applied = r.applied,
+                        deleted = r.deleted,
+                        segments = r.segments,
+                        conflicts = r.conflicts.len(),
+                        "sync: pulled"
+                    );
                 }
                 if let Err(e @ clawboard_sync::Error::Refused { reason }) = &result
                     && pull_error.as_deref() != Some(e.to_string().as_str())

@@ -1,0 +1,430 @@
+//! Many nodes, one bucket, end to end: three real daemons, each with its own root
+//! and node id, sharing a bucket (the local-directory backend and a real S3 server,
+//! s3s-fs). Every role run is appended to one run log, so "dispatched once" is
+//! counted across all nodes; every test ends with the three trees identical.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawboard_tests::s3::{Bucket, Kind, Server};
+use clawboard_tests::{Daemon, Run, Tree, wait_until};
+use rstest::rstest;
+
+const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+
+struct Node {
+    t: Tree,
+    id: &'static str,
+}
+
+struct Cluster {
+    nodes: Vec<Node>,
+    runlog: PathBuf,
+    _scratch: tempfile::TempDir,
+}
+
+/// Roles that append `task role root` to the run log; `use-slow` in a task's
+/// description makes the PM pick `slow`, which takes 8 s.
+fn roles(runlog: &Path) -> String {
+    let log = format!("echo \\\"$CLAWBOARD_TASK_ID $CLAWBOARD_ROLE $CLAWBOARD_ROOT\\\" >> {}", runlog.display());
+    format!(
+        r#"[daemon]
+shutdown_grace = "2s"
+
+[lifecycle]
+validator = "validator"
+harvester = "harvester"
+max_tasks = 16
+max_parallel_roles = 8
+
+[lifecycle.pm_for_type]
+coding = "pm"
+
+[roles.pm]
+command = ["sh", "-c", "{log}; ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+retry_backoff = "10ms"
+
+[roles.w]
+command = ["sh", "-c", "{log}; cat >/dev/null; printf '{{\"summary\":\"w did it\"}}'"]
+retry_backoff = "10ms"
+
+[roles.slow]
+command = ["sh", "-c", "{log}; cat >/dev/null; sleep 8; printf '{{\"summary\":\"slow did it\"}}'"]
+retry_backoff = "10ms"
+
+[roles.validator]
+command = ["sh", "-c", "{log}; cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
+retry_backoff = "10ms"
+
+[roles.harvester]
+command = ["sh", "-c", "{log}; cat >/dev/null; printf '{{\"experiences\":[{{\"roleId\":\"w\",\"cells\":[{{\"type\":\"insight\",\"content\":\"c\",\"value\":0.5}}]}}]}}'"]
+retry_backoff = "10ms"
+"#
+    )
+}
+
+impl Cluster {
+    /// Three initialized trees configured on `bucket`: sync every second, heartbeat
+    /// every second, a 4 s lease.
+    fn new(bucket: &Bucket) -> Cluster {
+        let scratch = tempfile::tempdir().unwrap();
+        let runlog = scratch.path().join("runs.log");
+        std::fs::write(&runlog, "").unwrap();
+        let nodes = NODES
+            .iter()
+            .map(|id| {
+                let t = Tree::init();
+                let sync = bucket.sync_config(
+                    t.dir.path(),
+                    "schedule = \"* * * * * *\"\nheartbeat = \"1s\"\nlease = \"4s\"\nretry_base = \"50ms\"\nretries = 2",
+                );
+                t.config(&format!("[node]\nid = \"{id}\"\n\n{}\n{sync}", roles(&runlog)));
+                Node { t, id }
+            })
+            .collect();
+        Cluster { nodes, runlog, _scratch: scratch }
+    }
+
+    fn start(&self) -> Vec<Daemon> {
+        self.nodes.iter().map(|n| n.t.daemon()).collect()
+    }
+
+    fn node(&self, id: &str) -> &Node {
+        self.nodes.iter().find(|n| n.id == id).unwrap()
+    }
+
+    /// Role runs as (task, role, node).
+    fn runs(&self) -> Vec<(String, String, String)> {
+        let text = std::fs::read_to_string(&self.runlog).unwrap();
+        text.lines()
+            .filter_map(|l| {
+                let mut parts = l.split(' ');
+                let (task, role, root) = (parts.next()?, parts.next()?, parts.next()?);
+                let node = self.nodes.iter().find(|n| Path::new(root) == n.t.root.canonicalize().unwrap())?.id;
+                Some((task.to_owned(), role.to_owned(), node.to_owned()))
+            })
+            .collect()
+    }
+
+    /// Waits until the three trees hold the same files with the same bytes.
+    fn converge(&self, secs: u64, when: &str) {
+        let mut last = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        while std::time::Instant::now() < deadline {
+            last = self.nodes.iter().map(|n| tree_hashes(&n.t.root)).collect();
+            if last.windows(2).all(|w| w[0] == w[1]) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let a = &last[0];
+        for (n, other) in self.nodes.iter().zip(&last).skip(1) {
+            let diff: Vec<String> = a
+                .keys()
+                .chain(other.keys())
+                .filter(|k| a.get(*k) != other.get(*k))
+                .map(|k| {
+                    format!("{k}: {} {:?} vs {:?}", n.id, a.get(k).map(|h| &h[..8]), other.get(k).map(|h| &h[..8]))
+                })
+                .collect();
+            if !diff.is_empty() {
+                panic!("{when}: node-a and {} differ after {secs} s:\n{}", n.id, diff.join("\n"));
+            }
+        }
+    }
+}
+
+/// Every file of a tree with its hash, except `.clawboard/` and the two files each
+/// node keeps for itself (`shared/node-status.json`, `roles/active.json`).
+fn tree_hashes(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).into_iter().filter_entry(|e| e.file_name() != ".clawboard").flatten() {
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if rel == "shared/node-status.json" || rel == "roles/active.json" {
+            continue;
+        }
+        if let Ok(bytes) = std::fs::read(e.path()) {
+            out.insert(rel, blake3::hash(&bytes).to_hex().to_string());
+        }
+    }
+    out
+}
+
+fn sync(t: &Tree, args: &[&str]) -> Run {
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut all = vec!["--config", cfg.to_str().unwrap(), "sync"];
+    all.extend_from_slice(args);
+    t.run(&all)
+}
+
+fn task_ids(t: &Tree) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::s3s(Kind::S3s)]
+fn a_task_dropped_on_one_node_runs_once_and_shows_on_all(#[case] kind: Kind) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(kind, scratch.path());
+    let c = Cluster::new(&bucket);
+    let daemons = c.start();
+    let a = &c.node("node-a").t;
+    a.drop_task("one.json", r#"{"taskId": "t-one", "type": "coding", "description": "x"}"#);
+    wait_until(30, "t-one completed on node-a", || a.status_of("t-one") == "completed");
+    // Seen everywhere within a pull interval (1 s) or so.
+    wait_until(10, "the result on node-b and node-c", || {
+        c.nodes
+            .iter()
+            .all(|n| n.t.status_of("t-one") == "completed" && n.t.root.join("tasks/t-one/result.json").exists())
+    });
+    c.converge(20, "after one task");
+    let runs = c.runs();
+    let pm: Vec<_> = runs.iter().filter(|(t, r, _)| t == "t-one" && r == "pm").collect();
+    assert_eq!(pm.len(), 1, "the PM ran once in total: {runs:?}");
+    assert!(runs.iter().all(|(_, _, n)| n == "node-a"), "only node-a ran roles: {runs:?}");
+    // Every node lists every node, and the status shows them.
+    wait_until(10, "node status with three nodes", || {
+        c.nodes.iter().all(|n| {
+            let s =
+                n.t.run(&["--config", n.t.dir.path().join("clawboard.toml").to_str().unwrap(), "status", "--json"])
+                    .json();
+            s["node"] == n.id && s["nodes"]["nodes"].as_object().is_some_and(|m| m.len() == 3)
+        })
+    });
+    let cfg = a.dir.path().join("clawboard.toml");
+    let text = a.run(&["--config", cfg.to_str().unwrap(), "status"]).ok().stdout.clone();
+    for id in NODES {
+        assert!(text.contains(id), "status lists {id}:\n{text}");
+    }
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::s3s(Kind::S3s)]
+fn three_hundred_tasks_on_three_nodes_each_run_exactly_once(#[case] kind: Kind) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(kind, scratch.path());
+    let c = Cluster::new(&bucket);
+    let daemons = c.start();
+    for i in 0..300 {
+        let n = &c.nodes[i % 3];
+        n.t.drop_task(
+            &format!("t{i}.json"),
+            &format!(r#"{{"taskId": "t-{i:03}", "type": "coding", "description": "x"}}"#),
+        );
+    }
+    wait_until(300, "300 tasks completed on every node", || {
+        c.nodes.iter().all(|n| (0..300).all(|i| n.t.status_of(&format!("t-{i:03}")) == "completed"))
+    });
+    c.converge(60, "after 300 tasks");
+    let runs = c.runs();
+    for i in 0..300 {
+        let id = format!("t-{i:03}");
+        let pm: Vec<_> = runs.iter().filter(|(t, r, _)| *t == id && r == "pm").collect();
+        assert_eq!(pm.len(), 1, "{id}: the PM ran {} times: {pm:?}", pm.len());
+        assert_eq!(pm[0].2, NODES[i % 3], "{id} ran on the node it was dropped on");
+    }
+    assert_eq!(runs.len(), 300 * 4, "pm, w, validator, harvester once per task");
+    assert_eq!(task_ids(&c.nodes[1].t).len(), 300);
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::s3s(Kind::S3s)]
+fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[case] kind: Kind) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(kind, scratch.path());
+    let c = Cluster::new(&bucket);
+    // Between syncs: no daemon, every step by hand.
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    std::fs::write(a.root.join("gm/notes.md"), "common\n").unwrap();
+    sync(a, &["push"]).ok();
+    for n in &c.nodes {
+        sync(&n.t, &["pull"]).ok();
+    }
+    assert_eq!(std::fs::read_to_string(c.node("node-c").t.root.join("gm/notes.md")).unwrap(), "common\n");
+    std::fs::write(a.root.join("gm/notes.md"), "edited on a\n").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(b.root.join("gm/notes.md"), "edited on b, later\n").unwrap();
+    sync(a, &["push"]).ok();
+    sync(b, &["push"]).ok();
+    for _ in 0..2 {
+        for n in &c.nodes {
+            sync(&n.t, &["pull"]).ok();
+            sync(&n.t, &["push"]).ok();
+        }
+    }
+    for _ in 0..2 {
+        for n in &c.nodes {
+            sync(&n.t, &["pull"]).ok();
+        }
+    }
+    c.converge(1, "after the conflict");
+    for n in &c.nodes {
+        let root = &n.t.root;
+        assert_eq!(
+            std::fs::read_to_string(root.join("gm/notes.md")).unwrap(),
+            "edited on b, later\n",
+            "{}: the later edit wins",
+            n.id
+        );
+        let copies: Vec<String> = std::fs::read_dir(root.join("gm"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.starts_with("notes.conflict-"))
+            .collect();
+        assert_eq!(copies.len(), 1, "{}: one conflict copy: {copies:?}", n.id);
+        assert!(copies[0].starts_with("notes.conflict-node-a-") && copies[0].ends_with(".md"), "{copies:?}");
+        assert_eq!(std::fs::read_to_string(root.join("gm").join(&copies[0])).unwrap(), "edited on a\n");
+    }
+    // Node-a's version lost: node-a raised one `normal` escalation, synced everywhere.
+    let escalations: Vec<serde_json::Value> = std::fs::read_dir(c.node("node-c").t.root.join("escalations"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+        .collect();
+    assert_eq!(escalations.len(), 1, "{escalations:?}");
+    assert_eq!(escalations[0]["level"], "normal");
+    assert!(escalations[0]["issue"].as_str().unwrap().contains("gm/notes.md"), "{}", escalations[0]);
+    let cfg = a.dir.path().join("clawboard.toml");
+    let status = a.run(&["--config", cfg.to_str().unwrap(), "status", "--json"]).json();
+    assert_eq!(status["conflicts"].as_array().unwrap().len(), 1, "{status}");
+    // A delete against a modify keeps the modified file.
+    std::fs::remove_file(a.root.join("gm/notes.md")).unwrap();
+    std::fs::write(b.root.join("gm/notes.md"), "modified again on b\n").unwrap();
+    sync(a, &["push"]).ok();
+    sync(b, &["push"]).ok();
+    for _ in 0..2 {
+        for n in &c.nodes {
+            sync(&n.t, &["pull"]).ok();
+            sync(&n.t, &["push"]).ok();
+        }
+    }
+    for n in &c.nodes {
+        sync(&n.t, &["pull"]).ok();
+    }
+    c.converge(1, "after delete against modify");
+    assert_eq!(std::fs::read_to_string(a.root.join("gm/notes.md")).unwrap(), "modified again on b\n");
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::s3s(Kind::S3s)]
+fn a_node_killed_mid_task_is_taken_over_and_fenced_when_it_returns(#[case] kind: Kind) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(kind, scratch.path());
+    let c = Cluster::new(&bucket);
+    let mut daemons = c.start();
+    let b = &c.node("node-b").t;
+    b.drop_task("slow.json", r#"{"taskId": "t-slow", "type": "coding", "description": "use-slow"}"#);
+    wait_until(20, "the slow role running on node-b", || {
+        c.runs().iter().any(|(t, r, n)| t == "t-slow" && r == "slow" && n == "node-b")
+    });
+    // Let node-b push the task's progress so far, then kill it.
+    std::thread::sleep(Duration::from_millis(2500));
+    daemons.remove(1).crash();
+    let segments_before: Vec<String> =
+        bucket.all_objects().into_keys().filter(|k| k.starts_with("_log/node-b/")).collect();
+    wait_until(60, "node-a or node-c to complete t-slow", || {
+        ["node-a", "node-c"].iter().any(|id| c.node(id).t.status_of("t-slow") == "completed")
+    });
+    let runs = c.runs();
+    let taker = runs.iter().rev().find(|(t, r, _)| t == "t-slow" && r == "slow").unwrap().2.clone();
+    assert_ne!(taker, "node-b");
+    assert_eq!(
+        runs.iter().filter(|(t, r, _)| t == "t-slow" && r == "pm").count(),
+        1,
+        "the PM step was not run again: {runs:?}"
+    );
+    // node-b comes back: it finds the claim taken, and writes nothing into the task.
+    let returned = b.daemon();
+    c.converge(40, "after node-b returned");
+    assert_eq!(b.status_of("t-slow"), "completed");
+    let written_after: Vec<String> = bucket
+        .all_objects()
+        .into_keys()
+        .filter(|k| k.starts_with("_log/node-b/") && !segments_before.contains(k))
+        .collect();
+    let remote = bucket.remote();
+    for key in written_after {
+        let (bytes, _) = clawboard_tests::s3::runtime()
+            .block_on(async { clawboard_sync::Remote::get(&remote, &key).await })
+            .unwrap()
+            .unwrap();
+        let seg: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for e in seg["entries"].as_array().unwrap() {
+            assert!(
+                !e["p"].as_str().unwrap().starts_with("tasks/t-slow/"),
+                "node-b wrote {} after it lost the claim",
+                e["p"]
+            );
+        }
+    }
+    assert_eq!(
+        c.runs().iter().filter(|(t, _, n)| t == "t-slow" && n == "node-b").count(),
+        2,
+        "node-b ran nothing more"
+    );
+    drop(returned);
+    drop(daemons);
+}
+
+#[test]
+fn the_s3_server_down_for_a_minute_and_back_all_nodes_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(Kind::S3s, dir.path());
+    let bucket = server.bucket();
+    let c = Cluster::new(&bucket);
+    let daemons = c.start();
+    for (i, n) in c.nodes.iter().enumerate() {
+        n.t.drop_task(
+            &format!("before{i}.json"),
+            &format!(r#"{{"taskId": "t-before-{i}", "type": "coding", "description": "x"}}"#),
+        );
+    }
+    wait_until(60, "the first tasks everywhere", || {
+        c.nodes.iter().all(|n| (0..3).all(|i| n.t.status_of(&format!("t-before-{i}")) == "completed"))
+    });
+    server.stop();
+    // Work goes on locally: edits, and a task that waits for its claim.
+    for n in &c.nodes {
+        std::fs::write(n.t.root.join(format!("gm/{}.md", n.id)), format!("written on {} during the outage\n", n.id))
+            .unwrap();
+    }
+    c.node("node-c").t.drop_task("during.json", r#"{"taskId": "t-during", "type": "coding", "description": "x"}"#);
+    std::thread::sleep(Duration::from_secs(60));
+    assert_eq!(c.node("node-c").t.status_of("t-during"), "pending", "no claim without the bucket");
+    server.restart();
+    wait_until(90, "t-during completed everywhere", || {
+        c.nodes.iter().all(|n| n.t.status_of("t-during") == "completed")
+    });
+    c.converge(60, "after the outage");
+    for n in &c.nodes {
+        assert!(c.nodes[0].t.root.join(format!("gm/{}.md", n.id)).exists());
+    }
+    let runs = c.runs();
+    assert_eq!(runs.iter().filter(|(t, r, _)| t == "t-during" && r == "pm").count(), 1, "{runs:?}");
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
+}
