@@ -22,6 +22,8 @@
 # shared test servers alone. Daemons and moto are stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+CMD_ENV=""
+for k in FILES IDLE_SECS BIN TIMEOUT KEEP; do [ -z "${!k:-}" ] || CMD_ENV+="$k=${!k} "; done
 BIN="${BIN:-target/debug/clawboard}"
 [ -x "$BIN" ] || { echo "no clawboard binary at $BIN: cargo build -p clawboard (or set BIN)" >&2; exit 1; }
 [ -x target/tools/venv/bin/moto_server ] || { echo "needs moto: scripts/s3-servers install" >&2; exit 1; }
@@ -39,7 +41,7 @@ cleanup() {
     rm -f "$PIDS"
 }
 trap cleanup EXIT INT TERM
-BIN="$BIN" PIDS="$PIDS" python3 - "$@" <<'PY'
+BIN="$BIN" PIDS="$PIDS" CMD_ENV="$CMD_ENV" python3 - "$@" <<'PY'
 import hashlib, json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile, time
 from collections import Counter
 from pathlib import Path
@@ -178,7 +180,8 @@ def tree_hashes(root):
         for f in files:
             p = os.path.join(d, f)
             rel = os.path.relpath(p, root)
-            if rel in LOCAL_ONLY:
+            # Local-only files, and the store's atomic-write temp files (never synced).
+            if rel in LOCAL_ONLY or ".clawboard-tmp." in f:
                 continue
             try:
                 st = os.stat(p)
@@ -217,6 +220,10 @@ def stays_converged(cl, secs=3.0):
     while time.monotonic() < end:
         h = {n: tree_hashes(cl.roots[n]) for n in NODES}
         if not (h["a"] == h["b"] == h["c"]):
+            for n in NODES[1:]:
+                for path in sorted(set(h[n]) | set(h["a"])):
+                    if h[n].get(path) != h["a"].get(path):
+                        say(f"    differs after convergence: {n} {path}: A {str(h['a'].get(path))[:12]} {n.upper()} {str(h[n].get(path))[:12]}")
             return False
         time.sleep(0.2)
     return True
@@ -283,7 +290,8 @@ def convergence(name, backend, moto_log=None):
             stable = stays_converged(cl, 3)
             row = dict(backend=name, round=label, write_s=t0 - w0, converge_s=secs,
                        b_s=first.get("b"), c_s=first.get("c"), files=len(h), stable=stable,
-                       requests=sum(ops.values()) if ops else None)
+                       requests=sum(ops.values()) if ops else None,
+                       ops=", ".join(f"{k} {v}" for k, v in sorted(ops.items())) if ops else "")
             rows.append(row)
             say(f"  round {rnd} ({label}): written in {row['write_s']:.2f} s, converged {secs:.2f} s after "
                 f"(B {first.get('b', 0):.2f} s, C {first.get('c', 0):.2f} s), {len(h)} files, "
@@ -307,11 +315,21 @@ def idle(endpoint, moto_log):
         w1 = time.time()
         cl.check_alive()
         ops, prefixes, areas = classify(moto_lines(moto_log)[mark:], bucket)
+        # What one scheduled run (push, then pull, nothing new) costs a node: the same
+        # calls from the command line on node A, again if a heartbeat fell inside.
+        for _ in range(5):
+            m = len(moto_lines(moto_log))
+            for what in ("push", "pull"):
+                subprocess.run(cb(cl.cfgs["a"], cl.roots["a"], "sync", what), check=True, stdout=subprocess.DEVNULL)
+            run_ops, run_prefixes, run_areas = classify(moto_lines(moto_log)[m:], bucket)
+            if run_areas.get("PUT _nodes/", 0) == 0:
+                break
+            time.sleep(2)
     finally:
         cl.stop()
     # Scheduled runs (*/5 * * * *) whose time fell inside the window.
     runs = sum(1 for m in range(int(w0 // 60) + 1, int(w1 // 60) + 1) if m % 5 == 0)
-    return ops, prefixes, areas, runs
+    return ops, prefixes, areas, runs, run_ops, run_prefixes
 
 def digest():
     """WARN/ERROR lines of every daemon log, by message (timestamps dropped)."""
@@ -334,7 +352,7 @@ try:
     endpoint, moto_log = start_moto()
     make_bucket(endpoint, "bench-converge")
     convergence("moto", dict(kind="s3", endpoint=endpoint, bucket="bench-converge", creds=credentials()), moto_log)
-    ops, prefixes, areas, runs = idle(endpoint, moto_log)
+    ops, prefixes, areas, runs, run_ops, run_prefixes = idle(endpoint, moto_log)
 
     per = lambda k: k / 3 / (IDLE_SECS / 60)
     say("")
@@ -344,36 +362,40 @@ try:
     say("")
     say(f"### Convergence ({FILES} files of ~1 KiB into node A; schedule every second, heartbeat 1s)")
     say("")
-    say("| backend | round | writing (s) | B identical (s) | C identical (s) | all three identical (s) | files in tree | stays identical | requests (all nodes) |")
-    say("|---|---|---:|---:|---:|---:|---:|---|---:|")
+    say("| backend | round | writing (s) | B identical (s) | C identical (s) | all three identical (s) | files in tree | stays identical | requests until identical (all nodes) |")
+    say("|---|---|---:|---:|---:|---:|---:|---|---|")
     for r in rows:
+        reqs = f"{r['requests']} ({r['ops']})" if r["requests"] is not None else "-"
         say(f"| {r['backend']} | {r['round']} | {r['write_s']:.2f} | {r['b_s']:.2f} | {r['c_s']:.2f} | **{r['converge_s']:.2f}** | "
-            f"{r['files']} | {'yes' if r['stable'] else 'NO'} | {r['requests'] if r['requests'] is not None else '-'} |")
+            f"{r['files']} | {'yes' if r['stable'] else 'NO'} | {reqs} |")
     say("")
     say(f"### Idle cost (moto; schedule `*/5 * * * *`, heartbeat 30s; {IDLE_SECS} s window, {runs} scheduled run(s) inside it)")
     say("")
-    say("| operation | requests in window (3 nodes) | per node per idle minute |")
-    say("|---|---:|---:|")
+    # Steady state: the window without the scheduled runs inside it, plus one run every 5 minutes.
+    est = lambda op: (ops.get(op, 0) - 3 * runs * run_ops.get(op, 0)) / 3 / (IDLE_SECS / 60) + run_ops.get(op, 0) / 5
+    say("| operation | requests in window (3 nodes) | per node per idle minute (window) | one scheduled run, one node | per node per idle minute incl. one run / 5 min (estimate) |")
+    say("|---|---:|---:|---:|---:|")
     for op in ["LIST", "GET", "HEAD", "PUT", "POST", "DELETE"]:
-        say(f"| {op} | {ops.get(op, 0)} | {per(ops.get(op, 0)):.2f} |")
+        say(f"| {op} | {ops.get(op, 0)} | {per(ops.get(op, 0)):.2f} | {run_ops.get(op, 0)} | {est(op):.2f} |")
     total = sum(ops.values())
-    say(f"| **total** | {total} | **{per(total):.2f}** |")
+    say(f"| **total** | {total} | **{per(total):.2f}** | {sum(run_ops.values())} | **{sum(est(op) for op in ['LIST', 'GET', 'HEAD', 'PUT', 'POST', 'DELETE']):.2f}** |")
     say("")
-    say("| listing prefix | listings in window |")
-    say("|---|---:|")
-    for p, k in sorted(prefixes.items()):
-        say(f"| `{p or '(none: whole bucket)'}` | {k} |")
+    say("(A scheduled run's cost is measured with `clawboard sync push` + `clawboard sync pull` on node A after the window.)")
+    say("")
+    say("| listing prefix | listings in window (3 nodes) | in one scheduled run (one node) |")
+    say("|---|---:|---:|")
+    for p in sorted(set(prefixes) | set(run_prefixes)):
+        say(f"| `{p or '(none: whole bucket)'}` | {prefixes.get(p, 0)} | {run_prefixes.get(p, 0)} |")
     say("")
     say("| request by key area | in window |")
     say("|---|---:|")
     for a, k in sorted(areas.items()):
         say(f"| {a} | {k} |")
-    bad = {p: k for p, k in prefixes.items() if not p.startswith(("_nodes/", "_log/"))}
+    bad = {p: k for p, k in (prefixes + run_prefixes).items() if not p.startswith(("_nodes/", "_log/"))}
     say("")
     say("Whole-bucket (or other-prefix) listings while idle: " + ("none" if not bad else f"**{bad}**"))
     say("")
-    say("Command: `" + " ".join(f"{k}={os.environ[k]}" for k in ("FILES", "IDLE_SECS", "BIN", "TIMEOUT") if k in os.environ)
-        + (" " if any(k in os.environ for k in ("FILES", "IDLE_SECS", "BIN", "TIMEOUT")) else "") + "scripts/bench/multinode.sh`")
+    say(f"Command: `{os.environ.get('CMD_ENV', '')}scripts/bench/multinode.sh`")
     status = 0 if not bad else 1
 finally:
     for name, p in reversed(procs):

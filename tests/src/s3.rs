@@ -329,13 +329,15 @@ impl Server {
         log.lines().filter(|l| l.contains(&format!("\"{what}"))).count()
     }
 
-    /// PUTs of objects (not of the bucket itself, e.g. its creation) into `bucket`.
+    /// PUTs of the tree's objects into `bucket` (not of the bucket itself, e.g. its
+    /// creation, nor of the bookkeeping under `_log/`, `_claims/`, `_nodes/`).
     pub fn object_puts(&self, bucket: &str) -> usize {
         let lead = format!("\"PUT /{bucket}/");
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         log.lines()
             .filter_map(|l| l.find(&lead).map(|i| &l[i + lead.len()..]))
             .filter(|rest| !rest.starts_with([' ', '?']))
+            .filter(|rest| !["_log/", "_claims/", "_nodes/"].iter().any(|p| rest.starts_with(p)))
             .count()
     }
 }
