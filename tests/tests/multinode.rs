@@ -428,3 +428,156 @@ fn the_s3_server_down_for_a_minute_and_back_all_nodes_converge() {
         assert_eq!(d.stop(), 0);
     }
 }
+
+/// Three trees on one local-directory bucket, no daemons: every step by hand.
+fn by_hand() -> (tempfile::TempDir, Bucket, Cluster) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(Kind::Dir, scratch.path());
+    let c = Cluster::new(&bucket);
+    (scratch, bucket, c)
+}
+
+#[test]
+fn a_mass_delete_is_refused_and_escalated_until_allowed() {
+    let (_s, _bucket, c) = by_hand();
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    for i in 0..30 {
+        std::fs::write(a.root.join(format!("gm/n{i}.md")), format!("{i}\n")).unwrap();
+    }
+    sync(a, &["push"]).ok();
+    sync(b, &["pull"]).ok();
+    assert!(b.root.join("gm/n29.md").exists());
+    for i in 0..25 {
+        std::fs::remove_file(a.root.join(format!("gm/n{i}.md"))).unwrap();
+    }
+    sync(a, &["push"]).ok();
+    let before = tree_hashes(&b.root);
+    let r = sync(b, &["pull"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("pull refused") && r.stderr.contains("--allow-mass-delete"), "{}", r.stderr);
+    let after = tree_hashes(&b.root);
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    assert!(before.keys().all(|k| after.contains_key(k)), "nothing was deleted");
+    assert!(added.len() == 1 && added[0].starts_with("escalations/"), "only the escalation is new: {added:?}");
+    let esc: serde_json::Value = serde_json::from_slice(&std::fs::read(b.root.join(added[0])).unwrap()).unwrap();
+    assert_eq!(esc["level"], "normal");
+    assert!(esc["issue"].as_str().unwrap().contains("would delete 25"), "{esc}");
+    // Refused again until a human allows it; then applied.
+    assert_eq!(sync(b, &["pull"]).code, 1);
+    sync(b, &["pull", "--allow-mass-delete"]).ok();
+    assert!(!b.root.join("gm/n0.md").exists() && b.root.join("gm/n29.md").exists());
+}
+
+#[test]
+fn a_node_away_longer_than_the_log_reconciles_by_listing() {
+    let (_s, bucket, c) = by_hand();
+    let (a, cc) = (&c.node("node-a").t, &c.node("node-c").t);
+    for round in 0..3 {
+        std::fs::write(a.root.join(format!("gm/r{round}.md")), "x\n").unwrap();
+        sync(a, &["push"]).ok();
+    }
+    // The oldest segments expired (as `sync.log_retention` would have it).
+    let remote = bucket.remote();
+    let rt = clawboard_tests::s3::runtime();
+    let first: Vec<String> = bucket.all_objects().into_keys().filter(|k| k.starts_with("_log/node-a/")).collect();
+    assert!(first.len() >= 3, "{first:?}");
+    rt.block_on(async { clawboard_sync::Remote::delete(&remote, &first[0]).await }).unwrap();
+    let r = sync(cc, &["pull", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["full"], true, "{}", r.stdout);
+    assert_eq!(tree_hashes(&cc.root), tree_hashes(&a.root));
+    // From then on, incremental again.
+    std::fs::write(a.root.join("gm/after.md"), "y\n").unwrap();
+    sync(a, &["push"]).ok();
+    let r = sync(cc, &["pull", "--json"]);
+    assert_eq!(r.json()["full"], false, "{}", r.stdout);
+    assert_eq!(r.json()["applied"], 1, "{}", r.stdout);
+    assert_eq!(tree_hashes(&cc.root), tree_hashes(&a.root));
+}
+
+#[test]
+fn hostile_log_entries_are_skipped_and_change_nothing() {
+    let (_s, bucket, c) = by_hand();
+    let b = &c.node("node-b").t;
+    let remote = bucket.remote();
+    let rt = clawboard_tests::s3::runtime();
+    let put = |key: &str, body: &str| {
+        rt.block_on(async {
+            clawboard_sync::Remote::put(
+                &remote,
+                key,
+                clawboard_sync::Body::Bytes(body.to_owned().into()),
+                &Default::default(),
+                &clawboard_sync::Condition::None,
+            )
+            .await
+        })
+        .unwrap();
+    };
+    put("_nodes/evil.json", r#"{"node":"evil","seenAt":"2026-11-22T00:00:00Z","version":"0"}"#);
+    let entry =
+        |p: &str| format!(r#"{{"p":{p:?},"op":"put","h":"00","s":1,"t":1,"a":"evil","v":{{"evil":99999999999999}}}}"#);
+    let paths = [
+        "../outside.md",
+        "/etc/passwd",
+        ".clawboard/node-id",
+        "_claims/t-x",
+        "gm/../../x.md",
+        "shared/node-status.json",
+    ];
+    let entries: Vec<String> = paths.iter().map(|p| entry(p)).collect();
+    put(
+        "_log/evil/00000000000000000001",
+        &format!(r#"{{"node":"evil","seq":1,"writtenAt":"2026-11-22T00:00:00Z","entries":[{}]}}"#, entries.join(",")),
+    );
+    put("_log/evil/00000000000000000002", "not json at all");
+    let before = tree_hashes(&b.root);
+    let node_id = std::fs::read(b.root.join(".clawboard/node-id")).ok();
+    let r = sync(b, &["pull", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let skipped = r.json()["skipped"].to_string();
+    for p in ["../outside.md", "/etc/passwd", ".clawboard/node-id", "not a change-log segment"] {
+        assert!(skipped.contains(p), "{p} reported as skipped: {skipped}");
+    }
+    assert_eq!(tree_hashes(&b.root), before, "the tree is unchanged");
+    assert_eq!(std::fs::read(b.root.join(".clawboard/node-id")).ok(), node_id);
+    assert!(!b.dir.path().join("outside.md").exists());
+}
+
+#[test]
+fn conflict_copies_are_capped_per_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(Kind::Dir, scratch.path());
+    let c = Cluster::new(&bucket);
+    // A cap of 3 for this test.
+    for n in &c.nodes {
+        let cfg = n.t.dir.path().join("clawboard.toml");
+        let text =
+            std::fs::read_to_string(&cfg).unwrap().replace("lease = \"4s\"", "lease = \"4s\"\nmax_conflict_copies = 3");
+        std::fs::write(cfg, text).unwrap();
+    }
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    for round in 0..5 {
+        std::fs::write(a.root.join("gm/hot.md"), format!("a{round}\n")).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        std::fs::write(b.root.join("gm/hot.md"), format!("b{round}\n")).unwrap();
+        sync(a, &["push"]).ok();
+        sync(b, &["push"]).ok();
+        for _ in 0..2 {
+            for n in [a, b] {
+                sync(n, &["pull"]).ok();
+                sync(n, &["push"]).ok();
+            }
+        }
+    }
+    for n in [a, b] {
+        let copies = std::fs::read_dir(n.root.join("gm"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("hot.conflict-"))
+            .count();
+        assert_eq!(copies, 3, "at most 3 copies kept");
+        assert_eq!(std::fs::read_to_string(n.root.join("gm/hot.md")).unwrap(), "b4\n");
+    }
+    assert_eq!(tree_hashes(&a.root), tree_hashes(&b.root));
+}

@@ -223,7 +223,25 @@ fn bad_sync_config_is_refused_naming_the_key() {
     let r = sync(&t, &["push"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("key sync.schedule"), "{}", r.stderr);
+    for (bad, key, why) in [
+        ("lease = \"10s\"\nheartbeat = \"30s\"", "sync.lease", "less than twice sync.heartbeat"),
+        ("heartbeat = \"0s\"", "sync.heartbeat", "at least 1s"),
+        ("heartbeat = \"soon\"", "sync.heartbeat", "not a duration"),
+        ("mass_delete_ratio = 1.5", "sync.mass_delete_ratio", "not within (0, 1]"),
+        ("mass_delete_ratio = 0.0", "sync.mass_delete_ratio", "not within (0, 1]"),
+        ("max_conflict_copies = 0", "sync.max_conflict_copies", "out of range"),
+        ("log_retention = \"7\"", "sync.log_retention", "no unit"),
+        ("pull = \"yes\"", "pull", "invalid type"),
+    ] {
+        t.config(&format!("[sync]\n{bad}\n"));
+        for args in [&["pull"][..], &["push"][..]] {
+            let r = sync(&t, args);
+            assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+            assert!(r.stderr.contains(key) && r.stderr.contains(why), "{bad}: {}", r.stderr);
+        }
+    }
     assert!(!t.root.join(".clawboard/sync/pushed.log").exists(), "nothing was pushed or recorded");
+    assert!(!t.root.join(".clawboard/sync/pull.json").exists(), "nothing was pulled");
 }
 
 /// The daemon with sync on a private server, pushing every second.

@@ -107,7 +107,13 @@ impl<R: Remote> Pusher<R> {
         let key = format!("{NODES_PREFIX}{}.json", self.node);
         self.counts.put.fetch_add(1, Ordering::Relaxed);
         let meta = Metadata::new();
-        self.retry(|| self.remote.put(&key, Body::Bytes(Bytes::from(body.clone())), &meta, &Condition::None)).await?;
+        let stored = self
+            .retry(|| self.remote.put(&key, Body::Bytes(Bytes::from(body.clone())), &meta, &Condition::None))
+            .await?;
+        // This node's own beat is not read back.
+        if let (PutOutcome::Stored { etag: Some(etag) }, Ok(mut c)) = (stored, self.beats.lock()) {
+            c.insert(self.node.clone(), (etag, beat));
+        }
         Ok(())
     }
 
@@ -135,16 +141,32 @@ impl<R: Remote> Pusher<R> {
         }
     }
 
-    /// Every node's last heartbeat, with its ETag.
+    /// Every node's last heartbeat, with its ETag. One listing of `_nodes/`; a
+    /// heartbeat is read only when its ETag changed since this process last read it.
     pub async fn heartbeats(&self) -> Result<Vec<(Heartbeat, String)>> {
+        self.counts.list.fetch_add(1, Ordering::Relaxed);
+        let listed = self.retry(|| crate::remote::list_all(self.remote.as_ref(), NODES_PREFIX)).await?;
         let mut out = Vec::new();
-        for node in self.nodes().await? {
-            let key = format!("{NODES_PREFIX}{node}.json");
+        for o in listed {
+            let Some(node) = o.key.strip_prefix(NODES_PREFIX).and_then(|k| k.strip_suffix(".json")) else { continue };
+            let cached = self.beats.lock().ok().and_then(|c| c.get(node).cloned());
+            if let (Some((etag, beat)), Some(listed)) = (&cached, &o.etag)
+                && etag == listed
+            {
+                out.push((beat.clone(), etag.clone()));
+                continue;
+            }
             self.counts.get.fetch_add(1, Ordering::Relaxed);
-            let Some((bytes, info)) = self.retry(|| self.remote.get(&key)).await? else { continue };
+            let Some((bytes, info)) = self.retry(|| self.remote.get(&o.key)).await? else { continue };
+            let etag = info.etag.unwrap_or_default();
             match serde_json::from_slice::<Heartbeat>(&bytes) {
-                Ok(b) => out.push((b, info.etag.unwrap_or_default())),
-                Err(e) => tracing::warn!(key, "unreadable heartbeat: {e}"),
+                Ok(b) => {
+                    if let Ok(mut c) = self.beats.lock() {
+                        c.insert(node.to_owned(), (etag.clone(), b.clone()));
+                    }
+                    out.push((b, etag));
+                }
+                Err(e) => tracing::warn!(key = o.key, "unreadable heartbeat: {e}"),
             }
         }
         Ok(out)

@@ -27,6 +27,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use clawboard_core::index::Stamp;
 use clawboard_core::{RelPath, Timestamp};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -89,6 +90,9 @@ impl Cursors {
         Ok(())
     }
 }
+
+/// An object as fetched: `None` when there is no such object.
+type Fetched = Option<(Bytes, ObjectInfo)>;
 
 /// A version as found in the bucket or a segment.
 #[derive(Debug, Clone)]
@@ -276,8 +280,17 @@ impl<R: Remote> Pusher<R> {
             for e in seg.entries {
                 latest.insert(e.path.clone(), e);
             }
-            for (_, e) in latest {
-                self.apply_entry(e, &mut report).await?;
+            // Objects are fetched `sync.concurrency` at a time; entries are applied in order.
+            let fetched: Vec<(LogEntry, Result<Option<Fetched>>)> = futures_util::stream::iter(latest.into_values())
+                .map(|e| async move {
+                    let got = if self.wants(&e) { self.get(&e.path).await.map(Some) } else { Ok(None) };
+                    (e, got)
+                })
+                .buffered(self.settings.concurrency.max(1))
+                .collect()
+                .await;
+            for (e, got) in fetched {
+                self.apply_entry(e, got?, &mut report).await?;
             }
             self.with_state(crate::state::PushState::sync)?;
             cursors.nodes.insert(seg.node.clone(), seg.seq);
@@ -304,8 +317,18 @@ impl<R: Remote> Pusher<R> {
         Ok(())
     }
 
-    /// One segment entry: fetch its object (for a put) and apply it.
-    async fn apply_entry(&self, e: LogEntry, report: &mut PullReport) -> Result<()> {
+    /// True for an entry whose object pull must fetch (a put newer than what is known).
+    fn wants(&self, e: &LogEntry) -> bool {
+        e.op == Op::Put
+            && !self.is_excluded(&e.path)
+            && RelPath::new(&e.path).is_ok()
+            && self
+                .with_state(|s| Ok(s.get(&e.path).map(|r| r.vv.clone()).unwrap_or_default()))
+                .is_ok_and(|known| !matches!(version::compare(&e.vv, &known), Order::Older | Order::Same))
+    }
+
+    /// One segment entry, with its object when [`Self::wants`] fetched it: apply it.
+    async fn apply_entry(&self, e: LogEntry, fetched: Option<Fetched>, report: &mut PullReport) -> Result<()> {
         self.clock.observe(e.hlc);
         if self.is_excluded(&e.path) || RelPath::new(&e.path).is_err() {
             report.skipped.push(format!("{}: not a path pull writes", e.path));
@@ -323,7 +346,11 @@ impl<R: Remote> Pusher<R> {
             },
             Op::Put => {
                 // The bucket holds the newest version pushed; it may be later than the entry.
-                let Some((bytes, info)) = self.get(&e.path).await? else {
+                let got = match fetched {
+                    Some(got) => got,
+                    None => self.get(&e.path).await?,
+                };
+                let Some((bytes, info)) = got else {
                     return Ok(()); // deleted since: a later entry says so
                 };
                 let record = match version_of(&info, &bytes) {

@@ -183,6 +183,8 @@ pub struct Pusher<R: Remote> {
     pub(crate) writer: Mutex<clawboard_core::Store>,
     /// This process made sure `_nodes/{node}.json` exists (pullers find nodes there).
     announced: AtomicBool,
+    /// Heartbeats last read, by node: (ETag, heartbeat).
+    pub(crate) beats: Mutex<std::collections::HashMap<String, (String, crate::cluster::Heartbeat)>>,
     running: tokio::sync::Mutex<()>,
     pub counts: Arc<Counts>,
     pub progress: Arc<Progress>,
@@ -249,6 +251,7 @@ impl<R: Remote> Pusher<R> {
             outbox: Outbox::new(&dir),
             writer: Mutex::new(clawboard_core::Store::unchecked(root)),
             announced: AtomicBool::new(false),
+            beats: Mutex::new(Default::default()),
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),

@@ -178,7 +178,14 @@ async fn push_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PushArgs, full: bo
 
 async fn pull_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PullArgs) -> anyhow::Result<u8> {
     let lock = catch_up(pusher.root())?;
-    let report = pusher.pull(a.allow_mass_delete).await?;
+    let report = match pusher.pull(a.allow_mass_delete).await {
+        Ok(r) => r,
+        Err(e @ clawboard_sync::Error::Refused { .. }) => {
+            pusher.raise(&format!("sync pull refused on node {}: {e}", pusher.node())).await?;
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     if lock.is_some() {
         // Journal what the pull wrote (as a daemon's watcher would).
         clawboard_core::index::catch_up(pusher.root())?;
