@@ -279,7 +279,7 @@ impl<R: Remote> Pusher<R> {
             || self.excludes.is_match(rel)
             || RESERVED_PREFIXES.iter().any(|p| rel.starts_with(p))
             || LOCAL_ONLY.contains(&rel)
-            || rel.strip_prefix("inbox/").is_some_and(|name| !name.contains('/'))
+            || rel.strip_prefix("inbox/").is_some_and(|name| !name.contains('/') && name.ends_with(".json"))
     }
 
     /// Writes pulled files through `store` (the daemon's store, reporting to its
@@ -865,10 +865,19 @@ mod tests {
             "n".into(),
         )
         .unwrap();
-        for path in ["tasks/t/run.log", "scratch/a/b", ".clawboard/x", "inbox/.a.swp", "_log/n/1"] {
+        for path in [
+            "tasks/t/run.log",
+            "scratch/a/b",
+            ".clawboard/x",
+            "inbox/.a.swp",
+            "_log/n/1",
+            "inbox/t.json",
+            "shared/node-status.json",
+            "roles/active.json",
+        ] {
             assert!(p.is_excluded(path), "{path}");
         }
-        for path in ["tasks/t/task.json", "gm/decisions.md"] {
+        for path in ["tasks/t/task.json", "gm/decisions.md", "inbox/rejected", "inbox/rejected/t.json"] {
             assert!(!p.is_excluded(path), "{path}");
         }
         let mut s = SyncSettings::local_default().unwrap();
