@@ -299,6 +299,11 @@ impl Drop for Daemon {
 /// the role named after `use-` in the description), a validator that passes, a
 /// harvester. `extra` is appended (more `[roles.*]`).
 pub fn sh_config(extra: &str) -> String {
+    sh_config_with("", extra)
+}
+
+/// [`sh_config`] with `before` (a shell snippet ending in `; `) run first by every role.
+pub fn sh_config_with(before: &str, extra: &str) -> String {
     format!(
         r#"[daemon]
 shutdown_grace = "2s"
@@ -313,23 +318,23 @@ max_parallel_roles = 8
 coding = "pm"
 
 [roles.pm]
-command = ["sh", "-c", "ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; *use-garbage*) r=garbage;; *use-crash*) r=crash;; *use-esc*) r=esc;; *use-long*) r=long;; *use-http*) r=reviewer;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+command = ["sh", "-c", "{before}ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; *use-garbage*) r=garbage;; *use-crash*) r=crash;; *use-esc*) r=esc;; *use-long*) r=long;; *use-http*) r=reviewer;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
 retry_backoff = "10ms"
 
 [roles.w]
-command = ["sh", "-c", "cat >/dev/null; printf '{{\"summary\":\"w did it\"}}'"]
+command = ["sh", "-c", "{before}cat >/dev/null; printf '{{\"summary\":\"w did it\"}}'"]
 retry_backoff = "10ms"
 
 [roles.skill]
-command = ["sh", "-c", "cat >/dev/null; printf '{{\"summary\":\"skill did it\"}}'"]
+command = ["sh", "-c", "{before}cat >/dev/null; printf '{{\"summary\":\"skill did it\"}}'"]
 retry_backoff = "10ms"
 
 [roles.validator]
-command = ["sh", "-c", "cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
+command = ["sh", "-c", "{before}cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
 retry_backoff = "10ms"
 
 [roles.harvester]
-command = ["sh", "-c", "cat >/dev/null; printf '{{\"experiences\":[{{\"roleId\":\"w\",\"cells\":[{{\"type\":\"insight\",\"content\":\"c\",\"value\":0.5}}]}}]}}'"]
+command = ["sh", "-c", "{before}cat >/dev/null; printf '{{\"experiences\":[{{\"roleId\":\"w\",\"cells\":[{{\"type\":\"insight\",\"content\":\"c\",\"value\":0.5}}]}}]}}'"]
 retry_backoff = "10ms"
 {extra}"#
     )

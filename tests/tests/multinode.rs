@@ -26,44 +26,14 @@ struct Cluster {
     _scratch: tempfile::TempDir,
 }
 
-/// Roles that append `task role root` to the run log; `use-slow` in a task's
-/// description makes the PM pick `slow`, which takes 8 s.
+/// The usual test roles, each appending `task role root` to the run log first;
+/// `use-slow` in a task's description makes the PM pick `slow`, which takes 8 s.
 fn roles(runlog: &Path) -> String {
-    let log = format!("echo \\\"$CLAWBOARD_TASK_ID $CLAWBOARD_ROLE $CLAWBOARD_ROOT\\\" >> {}", runlog.display());
-    format!(
-        r#"[daemon]
-shutdown_grace = "2s"
-
-[lifecycle]
-validator = "validator"
-harvester = "harvester"
-max_tasks = 16
-max_parallel_roles = 8
-
-[lifecycle.pm_for_type]
-coding = "pm"
-
-[roles.pm]
-command = ["sh", "-c", "{log}; ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
-retry_backoff = "10ms"
-
-[roles.w]
-command = ["sh", "-c", "{log}; cat >/dev/null; printf '{{\"summary\":\"w did it\"}}'"]
-retry_backoff = "10ms"
-
-[roles.slow]
-command = ["sh", "-c", "{log}; cat >/dev/null; sleep 8; printf '{{\"summary\":\"slow did it\"}}'"]
-retry_backoff = "10ms"
-
-[roles.validator]
-command = ["sh", "-c", "{log}; cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
-retry_backoff = "10ms"
-
-[roles.harvester]
-command = ["sh", "-c", "{log}; cat >/dev/null; printf '{{\"experiences\":[{{\"roleId\":\"w\",\"cells\":[{{\"type\":\"insight\",\"content\":\"c\",\"value\":0.5}}]}}]}}'"]
-retry_backoff = "10ms"
-"#
-    )
+    let log = format!("echo \\\"$CLAWBOARD_TASK_ID $CLAWBOARD_ROLE $CLAWBOARD_ROOT\\\" >> {}; ", runlog.display());
+    let slow = format!(
+        "[roles.slow]\ncommand = [\"sh\", \"-c\", \"{log}cat >/dev/null; sleep 8; printf '{{\\\"summary\\\":\\\"slow did it\\\"}}'\"]\n"
+    );
+    clawboard_tests::sh_config_with(&log, &slow)
 }
 
 impl Cluster {

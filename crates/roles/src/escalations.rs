@@ -23,18 +23,10 @@ pub fn new_id() -> String {
 /// Writes the escalation `id` unless it exists (raising is idempotent).
 pub fn raise(store: &Store, id: &str, from: &str, task_id: &str, e: &RaisedEscalation) -> Result<(), Error> {
     let esc = Escalation {
-        level: e.level,
-        from: from.to_owned(),
-        issue: e.issue.clone(),
         suggested_action: e.suggested_action.clone(),
         requires_human_approval: e.requires_human_approval,
         task_id: clawboard_core::Id::new(task_id).ok(),
-        created_at: Some(Timestamp::now()),
-        decision: None,
-        decided_by: None,
-        decided_at: None,
-        note: None,
-        extra: Default::default(),
+        ..Escalation::raised(e.level, from, e.issue.clone())
     };
     match store.create_bytes(&rel(id)?, clawboard_core::store::to_pretty_json(&esc).as_bytes()) {
         Ok(()) | Err(Error::AlreadyExists { .. }) => Ok(()),

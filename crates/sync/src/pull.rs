@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use clawboard_core::index::Stamp;
-use clawboard_core::{RelPath, Timestamp};
+use clawboard_core::RelPath;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -495,22 +495,9 @@ impl<R: Remote> Pusher<R> {
     }
 
     /// Writes the merge of two concurrent versions as a new version descending from both.
-    async fn write_merged(&self, path: &str, mut vv: Vv, bytes: Vec<u8>) -> Result<()> {
-        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
-        writer.write_bytes(&RelPath::new(path)?, &bytes)?;
-        let abs = self.root.join(path);
-        let stamp = Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
-        let hlc = self.clock.now();
-        vv.insert(self.node.clone(), hlc);
-        let record = Pushed {
-            vv,
-            hlc,
-            author: self.node.clone(),
-            ..Pushed::file(blake3::hash(&bytes).to_hex().to_string(), stamp.size, stamp.mtime_ns)
-        };
-        self.with_state(|s| s.record(path, Some(record.clone())))?;
+    async fn write_merged(&self, path: &str, vv: Vv, bytes: Vec<u8>) -> Result<()> {
         tracing::info!(path, "merged concurrent changes");
-        self.repush(path, &record).await
+        self.write_own(path, vv, Bytes::from(bytes)).await
     }
 
     /// Writes (or deletes) a version into the tree and records it.
@@ -558,14 +545,18 @@ impl<R: Remote> Pusher<R> {
     /// Writes a new file this node creates during a pull (a conflict copy, an
     /// escalation) and pushes it at once.
     pub(crate) async fn put_new_file(&self, path: &str, bytes: Bytes) -> Result<()> {
-        let rel = RelPath::new(path)?;
+        let base = self.with_state(|s| Ok(s.get(path).map(|r| r.vv.clone())))?.unwrap_or_default();
+        self.write_own(path, base, bytes).await
+    }
+
+    /// Writes `bytes` at `path` as a new version by this node on top of history `vv`,
+    /// records it and pushes it at once.
+    async fn write_own(&self, path: &str, mut vv: Vv, bytes: Bytes) -> Result<()> {
         let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
-        writer.write_bytes(&rel, &bytes)?;
+        writer.write_bytes(&RelPath::new(path)?, &bytes)?;
         let abs = self.root.join(path);
         let stamp = Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
-        let base = self.with_state(|s| Ok(s.get(path).map(|r| r.vv.clone())))?.unwrap_or_default();
         let hlc = self.clock.now();
-        let mut vv = base;
         vv.insert(self.node.clone(), hlc);
         let record = Pushed {
             vv,
@@ -655,20 +646,11 @@ impl<R: Remote> Pusher<R> {
     /// Writes `escalations/{id}.json` (level normal, from `sync@{node}`) and pushes it.
     pub(crate) async fn escalate(&self, issue: &str) -> Result<()> {
         let id = format!("{}-sync-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ"), self.node);
-        let esc = clawboard_core::formats::Escalation {
-            level: clawboard_core::formats::Level::Normal,
-            from: format!("sync@{}", self.node),
-            issue: issue.to_owned(),
-            suggested_action: None,
-            requires_human_approval: false,
-            task_id: None,
-            created_at: Some(Timestamp::now()),
-            decision: None,
-            decided_by: None,
-            decided_at: None,
-            note: None,
-            extra: Default::default(),
-        };
+        let esc = clawboard_core::formats::Escalation::raised(
+            clawboard_core::formats::Level::Normal,
+            format!("sync@{}", self.node),
+            issue,
+        );
         let body = clawboard_core::store::to_pretty_json(&esc);
         self.put_new_file(&format!("escalations/{id}.json"), Bytes::from(body)).await
     }
@@ -731,5 +713,50 @@ impl<R: Remote> Pusher<R> {
         cursors.save(&sync_dir(&self.root))?;
         self.flush_log().await?;
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_names_keep_the_extension_and_sort_by_time() {
+        let t = (1_763_786_043_123u64 << 16) | 5;
+        assert_eq!(conflict_name("gm/notes.md", "node-a", t), "gm/notes.conflict-node-a-20251122T043403123Z.md");
+        assert_eq!(conflict_name("README", "n", t), "README.conflict-n-20251122T043403123Z");
+        assert_eq!(conflict_name(".hidden", "n", t), ".hidden.conflict-n-20251122T043403123Z");
+        assert_eq!(conflict_name("a/b.tar.gz", "n", t), "a/b.tar.conflict-n-20251122T043403123Z.gz");
+        assert!(conflict_name("x.md", "n", t) < conflict_name("x.md", "n", t + (1 << 16)));
+    }
+
+    #[test]
+    fn memory_queues_merge_by_task_and_role() {
+        let q = |entries: &[(&str, &str, &str)]| {
+            let queue: Vec<serde_json::Value> = entries
+                .iter()
+                .map(|(t, r, s)| {
+                    serde_json::json!({"taskId": t, "roleId": r, "status": s, "enqueuedAt": "2026-11-22T00:00:00Z"})
+                })
+                .collect();
+            serde_json::to_vec(&serde_json::json!({ "queue": queue })).unwrap()
+        };
+        let ours = q(&[("t1", "w", "pending"), ("t2", "w", "completed")]);
+        let theirs = q(&[("t1", "w", "completed"), ("t3", "pm", "pending")]);
+        let merged = merge_contents("roles/memory-queue.json", &ours, &theirs).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&merged).unwrap();
+        let got: Vec<(String, String)> = v["queue"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["taskId"].as_str().unwrap().to_owned(), e["status"].as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("t1".into(), "completed".into()), ("t2".into(), "completed".into()), ("t3".into(), "pending".into())]
+        );
+        assert_eq!(merge_contents("roles/memory-queue.json", &theirs, &ours), Some(merged), "the same either way");
+        assert_eq!(merge_contents("gm/notes.md", &ours, &theirs), None, "other files are not merged");
+        assert_eq!(merge_contents("roles/memory-queue.json", b"{", &theirs), None, "unparsable: a conflict copy");
     }
 }

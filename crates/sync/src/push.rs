@@ -448,8 +448,14 @@ impl<R: Remote> Pusher<R> {
         let mut jobs = Vec::new();
         for path in paths {
             let is_file = std::fs::symlink_metadata(self.root.join(&path)).is_ok_and(|m| m.is_file());
-            // Forget the record: the bucket does not hold what it says.
-            self.with_state(|s| s.record(&path, None))?;
+            // The bucket does not hold what the record says: forget the content, keep
+            // the history (so other nodes see the repair as a newer version, not a conflict).
+            self.with_state(|s| match s.get(&path).cloned() {
+                Some(r) => {
+                    s.record(&path, Some(Pushed { hash: String::new(), size: u64::MAX, etag: String::new(), ..r }))
+                }
+                None => Ok(()),
+            })?;
             if is_file {
                 jobs.push(Job::Upload(path));
             } else {

@@ -61,7 +61,7 @@ pub struct PullArgs {
     pub allow_mass_delete: bool,
 }
 
-/// Pending changes, last push, last error, lag
+/// Pending changes, last push and pull, last errors, lag
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   clawboard sync status
@@ -242,6 +242,10 @@ struct SyncStatus {
     last_push: Option<PushReport>,
     last_error: Option<String>,
     last_error_at: Option<String>,
+    last_pull_at: Option<String>,
+    last_pull: Option<clawboard_sync::PullReport>,
+    last_pull_error: Option<String>,
+    last_pull_error_at: Option<String>,
     this_process: push::ProcessTotals,
 }
 
@@ -262,6 +266,10 @@ fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
         last_push: file.last_push,
         last_error: file.last_error,
         last_error_at: file.last_error_at,
+        last_pull_at: file.last_pull_at,
+        last_pull: file.last_pull,
+        last_pull_error: file.last_pull_error,
+        last_pull_error_at: file.last_pull_error_at,
         this_process: file.this_process,
     };
     if s.json {
@@ -285,6 +293,21 @@ fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
         _ => "none".into(),
     };
     t.row(vec!["last error".into(), err]);
+    let pull = match (&st.last_pull_at, &st.last_pull) {
+        (Some(at), Some(r)) => format!(
+            "{at}: {} segments, {} written, {} deleted, {} conflicts{}",
+            r.segments,
+            r.applied,
+            r.deleted,
+            r.conflicts.len(),
+            if r.full { " (full reconcile)" } else { "" }
+        ),
+        _ => "never".into(),
+    };
+    t.row(vec!["last pull".into(), pull]);
+    if let (Some(e), Some(at)) = (&st.last_pull_error, &st.last_pull_error_at) {
+        t.row(vec!["pull error".into(), format!("{at}: {e}")]);
+    }
     print!("{}", t.render().lines().skip(1).map(|l| format!("{l}\n")).collect::<String>());
     Ok(EXIT_OK)
 }

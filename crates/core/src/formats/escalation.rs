@@ -52,3 +52,23 @@ pub struct Escalation {
     #[serde(flatten, skip_serializing_if = "is_empty_map")]
     pub extra: Extra,
 }
+
+impl Escalation {
+    /// A new, undecided escalation created now.
+    pub fn raised(level: Level, from: impl Into<String>, issue: impl Into<String>) -> Escalation {
+        Escalation {
+            level,
+            from: from.into(),
+            issue: issue.into(),
+            suggested_action: None,
+            requires_human_approval: false,
+            task_id: None,
+            created_at: Some(Timestamp::now()),
+            decision: None,
+            decided_by: None,
+            decided_at: None,
+            note: None,
+            extra: Extra::default(),
+        }
+    }
+}
