@@ -219,6 +219,64 @@ pub async fn expire<R: Remote>(remote: &R, node: &str, keep_after: chrono::DateT
 mod tests {
     use super::*;
 
+    fn segment(node: &str, seq: u64, written_at: &str) -> Vec<u8> {
+        serde_json::to_vec(&Segment { node: node.into(), seq, written_at: written_at.into(), entries: vec![] }).unwrap()
+    }
+
+    #[tokio::test]
+    async fn expiry_deletes_old_segments_of_this_node_only_and_keeps_the_newest() {
+        let d = tempfile::tempdir().unwrap();
+        let remote = crate::dir::DirRemote::open(d.path()).unwrap();
+        let put = |key: String, body: Vec<u8>| {
+            let remote = &remote;
+            async move {
+                remote.put(&key, Body::Bytes(Bytes::from(body)), &Metadata::new(), &Condition::None).await.unwrap();
+            }
+        };
+        put(segment_key("me", 1), segment("me", 1, "2026-01-01T00:00:00Z")).await;
+        put(segment_key("me", 2), segment("me", 2, "2026-01-02T00:00:00Z")).await;
+        put(segment_key("me", 3), segment("me", 3, "2026-11-20T00:00:00Z")).await;
+        put(segment_key("other", 1), segment("other", 1, "2026-01-01T00:00:00Z")).await;
+        let cutoff = chrono::DateTime::parse_from_rfc3339("2026-11-01T00:00:00Z").unwrap().to_utc();
+        assert_eq!(expire(&remote, "me", cutoff).await.unwrap(), 2);
+        let left: Vec<String> =
+            crate::remote::list_all(&remote, LOG_PREFIX).await.unwrap().into_iter().map(|o| o.key).collect();
+        assert_eq!(left, vec![segment_key("me", 3), segment_key("other", 1)]);
+        // All old: the newest still stays (it tells pullers where the log stands).
+        let later = chrono::DateTime::parse_from_rfc3339("2027-01-01T00:00:00Z").unwrap().to_utc();
+        assert_eq!(expire(&remote, "me", later).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_flush_interrupted_after_its_segment_landed_does_not_write_it_twice() {
+        let d = tempfile::tempdir().unwrap();
+        let remote = crate::dir::DirRemote::open(&d.path().join("bucket")).unwrap();
+        let outbox = Outbox::new(d.path());
+        let e = LogEntry {
+            path: "gm/a.md".into(),
+            op: Op::Put,
+            hash: "h".into(),
+            size: 1,
+            hlc: 7,
+            author: "me".into(),
+            vv: [("me".to_owned(), 7)].into(),
+        };
+        outbox.append(std::slice::from_ref(&e)).unwrap();
+        // The segment landed, then the process died before the seq moved on.
+        put_raw(&remote, &segment_key("me", 1), &serde_json::to_vec(&e).unwrap()).await;
+        assert_eq!(outbox.flush(&remote, "me").await.unwrap(), 1);
+        assert_eq!(outbox.next_seq().unwrap(), 2);
+        assert!(outbox.entries().unwrap().is_empty());
+        assert_eq!(outbox.flush(&remote, "me").await.unwrap(), 0, "nothing left to write");
+    }
+
+    async fn put_raw(remote: &crate::dir::DirRemote, key: &str, body: &[u8]) {
+        remote
+            .put(key, Body::Bytes(Bytes::copy_from_slice(body)), &Metadata::new(), &Condition::None)
+            .await
+            .unwrap();
+    }
+
     #[test]
     fn keys_sort_by_seq() {
         assert!(segment_key("a", 9) < segment_key("a", 10));
