@@ -5,8 +5,10 @@
 //! `{dir}/.clawboard-meta/{key}.json`. Writes are atomic (temp file in
 //! `.clawboard-meta/tmp/`, fsync, rename); a conditional create links the temp file
 //! into place (`link(2)` fails when the name exists, like `O_EXCL`, and never shows
-//! a half-written object); every write holds `.clawboard-meta/lock`, so an
-//! `If-Match` replace is a true compare-and-swap, also between processes.
+//! a half-written object); every write holds the key's lock (one of 64 lock files,
+//! `.clawboard-meta/lock-NN`, picked by a hash of the key), so an `If-Match`
+//! replace is a true compare-and-swap, also between processes, while writes of
+//! other keys (and their fsyncs) go on in parallel.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -81,7 +83,8 @@ impl DirRemote {
     }
 
     fn lock(&self, key: &str) -> Result<File, RemoteError> {
-        let path = self.dir.join(META_DIR).join("lock");
+        let stripe = blake3::hash(key.as_bytes()).as_bytes()[0] % 64;
+        let path = self.dir.join(META_DIR).join(format!("lock-{stripe:02}"));
         let f = OpenOptions::new()
             .create(true)
             .truncate(false)
