@@ -271,10 +271,7 @@ mod tests {
     }
 
     async fn put_raw(remote: &crate::dir::DirRemote, key: &str, body: &[u8]) {
-        remote
-            .put(key, Body::Bytes(Bytes::copy_from_slice(body)), &Metadata::new(), &Condition::None)
-            .await
-            .unwrap();
+        remote.put(key, Body::Bytes(Bytes::copy_from_slice(body)), &Metadata::new(), &Condition::None).await.unwrap();
     }
 
     #[test]

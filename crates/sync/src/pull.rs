@@ -25,8 +25,8 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
-use clawboard_core::index::Stamp;
 use clawboard_core::RelPath;
+use clawboard_core::index::Stamp;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -758,5 +758,95 @@ mod tests {
         assert_eq!(merge_contents("roles/memory-queue.json", &theirs, &ours), Some(merged), "the same either way");
         assert_eq!(merge_contents("gm/notes.md", &ours, &theirs), None, "other files are not merged");
         assert_eq!(merge_contents("roles/memory-queue.json", b"{", &theirs), None, "unparsable: a conflict copy");
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::dir::DirRemote;
+    use crate::error::{Failure, RemoteError};
+    use crate::remote::{Condition, Metadata, Page, PutOutcome};
+
+    /// The directory backend, with GETs of one key failing while `fail` is set.
+    #[derive(Clone)]
+    struct Flaky {
+        inner: DirRemote,
+        key: String,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl Remote for Flaky {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        async fn put(&self, k: &str, b: Body, m: &Metadata, c: &Condition) -> Result<PutOutcome, RemoteError> {
+            self.inner.put(k, b, m, c).await
+        }
+        async fn get(&self, k: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
+            if k == self.key && self.fail.load(Ordering::SeqCst) {
+                return Err(RemoteError::new(Failure::Permanent, "GET", k, "injected failure"));
+            }
+            self.inner.get(k).await
+        }
+        async fn head(&self, k: &str) -> Result<Option<ObjectInfo>, RemoteError> {
+            self.inner.head(k).await
+        }
+        async fn list(&self, p: &str, a: Option<&str>, m: usize) -> Result<Page, RemoteError> {
+            self.inner.list(p, a, m).await
+        }
+        async fn delete(&self, k: &str) -> Result<(), RemoteError> {
+            self.inner.delete(k).await
+        }
+        async fn delete_many(&self, k: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
+            self.inner.delete_many(k).await
+        }
+    }
+
+    fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Pusher<R> {
+        clawboard_core::Store::init(root).unwrap();
+        let mut s = crate::SyncSettings::local_default().unwrap();
+        s.retries = 0;
+        Pusher::new(remote, root, s, id.into()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_pull_that_fails_midway_applies_whole_segments_only_and_resumes() {
+        let d = tempfile::tempdir().unwrap();
+        let bucket = d.path().join("bucket");
+        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+        let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+        // Three pushes, three segments; the second's file cannot be fetched at first.
+        for (i, name) in ["one", "two", "three"].iter().enumerate() {
+            std::fs::write(ra.join(format!("gm/{name}.md")), format!("{i}\n")).unwrap();
+            a.full().await.unwrap();
+        }
+        let fail = Arc::new(AtomicBool::new(true));
+        let flaky = Flaky { inner: DirRemote::open(&bucket).unwrap(), key: "gm/two.md".into(), fail: fail.clone() };
+        let b = node(flaky, &rb, "b");
+        let err = b.pull(false).await.unwrap_err();
+        assert!(err.to_string().contains("injected failure"), "{err}");
+        assert_eq!(std::fs::read_to_string(rb.join("gm/one.md")).unwrap(), "0\n", "the first segment is applied");
+        assert!(!rb.join("gm/two.md").exists() && !rb.join("gm/three.md").exists(), "nothing after the failure");
+        let cursors: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(rb.join(".clawboard/sync/pull.json")).unwrap()).unwrap();
+        assert_eq!(cursors["nodes"]["a"].as_u64(), Some(1), "the cursor stops after the applied segment");
+        let temps: Vec<_> = walkdir::WalkDir::new(rb.join("gm"))
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("clawboard-tmp"))
+            .collect();
+        assert!(temps.is_empty(), "no half-written file: {temps:?}");
+        fail.store(false, Ordering::SeqCst);
+        let r = b.pull(false).await.unwrap();
+        assert_eq!((r.segments, r.applied), (2, 2));
+        for name in ["one", "two", "three"] {
+            let p = format!("gm/{name}.md");
+            assert_eq!(std::fs::read(ra.join(&p)).unwrap(), std::fs::read(rb.join(&p)).unwrap(), "{p}");
+        }
+        assert_eq!(b.pull(false).await.unwrap().segments, 0, "nothing is applied twice");
     }
 }
