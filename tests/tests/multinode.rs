@@ -469,6 +469,7 @@ fn a_node_away_longer_than_the_log_reconciles_by_listing() {
 fn hostile_log_entries_are_skipped_and_change_nothing() {
     let (_s, bucket, c) = by_hand();
     let b = &c.node("node-b").t;
+    sync(b, &["pull"]).ok(); // the first pull (a listing) is behind it
     let remote = bucket.remote();
     let rt = clawboard_tests::s3::runtime();
     let put = |key: &str, body: &str| {
@@ -550,4 +551,39 @@ fn conflict_copies_are_capped_per_file() {
         assert_eq!(std::fs::read_to_string(n.root.join("gm/hot.md")).unwrap(), "b4\n");
     }
     assert_eq!(tree_hashes(&a.root), tree_hashes(&b.root));
+}
+
+#[test]
+fn a_new_node_never_overwrites_the_shared_files_with_its_defaults() {
+    let (_s, _bucket, c) = by_hand();
+    let (a, n) = (&c.node("node-a").t, &c.node("node-c").t);
+    let limits = "{\n  \"limits\": {\"maxConcurrentTasks\": 4},\n  \"updatedBy\": \"human\"\n}\n";
+    std::fs::write(a.root.join("shared/risk-limits.json"), limits).unwrap();
+    std::fs::write(a.root.join("gm/decisions.md"), "# GM decisions\n\n- a real decision\n").unwrap();
+    std::fs::write(a.root.join("gm/notes.md"), "a's notes\n").unwrap();
+    sync(a, &["push"]).ok();
+    // The new node pushes before it ever pulled: its defaults and its own notes.md.
+    std::fs::write(n.root.join("gm/notes.md"), "c's own notes\n").unwrap();
+    let r = sync(n, &["push", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.json()["deferred"].as_u64().unwrap() >= 3, "{}", r.stdout);
+    sync(n, &["pull"]).ok();
+    sync(n, &["push"]).ok();
+    sync(a, &["pull"]).ok();
+    assert_eq!(std::fs::read_to_string(a.root.join("shared/risk-limits.json")).unwrap(), limits);
+    assert_eq!(std::fs::read_to_string(n.root.join("shared/risk-limits.json")).unwrap(), limits);
+    assert!(std::fs::read_to_string(n.root.join("gm/decisions.md")).unwrap().contains("a real decision"));
+    assert_eq!(std::fs::read_to_string(n.root.join("gm/notes.md")).unwrap(), "a's notes\n");
+    // The defaults vanish quietly; c's own notes are kept beside a's, on both nodes.
+    for t in [a, n] {
+        let copies: Vec<String> = walkdir::WalkDir::new(&t.root)
+            .into_iter()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.contains(".conflict-"))
+            .collect();
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        assert!(copies[0].starts_with("notes.conflict-node-c-"), "{copies:?}");
+    }
+    assert_eq!(tree_hashes(&a.root), tree_hashes(&n.root));
 }

@@ -117,6 +117,13 @@ impl Engine {
         }
     }
 
+    /// This node holds `task_id` again (it took the task back over).
+    pub fn unfence(&self, task_id: &str) {
+        if let Ok(mut f) = self.fenced.lock() {
+            f.remove(task_id);
+        }
+    }
+
     pub fn is_fenced(&self, task_id: &str) -> bool {
         self.fenced.lock().is_ok_and(|f| f.contains(task_id))
     }

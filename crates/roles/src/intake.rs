@@ -165,6 +165,32 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
     Ok(Intake::Accepted(task.task_id.to_string()))
 }
 
+/// Takes `tasks/{id}/task.json` pulled from another node: a pending task is claimed
+/// locally (the daemon then claims it in the bucket, and usually loses to the node
+/// it was dropped on); anything else is left alone. A pulled file is never
+/// rewritten or rejected here: it is the other node's.
+pub fn take_pulled_task(store: &Store, task_id: &str) -> Result<Intake, Error> {
+    if claims::is_claimed(store, task_id) {
+        return Ok(Intake::Ignored("already claimed"));
+    }
+    let rel = RelPath::new(&layout::task_file(task_id, layout::TASK_FILE))?;
+    let task: Task = match store.read(&rel) {
+        Ok(t) => t,
+        Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
+        Err(e) => {
+            tracing::warn!(task = task_id, "a pulled task.json cannot be read; left to its node: {e}");
+            return Ok(Intake::Ignored("unreadable pulled task"));
+        }
+    };
+    if task.status != TaskStatus::Pending {
+        return Ok(Intake::Ignored("not pending"));
+    }
+    if !claims::claim(store, task_id)? {
+        return Ok(Intake::Ignored("already claimed"));
+    }
+    Ok(Intake::Accepted(task_id.to_owned()))
+}
+
 /// Moves `src` to `inbox/rejected/` (a free name based on `name`) with `.error.txt` beside it.
 fn reject(store: &Store, src: PathBuf, name: &str, reason: &str) -> Result<Intake, Error> {
     let mut dest = name.to_owned();

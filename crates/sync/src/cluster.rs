@@ -216,9 +216,7 @@ impl<R: Remote> Pusher<R> {
     /// Who holds `task` now, from this node's point of view.
     pub async fn check_claim(&self, task: &str) -> Result<ClaimResult> {
         match self.claim_of(task).await? {
-            Some((doc, _))
-                if doc.node == self.node && held_generation(&self.root, task).is_none_or(|g| g == doc.generation) =>
-            {
+            Some((doc, _)) if doc.node == self.node => {
                 remember_generation(&self.root, task, doc.generation)?;
                 Ok(ClaimResult::Won { generation: doc.generation })
             }
@@ -226,6 +224,22 @@ impl<R: Remote> Pusher<R> {
             // Never claimed (e.g. claimed only locally before sync was on): claim it now.
             None => Box::pin(self.claim(task)).await,
         }
+    }
+
+    /// This node holds `task` (again): its fence marker, if any, is archived to
+    /// `.clawboard/fenced-archive/{task}-{time}/` (what it kept stays there) and its
+    /// directory is pushed again.
+    pub fn unfence(&self, task: &str) -> Result<()> {
+        let marker = fenced_dir(&self.root).join(task);
+        if !marker.is_dir() {
+            return Ok(());
+        }
+        let archive = self.root.join(".clawboard/fenced-archive");
+        std::fs::create_dir_all(&archive).map_err(|e| Error::io(&archive, e))?;
+        let dest = archive.join(format!("{task}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ")));
+        std::fs::rename(&marker, &dest).map_err(|e| Error::io(&marker, e))?;
+        tracing::info!(task, kept = %dest.display(), "this node holds the task again: unfenced");
+        Ok(())
     }
 
     /// Takes `task` over from `from` (whose heartbeat went stale): `If-Match` on the
@@ -262,6 +276,11 @@ impl<R: Remote> Pusher<R> {
     pub async fn fence(&self, task: &str) -> Result<usize> {
         let _guards = self.exclusive().await?;
         self.load_state()?;
+        self.fence_locked(task).await
+    }
+
+    /// [`Self::fence`], for a caller that holds [`Pusher::exclusive`].
+    pub(crate) async fn fence_locked(&self, task: &str) -> Result<usize> {
         let keep = fenced_dir(&self.root).join(task);
         std::fs::create_dir_all(&keep).map_err(|e| Error::io(&keep, e))?;
         let prefix = format!("tasks/{task}/");

@@ -121,28 +121,42 @@ impl Outbox {
         Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
     }
 
-    /// The seq the next segment gets.
-    pub fn next_seq(&self) -> Result<u64> {
+    /// The seq the next segment gets, if `log-seq` says (`None`: never written here).
+    pub fn stored_seq(&self) -> Result<Option<u64>> {
         let path = self.dir.join("log-seq");
         match fs::read_to_string(&path) {
             Ok(s) => s
                 .trim()
                 .parse()
+                .map(Some)
                 .map_err(|_| Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, "not a number"))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(1),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(&path, e)),
         }
     }
 
+    /// The seq the next segment gets: `log-seq`, or (when this tree never wrote one,
+    /// e.g. restored from a backup under the same node id) one past the newest
+    /// segment of this node in the bucket.
+    pub async fn next_seq<R: Remote>(&self, remote: &R, node: &str) -> Result<u64> {
+        if let Some(n) = self.stored_seq()? {
+            return Ok(n);
+        }
+        let listed = crate::remote::list_all(remote, &node_prefix(node)).await?;
+        Ok(listed.iter().filter_map(|o| seq_of(&o.key)).max().map_or(1, |n| n + 1))
+    }
+
     /// Writes the outbox as segments; returns how many. Only this node writes
-    /// under `_log/{node}/`, so a segment that already exists is one this node wrote
-    /// before a crash cut the flush short.
+    /// under `_log/{node}/`, and every push or pull flushes before it appends
+    /// anything, so a segment that already exists holds entries of this very outbox,
+    /// written before a crash (or a lost response) cut the flush short; its entries
+    /// may be written once more under the next seq, which pulls apply idempotently.
     pub async fn flush<R: Remote>(&self, remote: &R, node: &str) -> Result<u64> {
         let entries = self.entries()?;
         if entries.is_empty() {
             return Ok(0);
         }
-        let mut seq = self.next_seq()?;
+        let mut seq = self.next_seq(remote, node).await?;
         let mut written = 0;
         for chunk in entries.chunks(SEGMENT_ENTRIES) {
             let segment = Segment {
@@ -265,13 +279,24 @@ mod tests {
         // The segment landed, then the process died before the seq moved on.
         put_raw(&remote, &segment_key("me", 1), &serde_json::to_vec(&e).unwrap()).await;
         assert_eq!(outbox.flush(&remote, "me").await.unwrap(), 1);
-        assert_eq!(outbox.next_seq().unwrap(), 2);
+        assert_eq!(outbox.stored_seq().unwrap(), Some(2));
         assert!(outbox.entries().unwrap().is_empty());
         assert_eq!(outbox.flush(&remote, "me").await.unwrap(), 0, "nothing left to write");
     }
 
     async fn put_raw(remote: &crate::dir::DirRemote, key: &str, body: &[u8]) {
         remote.put(key, Body::Bytes(Bytes::copy_from_slice(body)), &Metadata::new(), &Condition::None).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_tree_without_log_seq_continues_after_the_newest_segment() {
+        let d = tempfile::tempdir().unwrap();
+        let remote = crate::dir::DirRemote::open(&d.path().join("bucket")).unwrap();
+        let outbox = Outbox::new(d.path());
+        assert_eq!(outbox.next_seq(&remote, "me").await.unwrap(), 1);
+        put_raw(&remote, &segment_key("me", 7), b"{}").await;
+        put_raw(&remote, &segment_key("other", 9), b"{}").await;
+        assert_eq!(outbox.next_seq(&remote, "me").await.unwrap(), 8);
     }
 
     #[test]

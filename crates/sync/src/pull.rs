@@ -14,8 +14,8 @@
 //! the bucket holds it. Every node resolves a conflict the same way, so all end with
 //! the same file and the same conflict copy.
 //!
-//! A gap in a node's segments (expired while this node was away) falls back to a
-//! full reconcile by listing the bucket. A pull that would delete more than
+//! A node's first pull, and a gap in a node's segments (expired while this node
+//! was away), fall back to a full reconcile by listing the bucket. A pull that would delete more than
 //! `sync.mass_delete_ratio` of the tree, or a bucket that lists empty while this
 //! node has synced files, is refused and escalated.
 
@@ -136,26 +136,39 @@ pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>>
     let a: MemoryQueue = serde_json::from_slice(ours).ok()?;
     let b: MemoryQueue = serde_json::from_slice(theirs).ok()?;
     let mut by: BTreeMap<(String, String), clawboard_core::formats::QueueEntry> = BTreeMap::new();
+    // A total order, so that merge(a, b) and merge(b, a) are the same bytes:
+    // completed beats pending, then the greater serialized entry.
+    let rank = |e: &clawboard_core::formats::QueueEntry| {
+        (e.status != QueueStatus::Pending, serde_json::to_string(e).unwrap_or_default())
+    };
     for e in a.queue.into_iter().chain(b.queue) {
         let key = (e.task_id.to_string(), e.role_id.to_string());
-        match by.get(&key) {
-            Some(old) if old.status != QueueStatus::Pending || e.status == QueueStatus::Pending => {}
-            _ => {
-                by.insert(key, e);
-            }
+        if by.get(&key).is_none_or(|old| rank(&e) > rank(old)) {
+            by.insert(key, e);
         }
     }
     let mut extra = a.extra;
-    extra.extend(b.extra);
+    for (k, v) in b.extra {
+        if extra.get(&k).is_none_or(|old| v.to_string() > old.to_string()) {
+            extra.insert(k, v);
+        }
+    }
     let merged = MemoryQueue { queue: by.into_values().collect(), extra };
     Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
 }
 
 /// The version an object's metadata names; `None` without clawboard metadata.
 fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
-    let vv = version::decode(info.metadata.get(META_VV)?)?;
-    let hlc = info.metadata.get(META_HLC)?.parse().ok()?;
     let author = info.metadata.get(META_NODE)?.clone();
+    clawboard_core::check_id(&author).ok()?;
+    // Objects pushed before versions existed: one version by their author.
+    let (vv, hlc) = match (info.metadata.get(META_VV), info.metadata.get(META_HLC)) {
+        (Some(vv), Some(hlc)) => (version::decode(vv)?, hlc.parse().ok()?),
+        _ => (Vv::from([(author.clone(), 1)]), 1),
+    };
+    if vv.keys().any(|n| clawboard_core::check_id(n).is_err()) {
+        return None;
+    }
     Some(Pushed {
         hash: blake3::hash(bytes).to_hex().to_string(),
         size: bytes.len() as u64,
@@ -178,7 +191,11 @@ impl<R: Remote> Pusher<R> {
         let _guards = self.exclusive().await?;
         self.load_state()?;
         let started = Instant::now();
-        let result = self.pull_locked(allow_mass_delete).await.map(|mut r| {
+        let result = match self.flush_log().await {
+            Ok(()) => self.pull_locked(allow_mass_delete).await,
+            Err(e) => Err(e),
+        };
+        let result = result.map(|mut r| {
             r.elapsed_ms = started.elapsed().as_millis() as u64;
             r
         });
@@ -191,6 +208,7 @@ impl<R: Remote> Pusher<R> {
     pub async fn raise(&self, issue: &str) -> Result<()> {
         let _guards = self.exclusive().await?;
         self.load_state()?;
+        self.flush_log().await?;
         self.escalate(issue).await?;
         self.with_state(crate::state::PushState::sync)?;
         self.flush_log().await
@@ -227,6 +245,11 @@ impl<R: Remote> Pusher<R> {
 
     async fn pull_locked(&self, allow_mass_delete: bool) -> Result<PullReport> {
         let dir = sync_dir(&self.root);
+        if !dir.join("pull.json").exists() {
+            // A node's first pull lists the bucket: objects pushed before the change log
+            // existed (or expired from it) are in no segment this node could read.
+            return self.reconcile(allow_mass_delete, Cursors::default()).await;
+        }
         let mut cursors = Cursors::load(&dir)?;
         let mut report = PullReport::default();
         let mut pending: Vec<Segment> = Vec::new();
@@ -250,7 +273,13 @@ impl<R: Remote> Pusher<R> {
                     return self.reconcile(allow_mass_delete, cursors).await;
                 }
                 expect += 1;
-                let Some((bytes, _)) = self.get(&o.key).await? else { continue };
+                let Some((bytes, _)) = self.get(&o.key).await? else {
+                    tracing::warn!(
+                        key = o.key,
+                        "a segment vanished while being read (expired); reconciling by listing"
+                    );
+                    return self.reconcile(allow_mass_delete, cursors).await;
+                };
                 match serde_json::from_slice::<Segment>(&bytes) {
                     Ok(s) if s.node == node && s.seq == seq => pending.push(s),
                     Ok(_) | Err(_) => {
@@ -280,17 +309,25 @@ impl<R: Remote> Pusher<R> {
             for e in seg.entries {
                 latest.insert(e.path.clone(), e);
             }
-            // Objects are fetched `sync.concurrency` at a time; entries are applied in order.
-            let fetched: Vec<(LogEntry, Result<Option<Fetched>>)> = futures_util::stream::iter(latest.into_values())
+            // Objects are fetched `sync.concurrency` at a time and applied in order as
+            // they arrive. A remote failure stops the pull (the cursor stays before this
+            // segment); a local one (a path that cannot be written here) skips the entry.
+            let mut fetched = futures_util::stream::iter(latest.into_values())
                 .map(|e| async move {
                     let got = if self.wants(&e) { self.get(&e.path).await.map(Some) } else { Ok(None) };
                     (e, got)
                 })
-                .buffered(self.settings.concurrency.max(1))
-                .collect()
-                .await;
-            for (e, got) in fetched {
-                self.apply_entry(e, got?, &mut report).await?;
+                .buffered(self.settings.concurrency.max(1));
+            while let Some((e, got)) = fetched.next().await {
+                let path = e.path.clone();
+                match self.apply_entry(e, got?, &mut report).await {
+                    Ok(()) => {}
+                    Err(err @ (Error::Remote(_) | Error::At { .. })) => return Err(err),
+                    Err(err) => {
+                        tracing::warn!(path, "not applied: {err}");
+                        report.skipped.push(format!("{path}: {err}"));
+                    }
+                }
             }
             self.with_state(crate::state::PushState::sync)?;
             cursors.nodes.insert(seg.node.clone(), seg.seq);
@@ -329,6 +366,10 @@ impl<R: Remote> Pusher<R> {
 
     /// One segment entry, with its object when [`Self::wants`] fetched it: apply it.
     async fn apply_entry(&self, e: LogEntry, fetched: Option<Fetched>, report: &mut PullReport) -> Result<()> {
+        if clawboard_core::check_id(&e.author).is_err() || e.vv.keys().any(|n| clawboard_core::check_id(n).is_err()) {
+            report.skipped.push(format!("{}: not a valid node id in the entry", e.path));
+            return Ok(());
+        }
         self.clock.observe(e.hlc);
         if self.is_excluded(&e.path) || RelPath::new(&e.path).is_err() {
             report.skipped.push(format!("{}: not a path pull writes", e.path));
@@ -430,10 +471,13 @@ impl<R: Remote> Pusher<R> {
         version::merge(&mut merged, &inc.record.vv);
         let same_content = mine.deleted == inc.record.deleted && (mine.deleted || mine.hash == inc.record.hash);
         if same_content {
-            // Same bytes (or both deleted): one version with both histories, nothing to keep aside.
+            // Same bytes (or both deleted): the incoming version, on top of what this
+            // node had shared (not the local edit's fresh stamp, which no one else saw).
+            let mut shared = base_vv.clone();
+            version::merge(&mut shared, &inc.record.vv);
             let stamp = local.stamp;
             let record = Pushed {
-                vv: merged,
+                vv: shared,
                 size: stamp.map_or(0, |s| s.size),
                 mtime_ns: stamp.map_or(0, |s| s.mtime_ns),
                 ..inc.record
@@ -450,13 +494,26 @@ impl<R: Remote> Pusher<R> {
                 return self.write_merged(&path, merged, both).await;
             }
         }
+        // A file this node never shared loses to the bucket's version (a fresh tree's
+        // defaults must not overwrite what the others have); it is kept as a copy
+        // unless it is exactly the layout's initial content.
+        let never_shared = rec.is_none();
         let theirs_win = match (mine.deleted, inc.record.deleted) {
             (true, false) => true,
             (false, true) => false,
+            _ if never_shared => true,
             _ => (inc.record.hlc, inc.record.author.as_str()) > (mine.hlc, mine.author.as_str()),
         };
+        let initial_default = never_shared
+            && clawboard_core::layout::initial_files()
+                .iter()
+                .any(|(p, content)| *p == path && blake3::hash(content.as_bytes()).to_hex().as_str() == mine.hash);
         let (winner, loser) = if theirs_win { (&inc.record, &mine) } else { (&mine, &inc.record) };
-        let copy = (!loser.deleted).then(|| conflict_name(&path, &loser.author, loser.hlc));
+        let copy = (!loser.deleted && !initial_default).then(|| conflict_name(&path, &loser.author, loser.hlc));
+        if initial_default {
+            return self
+                .write_version(Incoming { path, record: Pushed { vv: merged, ..inc.record }, body: inc.body }, report);
+        }
         tracing::warn!(path, winner = %winner.author, loser = %loser.author, copy = ?copy, "sync conflict");
         if let Some(copy) = &copy {
             let bytes = if theirs_win {

@@ -107,6 +107,9 @@ pub struct PushReport {
     pub deleted: u64,
     /// Changed paths found already pushed (same size and mtime, or same hash).
     pub unchanged: u64,
+    /// New files whose path another node had already pushed: left for pull to resolve.
+    #[serde(default)]
+    pub deferred: u64,
     pub bytes: u64,
     pub cursor: u64,
     pub elapsed_ms: u64,
@@ -165,6 +168,8 @@ enum Job {
 
 enum Done {
     Uploaded(u64),
+    /// Another node's object is already there: left for pull to resolve.
+    Deferred,
     Deleted,
     Unchanged,
     Skipped(String),
@@ -185,6 +190,8 @@ pub struct Pusher<R: Remote> {
     announced: AtomicBool,
     /// Heartbeats last read, by node: (ETag, heartbeat).
     pub(crate) beats: Mutex<std::collections::HashMap<String, (String, crate::cluster::Heartbeat)>>,
+    /// Finished tasks whose claim this process found still this node's.
+    verified: Mutex<HashSet<String>>,
     running: tokio::sync::Mutex<()>,
     pub counts: Arc<Counts>,
     pub progress: Arc<Progress>,
@@ -252,6 +259,7 @@ impl<R: Remote> Pusher<R> {
             writer: Mutex::new(clawboard_core::Store::unchecked(root)),
             announced: AtomicBool::new(false),
             beats: Mutex::new(Default::default()),
+            verified: Mutex::new(HashSet::new()),
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),
@@ -282,6 +290,43 @@ impl<R: Remote> Pusher<R> {
             || rel.strip_prefix("inbox/").is_some_and(|name| !name.contains('/') && name.ends_with(".json"))
     }
 
+    /// Leaves out paths of tasks this node claimed and finished but no longer holds
+    /// (another node took them over meanwhile, e.g. while this node was cut off or
+    /// down): such a task is fenced instead. Tasks still active are checked by the
+    /// daemon with every heartbeat; a finished task is checked once per process.
+    async fn drop_foreign(&self, paths: Vec<String>) -> Result<Vec<String>> {
+        let touched: std::collections::BTreeSet<&str> = paths.iter().filter_map(|p| task_of(p)).collect();
+        let tasks: Vec<String> = touched
+            .into_iter()
+            .filter(|task| {
+                crate::cluster::held_generation(&self.root, task).is_some()
+                    && !self.root.join(".clawboard/active").join(task).exists()
+                    && !crate::cluster::is_fenced(&self.root, task)
+                    && !self.verified.lock().is_ok_and(|v| v.contains(*task))
+            })
+            .map(str::to_owned)
+            .collect();
+        let mut foreign = HashSet::new();
+        for task in tasks {
+            match self.claim_of(&task).await? {
+                Some((doc, _)) if doc.node != self.node => {
+                    tracing::warn!(task, owner = doc.node, "another node took this task over; not pushing into it");
+                    self.fence_locked(&task).await?;
+                    foreign.insert(task);
+                }
+                _ => {
+                    if let Ok(mut v) = self.verified.lock() {
+                        v.insert(task);
+                    }
+                }
+            }
+        }
+        if foreign.is_empty() {
+            return Ok(paths);
+        }
+        Ok(paths.into_iter().filter(|p| task_of(p).is_none_or(|t| !foreign.contains(t))).collect())
+    }
+
     /// Writes pulled files through `store` (the daemon's store, reporting to its
     /// journal with `origin = remote`).
     pub fn set_writer(&self, store: clawboard_core::Store) {
@@ -293,9 +338,7 @@ impl<R: Remote> Pusher<R> {
     /// True for a path inside a task this node lost the claim on: it never pushes
     /// there again (see [`crate::cluster`]).
     pub(crate) fn is_fenced(&self, rel: &str) -> bool {
-        let Some(rest) = rel.strip_prefix("tasks/") else { return false };
-        let Some((task, _)) = rest.split_once('/') else { return false };
-        crate::cluster::is_fenced(&self.root, task)
+        task_of(rel).is_some_and(|task| crate::cluster::is_fenced(&self.root, task))
     }
 
     /// Pushes what the journal recorded since the push cursor (a full push when the
@@ -345,6 +388,12 @@ impl<R: Remote> Pusher<R> {
     async fn locked(&self, mode: Mode) -> Result<PushReport> {
         let _guards = self.exclusive().await?;
         self.load_state()?;
+        // What an interrupted run left in the outbox goes out before anything new is appended.
+        if let Err(e) = self.flush_log().await {
+            let e = Err(e.at(&self.remote.describe()));
+            self.write_status(&e)?;
+            return e;
+        }
         let started = Instant::now();
         self.progress.planned.store(0, Ordering::Relaxed);
         self.progress.done.store(0, Ordering::Relaxed);
@@ -406,6 +455,7 @@ impl<R: Remote> Pusher<R> {
                 .filter(|(p, (_, origin))| *origin != Origin::Remote && !self.is_excluded(p) && !self.is_fenced(p))
                 .map(|(p, _)| p)
                 .collect();
+            let paths = self.drop_foreign(paths).await?;
             let t = Instant::now();
             let jobs = self.plan(paths, &mut report)?;
             tracing::debug!(jobs = jobs.len(), ms = t.elapsed().as_millis() as u64, "push: planned");
@@ -433,6 +483,7 @@ impl<R: Remote> Pusher<R> {
             Ok(s.live_paths().filter(|p| !present.contains(p) && !self.is_fenced(p)).cloned().collect())
         })?;
         paths.extend(gone);
+        let paths = self.drop_foreign(paths).await?;
         report.entries = paths.len() as u64;
         let jobs = self.plan(paths, &mut report)?;
         self.run(jobs, &mut report).await?;
@@ -446,7 +497,7 @@ impl<R: Remote> Pusher<R> {
     async fn repair_locked(&self, paths: Vec<String>) -> Result<PushReport> {
         let mut report = PushReport { entries: paths.len() as u64, ..PushReport::default() };
         let mut jobs = Vec::new();
-        for path in paths {
+        for path in paths.into_iter().filter(|p| !self.is_fenced(p)) {
             let is_file = std::fs::symlink_metadata(self.root.join(&path)).is_ok_and(|m| m.is_file());
             // The bucket does not hold what the record says: forget the content, keep
             // the history (so other nodes see the repair as a newer version, not a conflict).
@@ -556,6 +607,10 @@ impl<R: Remote> Pusher<R> {
                 }
                 Ok(Done::Deleted) => report.deleted += 1,
                 Ok(Done::Unchanged) => report.unchanged += 1,
+                Ok(Done::Deferred) => {
+                    tracing::debug!(path, "the bucket has another node's version; the next pull resolves it");
+                    report.deferred += 1;
+                }
                 Ok(Done::Skipped(why)) => {
                     tracing::warn!(path, "not pushed: {why}");
                     report.skipped.push(format!("{path}: {why}"));
@@ -627,18 +682,37 @@ impl<R: Remote> Pusher<R> {
             }
             // A new version: its history is the base's plus this node's new stamp.
             let hlc = self.clock.tick_at(u64::try_from(stamp.mtime_ns / 1_000_000).unwrap_or(0));
-            let mut vv = base.map(|b| b.vv).unwrap_or_default();
+            let mut vv = base.as_ref().map(|b| b.vv.clone()).unwrap_or_default();
             vv.insert(self.node.clone(), hlc);
             let mut record =
                 Pushed { vv, hlc, author: self.node.clone(), ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns) };
             let meta = self.metadata(&record);
             let size = body.len();
-            let outcome = self
+            // A path this node never shared is created only if the bucket has none: an
+            // existing object is another node's version, which pull resolves first (the
+            // bucket's version wins against a file that was never synced).
+            let condition = match (&base, &body) {
+                (Some(_), _) => Condition::None,
+                (None, Body::Bytes(_)) => Condition::Absent,
+                (None, Body::File { .. }) => {
+                    self.counts.head.fetch_add(1, Ordering::Relaxed);
+                    if self.retry(|| self.remote.head(path)).await?.is_some() {
+                        return Ok(Done::Deferred);
+                    }
+                    Condition::None
+                }
+            };
+            let outcome = match self
                 .retry(|| {
                     self.counts.put.fetch_add(1, Ordering::Relaxed);
-                    self.remote.put(path, body.clone(), &meta, &Condition::None)
+                    self.remote.put(path, body.clone(), &meta, &condition)
                 })
-                .await?;
+                .await
+            {
+                Ok(o) => o,
+                Err(e) if e.failure == Failure::PreconditionFailed => return Ok(Done::Deferred),
+                Err(e) => return Err(e.into()),
+            };
             if outcome == PutOutcome::BodyChanged {
                 tracing::debug!(path, "changed while being uploaded; uploading again");
                 continue;
@@ -778,6 +852,11 @@ impl<R: Remote> Pusher<R> {
         )?;
         Ok(())
     }
+}
+
+/// The task a path belongs to (`tasks/{id}/…`).
+pub(crate) fn task_of(rel: &str) -> Option<&str> {
+    rel.strip_prefix("tasks/")?.split_once('/').map(|(task, _)| task)
 }
 
 /// The change-log entry for a version.

@@ -121,7 +121,7 @@ impl Clock {
     pub fn tick_at(&self, event_ms: u64) -> u64 {
         self.update(|last| {
             let physical = event_ms.min(wall_ms().max(physical_ms(last)));
-            if physical > physical_ms(last) { physical << 16 } else { last + 1 }
+            if physical > physical_ms(last) { physical << 16 } else { last.saturating_add(1) }
         })
     }
 
@@ -131,8 +131,11 @@ impl Clock {
     }
 
     /// Takes in a stamp seen from another node.
+    /// A stamp more than a day ahead of this machine's clock is taken as a day ahead
+    /// (a broken or hostile clock elsewhere must not push this one to the end of time).
     pub fn observe(&self, stamp: u64) {
-        self.update(|last| last.max(stamp));
+        let ceiling = wall_ms().saturating_add(86_400_000) << 16;
+        self.update(|last| last.max(stamp.min(ceiling)));
     }
 
     /// Writes the clock (after a push or pull).
@@ -186,5 +189,8 @@ mod tests {
         c.save().unwrap();
         assert!(Clock::load(d.path()).unwrap().now() > far, "persisted across a restart");
         assert!(stamp_text(a).starts_with("20"), "{}", stamp_text(a));
+        c.observe(u64::MAX);
+        let next = c.now();
+        assert!(next > far && physical_ms(next) <= wall_ms() + 86_400_000, "a hostile stamp is capped");
     }
 }

@@ -27,6 +27,8 @@ pub struct Cluster {
     to_claim: Mutex<BTreeSet<String>>,
     /// Per other node: its heartbeat's ETag and since when (local time) it has not changed.
     seen: Mutex<HashMap<String, (String, Instant)>>,
+    /// Other nodes whose heartbeat went stale, as of the last beat.
+    stale: Mutex<Vec<Heartbeat>>,
     /// Set once this node's claimed tasks were checked after start.
     pub checked: watch::Sender<bool>,
     last_error: Mutex<Option<String>>,
@@ -40,6 +42,7 @@ impl Cluster {
             store,
             to_claim: Mutex::new(BTreeSet::new()),
             seen: Mutex::new(HashMap::new()),
+            stale: Mutex::new(Vec::new()),
             checked: watch::channel(false).0,
             last_error: Mutex::new(None),
         })
@@ -59,8 +62,7 @@ impl Cluster {
         match self.pusher.claim(task).await? {
             ClaimResult::Won { generation } => {
                 tracing::info!(task, generation, "claimed");
-                claims::adopt(&self.store, task)?;
-                self.dispatcher.enqueue(task.to_owned());
+                self.drive(task)?;
             }
             ClaimResult::Lost { owner } => {
                 tracing::debug!(task, owner, "claimed by another node");
@@ -70,28 +72,46 @@ impl Cluster {
         Ok(())
     }
 
+    /// This node holds `task`: unfenced if it was, claimed locally, driven.
+    fn drive(&self, task: &str) -> anyhow::Result<()> {
+        self.pusher.unfence(task)?;
+        self.dispatcher.engine.unfence(task);
+        claims::adopt(&self.store, task)?;
+        self.dispatcher.enqueue(task.to_owned());
+        Ok(())
+    }
+
     /// Checks every task this node had claimed: resumes the ones it still holds,
-    /// fences the ones another node took over.
+    /// fences the ones another node took over. A bucket that cannot be reached is an
+    /// error (retried); a claim that cannot be read leaves that task waiting (logged,
+    /// checked again with every heartbeat) without holding back the others.
     async fn check_active(&self) -> anyhow::Result<()> {
         for task in claims::active(&self.store)? {
-            match self.pusher.check_claim(&task).await? {
-                ClaimResult::Won { .. } => self.dispatcher.enqueue(task),
-                ClaimResult::Lost { owner } => self.fence(&task, &owner).await?,
+            match self.pusher.check_claim(&task).await {
+                Ok(ClaimResult::Won { .. }) => self.drive(&task)?,
+                Ok(ClaimResult::Lost { owner }) => self.fence(&task, &owner).await?,
+                Err(e @ (clawboard_sync::Error::Remote(_) | clawboard_sync::Error::At { .. })) => return Err(e.into()),
+                Err(e) => tracing::error!(task, "cannot check this task's claim, so it waits: {e}"),
             }
         }
         Ok(())
     }
 
+    /// Marker first, then the local claim: a crash in between leaves the task fenced.
     async fn fence(&self, task: &str, owner: &str) -> anyhow::Result<()> {
         tracing::warn!(task, owner, "another node holds this task now; stopping it here without writing to it");
         self.dispatcher.engine.fence(task);
-        claims::finish(&self.store, task)?;
         self.pusher.fence(task).await?;
+        claims::finish(&self.store, task)?;
         Ok(())
     }
 
     /// Runs until `stop`: checks claims once, then heartbeats every `sync.heartbeat`.
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+        // Heartbeats on their own: a slow pull or claim check never holds them back.
+        let beats = self.clone();
+        let beat_stop = stop.clone();
+        tokio::spawn(async move { beats.beat_loop(beat_stop).await });
         let every = self.pusher.settings().heartbeat;
         loop {
             match self.check_active().await {
@@ -105,7 +125,7 @@ impl Cluster {
                 }
             }
         }
-        let _ = self.checked.send(true);
+        self.checked.send_replace(true);
         loop {
             match self.tick().await {
                 Ok(()) => {
@@ -132,21 +152,34 @@ impl Cluster {
         *last = Some(msg);
     }
 
-    /// One heartbeat: retry claims, check own claims, beat, fold node status, take over.
-    async fn tick(&self) -> anyhow::Result<()> {
-        let waiting: Vec<String> = self.to_claim.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default();
-        for task in waiting {
-            self.try_claim(&task).await?;
-            if let Ok(mut q) = self.to_claim.lock() {
-                q.remove(&task);
+    /// Writes this node's heartbeat and folds everyone's into `shared/node-status.json`,
+    /// every `sync.heartbeat`, until `stop`.
+    async fn beat_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let every = self.pusher.settings().heartbeat;
+        let mut last_error: Option<String> = None;
+        loop {
+            match self.beat().await {
+                Ok(()) => {
+                    if last_error.take().is_some() {
+                        tracing::info!("cluster: heartbeats go through again");
+                    }
+                }
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    if last_error.as_deref() != Some(msg.as_str()) {
+                        tracing::error!("cluster: heartbeat failed (retrying every {every:?}): {msg}");
+                    }
+                    last_error = Some(msg);
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = clawboard_roles::runner::fired(&mut stop) => return,
             }
         }
-        let active = claims::active(&self.store)?;
-        for task in &active {
-            if let ClaimResult::Lost { owner } = self.pusher.check_claim(task).await? {
-                self.fence(task, &owner).await?;
-            }
-        }
+    }
+
+    async fn beat(&self) -> anyhow::Result<()> {
         let mut running: Vec<String> =
             self.dispatcher.engine.running_instances().into_iter().map(|i| i.task_id).collect();
         running.sort();
@@ -176,6 +209,38 @@ impl Cluster {
             }
         }
         self.write_node_status(&beats, &stale)?;
+        if let Ok(mut s) = self.stale.lock() {
+            *s = stale;
+        }
+        Ok(())
+    }
+
+    /// One round of the claim loop: retry waiting claims, check own claims, take
+    /// over stale nodes' tasks. One task's trouble is logged and does not stop the rest.
+    async fn tick(&self) -> anyhow::Result<()> {
+        let waiting: Vec<String> = self.to_claim.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default();
+        for task in waiting {
+            match self.try_claim(&task).await {
+                Ok(()) => {
+                    if let Ok(mut q) = self.to_claim.lock() {
+                        q.remove(&task);
+                    }
+                }
+                Err(e) => tracing::debug!(task, "claim still not possible: {e:#}"),
+            }
+        }
+        for task in claims::active(&self.store)? {
+            match self.pusher.check_claim(&task).await {
+                Ok(ClaimResult::Lost { owner }) => {
+                    if let Err(e) = self.fence(&task, &owner).await {
+                        tracing::error!(task, "cannot fence the task: {e:#}");
+                    }
+                }
+                Ok(ClaimResult::Won { .. }) => {}
+                Err(e) => tracing::warn!(task, "cannot check this task's claim: {e}"),
+            }
+        }
+        let stale = self.stale.lock().map(|s| s.clone()).unwrap_or_default();
         for b in stale {
             self.take_over(&b).await?;
         }
@@ -210,8 +275,7 @@ impl Cluster {
             }
             if let Some(ClaimResult::Won { generation }) = self.pusher.take_over(task, &dead.node).await? {
                 tracing::warn!(task, from = %dead.node, generation, "took over a task from a node that stopped heart-beating");
-                claims::adopt(&self.store, task)?;
-                self.dispatcher.enqueue(task.clone());
+                self.drive(task)?;
             }
         }
         Ok(())

@@ -15,6 +15,8 @@ use super::dispatch::Dispatcher;
 enum Job {
     Inbox(String),
     TaskFile(String),
+    /// A `task.json` pulled from another node.
+    PulledTask(String),
     Escalation(String),
 }
 
@@ -25,6 +27,7 @@ fn job(e: &Entry) -> Option<Job> {
     let parts: Vec<&str> = e.change.path.split('/').collect();
     match parts.as_slice() {
         ["inbox", name] if name.ends_with(".json") => Some(Job::Inbox((*name).to_owned())),
+        ["tasks", id, "task.json"] if e.change.origin == Origin::Remote => Some(Job::PulledTask((*id).to_owned())),
         ["tasks", id, "task.json"] => Some(Job::TaskFile((*id).to_owned())),
         ["escalations", name] => name.strip_suffix(".json").map(|id| Job::Escalation(id.to_owned())),
         _ => None,
@@ -66,6 +69,7 @@ impl IntakeConsumer {
                     let outcome = match job {
                         Job::Inbox(name) => intake::take_inbox_file(&store, &name),
                         Job::TaskFile(id) => intake::take_task_file(&store, &id),
+                        Job::PulledTask(id) => intake::take_pulled_task(&store, &id),
                         Job::Escalation(id) => {
                             escalations.push(id);
                             continue;
