@@ -149,7 +149,7 @@ pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>>
     }
     let mut extra = a.extra;
     for (k, v) in b.extra {
-        if extra.get(&k).is_none_or(|old| v.to_string() > old.to_string()) {
+        if extra.get(&k).is_none_or(|old| serde_json::to_string(&v).ok() > serde_json::to_string(old).ok()) {
             extra.insert(k, v);
         }
     }
