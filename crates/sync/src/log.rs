@@ -277,6 +277,7 @@ mod tests {
         };
         outbox.append(std::slice::from_ref(&e)).unwrap();
         // The segment landed, then the process died before the seq moved on.
+        std::fs::write(d.path().join("log-seq"), "1\n").unwrap();
         put_raw(&remote, &segment_key("me", 1), &serde_json::to_vec(&e).unwrap()).await;
         assert_eq!(outbox.flush(&remote, "me").await.unwrap(), 1);
         assert_eq!(outbox.stored_seq().unwrap(), Some(2));

@@ -876,14 +876,17 @@ mod failure_tests {
         let bucket = d.path().join("bucket");
         let (ra, rb) = (d.path().join("a"), d.path().join("b"));
         let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+        let fail = Arc::new(AtomicBool::new(false));
+        let flaky = Flaky { inner: DirRemote::open(&bucket).unwrap(), key: "gm/two.md".into(), fail: fail.clone() };
+        let b = node(flaky, &rb, "b");
+        // B's first pull (a listing of the still empty bucket) is behind it.
+        b.pull(false).await.unwrap();
         // Three pushes, three segments; the second's file cannot be fetched at first.
         for (i, name) in ["one", "two", "three"].iter().enumerate() {
             std::fs::write(ra.join(format!("gm/{name}.md")), format!("{i}\n")).unwrap();
             a.full().await.unwrap();
         }
-        let fail = Arc::new(AtomicBool::new(true));
-        let flaky = Flaky { inner: DirRemote::open(&bucket).unwrap(), key: "gm/two.md".into(), fail: fail.clone() };
-        let b = node(flaky, &rb, "b");
+        fail.store(true, Ordering::SeqCst);
         let err = b.pull(false).await.unwrap_err();
         assert!(err.to_string().contains("injected failure"), "{err}");
         assert_eq!(std::fs::read_to_string(rb.join("gm/one.md")).unwrap(), "0\n", "the first segment is applied");

@@ -710,7 +710,23 @@ impl<R: Remote> Pusher<R> {
                 .await
             {
                 Ok(o) => o,
-                Err(e) if e.failure == Failure::PreconditionFailed => return Ok(Done::Deferred),
+                Err(e) if e.failure == Failure::PreconditionFailed => {
+                    // Our own create whose response was lost (a retry finds it), another
+                    // node's version (pull resolves it), or an object without a clawboard
+                    // version (a server killed mid-write, another tool): replaced.
+                    self.counts.head.fetch_add(1, Ordering::Relaxed);
+                    match self.retry(|| self.remote.head(path)).await? {
+                        Some(info) if info.blake3() == Some(hash.as_str()) => PutOutcome::Stored { etag: info.etag },
+                        Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
+                        _ => {
+                            self.retry(|| {
+                                self.counts.put.fetch_add(1, Ordering::Relaxed);
+                                self.remote.put(path, body.clone(), &meta, &Condition::None)
+                            })
+                            .await?
+                        }
+                    }
+                }
                 Err(e) => return Err(e.into()),
             };
             if outcome == PutOutcome::BodyChanged {
