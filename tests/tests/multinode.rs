@@ -165,6 +165,10 @@ fn a_task_dropped_on_one_node_runs_once_and_shows_on_all(#[case] kind: Kind) {
     let pm: Vec<_> = runs.iter().filter(|(t, r, _)| t == "t-one" && r == "pm").collect();
     assert_eq!(pm.len(), 1, "the PM ran once in total: {runs:?}");
     assert!(runs.iter().all(|(_, _, n)| n == "node-a"), "only node-a ran roles: {runs:?}");
+    for n in &c.nodes {
+        let escalations: Vec<_> = std::fs::read_dir(n.t.root.join("escalations")).unwrap().flatten().collect();
+        assert!(escalations.is_empty(), "{}: no conflict, no shared id, nothing refused: {escalations:?}", n.id);
+    }
     // Every node lists every node, and the status shows them.
     wait_until(10, "node status with three nodes", || {
         c.nodes.iter().all(|n| {
@@ -586,4 +590,27 @@ fn a_new_node_never_overwrites_the_shared_files_with_its_defaults() {
         assert!(copies[0].starts_with("notes.conflict-node-c-"), "{copies:?}");
     }
     assert_eq!(tree_hashes(&a.root), tree_hashes(&n.root));
+}
+
+#[test]
+fn two_machines_sharing_a_node_id_are_reported() {
+    let (_s, _bucket, c) = by_hand();
+    // node-b's config, given node-a's id (a cloned machine).
+    let b = &c.node("node-b").t;
+    let cfg = b.dir.path().join("clawboard.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("id = \"node-b\"", "id = \"node-a\"");
+    std::fs::write(&cfg, text).unwrap();
+    let daemons = vec![c.node("node-a").t.daemon(), b.daemon()];
+    wait_until(30, "an escalation about the shared node id", || {
+        [&c.node("node-a").t, b].iter().any(|t| {
+            std::fs::read_dir(t.root.join("escalations"))
+                .unwrap()
+                .flatten()
+                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("two machines share this node id")))
+        })
+    });
+    assert!(daemons.iter().any(|d| d.output().contains("two machines share this node id")));
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
 }

@@ -100,21 +100,43 @@ fn claim_key(task: &str) -> Result<String> {
 
 impl<R: Remote> Pusher<R> {
     /// Writes this node's heartbeat.
-    pub async fn heartbeat(&self, mut beat: Heartbeat) -> Result<()> {
+    /// Writes this node's heartbeat: `If-Match` on the ETag of this process's last
+    /// beat, so a beat written by anyone else under this node id meanwhile is seen.
+    /// Returns false when that happened (two machines share this node id).
+    pub async fn heartbeat(&self, mut beat: Heartbeat) -> Result<bool> {
         beat.node = self.node.clone();
         beat.seen_at = now_text();
-        let body = serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?;
+        let body = Bytes::from(serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?);
         let key = format!("{NODES_PREFIX}{}.json", self.node);
-        self.counts.put.fetch_add(1, Ordering::Relaxed);
         let meta = Metadata::new();
-        let stored = self
-            .retry(|| self.remote.put(&key, Body::Bytes(Bytes::from(body.clone())), &meta, &Condition::None))
-            .await?;
+        let previous = self.own_beat.lock().ok().and_then(|b| b.clone());
+        let condition = previous.map_or(Condition::None, Condition::Matches);
+        self.counts.put.fetch_add(1, Ordering::Relaxed);
+        let (stored, alone) =
+            match self.retry(|| self.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
+                Ok(stored) => (stored, true),
+                Err(e) if e.failure == Failure::PreconditionFailed => {
+                    // Ours after all (a retried request that had landed), or another writer.
+                    self.counts.get.fetch_add(1, Ordering::Relaxed);
+                    let ours = self.retry(|| self.remote.get(&key)).await?.is_some_and(|(b, _)| b == body);
+                    self.counts.put.fetch_add(1, Ordering::Relaxed);
+                    let stored = self
+                        .retry(|| self.remote.put(&key, Body::Bytes(body.clone()), &meta, &Condition::None))
+                        .await?;
+                    (stored, ours)
+                }
+                Err(e) => return Err(e.into()),
+            };
         // This node's own beat is not read back.
-        if let (PutOutcome::Stored { etag: Some(etag) }, Ok(mut c)) = (stored, self.beats.lock()) {
-            c.insert(self.node.clone(), (etag, beat));
+        if let PutOutcome::Stored { etag: Some(etag) } = stored {
+            if let Ok(mut own) = self.own_beat.lock() {
+                *own = Some(etag.clone());
+            }
+            if let Ok(mut c) = self.beats.lock() {
+                c.insert(self.node.clone(), (etag, beat));
+            }
         }
-        Ok(())
+        Ok(alone)
     }
 
     /// Creates this node's heartbeat object if it has none (a node that only pushes

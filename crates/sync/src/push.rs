@@ -190,6 +190,8 @@ pub struct Pusher<R: Remote> {
     announced: AtomicBool,
     /// Heartbeats last read, by node: (ETag, heartbeat).
     pub(crate) beats: Mutex<std::collections::HashMap<String, (String, crate::cluster::Heartbeat)>>,
+    /// ETag of the last heartbeat this process wrote.
+    pub(crate) own_beat: Mutex<Option<String>>,
     /// Finished tasks whose claim this process found still this node's.
     verified: Mutex<HashSet<String>>,
     running: tokio::sync::Mutex<()>,
@@ -260,6 +262,7 @@ impl<R: Remote> Pusher<R> {
             announced: AtomicBool::new(false),
             beats: Mutex::new(Default::default()),
             verified: Mutex::new(HashSet::new()),
+            own_beat: Mutex::new(None),
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),

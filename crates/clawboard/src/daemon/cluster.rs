@@ -27,6 +27,8 @@ pub struct Cluster {
     to_claim: Mutex<BTreeSet<String>>,
     /// Per other node: its heartbeat's ETag and since when (local time) it has not changed.
     seen: Mutex<HashMap<String, (String, Instant)>>,
+    /// Another process was found writing heartbeats under this node id (reported once).
+    shared_id: std::sync::atomic::AtomicBool,
     /// Other nodes whose heartbeat went stale, as of the last beat.
     stale: Mutex<Vec<Heartbeat>>,
     /// Set once this node's claimed tasks were checked after start.
@@ -43,6 +45,7 @@ impl Cluster {
             to_claim: Mutex::new(BTreeSet::new()),
             seen: Mutex::new(HashMap::new()),
             stale: Mutex::new(Vec::new()),
+            shared_id: std::sync::atomic::AtomicBool::new(false),
             checked: watch::channel(false).0,
             last_error: Mutex::new(None),
         })
@@ -192,7 +195,16 @@ impl Cluster {
             active_tasks: claims::active(&self.store)?,
             ..Heartbeat::default()
         };
-        self.pusher.heartbeat(beat).await?;
+        if !self.pusher.heartbeat(beat).await? && !self.shared_id.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let issue = format!(
+                "another process writes heartbeats as node {}: two machines share this node id (a cloned machine \
+                 or a copied .clawboard/?). Give each machine its own [node] id (or delete .clawboard/node-id on \
+                 the copy) and restart it; until then both may run the same tasks.",
+                self.pusher.node()
+            );
+            tracing::error!("cluster: {issue}");
+            self.pusher.raise(&issue).await?;
+        }
         let beats = self.pusher.heartbeats().await?;
         let lease = self.pusher.settings().lease;
         let mut stale = Vec::new();
