@@ -36,6 +36,31 @@ fn roles(runlog: &Path) -> String {
     clawboard_tests::sh_config_with(&log, &slow)
 }
 
+/// Three trees on a new bucket of `kind` (the scratch directory lives as long as the result).
+fn on(kind: Kind) -> (tempfile::TempDir, Bucket, Cluster) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(kind, scratch.path());
+    let c = Cluster::new(&bucket);
+    (scratch, bucket, c)
+}
+
+/// Stops every daemon, each cleanly.
+fn stop_all(daemons: Vec<Daemon>) {
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
+}
+
+/// `rounds` times, each of `trees` pulls then pushes, by hand.
+fn exchange(trees: &[&Tree], rounds: usize) {
+    for _ in 0..rounds {
+        for t in trees {
+            sync(t, &["pull"]).ok();
+            sync(t, &["push"]).ok();
+        }
+    }
+}
+
 impl Cluster {
     /// Three initialized trees configured on `bucket`: sync every second, heartbeat
     /// every second, a 4 s lease.
@@ -56,6 +81,10 @@ impl Cluster {
             })
             .collect();
         Cluster { nodes, runlog, _scratch: scratch }
+    }
+
+    fn trees(&self) -> Vec<&Tree> {
+        self.nodes.iter().map(|n| &n.t).collect()
     }
 
     fn start(&self) -> Vec<Daemon> {
@@ -147,9 +176,7 @@ fn task_ids(t: &Tree) -> Vec<String> {
 #[case::dir(Kind::Dir)]
 #[case::s3s(Kind::S3s)]
 fn a_task_dropped_on_one_node_runs_once_and_shows_on_all(#[case] kind: Kind) {
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(kind, scratch.path());
-    let c = Cluster::new(&bucket);
+    let (_scratch, _bucket, c) = on(kind);
     let daemons = c.start();
     let a = &c.node("node-a").t;
     a.drop_task("one.json", r#"{"taskId": "t-one", "type": "coding", "description": "x"}"#);
@@ -183,18 +210,14 @@ fn a_task_dropped_on_one_node_runs_once_and_shows_on_all(#[case] kind: Kind) {
     for id in NODES {
         assert!(text.contains(id), "status lists {id}:\n{text}");
     }
-    for d in daemons {
-        assert_eq!(d.stop(), 0);
-    }
+    stop_all(daemons);
 }
 
 #[rstest]
 #[case::dir(Kind::Dir)]
 #[case::s3s(Kind::S3s)]
 fn three_hundred_tasks_on_three_nodes_each_run_exactly_once(#[case] kind: Kind) {
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(kind, scratch.path());
-    let c = Cluster::new(&bucket);
+    let (_scratch, _bucket, c) = on(kind);
     let daemons = c.start();
     for i in 0..300 {
         let n = &c.nodes[i % 3];
@@ -216,18 +239,14 @@ fn three_hundred_tasks_on_three_nodes_each_run_exactly_once(#[case] kind: Kind) 
     }
     assert_eq!(runs.len(), 300 * 4, "pm, w, validator, harvester once per task");
     assert_eq!(task_ids(&c.nodes[1].t).len(), 300);
-    for d in daemons {
-        assert_eq!(d.stop(), 0);
-    }
+    stop_all(daemons);
 }
 
 #[rstest]
 #[case::dir(Kind::Dir)]
 #[case::s3s(Kind::S3s)]
 fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[case] kind: Kind) {
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(kind, scratch.path());
-    let c = Cluster::new(&bucket);
+    let (_scratch, _bucket, c) = on(kind);
     // Between syncs: no daemon, every step by hand.
     let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
     std::fs::write(a.root.join("gm/notes.md"), "common\n").unwrap();
@@ -241,12 +260,7 @@ fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[
     std::fs::write(b.root.join("gm/notes.md"), "edited on b, later\n").unwrap();
     sync(a, &["push"]).ok();
     sync(b, &["push"]).ok();
-    for _ in 0..2 {
-        for n in &c.nodes {
-            sync(&n.t, &["pull"]).ok();
-            sync(&n.t, &["push"]).ok();
-        }
-    }
+    exchange(&c.trees(), 2);
     for _ in 0..2 {
         for n in &c.nodes {
             sync(&n.t, &["pull"]).ok();
@@ -288,12 +302,7 @@ fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[
     std::fs::write(b.root.join("gm/notes.md"), "modified again on b\n").unwrap();
     sync(a, &["push"]).ok();
     sync(b, &["push"]).ok();
-    for _ in 0..2 {
-        for n in &c.nodes {
-            sync(&n.t, &["pull"]).ok();
-            sync(&n.t, &["push"]).ok();
-        }
-    }
+    exchange(&c.trees(), 2);
     for n in &c.nodes {
         sync(&n.t, &["pull"]).ok();
     }
@@ -305,9 +314,7 @@ fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[
 #[case::dir(Kind::Dir)]
 #[case::s3s(Kind::S3s)]
 fn a_node_killed_mid_task_is_taken_over_and_fenced_when_it_returns(#[case] kind: Kind) {
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(kind, scratch.path());
-    let c = Cluster::new(&bucket);
+    let (_scratch, bucket, c) = on(kind);
     let mut daemons = c.start();
     let b = &c.node("node-b").t;
     b.drop_task("slow.json", r#"{"taskId": "t-slow", "type": "coding", "description": "use-slow"}"#);
@@ -398,17 +405,12 @@ fn the_s3_server_down_for_a_minute_and_back_all_nodes_converge() {
     }
     let runs = c.runs();
     assert_eq!(runs.iter().filter(|(t, r, _)| t == "t-during" && r == "pm").count(), 1, "{runs:?}");
-    for d in daemons {
-        assert_eq!(d.stop(), 0);
-    }
+    stop_all(daemons);
 }
 
 /// Three trees on one local-directory bucket, no daemons: every step by hand.
 fn by_hand() -> (tempfile::TempDir, Bucket, Cluster) {
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(Kind::Dir, scratch.path());
-    let c = Cluster::new(&bucket);
-    (scratch, bucket, c)
+    on(Kind::Dir)
 }
 
 #[test]
@@ -521,9 +523,7 @@ fn hostile_log_entries_are_skipped_and_change_nothing() {
 
 #[test]
 fn conflict_copies_are_capped_per_file() {
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(Kind::Dir, scratch.path());
-    let c = Cluster::new(&bucket);
+    let (_scratch, _bucket, c) = by_hand();
     // A cap of 3 for this test.
     for n in &c.nodes {
         let cfg = n.t.dir.path().join("clawboard.toml");
@@ -538,12 +538,7 @@ fn conflict_copies_are_capped_per_file() {
         std::fs::write(b.root.join("gm/hot.md"), format!("b{round}\n")).unwrap();
         sync(a, &["push"]).ok();
         sync(b, &["push"]).ok();
-        for _ in 0..2 {
-            for n in [a, b] {
-                sync(n, &["pull"]).ok();
-                sync(n, &["push"]).ok();
-            }
-        }
+        exchange(&[a, b], 2);
     }
     for n in [a, b] {
         let copies = std::fs::read_dir(n.root.join("gm"))
@@ -610,7 +605,5 @@ fn two_machines_sharing_a_node_id_are_reported() {
         })
     });
     assert!(daemons.iter().any(|d| d.output().contains("two machines share this node id")));
-    for d in daemons {
-        assert_eq!(d.stop(), 0);
-    }
+    stop_all(daemons);
 }

@@ -95,6 +95,8 @@ fn wall_ms() -> u64 {
 /// This node's hybrid logical clock, persisted so a restart never goes back.
 pub struct Clock {
     last: Mutex<u64>,
+    /// The value last written to disk (saving is skipped while it has not moved).
+    saved: Mutex<u64>,
     path: PathBuf,
 }
 
@@ -107,7 +109,7 @@ impl Clock {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(Error::io(&path, e)),
         };
-        Ok(Clock { last: Mutex::new(last), path })
+        Ok(Clock { last: Mutex::new(last), saved: Mutex::new(last), path })
     }
 
     fn update(&self, f: impl FnOnce(u64) -> u64) -> u64 {
@@ -138,11 +140,16 @@ impl Clock {
         self.update(|last| last.max(stamp.min(ceiling)));
     }
 
-    /// Writes the clock (after a push or pull).
+    /// Writes the clock (after a push or pull), unless it has not moved since.
     pub fn save(&self) -> Result<()> {
         let last = *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut saved = self.saved.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *saved == last {
+            return Ok(());
+        }
         let dir = self.path.parent().unwrap_or(Path::new("."));
         clawboard_core::store::write_atomic(dir, "hlc", format!("{last}\n").as_bytes())?;
+        *saved = last;
         Ok(())
     }
 }

@@ -261,13 +261,9 @@ impl Cluster {
 
     /// Takes over the unfinished tasks of a node whose heartbeat went stale.
     async fn take_over(&self, dead: &Heartbeat) -> anyhow::Result<()> {
-        let candidates: Vec<&String> = dead
-            .active_tasks
-            .iter()
-            .filter(|t| {
-                clawboard_core::check_id(t).is_ok() && !claims::active(&self.store).is_ok_and(|a| a.contains(t))
-            })
-            .collect();
+        let mine = claims::active(&self.store)?;
+        let candidates: Vec<&String> =
+            dead.active_tasks.iter().filter(|t| clawboard_core::check_id(t).is_ok() && !mine.contains(t)).collect();
         if candidates.is_empty() {
             return Ok(());
         }
