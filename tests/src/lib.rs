@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub mod git;
 pub mod s3;
 
 /// The `clawboard` binary: `$CLAWBOARD_BIN` when set (scripts/test sets it), else

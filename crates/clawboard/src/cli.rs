@@ -81,6 +81,9 @@ pub enum Command {
     Escalation(commands::escalation::EscalationCommand),
     #[command(subcommand)]
     Sync(commands::sync::SyncCommand),
+    #[command(subcommand)]
+    Archive(commands::archive::ArchiveCommand),
+    Harvest(commands::archive::HarvestArgs),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
@@ -139,6 +142,8 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Daemon(a) => commands::daemon::run(a, global, s),
         Command::Escalation(c) => commands::escalation::run(c, s),
         Command::Sync(c) => commands::sync::run(c, s),
+        Command::Archive(c) => commands::archive::run(c, s),
+        Command::Harvest(a) => commands::archive::harvest(a, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),

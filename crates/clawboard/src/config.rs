@@ -31,6 +31,148 @@ pub struct FileConfig {
     pub node: NodeConfig,
     #[serde(default)]
     pub sync: SyncConfig,
+    #[serde(default)]
+    pub archive: ArchiveConfig,
+    #[serde(default)]
+    pub harvest: HarvestConfig,
+}
+
+/// `[archive]`: the memory branch.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveConfig {
+    pub enabled: Option<bool>,
+    pub schedule: Option<String>,
+    pub remote: Option<String>,
+    pub branch: Option<String>,
+    pub author_name: Option<String>,
+    pub author_email: Option<String>,
+    pub username: Option<String>,
+    pub token_file: Option<String>,
+    pub ssh_key: Option<String>,
+    pub max_file_size: Option<ByteSize>,
+    pub push_attempts: Option<u32>,
+    pub retry: Option<String>,
+}
+
+/// `[harvest]`: the daily and weekly harvests.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarvestConfig {
+    pub schedule: Option<String>,
+    pub top_per_role: Option<u32>,
+}
+
+/// `[archive]` and `[harvest]`, resolved (the node id is filled in where it is known).
+#[derive(Debug, Clone)]
+pub struct ArchiveResolved {
+    pub enabled: bool,
+    pub schedule: clawboard_sync::Schedule,
+    /// After a failed push, the first retry (doubling up to the schedule).
+    pub retry: std::time::Duration,
+    pub settings: clawboard_archive::ArchiveSettings,
+    pub harvest_schedule: clawboard_sync::Schedule,
+    pub harvest: clawboard_archive::HarvestSettings,
+}
+
+pub const ARCHIVE_SCHEDULE: &str = "0 */6 * * *";
+pub const HARVEST_SCHEDULE: &str = "5 * * * *";
+
+/// Resolves `[archive]` and `[harvest]` over the embedded default (local commits every
+/// 6 hours, harvests hourly). The token comes from `CLAWBOARD_GIT_TOKEN`, else
+/// `GITHUB_TOKEN`, else `archive.token_file`.
+fn resolve_archive(a: ArchiveConfig, h: HarvestConfig, env: &Env, origin: &str) -> Result<ArchiveResolved, BadInput> {
+    use clawboard_archive::Token;
+    use clawboard_sync::Schedule;
+    let bad = |key: &str, msg: String| BadInput(format!("{origin}: key {key}: {msg}"));
+    let schedule = |key: &str, v: Option<String>, default: &str| {
+        let text = v.unwrap_or_else(|| default.to_owned());
+        Schedule::parse(key, &text).map_err(|e| bad(key, without_prefix(&e)))
+    };
+    let mut s = clawboard_archive::ArchiveSettings::local("node");
+    if let Some(r) = a.remote {
+        let ok = ["https://", "http://", "ssh://", "file://"].iter().any(|p| r.starts_with(p))
+            || (r.contains('@') && r.contains(':'));
+        if !ok {
+            return Err(bad(
+                "archive.remote",
+                format!("{:?} is not an https://, ssh:// or user@host:path URL", clawboard_archive::repo::redact(&r)),
+            ));
+        }
+        s.remote = Some(r);
+    }
+    if let Some(b) = a.branch {
+        if valid_branch(&b).is_err() {
+            return Err(bad("archive.branch", format!("{b:?} is not a valid branch name")));
+        }
+        s.branch = b;
+    }
+    for (key, v, slot) in [
+        ("archive.author_name", a.author_name, &mut s.author_name),
+        ("archive.author_email", a.author_email, &mut s.author_email),
+        ("archive.username", a.username, &mut s.username),
+    ] {
+        if let Some(v) = v {
+            if v.trim().is_empty() || v.contains(['<', '>', '\n']) {
+                return Err(bad(key, format!("{v:?} is empty or has <, > or a newline")));
+            }
+            *slot = v;
+        }
+    }
+    s.token = match (env.get("CLAWBOARD_GIT_TOKEN"), env.get("GITHUB_TOKEN"), a.token_file) {
+        (Some(t), _, _) => Token::Env { var: "CLAWBOARD_GIT_TOKEN".into(), value: t.to_owned() },
+        (None, Some(t), _) => Token::Env { var: "GITHUB_TOKEN".into(), value: t.to_owned() },
+        (None, None, Some(f)) => Token::File(expand_home(&f, env)),
+        (None, None, None) => Token::None,
+    };
+    s.ssh_key = a.ssh_key.map(|k| expand_home(&k, env));
+    if let Some(m) = a.max_file_size {
+        if m.0 == 0 || m.0 > 100 << 20 {
+            return Err(bad(
+                "archive.max_file_size",
+                format!("{} is not within 1 byte ..= 100 MiB (GitHub's limit)", m.0),
+            ));
+        }
+        s.max_file_bytes = m.0;
+    }
+    if let Some(n) = a.push_attempts {
+        if !(1..=20).contains(&n) {
+            return Err(bad("archive.push_attempts", format!("{n} is out of range 1..=20")));
+        }
+        s.push_attempts = n;
+    }
+    let retry = match a.retry {
+        Some(t) => clawboard_core::duration::parse_duration(&t).map_err(|e| bad("archive.retry", e))?,
+        None => std::time::Duration::from_secs(60),
+    };
+    if retry.is_zero() {
+        return Err(bad("archive.retry", "must be at least 1s".into()));
+    }
+    let top = h.top_per_role.unwrap_or(10);
+    if !(1..=1000).contains(&top) {
+        return Err(bad("harvest.top_per_role", format!("{top} is out of range 1..=1000")));
+    }
+    Ok(ArchiveResolved {
+        enabled: a.enabled.unwrap_or(true),
+        schedule: schedule("archive.schedule", a.schedule, ARCHIVE_SCHEDULE)?,
+        retry,
+        settings: s,
+        harvest_schedule: schedule("harvest.schedule", h.schedule, HARVEST_SCHEDULE)?,
+        harvest: clawboard_archive::HarvestSettings { top_per_role: top },
+    })
+}
+
+/// A branch name git accepts (`refs/heads/NAME` is a valid reference name).
+fn valid_branch(name: &str) -> Result<(), ()> {
+    let ok = !name.is_empty()
+        && !name.starts_with(['-', '/', '.'])
+        && !name.ends_with(['/', '.'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && !name.chars().any(|c| c.is_control() || " ~^:?*[\\".contains(c));
+    if ok { Ok(()) } else { Err(()) }
 }
 
 /// `[node]`.
@@ -325,6 +467,7 @@ pub struct Settings {
     pub roles: clawboard_roles::RolesConfig,
     pub node_id: Option<String>,
     pub sync: clawboard_sync::SyncSettings,
+    pub archive: ArchiveResolved,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -399,6 +542,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         return Err(BadInput(format!("{origin}: key {e}")).into());
     }
     let sync = resolve_sync(file.sync, env, &origin)?;
+    let archive = resolve_archive(file.archive, file.harvest, env, &origin)?;
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
     {
@@ -430,6 +574,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         roles,
         node_id: file.node.id,
         sync,
+        archive,
     })
 }
 
@@ -527,6 +672,17 @@ mod tests {
                 "key sync.s3.profile: set either",
             ),
             ("[node]\nid = \"../x\"\n", "key node.id: \"../x\""),
+            ("[archive]\nremote = \"github.com/o/r\"\n", "key archive.remote: \"github.com/o/r\" is not an https://"),
+            ("[archive]\nremote = \"ftp://u:secret@h/r\"\n", "key archive.remote: \"ftp://h/r\" is not"),
+            ("[archive]\nbranch = \"a..b\"\n", "key archive.branch: \"a..b\" is not a valid branch name"),
+            ("[archive]\nschedule = \"often\"\n", "key archive.schedule: \"often\": a cron schedule has 5 fields"),
+            ("[archive]\nauthor_email = \"<x>\"\n", "key archive.author_email: \"<x>\" is empty or has"),
+            ("[archive]\nmax_file_size = \"200 MiB\"\n", "key archive.max_file_size: 209715200 is not within"),
+            ("[archive]\npush_attempts = 0\n", "key archive.push_attempts: 0 is out of range"),
+            ("[archive]\nretry = \"later\"\n", "key archive.retry: \"later\" is not a duration"),
+            ("[archive]\nremot = \"x\"\n", "key archive.remot: unknown field"),
+            ("[harvest]\ntop_per_role = 0\n", "key harvest.top_per_role: 0 is out of range"),
+            ("[harvest]\nschedule = \"* *\"\n", "key harvest.schedule: \"* *\": a cron schedule has 5 fields"),
         ];
         for (text, want) in cases {
             let (_d, cfg) = write_config(text);

@@ -3,6 +3,7 @@
 //! systemd notifications; signals (SIGTERM/SIGINT stop, SIGHUP reloads).
 
 mod api;
+mod archive;
 mod cluster;
 mod dispatch;
 mod intake;
@@ -143,6 +144,24 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             std::fs::remove_file(&cursor).with_context(|| format!("removing {}", cursor.display()))?;
             tracing::info!("sync is off: dropped its journal cursor");
         }
+    }
+    if settings.archive.enabled {
+        let node =
+            clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(crate::commands::sync::user_error)?;
+        let a = &settings.archive;
+        let archive = clawboard_archive::Archive::new(
+            store.clone(),
+            clawboard_archive::ArchiveSettings { node, ..a.settings.clone() },
+        );
+        let memory = archive::ArchiveLoop {
+            archive: Arc::new(archive),
+            store: store.clone(),
+            harvest: a.harvest.clone(),
+            schedule: a.schedule.clone(),
+            harvest_schedule: a.harvest_schedule.clone(),
+            retry: a.retry,
+        };
+        tasks.spawn(memory.run(stopping.clone()));
     }
     let consumer = intake::IntakeConsumer {
         store: store.clone(),

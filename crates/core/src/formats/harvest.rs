@@ -98,6 +98,9 @@ pub struct DailyHarvest {
     #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
     pub date: String,
     pub generated_at: Timestamp,
+    /// The tasks whose memory harvests were gathered, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<Id>,
     /// Deduplicated cells, highest value first.
     #[serde(default)]
     pub cells: Vec<HarvestedCell>,
@@ -117,6 +120,9 @@ pub struct WeeklyHarvest {
     pub generated_at: Timestamp,
     /// How many cells per role were kept.
     pub top_per_role: u32,
+    /// The tasks whose memory harvests were gathered, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<Id>,
     #[serde(default)]
     pub cells: Vec<HarvestedCell>,
     #[serde(default)]

@@ -1,0 +1,260 @@
+//! The extraction: which files of the tree feed the archive, and the files each one
+//! becomes under `memory/` on the branch (documented in `docs/ARCHIVE.md`).
+//!
+//! | source | on the branch |
+//! | --- | --- |
+//! | `tasks/{taskId}/memory-harvest.json` | `memory/roles/{roleId}/{taskId}.json` per role, and a line per candidate in `memory/cross-pollination/{fromRole}--{toRole}.jsonl` |
+//! | `harvest/daily/*.json`, `harvest/weekly/*.json` | `memory/harvest/daily/…`, `memory/harvest/weekly/…` |
+//! | `gm/decisions.md`, `gm/arbitrations.md` | `memory/gm/…` |
+//! | `reports/{daily,weekly,monthly}/*` | `memory/reports/…` |
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use clawboard_core::formats::{DailyHarvest, MemoryHarvest, Task, WeeklyHarvest};
+use clawboard_core::{RelPath, Store, layout};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::Error;
+
+/// What identifies a source file's version without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// How a file on the branch takes a new version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// The new content replaces the old.
+    Replace,
+    /// JSON lines: the sorted union of the old and new lines (nothing is ever dropped).
+    Lines,
+}
+
+/// A file on the branch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub path: String,
+    pub bytes: Vec<u8>,
+    pub merge: Merge,
+}
+
+/// The `merge` rule of a path on the branch.
+pub fn merge_of(path: &str) -> Merge {
+    if path.starts_with("memory/cross-pollination/") && path.ends_with(".jsonl") {
+        Merge::Lines
+    } else {
+        Merge::Replace
+    }
+}
+
+/// The sorted union of two sets of lines, one per line, ending with a newline.
+pub fn union_lines(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut lines: std::collections::BTreeSet<&[u8]> = std::collections::BTreeSet::new();
+    for l in a.split(|c| *c == b'\n').chain(b.split(|c| *c == b'\n')) {
+        if !l.is_empty() {
+            lines.insert(l);
+        }
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    for l in lines {
+        out.extend_from_slice(l);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Every source file in the tree with its stamp (regular files only: a symlink is
+/// never followed), sorted by path.
+pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
+    let mut out = BTreeMap::new();
+    let tasks = root.join(layout::TASKS);
+    for name in names(&tasks)? {
+        if clawboard_core::check_id(&name).is_err() {
+            continue;
+        }
+        let dir = tasks.join(&name);
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(dir.join(layout::HARVEST_FILE))
+            && meta.is_file()
+        {
+            out.insert(layout::task_file(&name, layout::HARVEST_FILE), Stamp::of(&meta));
+        }
+    }
+    let dirs = ["harvest/daily", "harvest/weekly", "reports/daily", "reports/weekly", "reports/monthly"];
+    for dir in dirs {
+        let files = files_in(root, dir)?;
+        out.extend(files);
+    }
+    for file in ["gm/decisions.md", "gm/arbitrations.md"] {
+        if let Ok(meta) = std::fs::symlink_metadata(root.join(file))
+            && meta.is_file()
+        {
+            out.insert(file.to_owned(), Stamp::of(&meta));
+        }
+    }
+    Ok(out)
+}
+
+/// The names in a directory (none when it does not exist), skipping names that are
+/// not UTF-8, hidden, editor or temp files.
+fn names(dir: &Path) -> Result<Vec<String>, Error> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        if name.starts_with('.') || name.ends_with('~') || clawboard_core::store::is_temp_name(&name) {
+            continue;
+        }
+        out.push(name);
+    }
+    Ok(out)
+}
+
+fn files_in(root: &Path, dir: &str) -> Result<Vec<(String, Stamp)>, Error> {
+    let mut out = Vec::new();
+    for name in names(&root.join(dir))? {
+        if name.ends_with(".swp") || name.contains(".conflict-") {
+            continue;
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(root.join(dir).join(&name))
+            && meta.is_file()
+        {
+            out.push((format!("{dir}/{name}"), Stamp::of(&meta)));
+        }
+    }
+    Ok(out)
+}
+
+/// The files `source` becomes on the branch. A file over `limit` bytes, or one that
+/// does not parse, is refused with an error naming it.
+pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, Error> {
+    let path = store.root().join(source);
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
+    if meta.len() > limit {
+        return Err(Error::TooLarge { path: source.to_owned(), size: meta.len(), limit });
+    }
+    let rel = RelPath::new(source)?;
+    if let Some(task) = source.strip_prefix("tasks/").and_then(|s| s.strip_suffix("/memory-harvest.json")) {
+        let harvest: MemoryHarvest = store.read(&rel)?;
+        let task_type = RelPath::new(&layout::task_file(task, layout::TASK_FILE))
+            .ok()
+            .and_then(|r| store.read::<Task>(&r).ok())
+            .map(|t| t.kind);
+        return Ok(task_outputs(&harvest, task_type.map(|t| t.to_string())));
+    }
+    let bytes = store.read_bytes(&rel)?;
+    if source.starts_with("harvest/daily/") {
+        store.read::<DailyHarvest>(&rel)?;
+    } else if source.starts_with("harvest/weekly/") {
+        store.read::<WeeklyHarvest>(&rel)?;
+    }
+    Ok(vec![Output { path: format!("memory/{source}"), bytes, merge: Merge::Replace }])
+}
+
+/// A task's memory: one file per role, and one line per cross-pollination candidate.
+pub fn task_outputs(h: &MemoryHarvest, task_type: Option<String>) -> Vec<Output> {
+    let task = h.task_id.as_str();
+    let mut by_role: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for e in &h.experiences {
+        let cells = by_role.entry(e.role_id.as_str()).or_default();
+        cells.extend(e.cells.iter().filter_map(|c| serde_json::to_value(c).ok()));
+    }
+    let mut out = Vec::new();
+    for (role, cells) in by_role {
+        let mut doc = serde_json::Map::new();
+        doc.insert("taskId".into(), json!(task));
+        doc.insert("roleId".into(), json!(role));
+        if let Some(t) = &task_type {
+            doc.insert("taskType".into(), json!(t));
+        }
+        doc.insert("harvestedAt".into(), json!(h.harvested_at.as_str()));
+        doc.insert("cells".into(), Value::Array(cells));
+        out.push(Output {
+            path: format!("memory/roles/{role}/{task}.json"),
+            bytes: clawboard_core::store::to_pretty_json(&doc).into_bytes(),
+            merge: Merge::Replace,
+        });
+    }
+    let mut lines: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for p in &h.cross_pollination_candidates {
+        let line = json!({
+            "taskId": task,
+            "pattern": p.pattern,
+            "value": p.value,
+            "harvestedAt": h.harvested_at.as_str(),
+        });
+        let file = lines.entry(format!("memory/cross-pollination/{}--{}.jsonl", p.from_role, p.to_role)).or_default();
+        file.extend_from_slice(line.to_string().as_bytes());
+        file.push(b'\n');
+    }
+    out.extend(lines.into_iter().map(|(path, bytes)| Output {
+        bytes: union_lines(&bytes, b""),
+        path,
+        merge: Merge::Lines,
+    }));
+    out
+}
+
+/// `memory/README.md`: what the branch holds, for whoever opens it on GitHub.
+pub const README: &str = "\
+# clawboard memory archive
+
+This branch is written by clawboard (one commit per archive run, from every node
+that shares the blackboard). Nothing here is ever deleted: a task's files stay
+after the blackboard's retention removed the task.
+
+- `roles/{roleId}/{taskId}.json`: what the role learned on the task (its memory
+  cells: type, content, value 0-1), with the task's type and harvest time.
+- `cross-pollination/{fromRole}--{toRole}.jsonl`: patterns one role could teach
+  another, one JSON object per line (taskId, pattern, value, harvestedAt).
+- `harvest/daily/{YYYY-MM-DD}.json`: each day's cells, deduplicated, best first.
+- `harvest/weekly/{YYYY-Www}.json`: each ISO week's best cells per role.
+- `gm/decisions.md`, `gm/arbitrations.md`: the GM's and the reviewers' records.
+- `reports/{daily,weekly,monthly}/`: the evolution reports.
+
+A file named `NAME.conflict-{node}.EXT` is a version two nodes wrote differently
+at the same time; both are kept.
+";
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn union_of_lines_is_sorted_and_keeps_every_line_once() {
+        assert_eq!(union_lines(b"b\na\n", b"c\na\n"), b"a\nb\nc\n");
+        assert_eq!(union_lines(b"", b""), b"");
+        assert_eq!(union_lines(b"x", b""), b"x\n");
+    }
+
+    #[test]
+    fn only_cross_pollination_files_merge_by_lines() {
+        assert_eq!(merge_of("memory/cross-pollination/a--b.jsonl"), Merge::Lines);
+        assert_eq!(merge_of("memory/roles/a/t.json"), Merge::Replace);
+        assert_eq!(merge_of("memory/reports/daily/x.jsonl"), Merge::Replace);
+    }
+}

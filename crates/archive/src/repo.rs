@@ -1,0 +1,865 @@
+//! The git side: a bare repository in `.clawboard/archive/memory.git` whose `memory`
+//! branch is built straight from blobs and trees (no work tree, no index on disk),
+//! one commit per run that changed something, pushed to `archive.remote` without
+//! ever forcing: a rejected push fetches, merges and tries again.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use clawboard_core::formats::KnowledgeSync;
+use clawboard_core::{RelPath, Store, Timestamp};
+use git2::{
+    Cred, CredentialType, ErrorClass, ErrorCode, FetchOptions, IndexEntry, IndexTime, ObjectType, Oid, PushOptions,
+    RemoteCallbacks, Repository, Signature, Tree,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{self, Merge, Stamp};
+use crate::{Error, Result};
+
+/// Where the archive keeps its repository and state, under the root.
+pub const DIR: &str = ".clawboard/archive";
+const REPO: &str = "memory.git";
+const SOURCES: &str = "sources.json";
+const STATUS: &str = "status.json";
+const LOCK: &str = "lock";
+const FILE_MODE: i32 = 0o100644;
+
+/// Where the token for an HTTPS remote comes from.
+#[derive(Debug, Clone)]
+pub enum Token {
+    /// An environment variable (its name; the value is read when the remote asks).
+    Env {
+        var: String,
+        value: String,
+    },
+    /// A file holding the token (read when the remote asks, so it can be rotated).
+    File(PathBuf),
+    None,
+}
+
+/// `[archive]`.
+#[derive(Debug, Clone)]
+pub struct ArchiveSettings {
+    /// This node's id: in commit messages and conflict names.
+    pub node: String,
+    pub branch: String,
+    /// `https://…` or an SSH URL; `None` keeps the commits local.
+    pub remote: Option<String>,
+    pub author_name: String,
+    pub author_email: String,
+    /// The user name sent with a token (`x-access-token` suits GitHub), unless the URL has one.
+    pub username: String,
+    pub token: Token,
+    /// A private key for SSH remotes; without one, the SSH agent.
+    pub ssh_key: Option<PathBuf>,
+    /// Source files larger than this are refused (GitHub refuses 100 MiB).
+    pub max_file_bytes: u64,
+    /// Push attempts before a run gives up (each rejected one fetches and merges).
+    pub push_attempts: u32,
+    pub retry_base: Duration,
+}
+
+impl ArchiveSettings {
+    pub fn local(node: &str) -> ArchiveSettings {
+        ArchiveSettings {
+            node: node.to_owned(),
+            branch: "memory".into(),
+            remote: None,
+            author_name: "clawboard".into(),
+            author_email: "clawboard@localhost".into(),
+            username: "x-access-token".into(),
+            token: Token::None,
+            ssh_key: None,
+            max_file_bytes: 50 << 20,
+            push_attempts: 5,
+            retry_base: Duration::from_millis(200),
+        }
+    }
+}
+
+/// A URL without any user or password in it.
+pub fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            if path.is_empty() { format!("{scheme}://{host}") } else { format!("{scheme}://{host}/{path}") }
+        }
+        // scp-like `git@github.com:owner/repo.git`: the user is not a secret.
+        None => url.to_owned(),
+    }
+}
+
+/// The archive's own record of its runs (`.clawboard/archive/status.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit_at: Option<String>,
+    /// The branch head the remote last accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pushed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_push_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<String>,
+    /// Source files the last run could not archive, each with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// `clawboard archive status`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub repository: String,
+    pub branch: String,
+    /// The remote, without credentials; `None` when commits stay local.
+    pub remote: Option<String>,
+    pub head: Option<String>,
+    pub commits: usize,
+    /// Commits on the branch the remote has not accepted yet (0 without a remote).
+    pub pending: usize,
+    #[serde(flatten)]
+    pub file: StatusFile,
+}
+
+/// One commit, for `clawboard archive log`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    pub id: String,
+    pub time: String,
+    pub author: String,
+    pub message: String,
+    pub files: usize,
+    pub pushed: bool,
+}
+
+/// What one commit step did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitReport {
+    /// The new commit, or `None` when the tree did not change.
+    pub commit: Option<String>,
+    pub sources: usize,
+    /// Sources read this time (the others did not change since the last run).
+    pub read: usize,
+    /// Files on the branch added or changed.
+    pub changed: usize,
+    pub problems: Vec<String>,
+    pub elapsed_ms: u64,
+}
+
+/// What one push step did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushReport {
+    pub pushed: Option<String>,
+    pub attempts: u32,
+    /// Merges with what other nodes pushed first.
+    pub merges: u32,
+    pub elapsed_ms: u64,
+}
+
+/// What `archive now` (and each scheduled run) did.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    pub commit: CommitReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushReport>,
+}
+
+/// The sources cache: each source's stamp when its outputs went into `commit`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Sources {
+    #[serde(default)]
+    commit: Option<String>,
+    #[serde(default)]
+    sources: BTreeMap<String, Stamp>,
+}
+
+pub struct Archive {
+    store: Store,
+    dir: PathBuf,
+    settings: ArchiveSettings,
+}
+
+fn git_err<W: Into<String>>(repo: &Path, what: W) -> impl FnOnce(git2::Error) -> Error + use<W> {
+    let repo = repo.to_path_buf();
+    let what = what.into();
+    move |source| Error::Git { repo, what, source }
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+impl Archive {
+    /// The archive of the tree `store` writes to (its own files go to `.clawboard/archive/`).
+    pub fn new(store: Store, settings: ArchiveSettings) -> Archive {
+        let dir = store.root().join(DIR);
+        Archive { store, dir, settings }
+    }
+
+    pub fn settings(&self) -> &ArchiveSettings {
+        &self.settings
+    }
+
+    fn repo_path(&self) -> PathBuf {
+        self.dir.join(REPO)
+    }
+
+    /// The repository, created (bare, HEAD on the branch) on first use.
+    fn repo(&self) -> Result<Repository> {
+        let path = self.repo_path();
+        if path.join("HEAD").exists() {
+            return Repository::open_bare(&path).map_err(git_err(&path, "open"));
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let mut opts = git2::RepositoryInitOptions::new();
+        opts.bare(true).initial_head(&self.settings.branch);
+        Repository::init_opts(&path, &opts).map_err(git_err(&path, "create"))
+    }
+
+    /// One archive run at a time per tree (the daemon's and `archive now`).
+    fn lock(&self) -> Result<File> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let path = self.dir.join(LOCK);
+        let f =
+            File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        f.lock().map_err(|e| Error::io(&path, e))?;
+        Ok(f)
+    }
+
+    fn branch_ref(&self) -> String {
+        format!("refs/heads/{}", self.settings.branch)
+    }
+
+    fn tracking_ref(&self) -> String {
+        format!("refs/remotes/origin/{}", self.settings.branch)
+    }
+
+    fn read_json<T: Default + for<'de> Deserialize<'de>>(&self, name: &str) -> T {
+        std::fs::read(self.dir.join(name)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
+        let text = clawboard_core::store::to_pretty_json(value);
+        clawboard_core::store::write_atomic(&self.dir, name, text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Extracts, commits if anything changed, and pushes when a remote is configured.
+    /// The outcome (and any error) is recorded for `archive status` and in
+    /// `shared/knowledge-sync.json`.
+    pub fn run(&self, now: DateTime<Utc>) -> Result<RunReport> {
+        let _lock = self.lock()?;
+        let repo = self.repo()?;
+        let mut status: StatusFile = self.read_json(STATUS);
+        status.last_run_at = Some(rfc3339(now));
+        let outcome = self.run_locked(&repo, now, &mut status);
+        match &outcome {
+            Ok(r) => {
+                status.problems = r.commit.problems.clone();
+                if r.commit.problems.is_empty() {
+                    status.last_error = None;
+                    status.last_error_at = None;
+                } else {
+                    status.last_error = Some(format!(
+                        "{} file(s) not archived: {}",
+                        r.commit.problems.len(),
+                        r.commit.problems.join("; ")
+                    ));
+                    status.last_error_at = Some(rfc3339(now));
+                }
+            }
+            Err(e) => {
+                status.last_error = Some(e.to_string());
+                status.last_error_at = Some(rfc3339(now));
+            }
+        }
+        self.write_json(STATUS, &status)?;
+        let report = outcome?;
+        self.record_knowledge(&status)?;
+        Ok(report)
+    }
+
+    fn run_locked(&self, repo: &Repository, now: DateTime<Utc>, status: &mut StatusFile) -> Result<RunReport> {
+        if self.settings.remote.is_some() && self.head(repo)?.is_none() {
+            // A node's first run builds on what the other nodes archived already.
+            if let Err(e) = self.fetch(repo).and_then(|_| self.fast_forward_new(repo)) {
+                tracing::debug!("archive: no remote branch to start from yet: {e}");
+            }
+        }
+        let commit = self.commit(repo, now)?;
+        if let Some(id) = &commit.commit {
+            status.last_commit = Some(id.clone());
+            status.last_commit_at = Some(rfc3339(now));
+        }
+        let mut report = RunReport { commit, push: None };
+        if self.settings.remote.is_some() {
+            let push = self.push(repo, now)?;
+            if let Some(id) = &push.pushed {
+                status.last_pushed = Some(id.clone());
+                status.last_push_at = Some(rfc3339(now));
+            }
+            report.push = Some(push);
+        }
+        Ok(report)
+    }
+
+    fn head(&self, repo: &Repository) -> Result<Option<Oid>> {
+        match repo.refname_to_id(&self.branch_ref()) {
+            Ok(id) => Ok(Some(id)),
+            Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(git_err(&self.repo_path(), "read the branch")(e)),
+        }
+    }
+
+    fn empty_tree<'r>(&self, repo: &'r Repository) -> Result<Tree<'r>> {
+        let g = git_err(&self.repo_path(), "write the empty tree");
+        let id = repo.treebuilder(None).and_then(|b| b.write()).map_err(g)?;
+        repo.find_tree(id).map_err(git_err(&self.repo_path(), "read the empty tree"))
+    }
+
+    /// Extracts what changed since the last run onto the branch; commits when the
+    /// tree differs from the head's.
+    fn commit(&self, repo: &Repository, now: DateTime<Utc>) -> Result<CommitReport> {
+        let started = std::time::Instant::now();
+        let path = self.repo_path();
+        let head = self.head(repo)?;
+        let base = match head {
+            Some(id) => repo.find_commit(id).and_then(|c| c.tree()).map_err(git_err(&path, "read the head"))?,
+            None => self.empty_tree(repo)?,
+        };
+        let mut cache: Sources = self.read_json(SOURCES);
+        // The cache holds only if its commit is in the branch's history.
+        let valid = match (head, cache.commit.as_deref().and_then(|c| Oid::from_str(c).ok())) {
+            (Some(h), Some(c)) => h == c || repo.graph_descendant_of(h, c).unwrap_or(false),
+            _ => false,
+        };
+        if !valid {
+            cache.sources.clear();
+        }
+        let sources = extract::scan(self.store.root())?;
+        let mut report = CommitReport { sources: sources.len(), ..CommitReport::default() };
+        let mut outputs = vec![extract::Output {
+            path: "memory/README.md".into(),
+            bytes: extract::README.as_bytes().to_vec(),
+            merge: Merge::Replace,
+        }];
+        let mut stamped: Vec<(String, Stamp)> = Vec::new();
+        for (source, stamp) in &sources {
+            if cache.sources.get(source) == Some(stamp) {
+                continue;
+            }
+            report.read += 1;
+            match extract::extract(&self.store, source, self.settings.max_file_bytes) {
+                Ok(o) => {
+                    outputs.extend(o);
+                    stamped.push((source.clone(), *stamp));
+                }
+                Err(e) => report.problems.push(e.to_string()),
+            }
+        }
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        // Two sources may write lines into the same file: gather them first.
+        let mut merged: BTreeMap<String, (Vec<u8>, Merge)> = BTreeMap::new();
+        for o in outputs {
+            match merged.get_mut(&o.path) {
+                Some((bytes, Merge::Lines)) => *bytes = extract::union_lines(bytes, &o.bytes),
+                _ => {
+                    merged.insert(o.path, (o.bytes, o.merge));
+                }
+            }
+        }
+        for (file, (bytes, merge)) in merged {
+            let old = base.get_path(Path::new(&file)).ok().map(|e| e.id());
+            let bytes = match (merge, old) {
+                (Merge::Lines, Some(old)) => {
+                    let blob = repo.find_blob(old).map_err(git_err(&path, format!("read {file}")))?;
+                    extract::union_lines(blob.content(), &bytes)
+                }
+                _ => bytes,
+            };
+            let id = Oid::hash_object(ObjectType::Blob, &bytes).map_err(git_err(&path, "hash"))?;
+            if old == Some(id) {
+                continue;
+            }
+            repo.blob(&bytes).map_err(git_err(&path, format!("write {file}")))?;
+            update.upsert(file.as_str(), id, git2::FileMode::Blob);
+            report.changed += 1;
+        }
+        let mut new_head = head;
+        if report.changed > 0 {
+            let tree_id = update.create_updated(repo, &base).map_err(git_err(&path, "build the tree"))?;
+            if tree_id != base.id() {
+                let tree = repo.find_tree(tree_id).map_err(git_err(&path, "read the tree"))?;
+                let message = format!("memory: sync from {} at {}", self.settings.node, rfc3339(now));
+                let id = self.commit_tree(repo, &tree, head.into_iter().collect(), &message, now)?;
+                report.commit = Some(id.to_string());
+                new_head = Some(id);
+            }
+        }
+        if !valid {
+            cache.sources.clear();
+        }
+        cache.sources.extend(stamped);
+        cache.commit = new_head.map(|h| h.to_string());
+        self.write_json(SOURCES, &cache)?;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(report)
+    }
+
+    /// Writes a commit of `tree` and moves the branch to it, provided the branch is
+    /// still where `parents[0]` says (another process moved it: an error, no loss).
+    fn commit_tree(
+        &self,
+        repo: &Repository,
+        tree: &Tree<'_>,
+        parents: Vec<Oid>,
+        message: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Oid> {
+        let path = self.repo_path();
+        let when = git2::Time::new(now.timestamp(), 0);
+        let sig = Signature::new(&self.settings.author_name, &self.settings.author_email, &when)
+            .map_err(git_err(&path, "the commit author (archive.author_name, archive.author_email)"))?;
+        let parent_commits = parents
+            .iter()
+            .map(|p| repo.find_commit(*p))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(git_err(&path, "read a parent commit"))?;
+        let refs: Vec<&git2::Commit<'_>> = parent_commits.iter().collect();
+        let id = repo.commit(None, &sig, &sig, message, tree, &refs).map_err(git_err(&path, "commit"))?;
+        self.move_branch(repo, parents.first().copied(), id, message)?;
+        Ok(id)
+    }
+
+    fn move_branch(&self, repo: &Repository, from: Option<Oid>, to: Oid, why: &str) -> Result<()> {
+        let g = git_err(&self.repo_path(), "move the branch");
+        match from {
+            Some(old) => repo.reference_matching(&self.branch_ref(), to, true, old, why).map(|_| ()),
+            None => repo.reference(&self.branch_ref(), to, false, why).map(|_| ()),
+        }
+        .map_err(g)
+    }
+
+    /// Pushes the branch; a rejection fetches, merges and tries again, with backoff.
+    fn push(&self, repo: &Repository, now: DateTime<Utc>) -> Result<PushReport> {
+        let started = std::time::Instant::now();
+        let mut report = PushReport::default();
+        let Some(url) = self.settings.remote.clone() else { return Ok(report) };
+        let Some(_) = self.head(repo)? else { return Ok(report) };
+        for attempt in 1..=self.settings.push_attempts.max(1) {
+            report.attempts = attempt;
+            let head = self.head(repo)?;
+            match self.try_push(repo, &url)? {
+                None => {
+                    if let Some(h) = head {
+                        let g = git_err(&self.repo_path(), "record the pushed head");
+                        repo.reference(&self.tracking_ref(), h, true, "pushed").map_err(g)?;
+                        report.pushed = Some(h.to_string());
+                    }
+                    report.elapsed_ms = started.elapsed().as_millis() as u64;
+                    return Ok(report);
+                }
+                Some(why) => {
+                    tracing::info!(attempt, "archive: the push was rejected ({why}); fetching and merging");
+                    self.fetch(repo)?;
+                    if self.merge(repo, now)? {
+                        report.merges += 1;
+                    }
+                    let backoff = self.settings.retry_base * 2u32.saturating_pow(attempt - 1);
+                    // A little jitter, so that two nodes that collided do not collide again.
+                    let jitter = u64::from(std::process::id() % 97) * backoff.as_millis() as u64 / 200;
+                    std::thread::sleep(backoff + Duration::from_millis(jitter));
+                }
+            }
+        }
+        Err(Error::StillRejected { remote: redact(&url), attempts: report.attempts })
+    }
+
+    /// One push; `Ok(Some(reason))` when the remote refused it as not a fast-forward.
+    fn try_push(&self, repo: &Repository, url: &str) -> Result<Option<String>> {
+        let auth = Auth::new(&self.settings);
+        let rejected: RefCell<Option<String>> = RefCell::new(None);
+        let mut cb = RemoteCallbacks::new();
+        cb.credentials(|u, user, allowed| auth.credentials(u, user, allowed));
+        cb.push_update_reference(|name, status| {
+            if let Some(s) = status {
+                *rejected.borrow_mut() = Some(format!("{name}: {s}"));
+            }
+            Ok(())
+        });
+        let mut opts = PushOptions::new();
+        opts.remote_callbacks(cb);
+        let spec = format!("{0}:{0}", self.branch_ref());
+        let mut remote = repo.remote_anonymous(url).map_err(|e| self.remote_error("open", e, &auth))?;
+        let result = remote.push(&[spec.as_str()], Some(&mut opts));
+        drop(opts);
+        match result {
+            Ok(()) => Ok(rejected.into_inner()),
+            Err(e) if e.code() == ErrorCode::NotFastForward => Ok(Some(e.message().to_owned())),
+            Err(e) => Err(self.remote_error("push", e, &auth)),
+        }
+    }
+
+    /// Fetches the remote branch into `refs/remotes/origin/{branch}`; `false` when the
+    /// remote has no such branch yet.
+    fn fetch(&self, repo: &Repository) -> Result<bool> {
+        let Some(url) = self.settings.remote.as_deref() else { return Ok(false) };
+        let auth = Auth::new(&self.settings);
+        let mut cb = RemoteCallbacks::new();
+        cb.credentials(|u, user, allowed| auth.credentials(u, user, allowed));
+        let mut opts = FetchOptions::new();
+        opts.remote_callbacks(cb);
+        let spec = format!("+{}:{}", self.branch_ref(), self.tracking_ref());
+        let mut remote = repo.remote_anonymous(url).map_err(|e| self.remote_error("open", e, &auth))?;
+        let result = remote.fetch(&[spec.as_str()], Some(&mut opts), Some("archive: fetch"));
+        drop(opts);
+        result.map_err(|e| self.remote_error("fetch", e, &auth))?;
+        // The remote's head, from the refs it advertised (an anonymous remote may not update tips).
+        let theirs = remote
+            .list()
+            .map_err(|e| self.remote_error("list", e, &auth))?
+            .iter()
+            .find(|h| h.name() == self.branch_ref())
+            .map(|h| h.oid());
+        match theirs {
+            Some(id) => {
+                let g = git_err(&self.repo_path(), "record the fetched head");
+                repo.reference(&self.tracking_ref(), id, true, "fetched").map_err(g)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn theirs(&self, repo: &Repository) -> Option<Oid> {
+        repo.refname_to_id(&self.tracking_ref()).ok()
+    }
+
+    /// A new local branch starts at the fetched remote head.
+    fn fast_forward_new(&self, repo: &Repository) -> Result<()> {
+        if let (None, Some(theirs)) = (self.head(repo)?, self.theirs(repo)) {
+            self.move_branch(repo, None, theirs, "archive: start from the remote branch")?;
+        }
+        Ok(())
+    }
+
+    /// Merges the fetched remote head into the branch; `true` when a merge commit was made.
+    /// Paths differ per task and node, so merges are clean; where both sides wrote one
+    /// path differently, theirs keeps the name and ours is kept beside it as
+    /// `NAME.conflict-{node}.EXT` (JSON-lines files take the union of their lines).
+    fn merge(&self, repo: &Repository, now: DateTime<Utc>) -> Result<bool> {
+        let path = self.repo_path();
+        let Some(theirs) = self.theirs(repo) else { return Ok(false) };
+        let Some(ours) = self.head(repo)? else {
+            self.fast_forward_new(repo)?;
+            return Ok(false);
+        };
+        if ours == theirs || repo.graph_descendant_of(ours, theirs).map_err(git_err(&path, "compare histories"))? {
+            return Ok(false);
+        }
+        if repo.graph_descendant_of(theirs, ours).map_err(git_err(&path, "compare histories"))? {
+            self.move_branch(repo, Some(ours), theirs, "archive: fast-forward")?;
+            return Ok(false);
+        }
+        let tree_of = |id: Oid| repo.find_commit(id).and_then(|c| c.tree()).map_err(git_err(&path, "read a tree"));
+        let base = match repo.merge_base(ours, theirs) {
+            Ok(b) => tree_of(b)?,
+            Err(e) if e.code() == ErrorCode::NotFound => self.empty_tree(repo)?,
+            Err(e) => return Err(git_err(&path, "find the merge base")(e)),
+        };
+        let mut index =
+            repo.merge_trees(&base, &tree_of(ours)?, &tree_of(theirs)?, None).map_err(git_err(&path, "merge"))?;
+        if index.has_conflicts() {
+            self.resolve(repo, &mut index)?;
+        }
+        let tree_id = index.write_tree_to(repo).map_err(git_err(&path, "write the merged tree"))?;
+        let tree = repo.find_tree(tree_id).map_err(git_err(&path, "read the merged tree"))?;
+        let remote = self.settings.remote.as_deref().map(redact).unwrap_or_default();
+        let message = format!("memory: merge {} into {} at {}", remote, self.settings.node, rfc3339(now));
+        self.commit_tree(repo, &tree, vec![ours, theirs], &message, now)?;
+        Ok(true)
+    }
+
+    fn resolve(&self, repo: &Repository, index: &mut git2::Index) -> Result<()> {
+        let path = self.repo_path();
+        let conflicts: Vec<git2::IndexConflict> = index
+            .conflicts()
+            .map_err(git_err(&path, "list conflicts"))?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(git_err(&path, "list conflicts"))?;
+        for c in conflicts {
+            let Some(any) = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref()) else { continue };
+            let file = String::from_utf8_lossy(&any.path).into_owned();
+            index.conflict_remove(Path::new(&file)).map_err(git_err(&path, format!("resolve {file}")))?;
+            let add = |index: &mut git2::Index, name: &str, id: Oid| {
+                index.add(&entry(name, id)).map_err(git_err(&path, format!("resolve {name}")))
+            };
+            match (c.our, c.their) {
+                (Some(o), Some(t)) if extract::merge_of(&file) == Merge::Lines => {
+                    let read = |id| repo.find_blob(id).map(|b| b.content().to_vec());
+                    let (a, b) = (read(o.id), read(t.id));
+                    let bytes = extract::union_lines(
+                        &a.map_err(git_err(&path, format!("read {file}")))?,
+                        &b.map_err(git_err(&path, format!("read {file}")))?,
+                    );
+                    let id = repo.blob(&bytes).map_err(git_err(&path, format!("write {file}")))?;
+                    add(index, &file, id)?;
+                }
+                (Some(o), Some(t)) => {
+                    add(index, &file, t.id)?;
+                    add(index, &conflict_name(&file, &self.settings.node), o.id)?;
+                    tracing::warn!(file, "archive: another node archived this file differently; kept both");
+                }
+                // Nothing is ever deleted from the archive: a side that lost the file keeps the other's.
+                (Some(one), None) | (None, Some(one)) => add(index, &file, one.id)?,
+                (None, None) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn remote_error(&self, what: &str, e: git2::Error, auth: &Auth) -> Error {
+        let remote = self.settings.remote.as_deref().map(redact).unwrap_or_default();
+        let http_auth = e.class() == ErrorClass::Http
+            && (e.message().contains("401") || e.message().contains("403") || e.message().contains("authentication"));
+        if auth.refused.get() || e.code() == ErrorCode::Auth || http_auth {
+            return Error::Auth { remote, tried: auth.describe() };
+        }
+        Error::Remote { remote, what: what.into(), message: e.message().to_owned() }
+    }
+
+    /// `clawboard archive status`.
+    pub fn status(&self) -> Result<Status> {
+        let file: StatusFile = self.read_json(STATUS);
+        let path = self.repo_path();
+        let mut status = Status {
+            repository: path.display().to_string(),
+            branch: self.settings.branch.clone(),
+            remote: self.settings.remote.as_deref().map(redact),
+            head: None,
+            commits: 0,
+            pending: 0,
+            file,
+        };
+        if !path.join("HEAD").exists() {
+            return Ok(status);
+        }
+        let repo = self.repo()?;
+        let Some(head) = self.head(&repo)? else { return Ok(status) };
+        status.head = Some(head.to_string());
+        let g = || git_err(&path, "walk the history");
+        let mut walk = repo.revwalk().map_err(g())?;
+        walk.push(head).map_err(g())?;
+        status.commits = walk.count();
+        if self.settings.remote.is_some() {
+            let mut walk = repo.revwalk().map_err(g())?;
+            walk.push(head).map_err(g())?;
+            if let Some(pushed) = self.pushed(&repo) {
+                walk.hide(pushed).map_err(g())?;
+            }
+            status.pending = walk.count();
+        }
+        Ok(status)
+    }
+
+    fn pushed(&self, repo: &Repository) -> Option<Oid> {
+        let file: StatusFile = self.read_json(STATUS);
+        file.last_pushed.and_then(|p| Oid::from_str(&p).ok()).filter(|p| repo.find_commit(*p).is_ok())
+    }
+
+    /// The newest `n` commits of the branch.
+    pub fn log(&self, n: usize) -> Result<Vec<LogEntry>> {
+        let path = self.repo_path();
+        if !path.join("HEAD").exists() {
+            return Ok(Vec::new());
+        }
+        let repo = self.repo()?;
+        let Some(head) = self.head(&repo)? else { return Ok(Vec::new()) };
+        let g = || git_err(&path, "walk the history");
+        let pushed = self.pushed(&repo);
+        let mut walk = repo.revwalk().map_err(g())?;
+        walk.push(head).map_err(g())?;
+        walk.set_sorting(git2::Sort::TIME | git2::Sort::TOPOLOGICAL).map_err(g())?;
+        let mut out = Vec::new();
+        for id in walk.take(n) {
+            let id = id.map_err(g())?;
+            let c = repo.find_commit(id).map_err(g())?;
+            let tree = c.tree().map_err(g())?;
+            let parent = c.parents().next().and_then(|p| p.tree().ok());
+            let files =
+                repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), None).map(|d| d.deltas().len()).map_err(g())?;
+            let time = Utc.timestamp_opt(c.time().seconds(), 0).single().map(rfc3339).unwrap_or_default();
+            out.push(LogEntry {
+                id: id.to_string(),
+                time,
+                author: c.author().name().unwrap_or("?").to_owned(),
+                message: c.summary().unwrap_or("").to_owned(),
+                files,
+                pushed: pushed.is_some_and(|p| p == id || repo.graph_descendant_of(p, id).unwrap_or(false)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// This node's entry in `shared/knowledge-sync.json`.
+    fn record_knowledge(&self, status: &StatusFile) -> Result<()> {
+        let node = clawboard_core::Id::new(self.settings.node.as_str())
+            .map_err(|e| Error::Invalid { path: "node id".into(), reason: e.to_string() })?;
+        let rel = RelPath::new("shared/knowledge-sync.json")?;
+        let stamp = |s: &Option<String>| s.as_deref().and_then(|t| Timestamp::parse(t).ok());
+        let (commit, commit_at, push_at) =
+            (status.last_commit.clone(), stamp(&status.last_commit_at), stamp(&status.last_push_at));
+        let current: Option<KnowledgeSync> = self.store.read(&rel).ok();
+        let entry = current.as_ref().and_then(|k| k.nodes.get(&node));
+        if entry.is_some_and(|e| {
+            e.last_archive_commit == commit
+                && e.last_archive_commit_at == commit_at
+                && e.last_archive_push_at == push_at
+        }) {
+            return Ok(());
+        }
+        self.store.update_json(&rel, |k: &mut KnowledgeSync| {
+            let e = k.nodes.entry(node).or_default();
+            e.last_archive_commit = commit;
+            e.last_archive_commit_at = commit_at;
+            e.last_archive_push_at = push_at;
+        })?;
+        Ok(())
+    }
+}
+
+/// `dir/name.ext` → `dir/name.conflict-{node}.ext`.
+pub fn conflict_name(path: &str, node: &str) -> String {
+    let (dir, name) = path.rsplit_once('/').map_or(("", path), |(d, n)| (d, n));
+    let renamed = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.conflict-{node}.{ext}"),
+        _ => format!("{name}.conflict-{node}"),
+    };
+    if dir.is_empty() { renamed } else { format!("{dir}/{renamed}") }
+}
+
+fn entry(path: &str, id: Oid) -> IndexEntry {
+    IndexEntry {
+        ctime: IndexTime::new(0, 0),
+        mtime: IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode: FILE_MODE as u32,
+        uid: 0,
+        gid: 0,
+        file_size: 0,
+        id,
+        flags: path.len().min(0xfff) as u16,
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
+    }
+}
+
+/// The credentials callback: one try per credential, then a clear failure.
+struct Auth<'s> {
+    settings: &'s ArchiveSettings,
+    tried: RefCell<String>,
+    calls: Cell<u32>,
+    refused: Cell<bool>,
+}
+
+impl<'s> Auth<'s> {
+    fn new(settings: &'s ArchiveSettings) -> Auth<'s> {
+        Auth { settings, tried: RefCell::new("no credential".into()), calls: Cell::new(0), refused: Cell::new(false) }
+    }
+
+    fn describe(&self) -> String {
+        self.tried.borrow().clone()
+    }
+
+    fn credentials(
+        &self,
+        _url: &str,
+        user_from_url: Option<&str>,
+        allowed: CredentialType,
+    ) -> std::result::Result<Cred, git2::Error> {
+        self.calls.set(self.calls.get() + 1);
+        if self.calls.get() > 1 {
+            // libgit2 asks again only when the last credential was refused.
+            self.refused.set(true);
+            return Err(git2::Error::from_str("the remote refused the credential"));
+        }
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+            let user = user_from_url.unwrap_or(&self.settings.username).to_owned();
+            let (token, source) = match &self.settings.token {
+                Token::Env { var, value } => (value.trim().to_owned(), format!("the token in ${var}")),
+                Token::File(path) => match std::fs::read_to_string(path) {
+                    Ok(t) => (t.trim().to_owned(), format!("the token in {}", path.display())),
+                    Err(e) => {
+                        *self.tried.borrow_mut() = format!("the token file {} (unreadable: {e})", path.display());
+                        self.refused.set(true);
+                        return Err(git2::Error::from_str("the token file is unreadable"));
+                    }
+                },
+                Token::None => {
+                    *self.tried.borrow_mut() =
+                        "no token (set CLAWBOARD_GIT_TOKEN or GITHUB_TOKEN, or archive.token_file)".into();
+                    self.refused.set(true);
+                    return Err(git2::Error::from_str("no token configured"));
+                }
+            };
+            *self.tried.borrow_mut() = format!("{source} as user {user:?}");
+            return Cred::userpass_plaintext(&user, &token);
+        }
+        if allowed.contains(CredentialType::SSH_KEY) {
+            let user = user_from_url.unwrap_or("git");
+            return match &self.settings.ssh_key {
+                Some(key) => {
+                    *self.tried.borrow_mut() = format!("the SSH key {} as user {user:?}", key.display());
+                    Cred::ssh_key(user, None, key, None)
+                }
+                None => {
+                    *self.tried.borrow_mut() = format!("the SSH agent as user {user:?}");
+                    Cred::ssh_key_from_agent(user)
+                }
+            };
+        }
+        if allowed.contains(CredentialType::USERNAME) {
+            return Cred::username(user_from_url.unwrap_or("git"));
+        }
+        Cred::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        assert_eq!(redact("https://user:secret@github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact("https://github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact("http://t@127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert_eq!(redact("git@github.com:o/r.git"), "git@github.com:o/r.git");
+    }
+
+    #[test]
+    fn conflict_names_keep_the_extension() {
+        assert_eq!(conflict_name("memory/gm/decisions.md", "n1"), "memory/gm/decisions.conflict-n1.md");
+        assert_eq!(conflict_name("memory/x", "n1"), "memory/x.conflict-n1");
+        assert_eq!(conflict_name(".hidden", "n1"), ".hidden.conflict-n1");
+    }
+}

@@ -1,0 +1,143 @@
+//! The git smart-HTTP server the git tests run against: lighttpd running
+//! `git http-backend` as CGI behind HTTP basic auth, on 127.0.0.1. Its config
+//! comes from `scripts/git-server config` (the same one `scripts/git-server start`
+//! runs); the test runs lighttpd itself, so that it can kill it and start it
+//! again on the same port, with the same repositories and credentials.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A private git server, stopped when dropped.
+pub struct GitServer {
+    /// `http://127.0.0.1:PORT/git`; repositories are at `{url}/NAME.git`.
+    pub url: String,
+    /// The basic-auth user and password every request needs (fetches too).
+    pub user: String,
+    pub token: String,
+    /// The repositories (`git http-backend`'s GIT_PROJECT_ROOT).
+    pub root: PathBuf,
+    /// Holds lighttpd's config, user file and logs.
+    dir: PathBuf,
+    /// The lighttpd binary.
+    bin: PathBuf,
+    child: Option<Child>,
+}
+
+impl GitServer {
+    /// Configures a server in `dir` (a new free port and token, no repositories) and starts it.
+    pub fn start(dir: &Path) -> GitServer {
+        let out = Command::new(crate::repo().join("scripts/git-server"))
+            .arg("config")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running scripts/git-server");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "scripts/git-server config failed ({}); `scripts/git-server install` installs lighttpd:\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Lines of `export NAME=value`.
+        let env: HashMap<&str, &str> =
+            stdout.lines().filter_map(|l| l.strip_prefix("export ")?.split_once('=')).collect();
+        let var = |name: &str| -> String {
+            env.get(name)
+                .copied()
+                .unwrap_or_else(|| panic!("scripts/git-server config printed no {name}:\n{stdout}"))
+                .to_owned()
+        };
+        let mut s = GitServer {
+            url: var("CLAWBOARD_TEST_GIT_URL"),
+            user: var("CLAWBOARD_TEST_GIT_USER"),
+            token: var("CLAWBOARD_TEST_GIT_TOKEN"),
+            root: var("CLAWBOARD_TEST_GIT_ROOT").into(),
+            dir: dir.to_owned(),
+            bin: var("CLAWBOARD_TEST_GIT_BIN").into(),
+            child: None,
+        };
+        s.restart();
+        s
+    }
+
+    /// Starts it again (after [`GitServer::stop`]), on the same port and repositories.
+    pub fn restart(&mut self) {
+        self.stop();
+        let log_path = self.dir.join("lighttpd.log");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
+        let child = Command::new(&self.bin)
+            .arg("-D")
+            .arg("-f")
+            .arg(self.dir.join("lighttpd.conf"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", self.bin.display()));
+        let child = self.child.insert(child);
+        let addr = self.url.trim_start_matches("http://").split('/').next().unwrap().to_owned();
+        crate::wait_until(30, "the git server to listen", || {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                panic!("lighttpd exited early ({status}):\n{log}");
+            }
+            std::net::TcpStream::connect(&addr).is_ok()
+        });
+    }
+
+    /// Kills it (SIGKILL: an outage, not a goodbye).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Creates the empty bare repository `NAME.git` (branch `main`) and returns its URL,
+    /// without credentials.
+    pub fn new_repo(&self, name: &str) -> String {
+        let name = format!("{}.git", name.trim_end_matches(".git"));
+        git(&self.root, &["init", "--quiet", "--bare", "--initial-branch=main", &name]);
+        format!("{}/{name}", self.url)
+    }
+
+    /// `url` with this server's user and token in it, for the git CLI.
+    pub fn authed(&self, url: &str) -> String {
+        let rest = url.strip_prefix("http://").unwrap_or_else(|| panic!("not an http:// URL: {url}"));
+        format!("http://{}:{}@{rest}", self.user, self.token)
+    }
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs the git CLI in `dir` (with a committer identity, without the caller's git
+/// config or prompts) and returns its stdout; panics with its stderr if it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_ASKPASS")
+        .env_remove("SSH_ASKPASS")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running git");
+    assert!(
+        out.status.success(),
+        "git {} (in {}) failed ({}):\n{}",
+        args.join(" "),
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
