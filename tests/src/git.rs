@@ -24,7 +24,37 @@ pub struct GitServer {
     child: Option<Child>,
 }
 
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: the archive tests need the real git server. Run them through scripts/test, \
+             or start it with `eval \"$(scripts/git-server start)\"` first"
+        )
+    })
+}
+
 impl GitServer {
+    /// The shared server `scripts/git-server start` runs (scripts/test starts it);
+    /// its address and credentials come in `CLAWBOARD_TEST_GIT_*`. Dropping it leaves it running.
+    pub fn shared() -> GitServer {
+        let root = PathBuf::from(env("CLAWBOARD_TEST_GIT_ROOT"));
+        GitServer {
+            url: env("CLAWBOARD_TEST_GIT_URL"),
+            user: env("CLAWBOARD_TEST_GIT_USER"),
+            token: env("CLAWBOARD_TEST_GIT_TOKEN"),
+            dir: root.parent().map(Path::to_owned).unwrap_or_default(),
+            root,
+            bin: PathBuf::from(env("CLAWBOARD_TEST_GIT_BIN")),
+            child: None,
+        }
+    }
+
+    /// A repository with a name no other test uses.
+    pub fn unique_repo(&self, prefix: &str) -> String {
+        let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        self.new_repo(&format!("{prefix}-{}-{}", std::process::id(), n % 1_000_000_000_000))
+    }
+
     /// Configures a server in `dir` (a new free port and token, no repositories) and starts it.
     pub fn start(dir: &Path) -> GitServer {
         let out = Command::new(crate::repo().join("scripts/git-server"))

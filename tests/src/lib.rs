@@ -54,7 +54,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(o: Output) -> Run {
+    pub fn from(o: Output) -> Run {
         Run {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -119,7 +119,7 @@ impl Tree {
 
     fn clean_env(&self, c: &mut Command) {
         for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("CLAWBOARD_") || k == "XDG_CONFIG_HOME" {
+            if k.to_string_lossy().starts_with("CLAWBOARD_") || k == "XDG_CONFIG_HOME" || k == "GITHUB_TOKEN" {
                 c.env_remove(k);
             }
         }

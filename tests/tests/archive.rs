@@ -1,0 +1,348 @@
+//! The memory archive end to end: the real binary commits the tree's memory to the
+//! `memory` branch and pushes it to a real git server speaking smart HTTP
+//! (lighttpd running `git http-backend`, basic auth); the plain git CLI then
+//! clones it and reads what landed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+
+use clawboard_tests::git::{GitServer, git};
+use clawboard_tests::{Run, Tree, wait_until};
+
+/// A tree whose archive pushes to `remote` as node `node`.
+fn tree(node: &str, server: &GitServer, remote: &str, extra: &str) -> Tree {
+    let t = Tree::init();
+    t.config(&archive_config(node, server, remote, extra));
+    t
+}
+
+fn archive_config(node: &str, server: &GitServer, remote: &str, extra: &str) -> String {
+    format!(
+        "[node]\nid = \"{node}\"\n\n[archive]\nremote = \"{remote}\"\nusername = \"{}\"\nauthor_name = \"Memory Bot\"\nauthor_email = \"bot@example.invalid\"\n{extra}\n",
+        server.user
+    )
+}
+
+/// `clawboard --config … ARGS` with `token` in `CLAWBOARD_GIT_TOKEN` (none when empty).
+fn cb(t: &Tree, token: &str, args: &[&str]) -> Run {
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut all = vec!["--config", cfg.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let mut c = t.command(&all);
+    if !token.is_empty() {
+        c.env("CLAWBOARD_GIT_TOKEN", token);
+    }
+    Run::from(c.stdin(Stdio::null()).output().unwrap())
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Writes `tasks/{task}/memory-harvest.json` with one cell for `role`, harvested now.
+fn memory(t: &Tree, task: &str, role: &str, content: &str) {
+    let dir = t.root.join("tasks").join(task);
+    std::fs::create_dir_all(&dir).unwrap();
+    let h = serde_json::json!({
+        "taskId": task,
+        "harvestedAt": now(),
+        "experiences": [{"roleId": role, "cells": [{"type": "insight", "content": content, "value": 0.7}]}],
+        "crossPollinationCandidates": [{"fromRole": role, "toRole": "critic-writing", "pattern": content, "value": 0.6}],
+    });
+    std::fs::write(dir.join("memory-harvest.json"), serde_json::to_vec_pretty(&h).unwrap()).unwrap();
+}
+
+/// A fresh clone of the branch with the git CLI.
+fn clone(server: &GitServer, remote: &str, into: &Path) -> std::path::PathBuf {
+    let dest = into.join(format!("clone-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
+    git(into, &["clone", "--quiet", "--branch", "memory", &server.authed(remote), dest.to_str().unwrap()]);
+    dest
+}
+
+fn subjects(repo: &Path) -> Vec<String> {
+    git(repo, &["log", "--format=%s"]).lines().map(str::to_owned).collect()
+}
+
+fn status(t: &Tree) -> serde_json::Value {
+    cb(t, "", &["archive", "status", "--json"]).ok().json()
+}
+
+#[test]
+fn tasks_completed_by_the_daemon_are_archived_and_cloned_with_git() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("daemon");
+    let t = Tree::init();
+    t.config(&format!("{}\n{}", clawboard_tests::sh_config(""), archive_config("node-a", &server, &remote, "")));
+    let d = t.daemon();
+    for id in ["task-1", "task-2"] {
+        t.drop_task(
+            &format!("{id}.json"),
+            &format!(
+                r#"{{"taskId":"{id}","type":"coding","description":"d","priority":"normal","createdBy":"human"}}"#
+            ),
+        );
+    }
+    wait_until(60, "both tasks completed", || {
+        t.status_of("task-1") == "completed" && t.status_of("task-2") == "completed"
+    });
+    let first = cb(&t, &server.token, &["archive", "now", "--json"]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let report = first.json();
+    assert!(report["archive"]["commit"]["commit"].is_string(), "{report}");
+    assert_eq!(report["harvest"]["queueCompleted"], 2, "{report}");
+
+    let scratch = tempfile::tempdir().unwrap();
+    let c = clone(&server, &remote, scratch.path());
+    for id in ["task-1", "task-2"] {
+        let cell: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(c.join(format!("memory/roles/w/{id}.json"))).unwrap()).unwrap();
+        assert_eq!(cell["taskId"], id);
+        assert_eq!(cell["taskType"], "coding");
+        assert_eq!(cell["cells"][0]["content"], "c");
+    }
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let daily: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(c.join(format!("memory/harvest/daily/{today}.json"))).unwrap()).unwrap();
+    assert_eq!(daily["tasks"], serde_json::json!(["task-1", "task-2"]));
+    assert_eq!(daily["cells"].as_array().unwrap().len(), 1, "the same cell from two tasks counts once: {daily}");
+    assert!(c.join("memory/README.md").exists());
+    let log = subjects(&c);
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(log[0].starts_with("memory: sync from node-a at 20"), "{log:?}");
+    assert_eq!(git(&c, &["log", "-1", "--format=%an <%ae>"]).trim(), "Memory Bot <bot@example.invalid>");
+
+    // Nothing changed: no new commit, nothing pushed.
+    let again = cb(&t, &server.token, &["archive", "now", "--json"]).ok().json();
+    assert!(again["archive"]["commit"]["commit"].is_null(), "{again}");
+    assert_eq!(status(&t)["commits"], 1);
+
+    // A third task: one more commit, on top of the first.
+    t.drop_task(
+        "task-3.json",
+        r#"{"taskId":"task-3","type":"coding","description":"d","priority":"normal","createdBy":"human"}"#,
+    );
+    wait_until(60, "task-3 completed", || t.status_of("task-3") == "completed");
+    cb(&t, &server.token, &["archive", "now"]).ok();
+    git(&c, &["pull", "--quiet", "--ff-only"]);
+    assert_eq!(subjects(&c).len(), 2);
+    assert!(c.join("memory/roles/w/task-3.json").exists());
+    let st = status(&t);
+    assert_eq!((st["commits"].as_u64(), st["pending"].as_u64()), (Some(2), Some(0)), "{st}");
+    let log = cb(&t, "", &["archive", "log"]).ok().stdout.clone();
+    assert_eq!(log.lines().filter(|l| l.contains("memory: sync from node-a")).count(), 2, "{log}");
+    assert!(log.lines().skip(1).all(|l| l.contains(" yes ")), "{log}");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_wrong_token_is_one_clear_error_and_the_next_run_pushes_everything() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("token");
+    let t = tree("node-a", &server, &remote, "");
+    memory(&t, "t1", "analyst-code", "read the logs first");
+
+    let secret = "wrong-token-0123456789";
+    let r = cb(&t, secret, &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let err = r.stderr.trim();
+    assert!(err.contains(&format!("archive remote {remote}: authentication failed")), "{err}");
+    assert!(err.contains("$CLAWBOARD_GIT_TOKEN") && err.contains("\"clawboard\""), "{err}");
+    assert!(!err.contains(secret) && !r.stdout.contains(secret), "the token leaked: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let st = status(&t);
+    assert_eq!((st["commits"].as_u64(), st["pending"].as_u64()), (Some(1), Some(1)), "{st}");
+    assert!(st["lastError"].as_str().unwrap().contains("authentication failed"), "{st}");
+    assert!(!std::fs::read_to_string(t.root.join(".clawboard/archive/status.json")).unwrap().contains(secret));
+
+    // No token at all: the error says what to set.
+    let r = cb(&t, "", &["archive", "now"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("no token (set CLAWBOARD_GIT_TOKEN or GITHUB_TOKEN, or archive.token_file)"),
+        "{}",
+        r.stderr
+    );
+
+    // The right token, from a token file this time: the commit made while the token was wrong lands.
+    let file = t.scratch("token", format!("{}\n", server.token).as_bytes());
+    let cfg = std::fs::read_to_string(t.dir.path().join("clawboard.toml")).unwrap();
+    t.config(&cfg.replace("[archive]\n", &format!("[archive]\ntoken_file = \"{}\"\n", file.display())));
+    let ok = cb(&t, "", &["archive", "now"]);
+    assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
+    let st = status(&t);
+    assert_eq!((st["commits"].as_u64(), st["pending"].as_u64()), (Some(1), Some(0)), "{st}");
+    assert!(st["lastError"].is_null(), "{st}");
+    let scratch = tempfile::tempdir().unwrap();
+    let c = clone(&server, &remote, scratch.path());
+    assert!(c.join("memory/roles/analyst-code/t1.json").exists());
+    let lines = std::fs::read_to_string(c.join("memory/cross-pollination/analyst-code--critic-writing.jsonl")).unwrap();
+    assert!(lines.contains("\"pattern\":\"read the logs first\""), "{lines}");
+}
+
+#[test]
+fn two_nodes_pushing_at_once_both_land_and_no_file_is_lost() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("two");
+    let a = tree("node-a", &server, &remote, "push_attempts = 10");
+    let b = tree("node-b", &server, &remote, "push_attempts = 10");
+    let mut expected = Vec::new();
+    for round in 0..4 {
+        memory(&a, &format!("a-{round}"), "analyst-code", &format!("a says {round}"));
+        memory(&b, &format!("b-{round}"), "analyst-code", &format!("b says {round}"));
+        expected.push(format!("memory/roles/analyst-code/a-{round}.json"));
+        expected.push(format!("memory/roles/analyst-code/b-{round}.json"));
+        // Both at once.
+        let spawn = |t: &Tree| {
+            let cfg = t.dir.path().join("clawboard.toml");
+            t.command(&["--config", cfg.to_str().unwrap(), "archive", "now"])
+                .env("CLAWBOARD_GIT_TOKEN", &server.token)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (pa, pb) = (spawn(&a), spawn(&b));
+        for p in [pa, pb] {
+            let out = p.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let c = clone(&server, &remote, scratch.path());
+    for f in &expected {
+        assert!(c.join(f).exists(), "{f} is missing from the branch");
+    }
+    // Both nodes' lines of the shared cross-pollination file, merged by union.
+    let lines = std::fs::read_to_string(c.join("memory/cross-pollination/analyst-code--critic-writing.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 8, "{lines}");
+    // Every commit of each node is reachable from the branch.
+    let log = subjects(&c);
+    for node in ["node-a", "node-b"] {
+        assert_eq!(log.iter().filter(|s| s.starts_with(&format!("memory: sync from {node}"))).count(), 4, "{log:?}");
+    }
+    // History was never rewritten: each node's last pushed head is in the branch.
+    for t in [&a, &b] {
+        let head = status(t)["lastPushed"].as_str().unwrap().to_owned();
+        git(&c, &["merge-base", "--is-ancestor", &head, "HEAD"]);
+    }
+}
+
+#[test]
+fn the_same_file_written_differently_by_two_nodes_keeps_both_versions() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("conflict");
+    let a = tree("node-a", &server, &remote, "");
+    let b = tree("node-b", &server, &remote, "");
+    std::fs::write(a.root.join("gm/decisions.md"), "# decisions\n\nA decided.\n").unwrap();
+    std::fs::write(b.root.join("gm/decisions.md"), "# decisions\n\nB decided.\n").unwrap();
+    cb(&a, &server.token, &["archive", "now"]).ok();
+    // B commits while it cannot reach the remote (no token): its commit does not
+    // descend from A's, so its push is rejected and it merges.
+    assert_eq!(cb(&b, "", &["archive", "now"]).code, 1);
+    let r = cb(&b, &server.token, &["archive", "now", "--json"]).ok().json();
+    assert_eq!(r["archive"]["push"]["merges"], 1, "{r}");
+    let scratch = tempfile::tempdir().unwrap();
+    let c = clone(&server, &remote, scratch.path());
+    assert_eq!(std::fs::read_to_string(c.join("memory/gm/decisions.md")).unwrap(), "# decisions\n\nA decided.\n");
+    assert_eq!(
+        std::fs::read_to_string(c.join("memory/gm/decisions.conflict-node-b.md")).unwrap(),
+        "# decisions\n\nB decided.\n"
+    );
+    // The merge is stable: nothing changes on the next runs of either node.
+    cb(&b, &server.token, &["archive", "now"]).ok();
+    cb(&a, &server.token, &["archive", "now"]).ok();
+    git(&c, &["pull", "--quiet", "--ff-only"]);
+    let log = subjects(&c);
+    assert_eq!(log.len(), 3, "two syncs and one merge: {log:?}");
+    assert!(log[0].starts_with("memory: merge "), "{log:?}");
+}
+
+#[test]
+fn with_the_server_down_the_commit_waits_and_the_daemon_pushes_it_later() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut server = GitServer::start(&scratch.path().join("git"));
+    let remote = server.new_repo("down");
+    server.stop();
+    let t = tree("node-a", &server, &remote, "");
+    memory(&t, "t1", "analyst-code", "x");
+    let r = cb(&t, &server.token, &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(&format!("archive remote {remote}: push")), "{}", r.stderr);
+    assert_eq!(status(&t)["pending"], 1);
+
+    // The daemon: archive every 2 seconds, the first retry 1 s after a failure.
+    let cfg = std::fs::read_to_string(t.dir.path().join("clawboard.toml")).unwrap();
+    t.config(&cfg.replace("[archive]\n", "[archive]\nschedule = \"*/2 * * * * *\"\nretry = \"1s\"\n"));
+    let mut cmd = t.command(&["--config", t.dir.path().join("clawboard.toml").to_str().unwrap(), "daemon"]);
+    let log = t.dir.path().join("daemon.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let mut d = cmd.env("CLAWBOARD_GIT_TOKEN", &server.token).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
+    wait_until(30, "a failed run of the daemon", || std::fs::read_to_string(&log).unwrap().contains("archive failed"));
+    assert_eq!(status(&t)["pending"], 1);
+    memory(&t, "t2", "analyst-code", "y");
+    server.restart();
+    wait_until(30, "the daemon to push", || status(&t)["pending"] == 0 && status(&t)["commits"].as_u64() >= Some(2));
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let c = clone(&server, &remote, scratch.path());
+    assert!(c.join("memory/roles/analyst-code/t1.json").exists());
+    assert!(c.join("memory/roles/analyst-code/t2.json").exists());
+}
+
+#[test]
+fn without_a_remote_commits_stay_local_and_a_huge_file_is_refused_by_name() {
+    let t = Tree::init();
+    t.config("[node]\nid = \"solo\"\n");
+    memory(&t, "t1", "analyst-code", "kept");
+    let big = t.root.join("reports/daily/2026-11-20.md");
+    std::fs::write(&big, vec![b'x'; (50 << 20) + 1]).unwrap();
+    let r = cb(&t, "", &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("reports/daily/2026-11-20.md: 52428801 bytes is more than the archive's limit of 52428800"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("no remote (archive.remote): the commits stay"), "{}", r.stdout);
+    let repo = t.root.join(".clawboard/archive/memory.git");
+    let files = git(&repo, &["ls-tree", "-r", "--name-only", "memory"]);
+    assert!(files.contains("memory/roles/analyst-code/t1.json"), "{files}");
+    assert!(!files.contains("2026-11-20.md"), "{files}");
+    let st = status(&t);
+    assert!(st["remote"].is_null() && st["pending"] == 0, "{st}");
+    assert!(st["lastError"].as_str().unwrap().contains("reports/daily/2026-11-20.md"), "{st}");
+    // Once the file is fixed, it is archived on the next run.
+    std::fs::write(&big, "# a normal report\n").unwrap();
+    cb(&t, "", &["archive", "now"]).ok();
+    assert!(git(&repo, &["ls-tree", "-r", "--name-only", "memory"]).contains("memory/reports/daily/2026-11-20.md"));
+    assert!(status(&t)["lastError"].is_null());
+}
+
+#[test]
+fn archive_commands_refuse_when_the_archive_is_off() {
+    let t = Tree::init();
+    t.config("[archive]\nenabled = false\n");
+    let r = cb(&t, "", &["archive", "status"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("archive.enabled = false"), "{}", r.stderr);
+}
+
+#[test]
+fn harvest_on_the_command_line_is_idempotent() {
+    let t = Tree::init();
+    memory(&t, "t1", "analyst-code", "once");
+    let first = t.run(&["harvest", "--json"]).ok().json();
+    assert_eq!(first["written"].as_array().unwrap().len(), 2, "{first}");
+    let again = t.run(&["harvest", "--json"]).ok().json();
+    assert_eq!(again["written"], serde_json::json!([]), "{again}");
+    let r = t.run(&["harvest", "--date", "yesterday"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--date"), "{}", r.stderr);
+}
