@@ -28,7 +28,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    fn of(meta: &std::fs::Metadata) -> Stamp {
+    pub fn of(meta: &std::fs::Metadata) -> Stamp {
         Stamp {
             size: meta.len(),
             mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
@@ -84,14 +84,11 @@ pub fn union_lines(a: &[u8], b: &[u8]) -> Vec<u8> {
 pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
     let mut out = BTreeMap::new();
     let tasks = root.join(layout::TASKS);
-    for name in names(&tasks)? {
-        if clawboard_core::check_id(&name).is_err() {
+    for (name, kind) in names(&tasks)? {
+        if clawboard_core::check_id(&name).is_err() || !kind.is_dir() {
             continue;
         }
         let dir = tasks.join(&name);
-        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-            continue;
-        }
         if let Ok(meta) = std::fs::symlink_metadata(dir.join(layout::HARVEST_FILE))
             && meta.is_file()
         {
@@ -115,7 +112,7 @@ pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
 
 /// The names in a directory (none when it does not exist), skipping names that are
 /// not UTF-8, hidden, editor or temp files.
-fn names(dir: &Path) -> Result<Vec<String>, Error> {
+fn names(dir: &Path) -> Result<Vec<(String, std::fs::FileType)>, Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -128,15 +125,17 @@ fn names(dir: &Path) -> Result<Vec<String>, Error> {
         if name.starts_with('.') || name.ends_with('~') || clawboard_core::store::is_temp_name(&name) {
             continue;
         }
-        out.push(name);
+        // The entry's own type (never a symlink's target), without another syscall.
+        let kind = entry.file_type().map_err(|e| Error::io(entry.path(), e))?;
+        out.push((name, kind));
     }
     Ok(out)
 }
 
 fn files_in(root: &Path, dir: &str) -> Result<Vec<(String, Stamp)>, Error> {
     let mut out = Vec::new();
-    for name in names(&root.join(dir))? {
-        if name.ends_with(".swp") || name.contains(".conflict-") {
+    for (name, kind) in names(&root.join(dir))? {
+        if !kind.is_file() || name.ends_with(".swp") || name.contains(".conflict-") {
             continue;
         }
         if let Ok(meta) = std::fs::symlink_metadata(root.join(dir).join(&name))

@@ -7,7 +7,6 @@
 //! same bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::SystemTime;
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use clawboard_core::formats::{
@@ -18,6 +17,7 @@ use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
 use serde_json::Map;
 
 use crate::Error;
+use crate::extract::Stamp;
 
 /// `[harvest]`.
 #[derive(Debug, Clone)]
@@ -67,16 +67,29 @@ pub fn days_of(week: &str) -> Option<Vec<NaiveDate>> {
     Some((0..7).map(|d| monday + Duration::days(d)).collect())
 }
 
-/// Reads the memory harvests of every task whose file may hold a harvest from `since`
-/// on (a file last written before `since - 1 day` cannot, clocks aside, and is not read).
-pub fn gather(store: &Store, since: Option<DateTime<Utc>>, problems: &mut Vec<String>) -> Result<Vec<Input>, Error> {
+/// Where the harvest remembers each task file's stamp and `harvestedAt`, so that a
+/// run reads only the files of the days it harvests (and the ones that changed).
+pub const INDEX: &str = ".clawboard/harvest-index.json";
+
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Index {
+    #[serde(default)]
+    tasks: BTreeMap<String, (Stamp, String)>,
+}
+
+/// Reads the memory harvests of every task harvested on `since`'s day or later (all
+/// of them without `since`). A file whose stamp (size, mtime, inode) is the one the
+/// index recorded, with a `harvestedAt` before that, is not read again.
+pub fn gather(store: &Store, since: Option<NaiveDate>, problems: &mut Vec<String>) -> Result<Vec<Input>, Error> {
     let dir = store.root().join(layout::TASKS);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(&dir, e)),
     };
-    let cutoff = since.map(|s| SystemTime::from(s - Duration::days(1)));
+    let index_path = store.root().join(INDEX);
+    let old: Index = std::fs::read(&index_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let mut index = Index::default();
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(&dir, e))?;
@@ -90,15 +103,28 @@ pub fn gather(store: &Store, since: Option<DateTime<Utc>>, problems: &mut Vec<St
         if !meta.is_file() || !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        if let (Some(cutoff), Ok(mtime)) = (cutoff, meta.modified())
-            && mtime < cutoff
+        let stamp = Stamp::of(&meta);
+        if let (Some(since), Some((s, at))) = (since, old.tasks.get(&name))
+            && *s == stamp
+            && let Ok(t) = DateTime::parse_from_rfc3339(at)
+            && t.with_timezone(&Utc).date_naive() < since
         {
+            index.tasks.insert(name, (stamp, at.clone()));
             continue;
         }
         match read_input(store, &name) {
-            Ok(i) => out.push(i),
+            Ok(i) => {
+                index.tasks.insert(name, (stamp, i.stamp.as_str().to_owned()));
+                out.push(i);
+            }
             Err(e) => problems.push(e.to_string()),
         }
+    }
+    if index.tasks != old.tasks {
+        let text =
+            serde_json::to_vec(&index).map_err(|e| Error::Invalid { path: INDEX.into(), reason: e.to_string() })?;
+        let dir = index_path.parent().unwrap_or(store.root());
+        clawboard_core::store::write_atomic(dir, "harvest-index.json", &text)?;
     }
     out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
     Ok(out)
@@ -288,8 +314,7 @@ pub fn run(
         None => [today, today - Duration::days(1)].into_iter().collect(),
     };
     let earliest = days.iter().min().copied().unwrap_or(today);
-    let since = earliest.and_hms_opt(0, 0, 0).map(|t| t.and_utc());
-    let mut inputs = gather(store, since, &mut report.problems)?;
+    let mut inputs = gather(store, Some(earliest), &mut report.problems)?;
     // Tasks still pending in the queue whose harvest is older than the window.
     for task in &pending {
         if !inputs.iter().any(|i| &i.task_id == task)

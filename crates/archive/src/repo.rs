@@ -4,13 +4,13 @@
 //! ever forcing: a rejected push fetches, merges and tries again.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use clawboard_core::formats::KnowledgeSync;
+use clawboard_core::formats::{KnowledgeSync, NodeKnowledge};
 use clawboard_core::{RelPath, Store, Timestamp};
 use git2::{
     Cred, CredentialType, ErrorClass, ErrorCode, FetchOptions, IndexEntry, IndexTime, ObjectType, Oid, PushOptions,
@@ -191,6 +191,30 @@ struct Sources {
     sources: BTreeMap<String, Stamp>,
 }
 
+/// A repository's first commit writes its objects to memory (a mempack backend) and
+/// then to disk as one pack file, before any reference points at them: one file
+/// instead of one per object (10,000 on a big first archive). Later commits write
+/// loose objects: a mempack dump holds every object its commits reach, the whole
+/// tree again, which is only right when the tree is all new.
+struct Pack<'o> {
+    odb: &'o git2::Odb<'o>,
+    mem: Option<git2::Mempack<'o>>,
+}
+
+impl Pack<'_> {
+    fn flush(&self, repo: &Repository, path: &Path) -> Result<()> {
+        use std::io::Write;
+        let Some(mem) = &self.mem else { return Ok(()) };
+        let g = || git_err(path, "write the pack");
+        let mut buf = git2::Buf::new();
+        mem.dump(repo, &mut buf).map_err(g())?;
+        let mut w = self.odb.packwriter().map_err(g())?;
+        w.write_all(&buf).map_err(|e| Error::io(path, e))?;
+        w.commit().map_err(g())?;
+        mem.reset().map_err(g())
+    }
+}
+
 pub struct Archive {
     store: Store,
     dir: PathBuf,
@@ -268,9 +292,22 @@ impl Archive {
     pub fn run(&self, now: DateTime<Utc>) -> Result<RunReport> {
         let _lock = self.lock()?;
         let repo = self.repo()?;
+        let path = self.repo_path();
+        if self.settings.remote.is_some() && self.head(&repo)?.is_none() {
+            // A node's first run builds on what the other nodes archived already.
+            if let Err(e) = self.fetch(&repo).and_then(|_| self.fast_forward_new(&repo)) {
+                tracing::debug!("archive: no remote branch to start from yet: {e}");
+            }
+        }
+        let odb = repo.odb().map_err(git_err(&path, "open the object database"))?;
+        let mem = match self.head(&repo)? {
+            None => Some(odb.add_new_mempack_backend(1000).map_err(git_err(&path, "open the object database"))?),
+            Some(_) => None,
+        };
+        let pack = Pack { odb: &odb, mem };
         let mut status: StatusFile = self.read_json(STATUS);
         status.last_run_at = Some(rfc3339(now));
-        let outcome = self.run_locked(&repo, now, &mut status);
+        let outcome = self.run_locked(&repo, &pack, now, &mut status);
         match &outcome {
             Ok(r) => {
                 status.problems = r.commit.problems.clone();
@@ -297,21 +334,21 @@ impl Archive {
         Ok(report)
     }
 
-    fn run_locked(&self, repo: &Repository, now: DateTime<Utc>, status: &mut StatusFile) -> Result<RunReport> {
-        if self.settings.remote.is_some() && self.head(repo)?.is_none() {
-            // A node's first run builds on what the other nodes archived already.
-            if let Err(e) = self.fetch(repo).and_then(|_| self.fast_forward_new(repo)) {
-                tracing::debug!("archive: no remote branch to start from yet: {e}");
-            }
-        }
-        let commit = self.commit(repo, now)?;
+    fn run_locked(
+        &self,
+        repo: &Repository,
+        pack: &Pack<'_>,
+        now: DateTime<Utc>,
+        status: &mut StatusFile,
+    ) -> Result<RunReport> {
+        let commit = self.commit(repo, pack, now)?;
         if let Some(id) = &commit.commit {
             status.last_commit = Some(id.clone());
             status.last_commit_at = Some(rfc3339(now));
         }
         let mut report = RunReport { commit, push: None };
         if self.settings.remote.is_some() {
-            let push = self.push(repo, now)?;
+            let push = self.push(repo, pack, now)?;
             if let Some(id) = &push.pushed {
                 status.last_pushed = Some(id.clone());
                 status.last_push_at = Some(rfc3339(now));
@@ -337,7 +374,7 @@ impl Archive {
 
     /// Extracts what changed since the last run onto the branch; commits when the
     /// tree differs from the head's.
-    fn commit(&self, repo: &Repository, now: DateTime<Utc>) -> Result<CommitReport> {
+    fn commit(&self, repo: &Repository, pack: &Pack<'_>, now: DateTime<Utc>) -> Result<CommitReport> {
         let started = std::time::Instant::now();
         let path = self.repo_path();
         let head = self.head(repo)?;
@@ -354,7 +391,9 @@ impl Archive {
         if !valid {
             cache.sources.clear();
         }
+        let t_cache = started.elapsed();
         let sources = extract::scan(self.store.root())?;
+        let t_scan = started.elapsed();
         let mut report = CommitReport { sources: sources.len(), ..CommitReport::default() };
         let mut outputs = vec![extract::Output {
             path: "memory/README.md".into(),
@@ -375,6 +414,7 @@ impl Archive {
                 Err(e) => report.problems.push(e.to_string()),
             }
         }
+        let t_extract = started.elapsed();
         let mut update = git2::build::TreeUpdateBuilder::new();
         // Two sources may write lines into the same file: gather them first.
         let mut merged: BTreeMap<String, (Vec<u8>, Merge)> = BTreeMap::new();
@@ -386,8 +426,15 @@ impl Archive {
                 }
             }
         }
+        // Each directory's tree is read once: libgit2 does not cache large trees, and
+        // a path lookup per file would parse `memory/roles/{role}/` again each time.
+        let mut dirs: HashMap<String, Option<Tree<'_>>> = HashMap::new();
         for (file, (bytes, merge)) in merged {
-            let old = base.get_path(Path::new(&file)).ok().map(|e| e.id());
+            let (dir, name) = file.rsplit_once('/').unwrap_or(("", file.as_str()));
+            let tree = dirs.entry(dir.to_owned()).or_insert_with(|| {
+                base.get_path(Path::new(dir)).ok().and_then(|e| e.to_object(repo).ok()?.into_tree().ok())
+            });
+            let old = tree.as_ref().and_then(|t| t.get_name(name)).map(|e| e.id());
             let bytes = match (merge, old) {
                 (Merge::Lines, Some(old)) => {
                     let blob = repo.find_blob(old).map_err(git_err(&path, format!("read {file}")))?;
@@ -403,13 +450,14 @@ impl Archive {
             update.upsert(file.as_str(), id, git2::FileMode::Blob);
             report.changed += 1;
         }
+        let t_blobs = started.elapsed();
         let mut new_head = head;
         if report.changed > 0 {
             let tree_id = update.create_updated(repo, &base).map_err(git_err(&path, "build the tree"))?;
             if tree_id != base.id() {
                 let tree = repo.find_tree(tree_id).map_err(git_err(&path, "read the tree"))?;
                 let message = format!("memory: sync from {} at {}", self.settings.node, rfc3339(now));
-                let id = self.commit_tree(repo, &tree, head.into_iter().collect(), &message, now)?;
+                let id = self.commit_tree(repo, pack, &tree, head.into_iter().collect(), &message, now)?;
                 report.commit = Some(id.to_string());
                 new_head = Some(id);
             }
@@ -419,7 +467,9 @@ impl Archive {
         }
         cache.sources.extend(stamped);
         cache.commit = new_head.map(|h| h.to_string());
+        let t_commit = started.elapsed();
         self.write_json(SOURCES, &cache)?;
+        tracing::debug!(?t_cache, ?t_scan, ?t_extract, ?t_blobs, ?t_commit, total = ?started.elapsed(), "archive: commit phases");
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
     }
@@ -429,6 +479,7 @@ impl Archive {
     fn commit_tree(
         &self,
         repo: &Repository,
+        pack: &Pack<'_>,
         tree: &Tree<'_>,
         parents: Vec<Oid>,
         message: &str,
@@ -445,6 +496,7 @@ impl Archive {
             .map_err(git_err(&path, "read a parent commit"))?;
         let refs: Vec<&git2::Commit<'_>> = parent_commits.iter().collect();
         let id = repo.commit(None, &sig, &sig, message, tree, &refs).map_err(git_err(&path, "commit"))?;
+        pack.flush(repo, &path)?;
         self.move_branch(repo, parents.first().copied(), id, message)?;
         Ok(id)
     }
@@ -459,7 +511,7 @@ impl Archive {
     }
 
     /// Pushes the branch; a rejection fetches, merges and tries again, with backoff.
-    fn push(&self, repo: &Repository, now: DateTime<Utc>) -> Result<PushReport> {
+    fn push(&self, repo: &Repository, pack: &Pack<'_>, now: DateTime<Utc>) -> Result<PushReport> {
         let started = std::time::Instant::now();
         let mut report = PushReport::default();
         let Some(url) = self.settings.remote.clone() else { return Ok(report) };
@@ -480,7 +532,7 @@ impl Archive {
                 Some(why) => {
                     tracing::info!(attempt, "archive: the push was rejected ({why}); fetching and merging");
                     self.fetch(repo)?;
-                    if self.merge(repo, now)? {
+                    if self.merge(repo, pack, now)? {
                         report.merges += 1;
                     }
                     let backoff = self.settings.retry_base * 2u32.saturating_pow(attempt - 1);
@@ -565,7 +617,7 @@ impl Archive {
     /// Paths differ per task and node, so merges are clean; where both sides wrote one
     /// path differently, theirs keeps the name and ours is kept beside it as
     /// `NAME.conflict-{node}.EXT` (JSON-lines files take the union of their lines).
-    fn merge(&self, repo: &Repository, now: DateTime<Utc>) -> Result<bool> {
+    fn merge(&self, repo: &Repository, pack: &Pack<'_>, now: DateTime<Utc>) -> Result<bool> {
         let path = self.repo_path();
         let Some(theirs) = self.theirs(repo) else { return Ok(false) };
         let Some(ours) = self.head(repo)? else {
@@ -594,7 +646,7 @@ impl Archive {
         let tree = repo.find_tree(tree_id).map_err(git_err(&path, "read the merged tree"))?;
         let remote = self.settings.remote.as_deref().map(redact).unwrap_or_default();
         let message = format!("memory: merge {} into {} at {}", remote, self.settings.node, rfc3339(now));
-        self.commit_tree(repo, &tree, vec![ours, theirs], &message, now)?;
+        self.commit_tree(repo, pack, &tree, vec![ours, theirs], &message, now)?;
         Ok(true)
     }
 
@@ -719,28 +771,56 @@ impl Archive {
         Ok(out)
     }
 
-    /// This node's entry in `shared/knowledge-sync.json`.
+    /// Runs the harvests ([`crate::harvest::run`]) and, when they wrote something,
+    /// records the time in this node's entry of `shared/knowledge-sync.json`.
+    pub fn harvest(
+        &self,
+        now: DateTime<Utc>,
+        settings: &crate::HarvestSettings,
+        days: Option<Vec<chrono::NaiveDate>>,
+    ) -> Result<crate::HarvestReport> {
+        let report = crate::harvest::run(&self.store, now, settings, days)?;
+        if !report.written.is_empty() {
+            let at = Some(Timestamp::from_utc(now));
+            self.update_knowledge(|e| {
+                let changed = e.last_harvest_at != at;
+                e.last_harvest_at = at.clone();
+                changed
+            })?;
+        }
+        Ok(report)
+    }
+
+    /// This node's archive state in `shared/knowledge-sync.json`.
     fn record_knowledge(&self, status: &StatusFile) -> Result<()> {
-        let node = clawboard_core::Id::new(self.settings.node.as_str())
-            .map_err(|e| Error::Invalid { path: "node id".into(), reason: e.to_string() })?;
-        let rel = RelPath::new("shared/knowledge-sync.json")?;
         let stamp = |s: &Option<String>| s.as_deref().and_then(|t| Timestamp::parse(t).ok());
         let (commit, commit_at, push_at) =
             (status.last_commit.clone(), stamp(&status.last_commit_at), stamp(&status.last_push_at));
-        let current: Option<KnowledgeSync> = self.store.read(&rel).ok();
-        let entry = current.as_ref().and_then(|k| k.nodes.get(&node));
-        if entry.is_some_and(|e| {
-            e.last_archive_commit == commit
-                && e.last_archive_commit_at == commit_at
-                && e.last_archive_push_at == push_at
-        }) {
+        self.update_knowledge(|e| {
+            let changed = e.last_archive_commit != commit
+                || e.last_archive_commit_at != commit_at
+                || e.last_archive_push_at != push_at;
+            e.last_archive_commit = commit.clone();
+            e.last_archive_commit_at = commit_at.clone();
+            e.last_archive_push_at = push_at.clone();
+            changed
+        })
+    }
+
+    /// Changes this node's entry; writes the file only when `change` says it changed something.
+    fn update_knowledge(&self, change: impl Fn(&mut NodeKnowledge) -> bool) -> Result<()> {
+        let node = clawboard_core::Id::new(self.settings.node.as_str())
+            .map_err(|e| Error::Invalid { path: "node id".into(), reason: e.to_string() })?;
+        let rel = RelPath::new("shared/knowledge-sync.json")?;
+        let mut probe = match self.store.read::<KnowledgeSync>(&rel) {
+            Ok(k) => k.nodes.get(&node).cloned().unwrap_or_default(),
+            Err(_) => NodeKnowledge::default(),
+        };
+        if !change(&mut probe) {
             return Ok(());
         }
         self.store.update_json(&rel, |k: &mut KnowledgeSync| {
-            let e = k.nodes.entry(node).or_default();
-            e.last_archive_commit = commit;
-            e.last_archive_commit_at = commit_at;
-            e.last_archive_push_at = push_at;
+            change(k.nodes.entry(node).or_default());
         })?;
         Ok(())
     }

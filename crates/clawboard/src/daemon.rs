@@ -155,7 +155,6 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         );
         let memory = archive::ArchiveLoop {
             archive: Arc::new(archive),
-            store: store.clone(),
             harvest: a.harvest.clone(),
             schedule: a.schedule.clone(),
             harvest_schedule: a.harvest_schedule.clone(),

@@ -126,10 +126,14 @@ pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
 
 /// Files every daemon updates, merged entry by entry rather than kept as conflict
 /// copies: `roles/memory-queue.json` (the union of entries by task and role; a
-/// `completed` entry beats a `pending` one). Deterministic, so every node computes
-/// the same bytes.
+/// `completed` entry beats a `pending` one) and `shared/knowledge-sync.json` (each
+/// node's entry; of two versions of one node's entry, the one with the later
+/// times). Deterministic, so every node computes the same bytes.
 pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
     use clawboard_core::formats::{MemoryQueue, QueueStatus};
+    if path == "shared/knowledge-sync.json" {
+        return merge_knowledge(ours, theirs);
+    }
     if path != "roles/memory-queue.json" {
         return None;
     }
@@ -147,14 +151,45 @@ pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>>
             by.insert(key, e);
         }
     }
-    let mut extra = a.extra;
-    for (k, v) in b.extra {
-        if extra.get(&k).is_none_or(|old| serde_json::to_string(&v).ok() > serde_json::to_string(old).ok()) {
-            extra.insert(k, v);
+    let merged = MemoryQueue { queue: by.into_values().collect(), extra: merge_extra(a.extra, b.extra) };
+    Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
+}
+
+fn merge_knowledge(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
+    use clawboard_core::formats::{KnowledgeSync, NodeKnowledge};
+    let a: KnowledgeSync = serde_json::from_slice(ours).ok()?;
+    let b: KnowledgeSync = serde_json::from_slice(theirs).ok()?;
+    // A total order: the latest of the entry's times, then the serialized entry.
+    let rank = |e: &NodeKnowledge| {
+        let latest = [&e.last_harvest_at, &e.last_archive_commit_at, &e.last_archive_push_at]
+            .into_iter()
+            .flatten()
+            .map(|t| t.instant())
+            .max();
+        (latest, serde_json::to_string(e).unwrap_or_default())
+    };
+    let mut nodes = a.nodes;
+    for (node, e) in b.nodes {
+        if nodes.get(&node).is_none_or(|old| rank(&e) > rank(old)) {
+            nodes.insert(node, e);
         }
     }
-    let merged = MemoryQueue { queue: by.into_values().collect(), extra };
-    Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
+    let extra = merge_extra(a.extra, b.extra);
+    Some(clawboard_core::store::to_pretty_json(&KnowledgeSync { nodes, extra }).into_bytes())
+}
+
+/// Fields clawboard does not know, from both sides; of two values for one key, the
+/// greater serialized one (a total order: the same either way).
+fn merge_extra(
+    mut a: clawboard_core::formats::Extra,
+    b: clawboard_core::formats::Extra,
+) -> clawboard_core::formats::Extra {
+    for (k, v) in b {
+        if a.get(&k).is_none_or(|old| serde_json::to_string(&v).ok() > serde_json::to_string(old).ok()) {
+            a.insert(k, v);
+        }
+    }
+    a
 }
 
 /// The version an object's metadata names; `None` without clawboard metadata.
@@ -815,6 +850,31 @@ mod tests {
         assert_eq!(merge_contents("roles/memory-queue.json", &theirs, &ours), Some(merged), "the same either way");
         assert_eq!(merge_contents("gm/notes.md", &ours, &theirs), None, "other files are not merged");
         assert_eq!(merge_contents("roles/memory-queue.json", b"{", &theirs), None, "unparsable: a conflict copy");
+    }
+
+    #[test]
+    fn knowledge_sync_merges_by_node_keeping_the_later_entry() {
+        let k = |entries: &[(&str, &str)]| {
+            let nodes: serde_json::Map<String, serde_json::Value> = entries
+                .iter()
+                .map(|(n, at)| {
+                    ((*n).to_owned(), serde_json::json!({"lastArchiveCommit": at, "lastArchiveCommitAt": at}))
+                })
+                .collect();
+            serde_json::to_vec(&serde_json::json!({ "nodes": nodes })).unwrap()
+        };
+        let ours = k(&[("a", "2026-11-22T01:00:00Z"), ("b", "2026-11-22T05:00:00Z")]);
+        let theirs = k(&[("b", "2026-11-22T03:00:00Z"), ("c", "2026-11-22T02:00:00Z")]);
+        let merged = merge_contents("shared/knowledge-sync.json", &ours, &theirs).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&merged).unwrap();
+        let got: Vec<(&str, &str)> = v["nodes"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(n, e)| (n.as_str(), e["lastArchiveCommitAt"].as_str().unwrap()))
+            .collect();
+        assert_eq!(got, [("a", "2026-11-22T01:00:00Z"), ("b", "2026-11-22T05:00:00Z"), ("c", "2026-11-22T02:00:00Z")]);
+        assert_eq!(merge_contents("shared/knowledge-sync.json", &theirs, &ours), Some(merged), "the same either way");
     }
 }
 

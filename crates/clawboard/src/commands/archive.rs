@@ -97,8 +97,7 @@ pub fn run(c: ArchiveCommand, s: &Settings) -> anyhow::Result<u8> {
 }
 
 fn now(archive: &Archive, s: &Settings) -> anyhow::Result<u8> {
-    let store = open_store(s)?;
-    let harvest = clawboard_archive::harvest::run(&store, chrono::Utc::now(), &s.archive.harvest, None)?;
+    let harvest = archive.harvest(chrono::Utc::now(), &s.archive.harvest, None)?;
     let report = archive.run(chrono::Utc::now());
     if s.json {
         #[derive(serde::Serialize)]
@@ -229,9 +228,13 @@ fn log(archive: &Archive, s: &Settings, n: usize) -> anyhow::Result<u8> {
 }
 
 pub fn harvest(a: HarvestArgs, s: &Settings) -> anyhow::Result<u8> {
-    let store = open_store(s)?;
     let days = if a.date.is_empty() { None } else { Some(a.date) };
-    let report = clawboard_archive::harvest::run(&store, chrono::Utc::now(), &s.archive.harvest, days)?;
+    let now = chrono::Utc::now();
+    let report = if s.archive.enabled {
+        open(s)?.harvest(now, &s.archive.harvest, days)?
+    } else {
+        clawboard_archive::harvest::run(&open_store(s)?, now, &s.archive.harvest, days)?
+    };
     if s.json {
         output::json(&report)?;
     } else {

@@ -280,7 +280,29 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         println!("  escalations/{id}.json  approved (also in gm/decisions.md)");
     }
     println!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it");
-    println!("  roles/memory-queue.json  memory waiting to be returned to its roles");
+    // The memory archive, as the daemon does it every 6 hours: harvest, then commit
+    // to the local `memory` branch (no remote in the demo).
+    let node = clawboard_sync::node_id(&root, None).map_err(crate::commands::sync::user_error)?;
+    let archive = clawboard_archive::Archive::new(store.clone(), clawboard_archive::ArchiveSettings::local(&node));
+    let now = chrono::Utc::now();
+    let harvest = archive.harvest(now, &clawboard_archive::HarvestSettings::default(), None)?;
+    let run = archive.run(now)?;
+    for w in &harvest.written {
+        println!("  {w}  the memory cells harvested");
+    }
+    println!(
+        "  roles/memory-queue.json  {} entr{} marked completed by the harvest",
+        harvest.queue_completed,
+        if harvest.queue_completed == 1 { "y" } else { "ies" }
+    );
+    if let Some(id) = &run.commit.commit {
+        println!(
+            "  .clawboard/archive/memory.git  branch memory, commit {} ({} files); see it with\n      git --git-dir {}/.clawboard/archive/memory.git log --stat memory",
+            &id[..12],
+            run.commit.changed,
+            root.display()
+        );
+    }
     println!("\nlook around:  clawboard --root {} task list", root.display());
     Ok(if ok && status.success() { EXIT_OK } else { EXIT_FAILURE })
 }

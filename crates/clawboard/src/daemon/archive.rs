@@ -7,13 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawboard_archive::{Archive, HarvestSettings};
-use clawboard_core::Store;
 use clawboard_sync::Schedule;
 use tokio::sync::watch;
 
 pub struct ArchiveLoop {
     pub archive: Arc<Archive>,
-    pub store: Store,
     pub harvest: HarvestSettings,
     pub schedule: Schedule,
     pub harvest_schedule: Schedule,
@@ -41,11 +39,9 @@ impl ArchiveLoop {
                 _ = tokio::time::sleep(self.harvest_schedule.until_next()) => false,
                 _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
             };
-            let (store, settings) = (self.store.clone(), self.harvest.clone());
-            let harvest = tokio::task::spawn_blocking(move || {
-                clawboard_archive::harvest::run(&store, chrono::Utc::now(), &settings, None)
-            })
-            .await?;
+            let (archive, settings) = (self.archive.clone(), self.harvest.clone());
+            let harvest =
+                tokio::task::spawn_blocking(move || archive.harvest(chrono::Utc::now(), &settings, None)).await?;
             match harvest {
                 Ok(h) => {
                     if !h.written.is_empty() || h.queue_completed > 0 {
