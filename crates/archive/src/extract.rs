@@ -84,7 +84,8 @@ pub fn union_lines(a: &[u8], b: &[u8]) -> Vec<u8> {
 pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
     let mut out = BTreeMap::new();
     let tasks = root.join(layout::TASKS);
-    for (name, kind) in names(&tasks)? {
+    let task_names = if real_dir(root, layout::TASKS) { names(&tasks)? } else { Vec::new() };
+    for (name, kind) in task_names {
         if clawboard_core::check_id(&name).is_err() || !kind.is_dir() {
             continue;
         }
@@ -101,7 +102,8 @@ pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
         out.extend(files);
     }
     for file in ["gm/decisions.md", "gm/arbitrations.md"] {
-        if let Ok(meta) = std::fs::symlink_metadata(root.join(file))
+        if real_dir(root, layout::GM)
+            && let Ok(meta) = std::fs::symlink_metadata(root.join(file))
             && meta.is_file()
         {
             out.insert(file.to_owned(), Stamp::of(&meta));
@@ -132,8 +134,21 @@ fn names(dir: &Path) -> Result<Vec<(String, std::fs::FileType)>, Error> {
     Ok(out)
 }
 
+/// True when every component of `rel` under `root` is a directory, not a symlink:
+/// the archive never follows a link out of the tree.
+pub(crate) fn real_dir(root: &Path, rel: &str) -> bool {
+    let mut at = root.to_path_buf();
+    rel.split('/').all(|c| {
+        at.push(c);
+        std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+    })
+}
+
 fn files_in(root: &Path, dir: &str) -> Result<Vec<(String, Stamp)>, Error> {
     let mut out = Vec::new();
+    if !real_dir(root, dir) {
+        return Ok(out);
+    }
     for (name, kind) in names(&root.join(dir))? {
         if !kind.is_file() || name.ends_with(".swp") || name.contains(".conflict-") {
             continue;
@@ -164,7 +179,8 @@ pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, E
             .map(|t| t.kind);
         return Ok(task_outputs(&harvest, task_type.map(|t| t.to_string())));
     }
-    let bytes = store.read_bytes(&rel)?;
+    // Up to the archive's own limit (above the store's default), checked above.
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     if source.starts_with("harvest/daily/") {
         store.read::<DailyHarvest>(&rel)?;
     } else if source.starts_with("harvest/weekly/") {
@@ -248,6 +264,27 @@ mod tests {
         assert_eq!(union_lines(b"b\na\n", b"c\na\n"), b"a\nb\nc\n");
         assert_eq!(union_lines(b"", b""), b"");
         assert_eq!(union_lines(b"x", b""), b"x\n");
+    }
+
+    #[test]
+    fn symlinks_are_never_followed_out_of_the_tree() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outside.path().join("daily")).unwrap();
+        std::fs::write(outside.path().join("daily/secret.md"), "outside").unwrap();
+        std::fs::write(outside.path().join("decisions.md"), "outside").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("reports")).unwrap();
+        std::fs::create_dir_all(root.join("gm")).unwrap();
+        std::fs::create_dir_all(root.join("harvest/weekly")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("daily"), root.join("reports/daily")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("decisions.md"), root.join("gm/decisions.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("decisions.md"), root.join("harvest/weekly/2026-W47.json"))
+            .unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("tasks")).unwrap();
+        std::fs::write(root.join("gm/arbitrations.md"), "inside").unwrap();
+        let found: Vec<String> = scan(root).unwrap().into_keys().collect();
+        assert_eq!(found, ["gm/arbitrations.md"]);
     }
 
     #[test]

@@ -82,6 +82,9 @@ struct Index {
 /// index recorded, with a `harvestedAt` before that, is not read again.
 pub fn gather(store: &Store, since: Option<NaiveDate>, problems: &mut Vec<String>) -> Result<Vec<Input>, Error> {
     let dir = store.root().join(layout::TASKS);
+    if !crate::extract::real_dir(store.root(), layout::TASKS) {
+        return Ok(Vec::new());
+    }
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -124,7 +127,7 @@ pub fn gather(store: &Store, since: Option<NaiveDate>, problems: &mut Vec<String
         let text =
             serde_json::to_vec(&index).map_err(|e| Error::Invalid { path: INDEX.into(), reason: e.to_string() })?;
         let dir = index_path.parent().unwrap_or(store.root());
-        clawboard_core::store::write_atomic(dir, "harvest-index.json", &text)?;
+        crate::write_state(dir, "harvest-index.json", &text)?;
     }
     out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
     Ok(out)

@@ -10,3 +10,14 @@ pub mod repo;
 pub use error::{Error, Result};
 pub use harvest::{HarvestReport, HarvestSettings};
 pub use repo::{Archive, ArchiveSettings, LogEntry, RunReport, Status, Token};
+
+/// Replaces `dir/name` by a rename, without fsync: for the archive's own caches and
+/// status (`.clawboard/archive/`, `.clawboard/harvest-index.json`), which a crash may
+/// take back to an older version, never to half a file. An old cache only means
+/// more work on the next run.
+pub(crate) fn write_state(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    let to = dir.join(name);
+    std::fs::rename(&tmp, &to).map_err(|e| Error::io(&to, e))
+}

@@ -264,7 +264,14 @@ impl Archive {
         let path = self.dir.join(LOCK);
         let f =
             File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
-        f.lock().map_err(|e| Error::io(&path, e))?;
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                tracing::info!("archive: another archive run holds {}; waiting for it", path.display());
+                f.lock().map_err(|e| Error::io(&path, e))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
         Ok(f)
     }
 
@@ -281,9 +288,9 @@ impl Archive {
     }
 
     fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
-        let text = clawboard_core::store::to_pretty_json(value);
-        clawboard_core::store::write_atomic(&self.dir, name, text.as_bytes())?;
-        Ok(())
+        let text =
+            serde_json::to_vec(value).map_err(|e| Error::Invalid { path: name.into(), reason: e.to_string() })?;
+        crate::write_state(&self.dir, name, &text)
     }
 
     /// Extracts, commits if anything changed, and pushes when a remote is configured.

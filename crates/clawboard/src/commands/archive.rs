@@ -32,8 +32,13 @@ refused or the push failed (the commit stays and is pushed on the next run).
 
 Examples:
   clawboard archive now
+  clawboard archive now --no-harvest
   CLAWBOARD_GIT_TOKEN=… clawboard archive now --json")]
-pub struct NowArgs {}
+pub struct NowArgs {
+    /// Only extract, commit and push (the harvests as they are)
+    #[arg(long)]
+    pub no_harvest: bool,
+}
 
 /// Last commit, last push, commits not pushed yet, last error
 #[derive(Debug, Args)]
@@ -90,14 +95,17 @@ pub fn open(s: &Settings) -> anyhow::Result<Archive> {
 pub fn run(c: ArchiveCommand, s: &Settings) -> anyhow::Result<u8> {
     let archive = open(s)?;
     match c {
-        ArchiveCommand::Now(_) => now(&archive, s),
+        ArchiveCommand::Now(a) => now(&archive, s, a.no_harvest),
         ArchiveCommand::Status(_) => status(&archive, s),
         ArchiveCommand::Log(a) => log(&archive, s, a.count),
     }
 }
 
-fn now(archive: &Archive, s: &Settings) -> anyhow::Result<u8> {
-    let harvest = archive.harvest(chrono::Utc::now(), &s.archive.harvest, None)?;
+fn now(archive: &Archive, s: &Settings, no_harvest: bool) -> anyhow::Result<u8> {
+    let harvest = match no_harvest {
+        true => HarvestReport::default(),
+        false => archive.harvest(chrono::Utc::now(), &s.archive.harvest, None)?,
+    };
     let report = archive.run(chrono::Utc::now());
     if s.json {
         #[derive(serde::Serialize)]
@@ -114,7 +122,9 @@ fn now(archive: &Archive, s: &Settings) -> anyhow::Result<u8> {
             error: report.as_ref().err().map(ToString::to_string),
         })?;
     } else {
-        print_harvest(&harvest);
+        if !no_harvest {
+            print_harvest(&harvest);
+        }
         if let Ok(r) = &report {
             print_run(archive, r);
         }
