@@ -277,9 +277,10 @@ fn with_the_server_down_the_commit_waits_and_the_daemon_pushes_it_later() {
     assert!(r.stderr.contains(&format!("archive remote {remote}: push")), "{}", r.stderr);
     assert_eq!(status(&t)["pending"], 1);
 
-    // The daemon: archive every 2 seconds, the first retry 1 s after a failure.
+    // The daemon, scheduled once a year: only its retries can push. It starts with a
+    // commit pending, so it retries after 1 s, then 2 s, 4 s …
     let cfg = std::fs::read_to_string(t.dir.path().join("clawboard.toml")).unwrap();
-    t.config(&cfg.replace("[archive]\n", "[archive]\nschedule = \"*/2 * * * * *\"\nretry = \"1s\"\n"));
+    t.config(&cfg.replace("[archive]\n", "[archive]\nschedule = \"0 0 1 1 *\"\nretry = \"1s\"\n"));
     let mut cmd = t.command(&["--config", t.dir.path().join("clawboard.toml").to_str().unwrap(), "daemon"]);
     let log = t.dir.path().join("daemon.log");
     let f = std::fs::File::create(&log).unwrap();
@@ -289,6 +290,7 @@ fn with_the_server_down_the_commit_waits_and_the_daemon_pushes_it_later() {
     memory(&t, "t2", "analyst-code", "y");
     server.restart();
     wait_until(30, "the daemon to push", || status(&t)["pending"] == 0 && status(&t)["commits"].as_u64() >= Some(2));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("the last run did not finish; retrying"));
     d.kill().unwrap();
     d.wait().unwrap();
     let c = clone(&server, &remote, scratch.path());
@@ -345,4 +347,48 @@ fn harvest_on_the_command_line_is_idempotent() {
     let r = t.run(&["harvest", "--date", "yesterday"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("--date"), "{}", r.stderr);
+}
+
+#[test]
+fn a_push_the_remote_refuses_for_good_is_reported_with_its_reason_at_once() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("hook");
+    let name = remote.rsplit('/').next().unwrap();
+    let hook = server.root.join(name).join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'memory pushes are closed today' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let t = tree("node-a", &server, &remote, "push_attempts = 5");
+    memory(&t, "t1", "analyst-code", "x");
+    let started = std::time::Instant::now();
+    let r = cb(&t, &server.token, &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(&format!("archive remote {remote}: push: the remote refused it:")), "{}", r.stderr);
+    assert!(r.stderr.contains("pre-receive hook declined"), "{}", r.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "no backoff for a refusal that is not a race");
+    assert_eq!(status(&t)["pending"], 1);
+}
+
+#[test]
+fn a_file_both_nodes_changed_since_their_common_version_is_kept_twice_not_mixed() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("three-way");
+    let a = tree("node-a", &server, &remote, "");
+    let b = tree("node-b", &server, &remote, "");
+    let base = "# decisions\n\none\ntwo\nthree\nfour\nfive\nsix\n";
+    std::fs::write(a.root.join("gm/decisions.md"), base).unwrap();
+    std::fs::write(b.root.join("gm/decisions.md"), base).unwrap();
+    cb(&a, &server.token, &["archive", "now"]).ok();
+    cb(&b, &server.token, &["archive", "now"]).ok();
+    // Both change it, in lines far apart: a text merge would mix them silently.
+    let ours_a = base.replace("one", "one (A)");
+    let ours_b = base.replace("six", "six (B)");
+    std::fs::write(a.root.join("gm/decisions.md"), &ours_a).unwrap();
+    std::fs::write(b.root.join("gm/decisions.md"), &ours_b).unwrap();
+    cb(&a, &server.token, &["archive", "now"]).ok();
+    let r = cb(&b, &server.token, &["archive", "now", "--json"]).ok().json();
+    assert_eq!(r["archive"]["push"]["merges"], 1, "{r}");
+    let scratch = tempfile::tempdir().unwrap();
+    let c = clone(&server, &remote, scratch.path());
+    assert_eq!(std::fs::read_to_string(c.join("memory/gm/decisions.md")).unwrap(), ours_a);
+    assert_eq!(std::fs::read_to_string(c.join("memory/gm/decisions.conflict-node-b.md")).unwrap(), ours_b);
 }

@@ -31,6 +31,9 @@ pub enum Error {
         "archive remote {remote}: the push was still rejected after {attempts} attempts (other nodes keep pushing); retried on the next run"
     )]
     StillRejected { remote: String, attempts: u32 },
+
+    #[error("the archive run stopped because the daemon is stopping; the commits stay and are pushed on the next run")]
+    Stopped,
 }
 
 impl Error {

@@ -226,17 +226,45 @@ fn dedup_pollination(items: impl IntoIterator<Item = HarvestedPollination>) -> V
 
 /// The daily harvest of `day` from `inputs` (those harvested that day); `None` when
 /// no task was harvested that day.
-pub fn daily(day: NaiveDate, inputs: &[Input]) -> Option<DailyHarvest> {
+pub fn daily(day: NaiveDate, inputs: &[Input], carried: Option<&DailyHarvest>) -> Option<DailyHarvest> {
     let todays: Vec<&Input> = inputs.iter().filter(|i| i.harvested_at.date_naive() == day).collect();
-    let newest = todays.iter().max_by_key(|i| i.harvested_at)?;
+    let carried = carried.filter(|c| !c.tasks.is_empty());
+    let newest = todays
+        .iter()
+        .map(|i| (i.harvested_at, i.stamp.clone()))
+        .chain(carried.map(|c| (c.generated_at.instant().with_timezone(&Utc), c.generated_at.clone())))
+        .max_by_key(|(t, _)| *t)?;
+    let carried_cells = carried.into_iter().flat_map(|c| c.cells.iter().cloned());
+    let carried_pollination = carried.into_iter().flat_map(|c| c.cross_pollination.iter().cloned());
+    let tasks: BTreeSet<Id> = todays
+        .iter()
+        .map(|i| i.task_id.clone())
+        .chain(carried.into_iter().flat_map(|c| c.tasks.iter().cloned()))
+        .collect();
     Some(DailyHarvest {
         date: day.format("%Y-%m-%d").to_string(),
-        generated_at: newest.stamp.clone(),
-        tasks: todays.iter().map(|i| i.task_id.clone()).collect::<BTreeSet<_>>().into_iter().collect(),
-        cells: dedup_cells(todays.iter().flat_map(|i| cells_of(i))),
-        cross_pollination: dedup_pollination(todays.iter().flat_map(|i| pollination_of(i))),
+        generated_at: newest.1,
+        tasks: tasks.into_iter().collect(),
+        cells: dedup_cells(todays.iter().flat_map(|i| cells_of(i)).chain(carried_cells)),
+        cross_pollination: dedup_pollination(todays.iter().flat_map(|i| pollination_of(i)).chain(carried_pollination)),
         extra: Map::new(),
     })
+}
+
+/// What an existing daily harvest holds of tasks whose `memory-harvest.json` is gone
+/// (retention removed them): kept, so that regenerating a day never loses its memory.
+fn carried_over(store: &Store, existing: DailyHarvest, present: &BTreeSet<Id>) -> DailyHarvest {
+    let gone = |t: &Id| {
+        !present.contains(t)
+            && !std::fs::symlink_metadata(store.root().join(layout::task_file(t.as_str(), layout::HARVEST_FILE)))
+                .is_ok_and(|m| m.is_file())
+    };
+    DailyHarvest {
+        tasks: existing.tasks.iter().filter(|t| gone(t)).cloned().collect(),
+        cells: existing.cells.into_iter().filter(|c| gone(&c.task_id)).collect(),
+        cross_pollination: existing.cross_pollination.into_iter().filter(|p| gone(&p.task_id)).collect(),
+        ..existing
+    }
 }
 
 /// The weekly harvest of `week` (`YYYY-Www`): the best `top` cells per role among
@@ -316,28 +344,40 @@ pub fn run(
         Some(d) => d.into_iter().collect(),
         None => [today, today - Duration::days(1)].into_iter().collect(),
     };
-    let earliest = days.iter().min().copied().unwrap_or(today);
-    let mut inputs = gather(store, Some(earliest), &mut report.problems)?;
-    // Tasks still pending in the queue whose harvest is older than the window.
+    // Tasks still pending in the queue add their days: a day is always rebuilt from
+    // all of its tasks, so those days' tasks are all read below.
+    let mut pending_inputs = Vec::new();
     for task in &pending {
-        if !inputs.iter().any(|i| &i.task_id == task)
-            && let Ok(i) = read_input(store, task.as_str())
-        {
-            inputs.push(i);
+        if let Ok(i) = read_input(store, task.as_str()) {
+            days.insert(i.harvested_at.date_naive());
+            pending_inputs.push(i);
         }
-    }
-    for i in inputs.iter().filter(|i| pending.contains(&i.task_id)) {
-        days.insert(i.harvested_at.date_naive());
     }
     // Never a harvest of a day that has not begun.
     days.retain(|d| *d <= today);
+    let earliest = days.iter().min().copied().unwrap_or(today);
+    let mut inputs = gather(store, Some(earliest), &mut report.problems)?;
+    for i in pending_inputs {
+        if !inputs.iter().any(|x| x.task_id == i.task_id) {
+            inputs.push(i);
+        }
+    }
+    let present: BTreeSet<Id> = inputs.iter().map(|i| i.task_id.clone()).collect();
 
     let mut harvested: BTreeSet<Id> = BTreeSet::new();
     let mut dailies: Vec<DailyHarvest> = Vec::new();
     for day in &days {
-        let Some(h) = daily(*day, &inputs) else { continue };
+        let rel = RelPath::new(&format!("{}/daily/{}.json", layout::HARVEST, day.format("%Y-%m-%d")))?;
+        let carried = match store.read::<DailyHarvest>(&rel) {
+            Ok(old) => Some(carried_over(store, old, &present)),
+            Err(clawboard_core::Error::NotFound { .. }) => None,
+            Err(e) => {
+                report.problems.push(e.to_string());
+                None
+            }
+        };
+        let Some(h) = daily(*day, &inputs, carried.as_ref()) else { continue };
         harvested.extend(h.tasks.iter().cloned());
-        let rel = RelPath::new(&format!("{}/daily/{}.json", layout::HARVEST, h.date))?;
         save(store, &rel, &h, &mut report)?;
         dailies.push(h);
     }

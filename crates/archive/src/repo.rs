@@ -7,6 +7,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
@@ -30,9 +32,9 @@ const LOCK: &str = "lock";
 const FILE_MODE: i32 = 0o100644;
 
 /// Where the token for an HTTPS remote comes from.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Token {
-    /// An environment variable (its name; the value is read when the remote asks).
+    /// An environment variable: its name, and its value when the config was resolved.
     Env {
         var: String,
         value: String,
@@ -42,8 +44,19 @@ pub enum Token {
     None,
 }
 
-/// `[archive]`.
-#[derive(Debug, Clone)]
+/// Never prints the token.
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Token::Env { var, .. } => write!(f, "Env({var}, <redacted>)"),
+            Token::File(p) => write!(f, "File({})", p.display()),
+            Token::None => write!(f, "None"),
+        }
+    }
+}
+
+/// `[archive]`. Its `Debug` never prints the token, nor credentials in the remote URL.
+#[derive(Clone)]
 pub struct ArchiveSettings {
     /// This node's id: in commit messages and conflict names.
     pub node: String,
@@ -62,6 +75,19 @@ pub struct ArchiveSettings {
     /// Push attempts before a run gives up (each rejected one fetches and merges).
     pub push_attempts: u32,
     pub retry_base: Duration,
+}
+
+impl std::fmt::Debug for ArchiveSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveSettings")
+            .field("node", &self.node)
+            .field("branch", &self.branch)
+            .field("remote", &self.remote.as_deref().map(redact))
+            .field("username", &self.username)
+            .field("token", &self.token)
+            .field("ssh_key", &self.ssh_key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ArchiveSettings {
@@ -84,14 +110,18 @@ impl ArchiveSettings {
 
 /// A URL without any user or password in it.
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            if path.is_empty() { format!("{scheme}://{host}") } else { format!("{scheme}://{host}/{path}") }
-        }
+    let Some((scheme, rest)) = url.split_once("://") else {
         // scp-like `git@github.com:owner/repo.git`: the user is not a secret.
-        None => url.to_owned(),
+        return url.to_owned();
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if let Some(at) = authority.rfind('@') {
+        return format!("{scheme}://{}", &rest[at + 1..]);
+    }
+    // A password with a raw `/` in it (not a valid URL, but not to be printed either).
+    match rest.rfind('@') {
+        Some(at) if rest[..at].contains(':') => format!("{scheme}://{}", &rest[at + 1..]),
+        _ => url.to_owned(),
     }
 }
 
@@ -219,6 +249,8 @@ pub struct Archive {
     store: Store,
     dir: PathBuf,
     settings: ArchiveSettings,
+    /// Set when the daemon stops: a run ends at its next step or backoff.
+    stop: Arc<AtomicBool>,
 }
 
 fn git_err<W: Into<String>>(repo: &Path, what: W) -> impl FnOnce(git2::Error) -> Error + use<W> {
@@ -235,7 +267,27 @@ impl Archive {
     /// The archive of the tree `store` writes to (its own files go to `.clawboard/archive/`).
     pub fn new(store: Store, settings: ArchiveSettings) -> Archive {
         let dir = store.root().join(DIR);
-        Archive { store, dir, settings }
+        Archive { store, dir, settings, stop: Arc::new(AtomicBool::new(false)) }
+    }
+
+    /// A flag that, once set, ends a run at its next step or backoff (the commits made
+    /// so far stay; the push is retried on the next run).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    fn check_stop(&self) -> Result<()> {
+        if self.stop.load(Ordering::SeqCst) { Err(Error::Stopped) } else { Ok(()) }
+    }
+
+    /// Sleeps `d`, in short steps, unless asked to stop.
+    fn sleep(&self, d: Duration) -> Result<()> {
+        let until = std::time::Instant::now() + d;
+        while std::time::Instant::now() < until {
+            self.check_stop()?;
+            std::thread::sleep(Duration::from_millis(50).min(until - std::time::Instant::now()));
+        }
+        self.check_stop()
     }
 
     pub fn settings(&self) -> &ArchiveSettings {
@@ -249,13 +301,23 @@ impl Archive {
     /// The repository, created (bare, HEAD on the branch) on first use.
     fn repo(&self) -> Result<Repository> {
         let path = self.repo_path();
-        if path.join("HEAD").exists() {
-            return Repository::open_bare(&path).map_err(git_err(&path, "open"));
+        let repo = if path.join("HEAD").exists() {
+            Repository::open_bare(&path).map_err(git_err(&path, "open"))?
+        } else {
+            std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+            let mut opts = git2::RepositoryInitOptions::new();
+            opts.bare(true).initial_head(&self.settings.branch);
+            Repository::init_opts(&path, &opts).map_err(git_err(&path, "create"))?
+        };
+        // No file is ever merged line by line: two versions of one file are a conflict,
+        // kept side by side (see `resolve`). An unset `merge` attribute does that.
+        let attributes = path.join("info/attributes");
+        if !attributes.exists() {
+            let info = path.join("info");
+            std::fs::create_dir_all(&info).map_err(|e| Error::io(&info, e))?;
+            crate::write_state(&info, "attributes", b"* -merge\n")?;
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        let mut opts = git2::RepositoryInitOptions::new();
-        opts.bare(true).initial_head(&self.settings.branch);
-        Repository::init_opts(&path, &opts).map_err(git_err(&path, "create"))
+        Ok(repo)
     }
 
     /// One archive run at a time per tree (the daemon's and `archive now`).
@@ -303,7 +365,9 @@ impl Archive {
         if self.settings.remote.is_some() && self.head(&repo)?.is_none() {
             // A node's first run builds on what the other nodes archived already.
             if let Err(e) = self.fetch(&repo).and_then(|_| self.fast_forward_new(&repo)) {
-                tracing::debug!("archive: no remote branch to start from yet: {e}");
+                // The run goes on and commits locally; its push then reports the remote's
+                // error (once, not twice).
+                tracing::debug!("archive: cannot fetch the remote branch to start from: {e}");
             }
         }
         let odb = repo.odb().map_err(git_err(&path, "open the object database"))?;
@@ -314,7 +378,13 @@ impl Archive {
         let pack = Pack { odb: &odb, mem };
         let mut status: StatusFile = self.read_json(STATUS);
         status.last_run_at = Some(rfc3339(now));
-        let outcome = self.run_locked(&repo, &pack, now, &mut status);
+        let mut outcome = self.run_locked(&repo, &pack, now, &mut status);
+        if let Ok(r) = &mut outcome
+            && let Err(e) = self.record_knowledge(&status)
+        {
+            // The archive itself worked; the shared record of it did not.
+            r.commit.problems.push(format!("shared/knowledge-sync.json not updated: {e}"));
+        }
         match &outcome {
             Ok(r) => {
                 status.problems = r.commit.problems.clone();
@@ -322,11 +392,8 @@ impl Archive {
                     status.last_error = None;
                     status.last_error_at = None;
                 } else {
-                    status.last_error = Some(format!(
-                        "{} file(s) not archived: {}",
-                        r.commit.problems.len(),
-                        r.commit.problems.join("; ")
-                    ));
+                    status.last_error =
+                        Some(format!("{} problem(s): {}", r.commit.problems.len(), r.commit.problems.join("; ")));
                     status.last_error_at = Some(rfc3339(now));
                 }
             }
@@ -336,9 +403,7 @@ impl Archive {
             }
         }
         self.write_json(STATUS, &status)?;
-        let report = outcome?;
-        self.record_knowledge(&status)?;
-        Ok(report)
+        outcome
     }
 
     fn run_locked(
@@ -355,6 +420,7 @@ impl Archive {
         }
         let mut report = RunReport { commit, push: None };
         if self.settings.remote.is_some() {
+            self.check_stop()?;
             let push = self.push(repo, pack, now)?;
             if let Some(id) = &push.pushed {
                 status.last_pushed = Some(id.clone());
@@ -449,6 +515,11 @@ impl Archive {
                 }
                 _ => bytes,
             };
+            if bytes.len() as u64 > self.settings.max_file_bytes {
+                let e = Error::TooLarge { path: file, size: bytes.len() as u64, limit: self.settings.max_file_bytes };
+                report.problems.push(e.to_string());
+                continue;
+            }
             let id = Oid::hash_object(ObjectType::Blob, &bytes).map_err(git_err(&path, "hash"))?;
             if old == Some(id) {
                 continue;
@@ -537,15 +608,27 @@ impl Archive {
                     return Ok(report);
                 }
                 Some(why) => {
-                    tracing::info!(attempt, "archive: the push was rejected ({why}); fetching and merging");
+                    let before = self.theirs(repo);
                     self.fetch(repo)?;
+                    // Only a race with another pusher is worth a merge and another try;
+                    // a hook, a protected branch or a size limit says no every time.
+                    if !is_race(&why) && self.theirs(repo) == before {
+                        return Err(Error::Remote {
+                            remote: redact(&url),
+                            what: "push".into(),
+                            message: format!("the remote refused it: {why}"),
+                        });
+                    }
+                    tracing::info!(attempt, "archive: another node pushed first ({why}); merging");
                     if self.merge(repo, pack, now)? {
                         report.merges += 1;
                     }
-                    let backoff = self.settings.retry_base * 2u32.saturating_pow(attempt - 1);
-                    // A little jitter, so that two nodes that collided do not collide again.
-                    let jitter = u64::from(std::process::id() % 97) * backoff.as_millis() as u64 / 200;
-                    std::thread::sleep(backoff + Duration::from_millis(jitter));
+                    if attempt < self.settings.push_attempts {
+                        let backoff = self.settings.retry_base * 2u32.saturating_pow(attempt - 1);
+                        // A little jitter, so that two nodes that collided do not collide again.
+                        let jitter = u64::from(std::process::id() % 97) * backoff.as_millis() as u64 / 200;
+                        self.sleep(backoff + Duration::from_millis(jitter))?;
+                    }
                 }
             }
         }
@@ -644,8 +727,9 @@ impl Archive {
             Err(e) if e.code() == ErrorCode::NotFound => self.empty_tree(repo)?,
             Err(e) => return Err(git_err(&path, "find the merge base")(e)),
         };
-        let mut index =
-            repo.merge_trees(&base, &tree_of(ours)?, &tree_of(theirs)?, None).map_err(git_err(&path, "merge"))?;
+        let mut index = repo
+            .merge_trees(&base, &tree_of(ours)?, &tree_of(theirs)?, Some(git2::MergeOptions::new().find_renames(false)))
+            .map_err(git_err(&path, "merge"))?;
         if index.has_conflicts() {
             self.resolve(repo, &mut index)?;
         }
@@ -667,7 +751,13 @@ impl Archive {
         for c in conflicts {
             let Some(any) = c.our.as_ref().or(c.their.as_ref()).or(c.ancestor.as_ref()) else { continue };
             let file = String::from_utf8_lossy(&any.path).into_owned();
-            index.conflict_remove(Path::new(&file)).map_err(git_err(&path, format!("resolve {file}")))?;
+            // Every path the conflict has entries at (they differ only after a rename).
+            let paths: std::collections::BTreeSet<Vec<u8>> =
+                [&c.ancestor, &c.our, &c.their].into_iter().flatten().map(|e| e.path.clone()).collect();
+            for p in paths {
+                let p = String::from_utf8_lossy(&p).into_owned();
+                index.conflict_remove(Path::new(&p)).map_err(git_err(&path, format!("resolve {p}")))?;
+            }
             let add = |index: &mut git2::Index, name: &str, id: Oid| {
                 index.add(&entry(name, id)).map_err(git_err(&path, format!("resolve {name}")))
             };
@@ -833,6 +923,25 @@ impl Archive {
     }
 }
 
+/// Whether a refused push lost a race with another pusher (rather than being refused
+/// for good): libgit2's own fast-forward check, or receive-pack's answers when the
+/// branch moved under it.
+fn is_race(why: &str) -> bool {
+    let why = why.to_lowercase();
+    [
+        "fastforward",
+        "fast-forward",
+        "fetch first",
+        "not present locally",
+        "failed to lock",
+        "cannot lock",
+        "stale info",
+        "failed to update ref",
+    ]
+    .iter()
+    .any(|s| why.contains(s))
+}
+
 /// `dir/name.ext` → `dir/name.conflict-{node}.ext`.
 pub fn conflict_name(path: &str, node: &str) -> String {
     let (dir, name) = path.rsplit_once('/').map_or(("", path), |(d, n)| (d, n));
@@ -879,55 +988,66 @@ impl<'s> Auth<'s> {
 
     fn credentials(
         &self,
-        _url: &str,
+        url: &str,
         user_from_url: Option<&str>,
         allowed: CredentialType,
     ) -> std::result::Result<Cred, git2::Error> {
+        let refuse = |tried: String, why: &str| {
+            *self.tried.borrow_mut() = tried;
+            self.refused.set(true);
+            Err(git2::Error::from_str(why))
+        };
+        if allowed == CredentialType::USERNAME {
+            // SSH asks for the user name before the key: not a credential yet.
+            return Cred::username(user_from_url.unwrap_or("git"));
+        }
         self.calls.set(self.calls.get() + 1);
         if self.calls.get() > 1 {
             // libgit2 asks again only when the last credential was refused.
             self.refused.set(true);
             return Err(git2::Error::from_str("the remote refused the credential"));
         }
-        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+        let http = url.starts_with("https://") || url.starts_with("http://");
+        if http {
+            // The token goes to HTTP(S) remotes only, never to an SSH server as a password.
+            if !allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+                return refuse(format!("nothing: the remote asks for {allowed:?}"), "unsupported authentication");
+            }
             let user = user_from_url.unwrap_or(&self.settings.username).to_owned();
             let (token, source) = match &self.settings.token {
                 Token::Env { var, value } => (value.trim().to_owned(), format!("the token in ${var}")),
                 Token::File(path) => match std::fs::read_to_string(path) {
                     Ok(t) => (t.trim().to_owned(), format!("the token in {}", path.display())),
                     Err(e) => {
-                        *self.tried.borrow_mut() = format!("the token file {} (unreadable: {e})", path.display());
-                        self.refused.set(true);
-                        return Err(git2::Error::from_str("the token file is unreadable"));
+                        let tried = format!("the token file {} (unreadable: {e})", path.display());
+                        return refuse(tried, "the token file is unreadable");
                     }
                 },
                 Token::None => {
-                    *self.tried.borrow_mut() =
-                        "no token (set CLAWBOARD_GIT_TOKEN or GITHUB_TOKEN, or archive.token_file)".into();
-                    self.refused.set(true);
-                    return Err(git2::Error::from_str("no token configured"));
+                    let tried = "no token (set CLAWBOARD_GIT_TOKEN or GITHUB_TOKEN, or archive.token_file)";
+                    return refuse(tried.into(), "no token configured");
                 }
             };
             *self.tried.borrow_mut() = format!("{source} as user {user:?}");
             return Cred::userpass_plaintext(&user, &token);
         }
-        if allowed.contains(CredentialType::SSH_KEY) {
-            let user = user_from_url.unwrap_or("git");
-            return match &self.settings.ssh_key {
-                Some(key) => {
-                    *self.tried.borrow_mut() = format!("the SSH key {} as user {user:?}", key.display());
-                    Cred::ssh_key(user, None, key, None)
-                }
-                None => {
-                    *self.tried.borrow_mut() = format!("the SSH agent as user {user:?}");
-                    Cred::ssh_key_from_agent(user)
-                }
-            };
+        let user = user_from_url.unwrap_or("git");
+        if !allowed.contains(CredentialType::SSH_KEY) {
+            return refuse(
+                format!("nothing: the SSH server asks for {allowed:?}, not a key"),
+                "unsupported authentication",
+            );
         }
-        if allowed.contains(CredentialType::USERNAME) {
-            return Cred::username(user_from_url.unwrap_or("git"));
+        match &self.settings.ssh_key {
+            Some(key) => {
+                *self.tried.borrow_mut() = format!("the SSH key {} as user {user:?}", key.display());
+                Cred::ssh_key(user, None, key, None)
+            }
+            None => {
+                *self.tried.borrow_mut() = format!("the SSH agent as user {user:?}");
+                Cred::ssh_key_from_agent(user)
+            }
         }
-        Cred::default()
     }
 }
 
@@ -941,6 +1061,44 @@ mod tests {
         assert_eq!(redact("https://github.com/o/r.git"), "https://github.com/o/r.git");
         assert_eq!(redact("http://t@127.0.0.1:8080"), "http://127.0.0.1:8080");
         assert_eq!(redact("git@github.com:o/r.git"), "git@github.com:o/r.git");
+        assert_eq!(redact("https://u:p/a@ss@github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact("https://github.com/o/r@v.git"), "https://github.com/o/r@v.git");
+        assert_eq!(redact("ssh://git@github.com:22/o/r.git"), "ssh://github.com:22/o/r.git");
+    }
+
+    fn settings(token: Token) -> ArchiveSettings {
+        ArchiveSettings { token, ..ArchiveSettings::local("n1") }
+    }
+
+    #[test]
+    fn ssh_gets_the_user_name_then_a_key_and_never_the_token() {
+        let s = settings(Token::Env { var: "GITHUB_TOKEN".into(), value: "secret".into() });
+        let auth = Auth::new(&s);
+        let url = "ssh://github.com/o/r.git";
+        assert!(auth.credentials(url, None, CredentialType::USERNAME).is_ok());
+        // A server offering both passwords and keys gets the agent, not the token.
+        let both = CredentialType::SSH_KEY | CredentialType::USER_PASS_PLAINTEXT;
+        let _ = auth.credentials(url, Some("git"), both);
+        assert_eq!(auth.describe(), "the SSH agent as user \"git\"");
+        assert!(!auth.refused.get());
+        // Asked again: the last one was refused.
+        assert!(auth.credentials(url, Some("git"), both).is_err());
+        assert!(auth.refused.get());
+    }
+
+    #[test]
+    fn https_gets_the_token_once_and_names_where_it_came_from() {
+        let s = settings(Token::Env { var: "CLAWBOARD_GIT_TOKEN".into(), value: " t0k \n".into() });
+        let auth = Auth::new(&s);
+        let url = "https://github.com/o/r.git";
+        assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_ok());
+        assert_eq!(auth.describe(), "the token in $CLAWBOARD_GIT_TOKEN as user \"x-access-token\"");
+        assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_err());
+        assert!(!format!("{s:?}").contains("t0k"), "Debug must not print the token");
+        let none = settings(Token::None);
+        let auth = Auth::new(&none);
+        assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_err());
+        assert!(auth.describe().starts_with("no token (set CLAWBOARD_GIT_TOKEN"), "{}", auth.describe());
     }
 
     #[test]

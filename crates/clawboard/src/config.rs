@@ -91,8 +91,13 @@ fn resolve_archive(a: ArchiveConfig, h: HarvestConfig, env: &Env, origin: &str) 
     };
     let mut s = clawboard_archive::ArchiveSettings::local("node");
     if let Some(r) = a.remote {
-        let ok = ["https://", "http://", "ssh://", "file://"].iter().any(|p| r.starts_with(p))
-            || (r.contains('@') && r.contains(':'));
+        let ok = match r.split_once("://") {
+            Some((scheme, rest)) => ["https", "http", "ssh", "file"].contains(&scheme) && !rest.is_empty(),
+            // scp-like `user@host:path`
+            None => r
+                .split_once(':')
+                .is_some_and(|(host, path)| host.contains('@') && !host.contains('/') && !path.is_empty()),
+        };
         if !ok {
             return Err(bad(
                 "archive.remote",

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::{DateTime, NaiveDate, Utc};
-use clawboard_core::Store;
 use clawboard_core::formats::{DailyHarvest, MemoryQueue, QueueStatus, WeeklyHarvest};
+use clawboard_core::{RelPath, Store};
 
 use super::*;
 
@@ -179,4 +179,48 @@ fn a_bad_memory_harvest_is_reported_by_name_and_skipped() {
     assert!(r.problems.iter().any(|p| p.contains("tasks/other/memory-harvest.json") && p.contains("taskId")));
     let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
     assert_eq!(h.tasks.iter().map(|t| t.as_str()).collect::<Vec<_>>(), ["good"]);
+}
+
+#[test]
+fn an_old_day_rebuilt_for_a_pending_task_keeps_all_of_its_tasks() {
+    // Friday: t1 and t2 harvested and in Friday's harvest; t3 harvested late, still pending.
+    let (d, store) = tree(&[
+        ("t1", "2026-11-20T09:00:00Z", &[("a-role", "one", 0.5)]),
+        ("t2", "2026-11-20T10:00:00Z", &[("a-role", "two", 0.6)]),
+    ]);
+    run(&store, at("2026-11-20T12:00:00Z"), &HarvestSettings::default(), None).unwrap();
+    let late = serde_json::json!({"taskId": "t3", "harvestedAt": "2026-11-20T23:30:00Z",
+        "experiences": [{"roleId": "a-role", "cells": [{"type": "insight", "content": "three", "value": 0.7}]}]});
+    std::fs::create_dir_all(d.path().join("tasks/t3")).unwrap();
+    std::fs::write(d.path().join("tasks/t3/memory-harvest.json"), serde_json::to_vec(&late).unwrap()).unwrap();
+    store
+        .update_json(&RelPath::new("roles/memory-queue.json").unwrap(), |q: &mut MemoryQueue| {
+            q.queue.push(
+                serde_json::from_value(serde_json::json!({"taskId": "t3", "roleId": "a-role",
+                "status": "pending", "enqueuedAt": "2026-11-20T23:30:00Z"}))
+                .unwrap(),
+            );
+        })
+        .unwrap();
+    // Monday: the run covers Sunday and Monday, and Friday for t3.
+    run(&store, at("2026-11-23T08:00:00Z"), &HarvestSettings::default(), None).unwrap();
+    let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
+    assert_eq!(h.tasks.iter().map(|t| t.as_str()).collect::<Vec<_>>(), ["t1", "t2", "t3"]);
+    let w: WeeklyHarvest = read(&d, "harvest/weekly/2026-W47.json").unwrap();
+    assert_eq!(w.cells.len(), 3, "{w:?}");
+}
+
+#[test]
+fn regenerating_a_day_keeps_the_cells_of_tasks_removed_since() {
+    let (d, store) = tree(&[
+        ("t1", "2026-11-20T09:00:00Z", &[("a-role", "kept", 0.5)]),
+        ("t2", "2026-11-20T10:00:00Z", &[("a-role", "also", 0.6)]),
+    ]);
+    let day = vec![day("2026-11-20")];
+    run(&store, at("2026-11-20T12:00:00Z"), &HarvestSettings::default(), Some(day.clone())).unwrap();
+    std::fs::remove_dir_all(d.path().join("tasks/t1")).unwrap();
+    let r = run(&store, at("2026-12-20T12:00:00Z"), &HarvestSettings::default(), Some(day)).unwrap();
+    assert!(r.written.is_empty(), "nothing changed: {:?}", r.written);
+    let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
+    assert_eq!(h.cells.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(), ["also", "kept"]);
 }

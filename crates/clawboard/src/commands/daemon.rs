@@ -28,6 +28,10 @@ pub fn run(_: DaemonArgs, args: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     }));
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().thread_name("clawboard").build()?;
-    runtime.block_on(crate::daemon::run(args.clone(), s.clone()))?;
+    let result = runtime.block_on(crate::daemon::run(args.clone(), s.clone()));
+    // Every cursor is durable by now; a blocking thread still in a git request (a
+    // remote that never answers) is not waited for beyond this.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    result?;
     Ok(EXIT_OK)
 }

@@ -1,14 +1,18 @@
 //! The memory loops: the harvests on `harvest.schedule` (hourly), the archive on
 //! `archive.schedule` (every 6 hours: harvest, extract, commit, push). A failed run
-//! is retried after `archive.retry`, doubling, but never later than the next
-//! scheduled run. Both run on blocking threads: git and the tree are synchronous.
+//! (or commits left unpushed when the daemon starts) is retried after
+//! `archive.retry`, doubling, but never later than the next scheduled run. Both run
+//! on blocking threads: git and the tree are synchronous. On stop, a run in progress
+//! is told to end at its next step and is not waited for.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clawboard_archive::{Archive, HarvestSettings};
 use clawboard_sync::Schedule;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 pub struct ArchiveLoop {
     pub archive: Arc<Archive>,
@@ -19,6 +23,24 @@ pub struct ArchiveLoop {
 }
 
 impl ArchiveLoop {
+    /// Runs `f` on a blocking thread; `None` when the daemon is stopping first (the
+    /// archive is then told to stop at its next step).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        stop: &mut watch::Receiver<bool>,
+        f: impl FnOnce(&Archive) -> T + Send + 'static,
+    ) -> anyhow::Result<Option<T>> {
+        let archive = self.archive.clone();
+        let handle = tokio::task::spawn_blocking(move || f(&archive));
+        tokio::select! {
+            r = handle => Ok(Some(r?)),
+            _ = clawboard_roles::runner::fired(stop) => {
+                self.archive.stop_flag().store(true, Ordering::SeqCst);
+                Ok(None)
+            }
+        }
+    }
+
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
         let remote = self.archive.settings().remote.as_deref().map(clawboard_archive::repo::redact);
         tracing::info!(
@@ -27,21 +49,35 @@ impl ArchiveLoop {
             "archive: memory branch {}",
             self.archive.settings().branch
         );
-        // After a failure: the next retry's delay and when it is due.
-        let mut retry: Option<(Duration, tokio::time::Instant)> = None;
+        // The delay of the last retry, while runs fail; and when the next run is due.
+        let mut retry: Option<Duration> = None;
+        let mut next_run = Instant::now() + self.schedule.until_next();
+        match self.archive.status() {
+            Ok(st) if st.pending > 0 || st.file.last_error.is_some() => {
+                tracing::info!(
+                    pending = st.pending,
+                    "archive: the last run did not finish; retrying in {:?}",
+                    self.retry
+                );
+                retry = Some(self.retry);
+                next_run = next_run.min(Instant::now() + self.retry);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("archive: cannot read its status: {e}"),
+        }
         let mut last_error: Option<String> = None;
         loop {
-            let scheduled = self.schedule.until_next();
-            let archive_in = retry
-                .map_or(scheduled, |(_, at)| at.saturating_duration_since(tokio::time::Instant::now()).min(scheduled));
             let archive_now = tokio::select! {
-                _ = tokio::time::sleep(archive_in) => true,
+                _ = tokio::time::sleep_until(next_run) => true,
                 _ = tokio::time::sleep(self.harvest_schedule.until_next()) => false,
                 _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
             };
-            let (archive, settings) = (self.archive.clone(), self.harvest.clone());
-            let harvest =
-                tokio::task::spawn_blocking(move || archive.harvest(chrono::Utc::now(), &settings, None)).await?;
+            let settings = self.harvest.clone();
+            let Some(harvest) =
+                self.blocking(&mut stop, move |a| a.harvest(chrono::Utc::now(), &settings, None)).await?
+            else {
+                return Ok(());
+            };
             match harvest {
                 Ok(h) => {
                     if !h.written.is_empty() || h.queue_completed > 0 {
@@ -56,8 +92,10 @@ impl ArchiveLoop {
             if !archive_now {
                 continue;
             }
-            let archive = self.archive.clone();
-            let outcome = tokio::task::spawn_blocking(move || archive.run(chrono::Utc::now())).await?;
+            let Some(outcome) = self.blocking(&mut stop, |a| a.run(chrono::Utc::now())).await? else {
+                return Ok(());
+            };
+            let scheduled = Instant::now() + self.schedule.until_next();
             match outcome {
                 Ok(r) => {
                     if let Some(id) = &r.commit.commit {
@@ -73,17 +111,19 @@ impl ArchiveLoop {
                         tracing::info!("archive: works again");
                     }
                     retry = None;
+                    next_run = scheduled;
                 }
                 Err(e) => {
-                    let next = retry.map_or(self.retry, |(r, _)| r.saturating_mul(2));
+                    let delay = retry.map_or(self.retry, |r| r.saturating_mul(2));
                     let msg = e.to_string();
                     if last_error.as_deref() == Some(msg.as_str()) {
                         tracing::debug!("archive failed again: {msg}");
                     } else {
-                        tracing::error!("archive failed; the commits are kept and retried in {next:?}: {msg}");
+                        tracing::error!("archive failed; the commits are kept and retried in {delay:?}: {msg}");
                     }
                     last_error = Some(msg);
-                    retry = Some((next, tokio::time::Instant::now() + next));
+                    retry = Some(delay);
+                    next_run = scheduled.min(Instant::now() + delay);
                 }
             }
         }
