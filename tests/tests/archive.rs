@@ -319,6 +319,10 @@ fn without_a_remote_commits_stay_local_and_a_huge_file_is_refused_by_name() {
     assert!(!files.contains("2026-11-20.md"), "{files}");
     let st = status(&t);
     assert!(st["remote"].is_null() && st["pending"] == 0, "{st}");
+    // `clawboard status` shows it too.
+    let overall = cb(&t, "", &["status", "--json"]).ok().json();
+    assert_eq!(overall["archive"]["commits"], 1, "{overall}");
+    assert!(cb(&t, "", &["status"]).ok().stdout.contains("archive      1 commit(s) on memory, the last "));
     assert!(st["lastError"].as_str().unwrap().contains("reports/daily/2026-11-20.md"), "{st}");
     // Once the file is fixed, it is archived on the next run.
     std::fs::write(&big, "# a normal report\n").unwrap();

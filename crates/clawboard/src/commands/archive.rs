@@ -223,13 +223,18 @@ fn log(archive: &Archive, s: &Settings, n: usize) -> anyhow::Result<u8> {
         println!("no commits yet (run `clawboard archive now`)");
         return Ok(EXIT_OK);
     }
+    let remote = archive.settings().remote.is_some();
     let mut t = output::Table::new(&["COMMIT", "TIME", "FILES", "PUSHED", "MESSAGE"]);
     for e in entries {
         t.row(vec![
             e.id.chars().take(12).collect(),
             e.time,
             e.files.to_string(),
-            if e.pushed { "yes".into() } else { "no".into() },
+            match (remote, e.pushed) {
+                (false, _) => "-".into(),
+                (true, true) => "yes".into(),
+                (true, false) => "no".into(),
+            },
             output::truncate(&e.message, 80),
         ]);
     }

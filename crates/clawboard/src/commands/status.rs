@@ -39,6 +39,11 @@ struct Status {
     nodes: Option<clawboard_core::formats::NodeStatus>,
     /// Sync conflicts this node resolved (the newest last).
     conflicts: Vec<serde_json::Value>,
+    /// The memory archive (`clawboard archive status`), when it is on.
+    archive: Option<clawboard_archive::Status>,
+    /// Why the archive's status could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archive_error: Option<String>,
 }
 
 fn count_json(dir: &Path) -> usize {
@@ -91,7 +96,7 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
             .filter(|f| !store.root().join(f).exists())
             .map(str::to_owned),
     );
-    let status = Status {
+    let mut status = Status {
         root: store.root().display().to_string(),
         config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
         version: env!("CARGO_PKG_VERSION"),
@@ -109,7 +114,15 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect(),
+        archive: None,
+        archive_error: None,
     };
+    if s.archive.enabled {
+        match crate::commands::archive::open(s).and_then(|a| Ok(a.status()?)) {
+            Ok(a) => status.archive = Some(a),
+            Err(e) => status.archive_error = Some(format!("{e:#}")),
+        }
+    }
     if s.json {
         output::json(&status)?;
         return Ok(EXIT_OK);
@@ -166,6 +179,32 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
                 c["copy"].as_str().unwrap_or("-")
             );
         }
+    }
+    if let Some(a) = &status.archive {
+        let short = |id: &Option<String>| id.as_deref().map_or("-".to_owned(), |i| i.chars().take(12).collect());
+        let pushed = match &a.remote {
+            Some(r) => format!(
+                "; pushed to {r} at {} ({} pending)",
+                a.file.last_push_at.as_deref().unwrap_or("never"),
+                a.pending
+            ),
+            None => "; local only (no archive.remote)".to_owned(),
+        };
+        match a.commits {
+            0 => println!("archive      no commits yet on {} (`clawboard archive now`){pushed}", a.branch),
+            n => println!(
+                "archive      {n} commit(s) on {}, the last {} at {}{pushed}",
+                a.branch,
+                short(&a.file.last_commit),
+                a.file.last_commit_at.as_deref().unwrap_or("-")
+            ),
+        }
+        if let Some(e) = &a.file.last_error {
+            println!("             last error: {e}");
+        }
+    }
+    if let Some(e) = &status.archive_error {
+        println!("archive      status unreadable: {e}");
     }
     if !status.missing.is_empty() {
         println!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "));
