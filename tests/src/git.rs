@@ -171,3 +171,89 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A private sshd on 127.0.0.1 (OpenSSH, from `scripts/git-server install`) that
+/// lets this user in with one key, for git over SSH. Stopped when dropped.
+pub struct SshServer {
+    pub port: u16,
+    /// The private key the server accepts.
+    pub client_key: PathBuf,
+    /// The server's public host key, as a `known_hosts` line.
+    pub known_hosts_line: String,
+    /// The user the tests run as (the one sshd lets in).
+    pub user: String,
+    child: Child,
+}
+
+impl SshServer {
+    pub fn start(dir: &Path) -> SshServer {
+        std::fs::create_dir_all(dir).unwrap();
+        let keygen = |name: &str| {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(name))
+                .status()
+                .expect("running ssh-keygen")
+                .success();
+            assert!(ok, "ssh-keygen failed");
+        };
+        keygen("host_key");
+        keygen("client_key");
+        std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let d = dir.display();
+        std::fs::write(
+            dir.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
+                 PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile {d}/sshd.pid\n"
+            ),
+        )
+        .unwrap();
+        // sshd's privilege separation directory (created by its service normally).
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let log = std::fs::File::create(dir.join("sshd.log")).unwrap();
+        let sshd = Path::new("/usr/sbin/sshd");
+        assert!(sshd.exists(), "no /usr/sbin/sshd: `scripts/git-server install` installs openssh-server");
+        let mut child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting sshd");
+        crate::wait_until(30, "sshd to listen", || {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "sshd exited ({status}):\n{}",
+                    std::fs::read_to_string(dir.join("sshd.log")).unwrap_or_default()
+                );
+            }
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let host = std::fs::read_to_string(dir.join("host_key.pub")).unwrap();
+        let key: Vec<&str> = host.split_whitespace().take(2).collect();
+        let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap().trim().to_owned();
+        SshServer {
+            port,
+            client_key: dir.join("client_key"),
+            known_hosts_line: format!("[127.0.0.1]:{port} {}\n", key.join(" ")),
+            user,
+            child,
+        }
+    }
+
+    /// The SSH URL of the repository at `path` on this machine.
+    pub fn url(&self, path: &Path) -> String {
+        format!("ssh://{}@127.0.0.1:{}{}", self.user, self.port, path.display())
+    }
+}
+
+impl Drop for SshServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

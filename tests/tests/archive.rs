@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use clawboard_tests::git::{GitServer, git};
+use clawboard_tests::git::{GitServer, SshServer, git};
 use clawboard_tests::{Run, Tree, wait_until};
 
 /// A tree whose archive pushes to `remote` as node `node`.
@@ -395,4 +395,56 @@ fn a_file_both_nodes_changed_since_their_common_version_is_kept_twice_not_mixed(
     let c = clone(&server, &remote, scratch.path());
     assert_eq!(std::fs::read_to_string(c.join("memory/gm/decisions.md")).unwrap(), ours_a);
     assert_eq!(std::fs::read_to_string(c.join("memory/gm/decisions.conflict-node-b.md")).unwrap(), ours_b);
+}
+
+#[test]
+fn an_ssh_remote_takes_the_key_file_checks_the_host_key_and_names_what_failed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ssh = SshServer::start(&scratch.path().join("sshd"));
+    let bare = scratch.path().join("memory.git");
+    git(scratch.path(), &["init", "--quiet", "--bare", "--initial-branch=main", bare.to_str().unwrap()]);
+    let url = ssh.url(&bare);
+    let t = Tree::init();
+    let with_key = |key: &Path| {
+        format!("[node]\nid = \"node-s\"\n[archive]\nremote = \"{url}\"\nssh_key = \"{}\"\n", key.display())
+    };
+    t.config(&with_key(&ssh.client_key));
+    memory(&t, "t1", "analyst-code", "over ssh");
+    let shown = format!("ssh://127.0.0.1:{}{}", ssh.port, bare.display());
+
+    // The host is not in ~/.ssh/known_hosts yet: refused, and the error says what to do.
+    let r = cb(&t, "", &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&format!("archive remote {shown}: push: invalid or unknown remote ssh hostkey")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("known_hosts"), "{}", r.stderr);
+
+    let ssh_dir = t.dir.path().join("home/.ssh");
+    std::fs::create_dir_all(&ssh_dir).unwrap();
+    std::fs::write(ssh_dir.join("known_hosts"), &ssh.known_hosts_line).unwrap();
+    // A key the server does not accept: named, and nothing lost.
+    let other = scratch.path().join("other_key");
+    let ok = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&other)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    t.config(&with_key(&other));
+    let r = cb(&t, "", &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let want = format!("archive remote {shown}: authentication failed with the SSH key {} as user", other.display());
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+
+    // The right key: pushed; the git CLI sees the commit in the bare repository.
+    t.config(&with_key(&ssh.client_key));
+    let r = cb(&t, "", &["archive", "now"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let files = git(&bare, &["ls-tree", "-r", "--name-only", "memory"]);
+    assert!(files.contains("memory/roles/analyst-code/t1.json"), "{files}");
+    assert_eq!(status(&t)["pending"], 0);
 }

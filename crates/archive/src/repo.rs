@@ -792,7 +792,14 @@ impl Archive {
         if auth.refused.get() || e.code() == ErrorCode::Auth || http_auth {
             return Error::Auth { remote, tried: auth.describe() };
         }
-        Error::Remote { remote, what: what.into(), message: e.message().to_owned() }
+        let mut message = e.message().to_owned();
+        if e.class() == ErrorClass::Ssh && message.contains("hostkey") {
+            message.push_str(
+                " (the host's key must be in ~/.ssh/known_hosts of the user clawboard runs as: \
+                 `ssh-keyscan HOST >> ~/.ssh/known_hosts`, with -p PORT for another port)",
+            );
+        }
+        Error::Remote { remote, what: what.into(), message }
     }
 
     /// `clawboard archive status`.
