@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use clawboard_core::formats::{DailyHarvest, MemoryHarvest, Task, WeeklyHarvest};
+use clawboard_core::formats::{DailyHarvest, MemoryHarvest, WeeklyHarvest};
 use clawboard_core::{RelPath, Store, layout};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -172,12 +172,8 @@ pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, E
     }
     let rel = RelPath::new(source)?;
     if let Some(task) = source.strip_prefix("tasks/").and_then(|s| s.strip_suffix("/memory-harvest.json")) {
-        let harvest: MemoryHarvest = store.read(&rel)?;
-        let task_type = RelPath::new(&layout::task_file(task, layout::TASK_FILE))
-            .ok()
-            .and_then(|r| store.read::<Task>(&r).ok())
-            .map(|t| t.kind);
-        return Ok(task_outputs(&harvest, task_type.map(|t| t.to_string())));
+        let i = crate::harvest::read_input(store, task)?;
+        return Ok(task_outputs(&i.harvest, i.task_type.map(|t| t.to_string())));
     }
     // Up to the archive's own limit (above the store's default), checked above.
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;

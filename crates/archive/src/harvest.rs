@@ -196,32 +196,32 @@ fn pollination_order(a: &HarvestedPollination, b: &HarvestedPollination) -> std:
         .then_with(|| a.pattern.cmp(&b.pattern))
 }
 
-/// The same role and the same content count once, keeping the highest value
-/// (on a tie, the first in [`cell_order`]).
-fn dedup_cells(cells: impl IntoIterator<Item = HarvestedCell>) -> Vec<HarvestedCell> {
-    let mut best: BTreeMap<(Id, String), HarvestedCell> = BTreeMap::new();
-    for c in cells {
-        let key = (c.role_id.clone(), c.content.clone());
-        if best.get(&key).is_none_or(|old| cell_order(&c, old).is_lt()) {
-            best.insert(key, c);
+/// One item per key, the first in `order` (the highest value), sorted by `order`.
+fn dedup<T, K: Ord>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> K,
+    order: fn(&T, &T) -> std::cmp::Ordering,
+) -> Vec<T> {
+    let mut best: BTreeMap<K, T> = BTreeMap::new();
+    for item in items {
+        let k = key(&item);
+        if best.get(&k).is_none_or(|old| order(&item, old).is_lt()) {
+            best.insert(k, item);
         }
     }
-    let mut out: Vec<_> = best.into_values().collect();
-    out.sort_by(cell_order);
+    let mut out: Vec<T> = best.into_values().collect();
+    out.sort_by(order);
     out
 }
 
+/// The same role and the same content count once, keeping the highest value.
+fn dedup_cells(cells: impl IntoIterator<Item = HarvestedCell>) -> Vec<HarvestedCell> {
+    dedup(cells, |c| (c.role_id.clone(), c.content.clone()), cell_order)
+}
+
+/// The same source role, target role and pattern count once.
 fn dedup_pollination(items: impl IntoIterator<Item = HarvestedPollination>) -> Vec<HarvestedPollination> {
-    let mut best: BTreeMap<(Id, Id, String), HarvestedPollination> = BTreeMap::new();
-    for p in items {
-        let key = (p.from_role.clone(), p.to_role.clone(), p.pattern.clone());
-        if best.get(&key).is_none_or(|old| pollination_order(&p, old).is_lt()) {
-            best.insert(key, p);
-        }
-    }
-    let mut out: Vec<_> = best.into_values().collect();
-    out.sort_by(pollination_order);
-    out
+    dedup(items, |p| (p.from_role.clone(), p.to_role.clone(), p.pattern.clone()), pollination_order)
 }
 
 /// The daily harvest of `day` from `inputs` (those harvested that day); `None` when

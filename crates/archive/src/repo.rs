@@ -540,9 +540,6 @@ impl Archive {
                 new_head = Some(id);
             }
         }
-        if !valid {
-            cache.sources.clear();
-        }
         cache.sources.extend(stamped);
         cache.commit = new_head.map(|h| h.to_string());
         let t_commit = started.elapsed();
@@ -828,17 +825,12 @@ impl Archive {
         if self.settings.remote.is_some() {
             let mut walk = repo.revwalk().map_err(g())?;
             walk.push(head).map_err(g())?;
-            if let Some(pushed) = self.pushed(&repo) {
+            if let Some(pushed) = pushed_head(&repo, &status.file) {
                 walk.hide(pushed).map_err(g())?;
             }
             status.pending = walk.count();
         }
         Ok(status)
-    }
-
-    fn pushed(&self, repo: &Repository) -> Option<Oid> {
-        let file: StatusFile = self.read_json(STATUS);
-        file.last_pushed.and_then(|p| Oid::from_str(&p).ok()).filter(|p| repo.find_commit(*p).is_ok())
     }
 
     /// The newest `n` commits of the branch.
@@ -850,7 +842,7 @@ impl Archive {
         let repo = self.repo()?;
         let Some(head) = self.head(&repo)? else { return Ok(Vec::new()) };
         let g = || git_err(&path, "walk the history");
-        let pushed = self.pushed(&repo);
+        let pushed = pushed_head(&repo, &self.read_json::<StatusFile>(STATUS));
         let mut walk = repo.revwalk().map_err(g())?;
         walk.push(head).map_err(g())?;
         walk.set_sorting(git2::Sort::TIME | git2::Sort::TOPOLOGICAL).map_err(g())?;
@@ -947,6 +939,11 @@ fn is_race(why: &str) -> bool {
     ]
     .iter()
     .any(|s| why.contains(s))
+}
+
+/// The branch head the remote last accepted, if the repository still has it.
+fn pushed_head(repo: &Repository, status: &StatusFile) -> Option<Oid> {
+    status.last_pushed.as_deref().and_then(|p| Oid::from_str(p).ok()).filter(|p| repo.find_commit(*p).is_ok())
 }
 
 /// `dir/name.ext` → `dir/name.conflict-{node}.ext`.
