@@ -155,7 +155,7 @@ fn escalations_hold_tasks_until_approved_or_rejected() {
     let (id1, id2) = (escalation_of(&t, "e1").unwrap(), escalation_of(&t, "e2").unwrap());
     assert_eq!(t.status_of("e1"), "running");
     let page = std::fs::read_to_string(t.root.join("tasks/e1/status.md")).unwrap();
-    assert!(page.contains(&format!("clawboard escalation approve {id1}")), "{page}");
+    assert!(page.contains(&format!("clawboard escalations approve {id1}")), "{page}");
 
     t.run(&["escalation", "approve", &id1, "--note", "within budget"]).ok();
     let r = t.run(&["escalation", "reject", &id2, "--note", "too expensive"]);

@@ -77,7 +77,7 @@ pub enum Command {
     Task(commands::task::TaskCommand),
     Status(commands::status::StatusArgs),
     Daemon(commands::daemon::DaemonArgs),
-    #[command(subcommand)]
+    #[command(subcommand, name = "escalations", visible_alias = "escalation")]
     Escalation(commands::escalation::EscalationCommand),
     #[command(subcommand)]
     Sync(commands::sync::SyncCommand),

@@ -23,6 +23,7 @@ pub mod engine;
 pub mod escalations;
 pub mod intake;
 pub mod output;
+pub mod review;
 pub mod runner;
 pub mod status_page;
 

@@ -40,7 +40,7 @@ pub fn render(task: &Task, p: &Progress) -> String {
         for id in &p.held_by {
             let _ = writeln!(
                 s,
-                "- escalation `{id}`: `clawboard escalation approve {id}` or `clawboard escalation reject {id} --note WHY`"
+                "- escalation `{id}`: `clawboard escalations approve {id}` or `clawboard escalations reject {id} --note WHY`"
             );
         }
     }
