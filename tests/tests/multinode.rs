@@ -294,6 +294,13 @@ fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[
     assert_eq!(escalations.len(), 1, "{escalations:?}");
     assert_eq!(escalations[0]["level"], "normal");
     assert!(escalations[0]["issue"].as_str().unwrap().contains("gm/notes.md"), "{}", escalations[0]);
+    // … and one arbitration entry linking both versions, synced everywhere too.
+    for n in &c.nodes {
+        let log = std::fs::read_to_string(n.t.root.join("gm/arbitrations.md")).unwrap();
+        assert_eq!(log.matches("sync conflict on gm/notes.md").count(), 1, "{}: {log}", n.id);
+        assert!(log.contains("- kept: [gm/notes.md](../gm/notes.md) (the version from node-b)"), "{log}");
+        assert!(log.contains("- copy: [gm/notes.conflict-node-a-"), "{log}");
+    }
     let cfg = a.dir.path().join("clawboard.toml");
     let status = a.run(&["--config", cfg.to_str().unwrap(), "status", "--json"]).json();
     assert_eq!(status["conflicts"].as_array().unwrap().len(), 1, "{status}");

@@ -84,6 +84,7 @@ pub enum Command {
     #[command(subcommand)]
     Archive(commands::archive::ArchiveCommand),
     Harvest(commands::archive::HarvestArgs),
+    Report(commands::report::ReportArgs),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
@@ -144,6 +145,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Sync(c) => commands::sync::run(c, s),
         Command::Archive(c) => commands::archive::run(c, s),
         Command::Harvest(a) => commands::archive::harvest(a, s),
+        Command::Report(a) => commands::report::run(a, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod escalation;
 pub mod init;
 pub mod man;
+pub mod report;
 pub mod status;
 pub mod sync;
 pub mod task;

@@ -11,6 +11,9 @@ use serde::{Deserialize, Deserializer};
 
 use crate::cli::{BadInput, GlobalArgs};
 
+pub mod review;
+pub use review::{NotifyResolved, ReviewResolved, WebToken};
+
 /// The config file, exactly as written (every key optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +38,12 @@ pub struct FileConfig {
     pub archive: ArchiveConfig,
     #[serde(default)]
     pub harvest: HarvestConfig,
+    #[serde(default)]
+    pub reports: review::ReportsConfig,
+    #[serde(default)]
+    pub web: review::WebConfig,
+    #[serde(default)]
+    pub notify: review::NotifyConfig,
 }
 
 /// `[archive]`: the memory branch.
@@ -473,6 +482,7 @@ pub struct Settings {
     pub node_id: Option<String>,
     pub sync: clawboard_sync::SyncSettings,
     pub archive: ArchiveResolved,
+    pub review: ReviewResolved,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -548,6 +558,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     }
     let sync = resolve_sync(file.sync, env, &origin)?;
     let archive = resolve_archive(file.archive, file.harvest, env, &origin)?;
+    let review = review::resolve(file.reports, file.web, file.notify, &root, |p| expand_home(p, env), &origin)?;
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
     {
@@ -580,6 +591,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         node_id: file.node.id,
         sync,
         archive,
+        review,
     })
 }
 

@@ -8,6 +8,7 @@ mod cluster;
 mod dispatch;
 mod intake;
 mod recorder;
+mod reports;
 mod sync;
 mod systemd;
 
@@ -161,6 +162,10 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             retry: a.retry,
         };
         tasks.spawn(memory.run(stopping.clone()));
+    }
+    if settings.review.reports.enabled {
+        let reports = reports::ReportLoop { store: store.clone(), config: settings.review.reports.clone() };
+        tasks.spawn(reports.run(stopping.clone()));
     }
     let consumer = intake::IntakeConsumer {
         store: store.clone(),

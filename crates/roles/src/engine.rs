@@ -149,6 +149,23 @@ impl Engine {
         &self.store
     }
 
+    /// Adds an ended task to `gm/pm-performance.json` under the PM that composed its
+    /// team (else the one it was assigned or would have been). A failure is logged:
+    /// the record is secondary to the task's own files.
+    fn record_end(&self, task: &Task) {
+        let id = task.task_id.as_str();
+        let team: Option<clawboard_core::formats::TeamComposition> =
+            RelPath::new(&layout::task_file(id, layout::TEAM_FILE)).ok().and_then(|r| self.store.read(&r).ok());
+        let pm = team
+            .map(|t| t.pm_decision.pm_id.to_string())
+            .or_else(|| task.assigned_pm.as_ref().map(ToString::to_string))
+            .or_else(|| self.config().lifecycle.pm_for_type.get(&task.kind).cloned());
+        let Some(pm) = pm else { return };
+        if let Err(e) = crate::gm::record_task_end(&self.store, task, &pm) {
+            tracing::warn!(task = %id, "cannot update gm/pm-performance.json: {e}");
+        }
+    }
+
     pub fn running_instances(&self) -> Vec<InstanceInfo> {
         self.instances.lock().map(|v| v.clone()).unwrap_or_default()
     }
@@ -201,6 +218,7 @@ impl Engine {
                     p.outcome = Some("completed".into());
                     p.held_by.clear();
                 });
+                self.record_end(&run.task);
                 claims::finish(&self.store, task_id)?;
                 Outcome::Completed
             }
@@ -216,6 +234,7 @@ impl Engine {
                     p.last_error = Some(reason.clone());
                     p.held_by.clear();
                 });
+                self.record_end(&run.task);
                 claims::finish(&self.store, task_id)?;
                 Outcome::Failed(reason)
             }
@@ -422,6 +441,20 @@ impl<'e> TaskRun<'e> {
                 break;
             }
             if i == max {
+                let issues: Vec<String> = vo.issues.iter().map(|x| x.description.clone()).collect();
+                let team: Vec<String> = pm_out.team.iter().map(|m| m.role.clone()).collect();
+                let d = crate::gm::Disagreement {
+                    task: &self.task,
+                    pm: &pm,
+                    validator,
+                    team: &team,
+                    iterations: max,
+                    score: vo.score,
+                    issues: &issues,
+                };
+                if let Err(e) = crate::gm::record_disagreement(&self.engine.store, &d) {
+                    tracing::warn!(task = %self.id, "cannot write gm/arbitrations.md: {e}");
+                }
                 return Err(StepError::Failed(format!(
                     "validation failed {max} times (last score {}); issues: {}",
                     vo.score,

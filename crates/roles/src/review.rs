@@ -29,7 +29,7 @@ impl Entry {
         if let Some(t) = &self.escalation.created_at {
             return Some(t.instant().with_timezone(&chrono::Utc));
         }
-        let stamp = self.id.get(..16)?; // 20260225T193000
+        let stamp = self.id.get(..15)?; // 20260225T193000
         chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%S").ok().map(|t| t.and_utc())
     }
 }

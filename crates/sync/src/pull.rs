@@ -111,6 +111,19 @@ struct Local {
     dirty: bool,
 }
 
+const ARBITRATIONS: &str = "gm/arbitrations.md";
+
+/// The `gm/arbitrations.md` entry for a conflict (links are relative to `gm/`).
+pub fn arbitration_entry(c: &Conflict, copy: &str) -> String {
+    format!(
+        "\n## {} — sync conflict on {}\n\n\
+         - kept: [{}](../{}) (the version from {})\n\
+         - copy: [{copy}](../{copy}) (the version from {})\n\
+         - outcome: both changed concurrently; compare the two and merge by hand if needed (an escalation was raised).\n",
+        c.at, c.path, c.path, c.path, c.winner, c.loser
+    )
+}
+
 /// `dir/stem.conflict-{node}-{stamp}.ext`.
 pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
     let (dir, file) = match path.rsplit_once('/') {
@@ -722,6 +735,11 @@ impl<R: Remote> Pusher<R> {
         if !escalate {
             return Ok(());
         }
+        if let Some(copy) = &c.copy
+            && !c.path.starts_with(ARBITRATIONS.trim_end_matches(".md"))
+        {
+            self.note_arbitration(c, copy).await?;
+        }
         let issue = match &c.copy {
             Some(copy) => format!(
                 "sync conflict on {}: this node's version and {}'s changed concurrently; {}'s version won and the other is kept as {copy}. Compare the two and merge by hand if needed.",
@@ -733,6 +751,21 @@ impl<R: Remote> Pusher<R> {
             ),
         };
         self.escalate(&issue).await
+    }
+
+    /// Appends the conflict to `gm/arbitrations.md`, with links to both versions, and
+    /// pushes it. A conflict on that file itself adds no entry, so an entry can never
+    /// cause the next one.
+    async fn note_arbitration(&self, c: &Conflict, copy: &str) -> Result<()> {
+        let rel = ARBITRATIONS;
+        let abs = self.root.join(rel);
+        let mut body = match std::fs::read(&abs) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => b"# Arbitrations\n".to_vec(),
+            Err(e) => return Err(Error::io(&abs, e)),
+        };
+        body.extend_from_slice(arbitration_entry(c, copy).as_bytes());
+        self.put_new_file(rel, Bytes::from(body)).await
     }
 
     /// Writes `escalations/{id}.json` (level normal, from `sync@{node}`) and pushes it.

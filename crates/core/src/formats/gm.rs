@@ -26,7 +26,13 @@ pub struct PmRecord {
     pub tasks: u64,
     pub completed: u64,
     pub failed: u64,
-    /// Mean validation score of the PM's completed tasks.
+    /// completed / (completed + failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_rate: Option<f64>,
+    /// How many tasks had a validation: the count the two means cover.
+    #[serde(default)]
+    pub validated_tasks: u64,
+    /// Mean final validation score of the PM's validated tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub average_score: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

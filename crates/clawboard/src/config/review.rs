@@ -1,0 +1,206 @@
+//! `[reports]`, `[web]` and `[notify]`: what the human reviewer gets.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clawboard_core::formats::Level;
+use clawboard_sync::Schedule;
+use serde::Deserialize;
+
+use crate::cli::BadInput;
+
+/// `[reports]`: when the daemon writes the evolution reports.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportsConfig {
+    pub enabled: Option<bool>,
+    pub daily: Option<String>,
+    pub weekly: Option<String>,
+    pub monthly: Option<String>,
+}
+
+/// `[web]`: the review page; off unless `listen` is set.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebConfig {
+    pub listen: Option<String>,
+    pub token_file: Option<String>,
+    pub token: Option<String>,
+    pub allow_remote: Option<bool>,
+}
+
+/// `[notify]`: hooks run when an escalation is raised.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    pub levels: Option<Vec<String>>,
+    pub command: Option<Vec<String>>,
+    pub webhook: Option<String>,
+    pub retries: Option<u32>,
+    pub retry_delay: Option<String>,
+    pub timeout: Option<String>,
+}
+
+pub const REPORT_DAILY: &str = "10 0 * * *";
+pub const REPORT_WEEKLY: &str = "20 0 * * 1";
+pub const REPORT_MONTHLY: &str = "30 0 1 * *";
+pub const WEB_TOKEN_FILE: &str = ".clawboard/web-token";
+
+#[derive(Debug, Clone)]
+pub struct ReportsResolved {
+    pub enabled: bool,
+    pub daily: Schedule,
+    pub weekly: Schedule,
+    pub monthly: Schedule,
+}
+
+/// Where the human token comes from.
+#[derive(Clone)]
+pub enum WebToken {
+    /// `web.token` in the config.
+    Inline(String),
+    /// A file (default `{root}/.clawboard/web-token`), created by `clawboard web token`.
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for WebToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WebToken::Inline(_) => f.write_str("Inline(<redacted>)"),
+            WebToken::File(p) => write!(f, "File({})", p.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WebResolved {
+    /// None: no page (the default).
+    pub listen: Option<SocketAddr>,
+    pub token: WebToken,
+}
+
+#[derive(Debug, Clone)]
+pub struct NotifyResolved {
+    pub levels: Vec<Level>,
+    pub command: Option<Vec<String>>,
+    pub webhook: Option<String>,
+    /// Attempts after the first one.
+    pub retries: u32,
+    pub retry_delay: Duration,
+    pub timeout: Duration,
+}
+
+impl NotifyResolved {
+    pub fn is_configured(&self) -> bool {
+        self.command.is_some() || self.webhook.is_some()
+    }
+}
+
+/// The three sections, resolved.
+#[derive(Debug, Clone)]
+pub struct ReviewResolved {
+    pub reports: ReportsResolved,
+    pub web: WebResolved,
+    pub notify: NotifyResolved,
+}
+
+/// The shortest token a human may configure: 128 bits as hex.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
+pub fn resolve(
+    r: ReportsConfig,
+    w: WebConfig,
+    n: NotifyConfig,
+    root: &std::path::Path,
+    expand: impl Fn(&str) -> PathBuf,
+    origin: &str,
+) -> Result<ReviewResolved, BadInput> {
+    let bad = |key: &str, msg: String| BadInput(format!("{origin}: key {key}: {msg}"));
+    let duration = |key: &str, v: Option<String>, default: Duration| match v {
+        None => Ok(default),
+        Some(t) => match clawboard_core::duration::parse_duration(&t) {
+            Ok(d) if !d.is_zero() => Ok(d),
+            Ok(_) => Err(bad(key, "must be more than 0s".into())),
+            Err(e) => Err(bad(key, e)),
+        },
+    };
+    let schedule = |key: &str, v: Option<String>, default: &str| {
+        let text = v.unwrap_or_else(|| default.to_owned());
+        Schedule::parse(key, &text).map_err(|e| bad(key, super::without_prefix(&e)))
+    };
+    let reports = ReportsResolved {
+        enabled: r.enabled.unwrap_or(true),
+        daily: schedule("reports.daily", r.daily, REPORT_DAILY)?,
+        weekly: schedule("reports.weekly", r.weekly, REPORT_WEEKLY)?,
+        monthly: schedule("reports.monthly", r.monthly, REPORT_MONTHLY)?,
+    };
+
+    let listen = match w.listen {
+        None => None,
+        Some(text) => {
+            let addr: SocketAddr = text.parse().map_err(|_| {
+                bad("web.listen", format!("{text:?} is not an address:port such as \"127.0.0.1:8470\""))
+            })?;
+            if !addr.ip().is_loopback() && !w.allow_remote.unwrap_or(false) {
+                return Err(bad(
+                    "web.listen",
+                    format!(
+                        "{addr} is not a loopback address; the page serves on 127.0.0.1 or ::1 unless web.allow_remote = true (put TLS in front of it)"
+                    ),
+                ));
+            }
+            Some(addr)
+        }
+    };
+    let token = match (w.token, w.token_file) {
+        (Some(_), Some(_)) => return Err(bad("web.token", "set web.token or web.token_file, not both".into())),
+        (Some(t), None) => {
+            if t.trim().len() < MIN_TOKEN_CHARS {
+                return Err(bad(
+                    "web.token",
+                    format!(
+                        "is {} characters; use at least {MIN_TOKEN_CHARS} (`clawboard web token` makes one)",
+                        t.trim().len()
+                    ),
+                ));
+            }
+            WebToken::Inline(t.trim().to_owned())
+        }
+        (None, Some(f)) => WebToken::File(expand(&f)),
+        (None, None) => WebToken::File(root.join(WEB_TOKEN_FILE)),
+    };
+
+    let levels = match n.levels {
+        None => vec![Level::Critical],
+        Some(ls) => {
+            ls.iter().map(|l| l.parse::<Level>().map_err(|e| bad("notify.levels", e))).collect::<Result<Vec<_>, _>>()?
+        }
+    };
+    if let Some(c) = &n.command
+        && c.first().is_none_or(|p| p.trim().is_empty())
+    {
+        return Err(bad(
+            "notify.command",
+            "is empty; give the program and its arguments, e.g. [\"/usr/local/bin/notify\"]".into(),
+        ));
+    }
+    if let Some(u) = &n.webhook
+        && !(u.starts_with("https://") || u.starts_with("http://"))
+    {
+        return Err(bad("notify.webhook", "is not an http:// or https:// URL".into()));
+    }
+    let retries = n.retries.unwrap_or(3);
+    if retries > 20 {
+        return Err(bad("notify.retries", format!("{retries} is out of range 0..=20")));
+    }
+    let notify = NotifyResolved {
+        levels,
+        command: n.command,
+        webhook: n.webhook,
+        retries,
+        retry_delay: duration("notify.retry_delay", n.retry_delay, Duration::from_secs(5))?,
+        timeout: duration("notify.timeout", n.timeout, Duration::from_secs(10))?,
+    };
+    Ok(ReviewResolved { reports, web: WebResolved { listen, token }, notify })
+}
