@@ -125,6 +125,12 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// `.clawboard/archive/status.json` of the tree at `root` (empty when absent), read
+/// without opening the repository.
+pub fn read_status_file(root: &std::path::Path) -> StatusFile {
+    std::fs::read(root.join(DIR).join(STATUS)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
 /// The archive's own record of its runs (`.clawboard/archive/status.json`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

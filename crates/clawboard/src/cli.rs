@@ -85,6 +85,8 @@ pub enum Command {
     Archive(commands::archive::ArchiveCommand),
     Harvest(commands::archive::HarvestArgs),
     Report(commands::report::ReportArgs),
+    #[command(subcommand)]
+    Web(commands::web::WebCommand),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
@@ -146,6 +148,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Archive(c) => commands::archive::run(c, s),
         Command::Harvest(a) => commands::archive::harvest(a, s),
         Command::Report(a) => commands::report::run(a, s),
+        Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),

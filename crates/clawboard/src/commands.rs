@@ -12,6 +12,7 @@ pub mod status;
 pub mod sync;
 pub mod task;
 pub mod validate;
+pub mod web;
 
 use clawboard_core::Store;
 

@@ -7,12 +7,16 @@ mod archive;
 mod cluster;
 mod dispatch;
 mod intake;
+mod metrics;
+mod notify;
 mod recorder;
 mod reports;
 mod sync;
 mod systemd;
+mod web;
 
 pub use api::get_json;
+pub use web::ADDR_FILE as WEB_ADDR_FILE;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -37,6 +41,11 @@ pub struct DaemonState {
     pub started_at: String,
     pub dispatcher: Arc<dispatch::Dispatcher>,
     pub last_seq: Arc<AtomicU64>,
+    /// The daemon's store (writes are journaled as the daemon's).
+    pub store: Store,
+    pub counters: Arc<web::Counters>,
+    pub sync_enabled: bool,
+    pub archive_enabled: bool,
 }
 
 /// Takes `.clawboard/daemon.lock` if no daemon holds it (`Err` with its pid if one does).
@@ -86,7 +95,12 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let (stopping_tx, stopping) = watch::channel(false);
     let (kill_tx, kill) = watch::channel(false);
     let (intake_tx, intake_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (recorder, sink) = recorder::Recorder::start(&root, vec![intake_tx])?;
+    let (notify_tx, notify_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut consumers = vec![intake_tx];
+    if settings.review.notify.is_configured() {
+        consumers.push(notify_tx);
+    }
+    let (recorder, sink) = recorder::Recorder::start(&root, consumers)?;
     let store =
         Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink.clone(), Origin::Daemon);
     let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
@@ -103,6 +117,10 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         started_at: Timestamp::now().to_string(),
         dispatcher: dispatcher.clone(),
         last_seq: recorder.last_seq.clone(),
+        store: store.clone(),
+        counters: Arc::new(web::Counters::default()),
+        sync_enabled: settings.sync.enabled,
+        archive_enabled: settings.archive.enabled,
     });
 
     // Finish what a crash interrupted: staged intakes, then every active task.
@@ -175,6 +193,15 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     tasks.spawn(consumer.run(intake_rx, stopping.clone()));
     tasks.spawn(api::serve(state.clone(), stopping.clone()));
+    if let Some(addr) = settings.review.web.listen {
+        let token = web::load_token(&settings.review.web.token)?;
+        tasks.spawn(web::serve(state.clone(), store.clone(), addr, token, stopping.clone()));
+    }
+    if settings.review.notify.is_configured() {
+        let n = notify::Notifier::new(settings.review.notify.clone(), store.clone(), state.counters.clone())?;
+        tracing::info!(levels = ?settings.review.notify.levels, "escalation notifications on");
+        tasks.spawn(Arc::new(n).run(notify_rx, stopping.clone()));
+    }
     tasks.spawn({
         let s = stopping.clone();
         async move {

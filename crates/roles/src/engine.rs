@@ -85,6 +85,8 @@ pub struct Engine {
     pub(crate) instances: Mutex<Vec<InstanceInfo>>,
     /// Tasks another node took over: never driven or written here again.
     fenced: Mutex<std::collections::HashSet<String>>,
+    /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
+    runs: Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -107,6 +109,7 @@ impl Engine {
             shutdown,
             instances: Mutex::new(Vec::new()),
             fenced: Mutex::new(Default::default()),
+            runs: Mutex::new(Default::default()),
         }
     }
 
@@ -164,6 +167,25 @@ impl Engine {
         if let Err(e) = crate::gm::record_task_end(&self.store, task, &pm) {
             tracing::warn!(task = %id, "cannot update gm/pm-performance.json: {e}");
         }
+    }
+
+    pub(crate) fn count_run(&self, status: crate::attempts::AttemptStatus) {
+        use crate::attempts::AttemptStatus as S;
+        let name = match status {
+            S::Ok => "ok",
+            S::Failed => "failed",
+            S::TimedOut => "timed_out",
+            S::Interrupted => "interrupted",
+            S::Running => return,
+        };
+        if let Ok(mut m) = self.runs.lock() {
+            *m.entry(name).or_default() += 1;
+        }
+    }
+
+    /// Role runs since the engine started, by outcome.
+    pub fn run_counts(&self) -> Vec<(&'static str, u64)> {
+        self.runs.lock().map(|m| m.iter().map(|(k, v)| (*k, *v)).collect()).unwrap_or_default()
     }
 
     pub fn running_instances(&self) -> Vec<InstanceInfo> {

@@ -34,10 +34,20 @@ drops three tasks into inbox/ (one the validator fails once so the team iterates
 one that asks a human to approve and is approved by the demo, one invalid that is
 rejected), streams their progress and ends with where everything is.
 
+The daemon serves the review page on 127.0.0.1 while the demo runs; the demo
+prints its URL (with the token). With --review, the demo waits for you to approve
+the escalation there.
+
 Examples:
   clawboard demo
+  clawboard demo --review
   clawboard demo --root /tmp/my-demo")]
-pub struct DemoArgs {}
+pub struct DemoArgs {
+    /// Leave the escalation to you: approve it on the review page (or with
+    /// `clawboard escalations approve`) instead of the demo doing it
+    #[arg(long)]
+    pub review: bool,
+}
 
 fn write_setup(root: &Path) -> anyhow::Result<PathBuf> {
     let dir = root.join(".clawboard/demo");
@@ -51,6 +61,10 @@ fn write_setup(root: &Path) -> anyhow::Result<PathBuf> {
         r#"# Written by `clawboard demo`.
 [daemon]
 shutdown_grace = "5s"
+
+# The review page, on a free port of 127.0.0.1 (the daemon writes it to .clawboard/web.addr).
+[web]
+listen = "127.0.0.1:0"
 
 [lifecycle]
 validator = "validator"
@@ -116,6 +130,22 @@ fn step_of(root: &Path, id: &str) -> String {
     }
 }
 
+/// The review page's URL with the token, once the daemon listens.
+fn web_url(root: &Path) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let addr = std::fs::read_to_string(root.join(crate::daemon::WEB_ADDR_FILE)).ok();
+        let token = std::fs::read_to_string(root.join(crate::config::review::WEB_TOKEN_FILE)).ok();
+        if let (Some(a), Some(t)) = (addr, token) {
+            return Some(format!("http://{}/?token={}", a.trim(), t.trim()));
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 struct Daemon(Child);
 
 impl Drop for Daemon {
@@ -128,7 +158,7 @@ impl Drop for Daemon {
     }
 }
 
-pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
+pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
     let root = match &global.root {
         Some(r) => r.clone(),
         None => std::env::temp_dir().join(format!(
@@ -177,7 +207,12 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    println!("daemon ready after {:.1} s\n", started.elapsed().as_secs_f64());
+    println!("daemon ready after {:.1} s", started.elapsed().as_secs_f64());
+    let page = web_url(&root);
+    match &page {
+        Some(url) => println!("review page: {url}\n"),
+        None => println!("the review page did not come up; see {}\n", log_path.display()),
+    }
 
     let suffix = clawboard_roles::random_hex(2);
     let iterate = format!("demo-iterate-{suffix}");
@@ -242,8 +277,16 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             {
                 continue;
             }
-            say(&format!("escalation {esc_id} from {}: \"{}\" — the demo approves it", e.from, e.issue));
-            escalations::decide(&store, esc_id, Decision::Approved, "demo", Some("approved by clawboard demo"))?;
+            if a.review {
+                say(&format!("escalation {esc_id} from {}: \"{}\" — waiting for you to decide it:", e.from, e.issue));
+                if let Some(url) = &page {
+                    println!("         open {url}");
+                }
+                println!("         or run: clawboard --root {} escalations approve {esc_id}", root.display());
+            } else {
+                say(&format!("escalation {esc_id} from {}: \"{}\" — the demo approves it", e.from, e.issue));
+                escalations::decide(&store, esc_id, Decision::Approved, "demo", Some("approved by clawboard demo"))?;
+            }
             approved.push(esc_id.to_owned());
         }
         let done = |id: &str| {
@@ -254,7 +297,7 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         if done(&iterate) && done(&escalate) && rejected.is_some() {
             break;
         }
-        if t0.elapsed() > DEADLINE {
+        if t0.elapsed() > DEADLINE && !a.review {
             println!("\nthe demo's tasks did not finish within {} s; see {}", DEADLINE.as_secs(), log_path.display());
             break;
         }
@@ -277,8 +320,11 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     }
     println!("    task.json team-composition.json status.md result.json validation.json memory-harvest.json attempts/");
     for id in &approved {
-        println!("  escalations/{id}.json  approved (also in gm/decisions.md)");
+        let decision =
+            escalations::load(&store, id).ok().and_then(|e| e.decision).map_or("undecided", Decision::as_str);
+        println!("  escalations/{id}.json  {decision} (also in gm/decisions.md)");
     }
+    println!("  gm/pm-performance.json  the PM's tasks, pass rate, mean score and iterations");
     println!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it");
     // The memory archive, as the daemon does it every 6 hours: harvest, then commit
     // to the local `memory` branch (no remote in the demo).
@@ -303,6 +349,13 @@ pub fn run(_: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             root.display()
         );
     }
+    let report = clawboard_roles::reports::write(
+        &store,
+        clawboard_roles::reports::Period::containing(clawboard_roles::reports::Kind::Daily, now.date_naive()),
+        now,
+    )?;
+    println!("  {report}  today's evolution report (`clawboard report daily|weekly|monthly`)");
     println!("\nlook around:  clawboard --root {} task list", root.display());
+    println!("              clawboard --root {} escalations list", root.display());
     Ok(if ok && status.success() { EXIT_OK } else { EXIT_FAILURE })
 }

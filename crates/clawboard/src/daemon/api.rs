@@ -1,5 +1,6 @@
 //! The local API: HTTP over a Unix socket in `.clawboard/api.sock` (mode 0600, so
-//! only the daemon's user can connect). Read-only: health, status, tasks, instances.
+//! only the daemon's user can connect). Read-only: health, status, tasks, instances,
+//! and `/metrics` (Prometheus text).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,32 @@ async fn tasks(State(s): State<Arc<DaemonState>>) -> Json<Value> {
     Json(json!(list))
 }
 
+async fn metrics(State(s): State<Arc<DaemonState>>) -> axum::response::Response {
+    metrics_response(s).await
+}
+
+/// The Prometheus text exposition of the daemon (read on a blocking thread).
+pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let text = tokio::task::spawn_blocking(move || {
+        super::metrics::render(&super::metrics::Inputs {
+            store: &s.store,
+            latency: &s.dispatcher.intake_latency,
+            runs: s.dispatcher.engine.run_counts(),
+            queue: &s.dispatcher.stats(),
+            sync_enabled: s.sync_enabled,
+            archive_enabled: s.archive_enabled,
+            notify_failures: s.counters.notify_failures.load(Ordering::Relaxed),
+            web_refusals: s.counters.web_refusals.load(Ordering::Relaxed),
+        })
+    })
+    .await;
+    match text {
+        Ok(t) => ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t).into_response(),
+        Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
 /// Serves the API until `stop` fires.
 pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
     let path = socket_path(&state.root);
@@ -83,6 +110,7 @@ pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiv
         .route("/v1/status", get(status))
         .route("/v1/tasks", get(tasks))
         .route("/v1/instances", get(instances))
+        .route("/metrics", get(metrics))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { clawboard_roles::runner::fired(&mut stop).await })

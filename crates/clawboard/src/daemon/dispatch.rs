@@ -23,6 +23,9 @@ pub struct Dispatcher {
     pub failed: AtomicU64,
     /// Notified when a task reaches `completed` or `failed` (sync pushes at once).
     pub task_ended: Arc<Notify>,
+    /// When intake accepted each task not driven yet, for the latency histogram.
+    accepted_at: Mutex<HashMap<String, std::time::Instant>>,
+    pub intake_latency: super::metrics::Histogram,
     stopping: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -56,6 +59,8 @@ impl Dispatcher {
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             task_ended: Arc::new(Notify::new()),
+            accepted_at: Mutex::new(HashMap::new()),
+            intake_latency: super::metrics::Histogram::new(super::metrics::LATENCY_BUCKETS),
             stopping,
         })
     }
@@ -77,6 +82,17 @@ impl Dispatcher {
             held: self.held.lock().map(|h| h.values().collect::<HashSet<_>>().len()).unwrap_or(0),
             completed_since_start: self.completed.load(Ordering::SeqCst),
             failed_since_start: self.failed.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Intake accepted `task_id` now: its first drive observes the intake-to-dispatch latency.
+    pub fn accepted(&self, task_id: &str) {
+        if let Ok(mut m) = self.accepted_at.lock() {
+            // Tasks another node runs are never driven here: do not let them pile up.
+            if m.len() >= 10_000 {
+                m.clear();
+            }
+            m.insert(task_id.to_owned(), std::time::Instant::now());
         }
     }
 
@@ -105,6 +121,9 @@ impl Dispatcher {
                 }
             };
             self.running.fetch_add(1, Ordering::SeqCst);
+            if let Some(at) = self.accepted_at.lock().ok().and_then(|mut m| m.remove(&task_id)) {
+                self.intake_latency.observe(at.elapsed());
+            }
             tracing::debug!(task = %task_id, "driving");
             let outcome = self.engine.drive(&task_id).await;
             self.running.fetch_sub(1, Ordering::SeqCst);

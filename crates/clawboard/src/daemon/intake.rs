@@ -86,6 +86,7 @@ impl IntakeConsumer {
             })
             .await??;
         for id in accepted {
+            self.dispatcher.accepted(&id);
             match &self.cluster {
                 Some(c) => {
                     let c = c.clone();

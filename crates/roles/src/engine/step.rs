@@ -177,6 +177,7 @@ impl TaskRun<'_> {
         // Output first, record second: an `ok` record always has its output beside it.
         attempts::save_output(store, &self.id, &attempt, &out.stdout, &out.stderr)?;
         attempts::save(store, &self.id, &attempt)?;
+        self.engine.count_run(attempt.status);
         if let Ok(mut v) = self.attempts.lock()
             && let Some(slot) = v.iter_mut().find(|a| a.number == number)
         {

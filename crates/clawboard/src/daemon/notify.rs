@@ -1,0 +1,239 @@
+//! Escalation notifications: when an escalation of a configured level
+//! (`notify.levels`, default critical) is raised on this node, the hook runs: a
+//! command that gets the escalation JSON on stdin, and/or a webhook POST of
+//! `{"text", "id", "escalation"}` (a Telegram `sendMessage?chat_id=…` URL reads the
+//! `text`). Each is retried `notify.retries` times, `notify.retry_delay` apart with
+//! doubling; a failure is logged and counted, and never touches the task.
+//!
+//! It follows the journal live: escalations pulled from other nodes are theirs to
+//! notify, and each escalation is notified once per daemon run.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use clawboard_core::Store;
+use clawboard_core::journal::{ChangeKind, Entry, Origin};
+use clawboard_roles::escalations;
+use clawboard_roles::review;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::config::NotifyResolved;
+
+pub struct Notifier {
+    pub config: NotifyResolved,
+    pub store: Store,
+    pub counters: Arc<super::web::Counters>,
+    seen: Mutex<HashSet<String>>,
+    client: reqwest::Client,
+}
+
+/// The escalation id of a journal entry that may raise one.
+fn escalation_of(e: &Entry) -> Option<&str> {
+    if e.change.kind != ChangeKind::Put || e.change.origin == Origin::Remote {
+        return None;
+    }
+    let name = e.change.path.strip_prefix("escalations/")?;
+    name.strip_suffix(".json").filter(|n| !n.contains('/') && !n.contains(".conflict-"))
+}
+
+/// The one-line text of a notification.
+pub fn text(entry: &review::Entry) -> String {
+    let e = &entry.escalation;
+    let task = e.task_id.as_ref().map_or(String::new(), |t| format!(" (task {t})"));
+    let approval = if e.requires_human_approval {
+        " Needs approval: clawboard escalations show "
+    } else {
+        " See: clawboard escalations show "
+    };
+    format!("[{}] {} from {}{task}: {}.{approval}{}", e.level, "escalation", e.from, e.issue.trim(), entry.id)
+}
+
+impl Notifier {
+    pub fn new(config: NotifyResolved, store: Store, counters: Arc<super::web::Counters>) -> anyhow::Result<Notifier> {
+        let client = reqwest::Client::builder().timeout(config.timeout).build()?;
+        Ok(Notifier { config, store, counters, seen: Mutex::new(HashSet::new()), client })
+    }
+
+    pub async fn run(
+        self: Arc<Self>,
+        mut live: UnboundedReceiver<Vec<Entry>>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        loop {
+            tokio::select! {
+                batch = live.recv() => match batch {
+                    Some(b) => self.handle(&b),
+                    None => return Ok(()),
+                },
+                _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
+            }
+        }
+    }
+
+    fn handle(self: &Arc<Self>, batch: &[Entry]) {
+        for id in batch.iter().filter_map(escalation_of) {
+            let Ok(esc) = escalations::load(&self.store, id) else { continue };
+            if esc.decision.is_some() || !self.config.levels.contains(&esc.level) {
+                continue;
+            }
+            if !self.seen.lock().is_ok_and(|mut s| s.insert(id.to_owned())) {
+                continue;
+            }
+            let entry = review::Entry { id: id.to_owned(), escalation: esc };
+            let me = self.clone();
+            tokio::spawn(async move { me.notify(entry).await });
+        }
+    }
+
+    async fn notify(&self, entry: review::Entry) {
+        let json = serde_json::to_vec(&entry.escalation).unwrap_or_default();
+        if let Some(cmd) = &self.config.command {
+            let r = self.with_retries("command", || self.run_command(cmd, &entry, &json)).await;
+            self.done("command", &entry.id, r);
+        }
+        if let Some(url) = &self.config.webhook {
+            let body = serde_json::json!({"text": text(&entry), "id": entry.id, "escalation": entry.escalation});
+            let r = self.with_retries("webhook", || self.post(url, &body)).await;
+            self.done("webhook", &entry.id, r);
+        }
+    }
+
+    fn done(&self, what: &str, id: &str, r: Result<(), String>) {
+        match r {
+            Ok(()) => tracing::info!(escalation = %id, "notified by {what}"),
+            Err(e) => {
+                self.counters.notify_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(escalation = %id, "the notify {what} failed after {} retries: {e}", self.config.retries);
+            }
+        }
+    }
+
+    async fn with_retries<F, Fut>(&self, what: &str, mut op: F) -> Result<(), String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let mut delay = self.config.retry_delay;
+        let mut attempt = 0;
+        loop {
+            match op().await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= self.config.retries => return Err(e),
+                Err(e) => {
+                    attempt += 1;
+                    tracing::warn!(
+                        "the notify {what} failed ({e}); retry {attempt} of {} in {delay:?}",
+                        self.config.retries
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                }
+            }
+        }
+    }
+
+    async fn run_command(&self, cmd: &[String], entry: &review::Entry, json: &[u8]) -> Result<(), String> {
+        let (program, args) = cmd.split_first().ok_or("notify.command is empty")?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .env("CLAWBOARD_ESCALATION_ID", &entry.id)
+            .env("CLAWBOARD_ESCALATION_LEVEL", entry.escalation.level.as_str())
+            .env("CLAWBOARD_ESCALATION_TEXT", text(entry))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A hook that does not read its stdin is fine.
+            let _ = stdin.write_all(json).await;
+        }
+        let out = tokio::time::timeout(self.config.timeout, child.wait_with_output())
+            .await
+            .map_err(|_| {
+                format!("{program:?} ran longer than notify.timeout ({:?}) and was killed", self.config.timeout)
+            })?
+            .map_err(|e| format!("{program:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            Err(format!("{program:?} exited with {}: {}", out.status, crate::output::truncate(&err, 300)))
+        }
+    }
+
+    async fn post(&self, url: &str, body: &serde_json::Value) -> Result<(), String> {
+        let shown = host_only(url);
+        let r =
+            self.client.post(url).json(body).send().await.map_err(|e| format!("POST {shown}: {}", without_url(e)))?;
+        if r.status().is_success() { Ok(()) } else { Err(format!("POST {shown}: HTTP {}", r.status())) }
+    }
+}
+
+/// `https://host/…`: webhook URLs carry secrets in the path (a Telegram bot token).
+pub fn host_only(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = host.rsplit('@').next().unwrap_or(host);
+    format!("{scheme}://{host}/…")
+}
+
+/// reqwest's error text without the URL, which may carry a bot token.
+fn without_url(e: reqwest::Error) -> String {
+    let source = std::error::Error::source(&e).map(ToString::to_string);
+    let e = e.without_url();
+    match source {
+        Some(src) => format!("{e}: {src}"),
+        None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clawboard_core::formats::{Escalation, Level};
+    use clawboard_core::journal::Change;
+
+    #[test]
+    fn only_local_escalation_puts_are_notified() {
+        let entry = |path: &str, kind, origin| Entry {
+            seq: 1,
+            change: Change { path: path.into(), kind, origin, mtime_ns: None, size: None },
+        };
+        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Put, Origin::Daemon)), Some("e1"));
+        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Put, Origin::Local)), Some("e1"));
+        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Put, Origin::Remote)), None);
+        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Delete, Origin::Daemon)), None);
+        assert_eq!(escalation_of(&entry("escalations/e1.conflict-n-1.json", ChangeKind::Put, Origin::Daemon)), None);
+        assert_eq!(escalation_of(&entry("tasks/t/escalations/e1.json", ChangeKind::Put, Origin::Daemon)), None);
+    }
+
+    #[test]
+    fn webhook_urls_are_shown_without_secrets() {
+        assert_eq!(
+            host_only("https://api.telegram.org/bot123:ABC/sendMessage?chat_id=1"),
+            "https://api.telegram.org/…"
+        );
+        assert_eq!(host_only("http://u:p@127.0.0.1:9/x"), "http://127.0.0.1:9/…");
+    }
+
+    #[test]
+    fn the_text_names_level_source_task_and_command() {
+        let e = review::Entry {
+            id: "e1".into(),
+            escalation: Escalation {
+                requires_human_approval: true,
+                task_id: clawboard_core::Id::new("t1").ok(),
+                ..Escalation::raised(Level::Critical, "deployer", "deploy to prod ")
+            },
+        };
+        assert_eq!(
+            text(&e),
+            "[critical] escalation from deployer (task t1): deploy to prod. Needs approval: clawboard escalations show e1"
+        );
+    }
+}

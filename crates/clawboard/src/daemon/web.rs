@@ -1,0 +1,485 @@
+//! The review page: server-rendered HTML on `web.listen` (loopback unless
+//! `web.allow_remote`), a little plain JS that polls for changes every 2 seconds,
+//! and form POSTs to approve or reject.
+//!
+//! Access needs the human token: open `/?token=T` once (it becomes a `SameSite=Strict`,
+//! `HttpOnly` cookie and the URL is cleaned), or send `Authorization: Bearer T`.
+//! POSTs also need the page's CSRF token and, when the browser sends them, a
+//! same-origin `Origin` and `Sec-Fetch-Site`. `/metrics` is here too (same token).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use clawboard_core::Store;
+use clawboard_core::formats::{Decision, Level};
+use clawboard_roles::escalations::{self, DecideError};
+use clawboard_roles::review::{self, Entry, Filter, TaskView};
+use serde::Deserialize;
+
+use super::DaemonState;
+
+pub const COOKIE: &str = "clawboard_token";
+/// Where the daemon writes the address it listens on (the port may be 0 in the config).
+pub const ADDR_FILE: &str = ".clawboard/web.addr";
+
+pub struct Web {
+    pub daemon: Arc<DaemonState>,
+    pub store: Store,
+    pub token: String,
+    pub csrf: String,
+}
+
+/// Equal strings in time that does not depend on where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|kv| {
+        let (k, v) = kv.trim().split_once('=')?;
+        (k == COOKIE).then_some(v)
+    })
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
+}
+
+impl Web {
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let given = bearer(headers).or_else(|| cookie_token(headers));
+        given.is_some_and(|t| constant_time_eq(t.as_bytes(), self.token.as_bytes()))
+    }
+
+    fn refuse(&self, why: &str) -> Response {
+        self.refuse_with(StatusCode::UNAUTHORIZED, why)
+    }
+
+    fn refuse_with(&self, status: StatusCode, why: &str) -> Response {
+        self.daemon.counters.web_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("web: refused a request: {why}");
+        let body = format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>clawboard: token needed</title>{STYLE}</head>\
+             <body><main><h1>This page needs the human token</h1><p id=\"refused\">{}</p>\
+             <p>On the machine that runs the daemon, run <code>clawboard web token</code> and open the URL it prints.</p>\
+             </main></body></html>",
+            esc(why)
+        );
+        (status, Html(body)).into_response()
+    }
+
+    /// A POST from another site, or without the page's CSRF token, is refused.
+    fn cross_site(&self, headers: &HeaderMap, csrf: &str) -> Option<&'static str> {
+        if !constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
+            return Some("the form's CSRF token is missing or wrong; reload the page");
+        }
+        if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+            && !matches!(site, "same-origin" | "none")
+        {
+            return Some("a cross-site request");
+        }
+        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
+            if !same {
+                return Some("the request's Origin is not this page");
+            }
+        }
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    token: Option<String>,
+    decided: Option<String>,
+    outcome: Option<String>,
+    error: Option<String>,
+}
+
+async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<PageQuery>) -> Response {
+    if let Some(t) = &q.token {
+        if !constant_time_eq(t.as_bytes(), w.token.as_bytes()) {
+            return w.refuse("wrong token");
+        }
+        // Keep the token out of the address bar and the history: a cookie, then a clean URL.
+        let mut r = Redirect::to("/").into_response();
+        let cookie = format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict");
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        return r;
+    }
+    if !w.authorized(&headers) {
+        return w.refuse("no token given");
+    }
+    let flash = match (&q.decided, &q.outcome, &q.error) {
+        (_, _, Some(e)) => format!("<p class=\"flash error\" id=\"flash\">{}</p>", esc(e)),
+        (Some(id), Some(o), None) => format!("<p class=\"flash\" id=\"flash\">Escalation {} {}.</p>", esc(id), esc(o)),
+        _ => String::new(),
+    };
+    let w2 = w.clone();
+    let fragment = tokio::task::spawn_blocking(move || fragment(&w2)).await.unwrap_or_else(|e| format!("<p>{e}</p>"));
+    let root = esc(&w.daemon.root.display().to_string());
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>clawboard review</title>{STYLE}</head><body>\
+         <header><h1>clawboard review</h1><span class=\"root\">{root}</span>\
+         <span id=\"live\" class=\"live\">live</span></header><main>{flash}<div id=\"content\">{fragment}</div></main>\
+         <script>{SCRIPT}</script></body></html>"
+    ))
+    .into_response()
+}
+
+async fn fragment_route(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    if !w.authorized(&headers) {
+        return w.refuse("no token given");
+    }
+    let w2 = w.clone();
+    match tokio::task::spawn_blocking(move || fragment(&w2)).await {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct DecideForm {
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn decide(
+    State(w): State<Arc<Web>>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(String, String)>,
+    Form(f): Form<DecideForm>,
+) -> Response {
+    if !w.authorized(&headers) {
+        return w.refuse("no token given");
+    }
+    if let Some(why) = w.cross_site(&headers, &f.csrf) {
+        return w.refuse_with(StatusCode::FORBIDDEN, why);
+    }
+    let decision = match action.as_str() {
+        "approve" => Decision::Approved,
+        "reject" => Decision::Rejected,
+        _ => return (StatusCode::NOT_FOUND, "approve or reject").into_response(),
+    };
+    let note = Some(f.note.trim()).filter(|n| !n.is_empty()).map(str::to_owned);
+    let store = w.store.clone();
+    let id2 = id.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        escalations::decide(&store, &id2, decision, "human (web)", note.as_deref())
+    })
+    .await;
+    let back = |q: String| Redirect::to(&format!("/?{q}")).into_response();
+    match result {
+        Ok(Ok(_)) => {
+            tracing::info!(escalation = %id, %decision, "decided on the web page");
+            w.daemon.dispatcher.escalation_changed(&id);
+            back(format!("decided={}&outcome={decision}", urlencode(&id)))
+        }
+        Ok(Err(e @ (DecideError::AlreadyDecided { .. } | DecideError::NotFound(_)))) => {
+            back(format!("error={}", urlencode(&e.to_string())))
+        }
+        Ok(Err(e)) => back(format!("error={}", urlencode(&format!("could not record the decision: {e}")))),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn metrics(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    if !w.authorized(&headers) {
+        return w.refuse("no token given");
+    }
+    super::api::metrics_response(w.daemon.clone()).await
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// HTML-escapes text.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn task_line(t: &TaskView) -> String {
+    let mut parts = vec![format!("{} · {} priority", t.status, t.priority)];
+    if let Some(s) = &t.step {
+        parts.push(format!("step {s}"));
+    }
+    if let (Some(i), Some(s)) = (t.iterations, t.score) {
+        parts.push(format!("iteration {i}, score {s}"));
+    }
+    esc(&parts.join(" · "))
+}
+
+fn card(w: &Web, e: &Entry, now: chrono::DateTime<chrono::Utc>) -> String {
+    let x = &e.escalation;
+    let id = esc(&e.id);
+    let age = e.raised_at().map_or_else(|| "?".to_owned(), |t| review::age(t, now));
+    let mut task = String::new();
+    if let Some(tid) = &x.task_id {
+        match review::load_task(&w.store, tid.as_str()) {
+            Ok(t) => {
+                task = format!(
+                    "<div class=\"task\"><div><b>Task {}</b>: {}</div><div class=\"muted\">{}</div>{}</div>",
+                    esc(&t.task_id),
+                    esc(&t.title),
+                    task_line(&t),
+                    t.result_summary
+                        .as_deref()
+                        .map(|s| format!(
+                            "<div class=\"summary\">Latest result: {}</div>",
+                            esc(&crate::output::truncate(s, 300))
+                        ))
+                        .unwrap_or_default()
+                )
+            }
+            Err(err) => {
+                task = format!("<div class=\"task muted\">Task {}: {}</div>", esc(tid.as_str()), esc(&err.to_string()))
+            }
+        }
+    }
+    let holds = if x.requires_human_approval { "<span class=\"holds\">holds its task</span>" } else { "" };
+    let suggested = x
+        .suggested_action
+        .as_deref()
+        .map(|s| format!("<p class=\"suggested\">Suggested: {}</p>", esc(s)))
+        .unwrap_or_default();
+    format!(
+        "<article class=\"esc {level}\" id=\"esc-{id}\" data-id=\"{id}\">\
+         <div class=\"meta\"><span class=\"badge {level}\">{level}</span> <code>{id}</code> · {age} ago · from {from} {holds}</div>\
+         <p class=\"issue\">{issue}</p>{suggested}{task}\
+         <form method=\"post\" action=\"/escalations/{id}/approve\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <textarea name=\"note\" rows=\"2\" placeholder=\"Note (optional; a rejected task fails with it)\"></textarea>\
+         <div class=\"buttons\"><button type=\"submit\" class=\"approve\" formaction=\"/escalations/{id}/approve\">Approve</button>\
+         <button type=\"submit\" class=\"reject\" formaction=\"/escalations/{id}/reject\">Reject</button></div></form></article>",
+        level = x.level,
+        from = esc(&x.from),
+        issue = esc(&x.issue),
+        csrf = esc(&w.csrf),
+    )
+}
+
+/// Everything under the header: pending escalations by level, recent decisions, tasks.
+fn fragment(w: &Web) -> String {
+    let now = chrono::Utc::now();
+    let (all, bad) = review::list(&w.store, Filter::default()).unwrap_or_default();
+    let pending: Vec<&Entry> = all.iter().filter(|e| e.is_pending()).collect();
+    let mut o = format!("<section id=\"escalations\"><h2>Pending escalations ({})</h2>", pending.len());
+    if pending.is_empty() {
+        o.push_str("<p class=\"empty\">No pending escalations.</p>");
+    }
+    for level in [Level::Critical, Level::High, Level::Normal] {
+        let group: Vec<&&Entry> = pending.iter().filter(|e| e.escalation.level == level).collect();
+        if group.is_empty() {
+            continue;
+        }
+        o.push_str(&format!("<h3 class=\"{level}\">{} ({})</h3>", capitalized(level.as_str()), group.len()));
+        for e in group {
+            o.push_str(&card(w, e, now));
+        }
+    }
+    if !bad.is_empty() {
+        o.push_str("<details class=\"bad\"><summary>Unreadable escalation files</summary><ul>");
+        for b in &bad {
+            o.push_str(&format!("<li>{}</li>", esc(&b.error)));
+        }
+        o.push_str("</ul></details>");
+    }
+    o.push_str("</section><section id=\"decided\"><h2>Recent decisions</h2>");
+    let mut decided: Vec<&Entry> = all.iter().filter(|e| !e.is_pending()).collect();
+    decided.sort_by(|a, b| {
+        b.escalation
+            .decided_at
+            .as_ref()
+            .map(|t| t.instant())
+            .cmp(&a.escalation.decided_at.as_ref().map(|t| t.instant()))
+    });
+    if decided.is_empty() {
+        o.push_str("<p class=\"empty\">None yet.</p>");
+    } else {
+        o.push_str(
+            "<table><tr><th>Escalation</th><th>Level</th><th>Decision</th><th>By</th><th>When</th><th>Note</th></tr>",
+        );
+        for e in decided.iter().take(10) {
+            let x = &e.escalation;
+            o.push_str(&format!(
+                "<tr class=\"decided\" data-id=\"{}\"><td><code>{}</code></td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&e.id),
+                esc(&e.id),
+                x.level,
+                x.decision.map_or("", Decision::as_str),
+                x.decision.map_or("", Decision::as_str),
+                esc(x.decided_by.as_deref().unwrap_or("")),
+                esc(x.decided_at.as_ref().map_or("", |t| t.as_str())),
+                esc(x.note.as_deref().unwrap_or("")),
+            ));
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section><section id=\"tasks\"><h2>Tasks</h2>");
+    let tasks = review::tasks(&w.store).unwrap_or_default();
+    if tasks.is_empty() {
+        o.push_str("<p class=\"empty\">No tasks.</p>");
+    } else {
+        o.push_str("<table><tr><th>Task</th><th>Title</th><th>Type</th><th>Status</th><th>Step</th><th>Iterations</th><th>Score</th><th>PM</th><th>Created</th></tr>");
+        const MAX: usize = 100;
+        for t in tasks.iter().take(MAX) {
+            o.push_str(&format!(
+                "<tr class=\"task-row\" data-id=\"{id}\"><td><code>{id}</code></td><td>{}</td><td>{}</td><td class=\"status {}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&crate::output::truncate(&t.title, 80)),
+                esc(&t.kind),
+                t.status,
+                t.status,
+                esc(t.step.as_deref().unwrap_or("–")),
+                t.iterations.map_or_else(|| "–".to_owned(), |i| i.to_string()),
+                t.score.map_or_else(|| "–".to_owned(), |s| format!("{s}{}", if t.pass == Some(true) { " ✓" } else { "" })),
+                esc(t.pm.as_deref().unwrap_or("–")),
+                t.created_at.instant().format("%Y-%m-%d %H:%M"),
+                id = esc(&t.task_id),
+            ));
+        }
+        o.push_str("</table>");
+        if tasks.len() > MAX {
+            o.push_str(&format!("<p class=\"muted\">… and {} older (clawboard task list).</p>", tasks.len() - MAX));
+        }
+    }
+    o.push_str("</section>");
+    o
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+}
+
+const STYLE: &str = "<style>\
+body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2328;background:#f6f7f9}\
+header{display:flex;gap:1em;align-items:baseline;padding:.6em 1.2em;background:#1d2328;color:#fff}\
+header h1{font-size:1.1em;margin:0}.root{opacity:.7;font-size:.85em}.live{margin-left:auto;font-size:.8em;opacity:.8}\
+main{max-width:1100px;margin:0 auto;padding:1em 1.2em}h2{font-size:1.15em;margin:1.2em 0 .4em}h3{font-size:1em;margin:.8em 0 .3em}\
+article.esc{background:#fff;border:1px solid #d9dde2;border-left:5px solid #8a94a0;border-radius:6px;padding:.7em 1em;margin:.5em 0}\
+article.critical{border-left-color:#c62828}article.high{border-left-color:#ef6c00}article.normal{border-left-color:#1565c0}\
+.badge{display:inline-block;padding:0 .5em;border-radius:3px;color:#fff;font-size:.8em;text-transform:uppercase;background:#8a94a0}\
+.badge.critical{background:#c62828}.badge.high{background:#ef6c00}.badge.normal{background:#1565c0}\
+h3.critical{color:#c62828}h3.high{color:#ef6c00}h3.normal{color:#1565c0}\
+.meta{font-size:.85em;color:#56606b}.holds{color:#c62828;font-weight:600}.issue{font-size:1.05em;white-space:pre-wrap;margin:.4em 0}\
+.task{background:#f2f4f6;border-radius:4px;padding:.4em .6em;margin:.4em 0;font-size:.9em}.muted{color:#6b7580}\
+textarea{width:100%;box-sizing:border-box;font:inherit;margin:.3em 0}\
+button{font:inherit;padding:.3em 1.1em;border-radius:4px;border:1px solid transparent;cursor:pointer;margin-right:.5em}\
+.approve{background:#2e7d32;color:#fff}.reject{background:#fff;color:#c62828;border-color:#c62828}\
+table{border-collapse:collapse;width:100%;background:#fff;font-size:.9em}th,td{text-align:left;padding:.3em .5em;border-bottom:1px solid #e4e7eb}\
+.status.completed,.approved{color:#2e7d32}.status.failed,.rejected{color:#c62828}.status.running{color:#ef6c00}\
+.flash{background:#e8f5e9;border:1px solid #a5d6a7;padding:.5em .8em;border-radius:4px}.flash.error{background:#ffebee;border-color:#ef9a9a}\
+.empty{color:#6b7580}code{font-size:.9em}\
+</style>";
+
+/// Polls the fragment every 2 s and swaps it in unless the reviewer is typing a note.
+const SCRIPT: &str = "\
+(function(){var c=document.getElementById('content'),live=document.getElementById('live');\
+function typing(){var a=document.activeElement;if(a&&a.tagName==='TEXTAREA')return true;\
+var t=c.querySelectorAll('textarea');for(var i=0;i<t.length;i++){if(t[i].value)return true}return false}\
+function poll(){fetch('/fragment',{credentials:'same-origin'}).then(function(r){\
+if(!r.ok)throw new Error(r.status);return r.text()}).then(function(h){\
+live.textContent='live · '+new Date().toLocaleTimeString();if(h!==c.innerHTML&&!typing())c.innerHTML=h})\
+.catch(function(e){live.textContent='offline ('+e.message+')'})}setInterval(poll,2000)})();";
+
+/// Reads the human token (creating the default token file when it is missing).
+pub fn load_token(t: &crate::config::WebToken) -> anyhow::Result<String> {
+    match t {
+        crate::config::WebToken::Inline(s) => Ok(s.clone()),
+        crate::config::WebToken::File(p) => crate::commands::web::ensure_token_file(p, false).map(|(t, _)| t),
+    }
+}
+
+/// Serves the page on `addr` until `stop` fires.
+pub async fn serve(
+    daemon: Arc<DaemonState>,
+    store: Store,
+    addr: SocketAddr,
+    token: String,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("web.listen: cannot listen on {addr}"))?;
+    let bound = listener.local_addr().context("web: the listener's address")?;
+    let addr_file = daemon.root.join(ADDR_FILE);
+    std::fs::write(&addr_file, format!("{bound}\n")).with_context(|| format!("writing {}", addr_file.display()))?;
+    tracing::info!(
+        "web: the review page is on http://{bound}/ (open it with ?token=…; `clawboard web token` prints it)"
+    );
+    let web = Arc::new(Web { daemon, store, token, csrf: clawboard_roles::random_hex(16) });
+    let app = Router::new()
+        .route("/", get(page))
+        .route("/fragment", get(fragment_route))
+        .route("/metrics", get(metrics))
+        .route("/escalations/{id}/{action}", post(decide))
+        .with_state(web);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { clawboard_roles::runner::fired(&mut stop).await })
+        .await
+        .context("serving the web page")?;
+    let _ = std::fs::remove_file(&addr_file);
+    Ok(())
+}
+
+/// Counters the web page and the notifier keep, for `/metrics`.
+#[derive(Default)]
+pub struct Counters {
+    pub web_refusals: AtomicU64,
+    pub notify_failures: AtomicU64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_and_escape() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"ab"));
+        assert_eq!(esc("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(urlencode("a b/é"), "a%20b%2F%C3%A9");
+    }
+
+    #[test]
+    fn tokens_come_from_a_cookie_or_a_bearer_header() {
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, HeaderValue::from_static("a=1; clawboard_token=xyz; b=2"));
+        assert_eq!(cookie_token(&h), Some("xyz"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer  tok "));
+        assert_eq!(bearer(&h), Some("tok"));
+    }
+}
