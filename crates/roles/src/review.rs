@@ -139,7 +139,11 @@ pub fn task_view(store: &Store, task: &Task) -> TaskView {
         pm: team
             .map(|t| t.pm_decision.pm_id.to_string())
             .or_else(|| task.assigned_pm.as_ref().map(ToString::to_string)),
-        step: runs.last().map(|a| a.step.clone()),
+        step: if task.status == TaskStatus::Completed {
+            Some("done".to_owned())
+        } else {
+            runs.last().map(|a| a.step.clone())
+        },
         attempts: runs.len(),
         iterations: validation.as_ref().map(|v| v.iterations),
         score: validation.as_ref().map(|v| v.result.score),
