@@ -265,8 +265,16 @@ fn top_cells(store: &Store, p: &Period, n: usize) -> Vec<HarvestedCell> {
 /// Renders the report of `period` from the tree; `now` only appears as "generated at".
 pub fn render(store: &Store, period: Period, now: DateTime<Utc>) -> Result<String, Error> {
     let (escalations, _) = review::list(store, Filter::default())?;
-    let facts = Facts { tasks: review::tasks(store)?, escalations };
     let prev = period.previous();
+    // Only tasks created or ended in the two periods count.
+    let (from, _) = prev.bounds();
+    let (_, to) = period.bounds();
+    let relevant = |t: &clawboard_core::formats::Task| {
+        let within = |x: &clawboard_core::Timestamp| (from..to).contains(&utc(x));
+        within(&t.created_at) || t.completed_at.as_ref().is_some_and(within)
+    };
+    let (tasks, _) = review::tasks(store, relevant, usize::MAX)?;
+    let facts = Facts { tasks, escalations };
     let (s, b) = (Stats::of(&facts, &period), Stats::of(&facts, &prev));
     let (start, end) = period.bounds();
     let mut o = String::new();

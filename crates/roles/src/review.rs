@@ -158,12 +158,14 @@ pub fn load_task(store: &Store, task_id: &str) -> Result<TaskView, Error> {
     Ok(task_view(store, &task))
 }
 
-/// Every readable task, newest first.
-pub fn tasks(store: &Store) -> Result<Vec<TaskView>, Error> {
-    let mut views: Vec<TaskView> =
-        store.tasks()?.into_iter().filter_map(|(_, t)| t.ok()).map(|t| task_view(store, &t)).collect();
-    views.sort_by(|a, b| b.created_at.instant().cmp(&a.created_at.instant()).then_with(|| b.task_id.cmp(&a.task_id)));
-    Ok(views)
+/// The readable tasks `keep` accepts, newest first, at most `limit` of them, with
+/// their total count. Only `task.json` is read for the others: a view reads a task's
+/// other files too.
+pub fn tasks(store: &Store, keep: impl Fn(&Task) -> bool, limit: usize) -> Result<(Vec<TaskView>, usize), Error> {
+    let mut all: Vec<Task> = store.tasks()?.into_iter().filter_map(|(_, t)| t.ok()).filter(|t| keep(t)).collect();
+    all.sort_by(|a, b| b.created_at.instant().cmp(&a.created_at.instant()).then_with(|| b.task_id.cmp(&a.task_id)));
+    let total = all.len();
+    Ok((all.iter().take(limit).map(|t| task_view(store, t)).collect(), total))
 }
 
 /// "3m", "5h", "2d": how long ago `then` was.

@@ -153,6 +153,14 @@ async fn fragment_route(State(w): State<Arc<Web>>, headers: HeaderMap) -> Respon
     }
 }
 
+/// The journal's last sequence number: the page fetches the fragment when it moves.
+async fn version(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    if !w.authorized(&headers) {
+        return w.refuse("no token given");
+    }
+    w.daemon.last_seq.load(Ordering::SeqCst).to_string().into_response()
+}
+
 #[derive(Deserialize)]
 struct DecideForm {
     #[serde(default)]
@@ -350,13 +358,13 @@ fn fragment(w: &Web) -> String {
         o.push_str("</table>");
     }
     o.push_str("</section><section id=\"tasks\"><h2>Tasks</h2>");
-    let tasks = review::tasks(&w.store).unwrap_or_default();
+    const MAX: usize = 100;
+    let (tasks, total) = review::tasks(&w.store, |_| true, MAX).unwrap_or_default();
     if tasks.is_empty() {
         o.push_str("<p class=\"empty\">No tasks.</p>");
     } else {
         o.push_str("<table><tr><th>Task</th><th>Title</th><th>Type</th><th>Status</th><th>Step</th><th>Iterations</th><th>Score</th><th>PM</th><th>Created</th></tr>");
-        const MAX: usize = 100;
-        for t in tasks.iter().take(MAX) {
+        for t in &tasks {
             o.push_str(&format!(
                 "<tr class=\"task-row\" data-id=\"{id}\"><td><code>{id}</code></td><td>{}</td><td>{}</td><td class=\"status {}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&crate::output::truncate(&t.title, 80)),
@@ -372,8 +380,8 @@ fn fragment(w: &Web) -> String {
             ));
         }
         o.push_str("</table>");
-        if tasks.len() > MAX {
-            o.push_str(&format!("<p class=\"muted\">… and {} older (clawboard task list).</p>", tasks.len() - MAX));
+        if total > MAX {
+            o.push_str(&format!("<p class=\"muted\">… and {} older (clawboard task list).</p>", total - MAX));
         }
     }
     o.push_str("</section>");
@@ -406,15 +414,17 @@ table{border-collapse:collapse;width:100%;background:#fff;font-size:.9em}th,td{t
 .empty{color:#6b7580}code{font-size:.9em}\
 </style>";
 
-/// Polls the fragment every 2 s and swaps it in unless the reviewer is typing a note.
+/// Polls `/version` every 2 s; when the tree changed (or every 30 s, for the ages),
+/// fetches the fragment and swaps it in unless the reviewer is typing a note.
 const SCRIPT: &str = "\
-(function(){var c=document.getElementById('content'),live=document.getElementById('live');\
+(function(){var c=document.getElementById('content'),live=document.getElementById('live'),seen=null,at=Date.now();\
 function typing(){var a=document.activeElement;if(a&&a.tagName==='TEXTAREA')return true;\
 var t=c.querySelectorAll('textarea');for(var i=0;i<t.length;i++){if(t[i].value)return true}return false}\
-function poll(){fetch('/fragment',{credentials:'same-origin'}).then(function(r){\
-if(!r.ok)throw new Error(r.status);return r.text()}).then(function(h){\
-live.textContent='live · '+new Date().toLocaleTimeString();if(h!==c.innerHTML&&!typing())c.innerHTML=h})\
-.catch(function(e){live.textContent='offline ('+e.message+')'})}setInterval(poll,2000)})();";
+function get(u){return fetch(u,{credentials:'same-origin'}).then(function(r){if(!r.ok)throw new Error(r.status);return r.text()})}\
+function poll(){get('/version').then(function(v){live.textContent='live · '+new Date().toLocaleTimeString();\
+if(v===seen&&Date.now()-at<30000)return;return get('/fragment').then(function(h){\
+if(typing())return;seen=v;at=Date.now();if(h!==c.innerHTML)c.innerHTML=h})})\
+.catch(function(e){live.textContent='offline ('+e.message+')'})}poll();setInterval(poll,2000)})();";
 
 /// Reads the human token (creating the default token file when it is missing).
 pub fn load_token(t: &crate::config::WebToken) -> anyhow::Result<String> {
@@ -444,6 +454,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/", get(page))
         .route("/fragment", get(fragment_route))
+        .route("/version", get(version))
         .route("/metrics", get(metrics))
         .route("/escalations/{id}/{action}", post(decide))
         .with_state(web);
