@@ -246,6 +246,18 @@ impl Tree {
         self.task(id).map(|t| t["status"].as_str().unwrap_or("").to_owned()).unwrap_or_default()
     }
 
+    /// The id of the (first readable) escalation in `escalations/` about `task`.
+    pub fn escalation_of(&self, task: &str) -> Option<String> {
+        std::fs::read_dir(self.root.join("escalations")).ok()?.filter_map(Result::ok).find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                return None; // a write in progress
+            }
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+            (v["taskId"] == task).then(|| name.trim_end_matches(".json").to_owned())
+        })
+    }
+
     /// The attempt records of a task.
     pub fn attempts(&self, id: &str) -> Vec<serde_json::Value> {
         let dir = self.root.join("tasks").join(id).join("attempts");

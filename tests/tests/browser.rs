@@ -47,17 +47,6 @@ fn chromedriver() -> (Driver, String) {
     (driver, format!("http://127.0.0.1:{port}"))
 }
 
-fn escalation_of(t: &Tree, task: &str) -> Option<String> {
-    std::fs::read_dir(t.root.join("escalations")).unwrap().filter_map(Result::ok).find_map(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !name.ends_with(".json") {
-            return None;
-        }
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-        (v["taskId"] == task).then(|| name.trim_end_matches(".json").to_owned())
-    })
-}
-
 fn wait(c: &fantoccini::Client) -> fantoccini::wait::Wait<'_> {
     c.wait().at_most(Duration::from_secs(20)).every(Duration::from_millis(100))
 }
@@ -87,8 +76,8 @@ listen = "127.0.0.1:0"
     wait_until(10, "the web listener", || addr_file.exists());
     let base = format!("http://{}", std::fs::read_to_string(&addr_file).unwrap().trim());
     t.drop_task("b1.json", r#"{"taskId":"b1","type":"coding","description":"use-esc release v1.2"}"#);
-    wait_until(30, "the escalation", || escalation_of(&t, "b1").is_some());
-    let esc = escalation_of(&t, "b1").unwrap();
+    wait_until(30, "the escalation", || t.escalation_of("b1").is_some());
+    let esc = t.escalation_of("b1").unwrap();
     wait_until(30, "the task held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 1));
 
     let (_driver, webdriver) = chromedriver();
@@ -148,8 +137,8 @@ listen = "127.0.0.1:0"
     // The page follows the tree without a reload: a new escalation shows up, and the
     // first task's row says completed.
     t.drop_task("b2.json", r#"{"taskId":"b2","type":"coding","description":"use-esc hotfix"}"#);
-    wait_until(30, "the second escalation", || escalation_of(&t, "b2").is_some());
-    let esc2 = escalation_of(&t, "b2").unwrap();
+    wait_until(30, "the second escalation", || t.escalation_of("b2").is_some());
+    let esc2 = t.escalation_of("b2").unwrap();
     wait(&c).for_element(Locator::Css(&format!("article[data-id='{esc2}']"))).await.expect("the new escalation, live");
     let row = c.find(Locator::Css("tr.task-row[data-id='b1'] td.status")).await.unwrap().text().await.unwrap();
     assert_eq!(row, "completed");

@@ -132,17 +132,6 @@ retry_backoff = "10ms"
     )
 }
 
-fn escalation_of(t: &Tree, task: &str) -> Option<String> {
-    std::fs::read_dir(t.root.join("escalations")).unwrap().filter_map(Result::ok).find_map(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !name.ends_with(".json") {
-            return None; // a write in progress
-        }
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-        (v["taskId"] == task).then(|| e.file_name().to_string_lossy().trim_end_matches(".json").to_owned())
-    })
-}
-
 #[test]
 fn escalations_hold_tasks_until_approved_or_rejected() {
     let t = Tree::init();
@@ -150,9 +139,9 @@ fn escalations_hold_tasks_until_approved_or_rejected() {
     let d = t.daemon();
     t.drop_task("e1.json", &task_json("e1", "use-esc"));
     t.drop_task("e2.json", &task_json("e2", "use-esc"));
-    wait_until(30, "escalations", || escalation_of(&t, "e1").is_some() && escalation_of(&t, "e2").is_some());
+    wait_until(30, "escalations", || t.escalation_of("e1").is_some() && t.escalation_of("e2").is_some());
     wait_until(30, "both tasks to be held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 2));
-    let (id1, id2) = (escalation_of(&t, "e1").unwrap(), escalation_of(&t, "e2").unwrap());
+    let (id1, id2) = (t.escalation_of("e1").unwrap(), t.escalation_of("e2").unwrap());
     assert_eq!(t.status_of("e1"), "running");
     let page = std::fs::read_to_string(t.root.join("tasks/e1/status.md")).unwrap();
     assert!(page.contains(&format!("clawboard escalations approve {id1}")), "{page}");
@@ -182,10 +171,10 @@ fn a_decision_made_while_the_daemon_is_down_is_picked_up() {
     t.config(&esc_config());
     let d = t.daemon();
     t.drop_task("e3.json", &task_json("e3", "use-esc"));
-    wait_until(30, "the escalation", || escalation_of(&t, "e3").is_some());
+    wait_until(30, "the escalation", || t.escalation_of("e3").is_some());
     wait_until(30, "the task to be held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 1));
     assert_eq!(d.stop(), 0);
-    t.run(&["escalation", "approve", &escalation_of(&t, "e3").unwrap()]).ok();
+    t.run(&["escalation", "approve", &t.escalation_of("e3").unwrap()]).ok();
     let d = t.daemon();
     wait_until(30, "the task to complete", || t.status_of("e3") == "completed");
     assert_eq!(d.stop(), 0);
@@ -357,7 +346,7 @@ fn a_decision_racing_the_hold_is_not_lost() {
     while approved.len() < 20 {
         assert!(std::time::Instant::now() < deadline, "escalations did not all appear");
         for i in 0..20 {
-            if let Some(id) = escalation_of(&t, &format!("race{i}"))
+            if let Some(id) = t.escalation_of(&format!("race{i}"))
                 && approved.insert(id.clone())
             {
                 let decision = clawboard_core::formats::Decision::Approved;

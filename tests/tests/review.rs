@@ -25,17 +25,6 @@ retry_backoff = "10ms"
     ))
 }
 
-fn escalation_of(t: &Tree, task: &str) -> Option<String> {
-    std::fs::read_dir(t.root.join("escalations")).unwrap().filter_map(Result::ok).find_map(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !name.ends_with(".json") {
-            return None;
-        }
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-        (v["taskId"] == task).then(|| name.trim_end_matches(".json").to_owned())
-    })
-}
-
 fn held(t: &Tree, n: u64) -> bool {
     t.daemon_status().is_some_and(|s| s["queue"]["held"] == n)
 }
@@ -94,11 +83,11 @@ fn escalations_are_listed_newest_first_and_shown_with_their_task() {
     t.config(&esc_config("critical", ""));
     let d = t.daemon();
     t.drop_task("l1.json", &task_json("l1", "use-esc first"));
-    wait_until(30, "the first escalation", || escalation_of(&t, "l1").is_some());
+    wait_until(30, "the first escalation", || t.escalation_of("l1").is_some());
     std::thread::sleep(std::time::Duration::from_millis(20));
     t.drop_task("l2.json", &task_json("l2", "use-esc second"));
     wait_until(30, "both tasks held", || held(&t, 2));
-    let (e1, e2) = (escalation_of(&t, "l1").unwrap(), escalation_of(&t, "l2").unwrap());
+    let (e1, e2) = (t.escalation_of("l1").unwrap(), t.escalation_of("l2").unwrap());
 
     let list = t.run(&["escalations", "list"]);
     list.ok();
@@ -168,6 +157,8 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     t.config(&esc_config("high", "\n[web]\nlisten = \"127.0.0.1:0\"\n"));
     let d = t.daemon();
     let addr = web_addr(&t);
+    let status = t.run(&["status"]);
+    assert!(status.stdout.contains(&format!("web          http://{addr}/")), "{}", status.stdout);
     let token = t.run(&["web", "token"]);
     token.ok();
     let token = token.stdout.trim().to_owned();
@@ -180,7 +171,7 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     // No token, a wrong one: refused, and nothing of the tree is shown.
     t.drop_task("w1.json", &task_json("w1", "use-esc ship it"));
     wait_until(30, "the task held", || held(&t, 1));
-    let esc = escalation_of(&t, "w1").unwrap();
+    let esc = t.escalation_of("w1").unwrap();
     for r in [
         http(&addr, "GET", "/", &[], ""),
         http(&addr, "GET", "/?token=wrong", &[], ""),
@@ -342,7 +333,7 @@ fn critical_escalations_run_the_hooks_with_retries_and_a_failing_hook_blocks_not
     let d = t.daemon();
     t.drop_task("n1.json", &task_json("n1", "use-esc notify me"));
     wait_until(30, "the command hook", || got.exists() && std::fs::metadata(&got).unwrap().len() > 0);
-    let esc = escalation_of(&t, "n1").unwrap();
+    let esc = t.escalation_of("n1").unwrap();
     let sent: serde_json::Value = serde_json::from_slice(&std::fs::read(&got).unwrap()).unwrap();
     assert_eq!(sent["level"], "critical");
     assert_eq!(sent["taskId"], "n1");
@@ -366,7 +357,7 @@ fn critical_escalations_run_the_hooks_with_retries_and_a_failing_hook_blocks_not
     wait_until(30, "the task held", || held(&t, 1));
     wait_until(30, "the hook to give up", || d.output().contains("failed after 1 retries"));
     assert!(d.output().contains("exited with exit status: 3: no route"), "{}", d.output());
-    t.run(&["escalations", "approve", &escalation_of(&t, "n2").unwrap()]).ok();
+    t.run(&["escalations", "approve", &t.escalation_of("n2").unwrap()]).ok();
     wait_until(30, "the task to complete", || t.status_of("n2") == "completed");
     let m = unix_get(&t, "/metrics");
     assert!(m.contains("clawboard_notify_failures_total 1"), "{m}");

@@ -44,6 +44,8 @@ struct Status {
     /// Why the archive's status could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     archive_error: Option<String>,
+    /// The review page's address while the daemon serves it (without the token).
+    web: Option<String>,
 }
 
 fn count_json(dir: &Path) -> usize {
@@ -116,7 +118,13 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
             .collect(),
         archive: None,
         archive_error: None,
+        web: None,
     };
+    if status.daemon.is_some() {
+        status.web = std::fs::read_to_string(store.root().join(crate::daemon::WEB_ADDR_FILE))
+            .ok()
+            .map(|a| format!("http://{}/", a.trim()));
+    }
     if s.archive.enabled {
         match crate::commands::archive::open(s).and_then(|a| Ok(a.status()?)) {
             Ok(a) => status.archive = Some(a),
@@ -153,6 +161,9 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         None => println!("daemon       not running"),
     }
     println!("escalations  {} pending", status.escalations_pending);
+    if let Some(url) = &status.web {
+        println!("web          {url}  (`clawboard web token` prints the URL with the token)");
+    }
     if let Some(node) = &status.node {
         println!("node         {node}");
     }
