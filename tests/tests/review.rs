@@ -143,6 +143,17 @@ fn escalations_are_listed_newest_first_and_shown_with_their_task() {
         r.expect_code(2);
         assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
     }
+    // A terminal escape sequence in text a role wrote is shown, not obeyed.
+    std::fs::write(
+        t.root.join("escalations/20261122T000000.000000Z-e5c0.json"),
+        r#"{"level":"normal","from":"r","issue":"clear\u001b[2Jscreen"}"#,
+    )
+    .unwrap();
+    for args in [vec!["escalations", "list"], vec!["escalations", "show", "20261122T000000.000000Z-e5c0"]] {
+        let r = t.run(&args);
+        r.ok();
+        assert!(r.stdout.contains("clear\u{FFFD}[2Jscreen") && !r.stdout.contains('\u{1b}'), "{}", r.stdout);
+    }
     // An unreadable escalation file is skipped with a warning naming it, not fatal.
     std::fs::write(t.root.join("escalations/broken.json"), "{").unwrap();
     let r = t.run(&["escalations", "list"]);
@@ -175,7 +186,9 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     for r in [
         http(&addr, "GET", "/", &[], ""),
         http(&addr, "GET", "/?token=wrong", &[], ""),
-        http(&addr, "GET", "/fragment", &[("Cookie", "clawboard_token=wrong")], ""),
+        http(&addr, "GET", "/fragment", &[("Cookie", "clawboard_session=wrong")], ""),
+        // The token is not a session: only the id the login handed out is.
+        http(&addr, "GET", "/fragment", &[("Cookie", &format!("clawboard_session={token}"))], ""),
         http(&addr, "GET", "/metrics", &[], ""),
         http(&addr, "POST", &format!("/escalations/{esc}/approve"), &[], "note=x"),
     ] {
@@ -190,8 +203,14 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     let cookie = header(&login, "set-cookie").unwrap();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     let cookie = cookie.split(';').next().unwrap().to_owned();
+    assert!(!cookie.contains(&token), "the cookie is a session id, not the token");
     let page = http(&addr, "GET", "/", &[("Cookie", &cookie)], "");
     assert_eq!(page.status, 200);
+    for (name, want) in [("cache-control", "no-store"), ("x-frame-options", "DENY"), ("referrer-policy", "same-origin")]
+    {
+        assert_eq!(header(&page, name), Some(want), "{}", page.head);
+    }
+    assert!(header(&page, "content-security-policy").unwrap().contains("frame-ancestors 'none'"));
     for want in
         [&esc, "Pending escalations (1)", "High (1)", "spend 500 USD?", "Task w1", "use-esc ship it", "holds its task"]
     {
@@ -208,6 +227,8 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     assert_eq!(r.status, 403, "another origin");
     let r = http(&addr, "POST", &approve, &[auth[0], ("Sec-Fetch-Site", "cross-site")], &format!("csrf={csrf}"));
     assert_eq!(r.status, 403, "cross-site fetch");
+    let r = http(&addr, "POST", &approve, &[auth[0], ("Origin", "null")], &format!("csrf={csrf}"));
+    assert_eq!(r.status, 403, "a hidden origin, and no Sec-Fetch-Site to vouch for it");
     assert_eq!(t.status_of("w1"), "running");
     let e: serde_json::Value =
         serde_json::from_slice(&std::fs::read(t.root.join(format!("escalations/{esc}.json"))).unwrap()).unwrap();
@@ -233,6 +254,16 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     let page = http(&addr, "GET", "/fragment", &[("Authorization", &format!("Bearer {token}"))], "");
     assert!(page.body.contains("No pending escalations.") && page.body.contains("within budget, go"));
 
+    // Text a role wrote is escaped, never markup.
+    std::fs::write(
+        t.root.join("escalations/20261122T000000.000000Z-beef.json"),
+        r#"{"level":"normal","from":"\"><img src=x onerror=alert(1)>","issue":"<script>alert(1)</script>","taskId":"w1"}"#,
+    )
+    .unwrap();
+    let page = http(&addr, "GET", "/fragment", &[("Authorization", &format!("Bearer {token}"))], "");
+    assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{}", page.body);
+    assert!(!page.body.contains("<script>alert") && !page.body.contains("<img src=x"), "{}", page.body);
+
     // Metrics, on the page (token) and on the Unix socket.
     let m = http(&addr, "GET", "/metrics", &[("Authorization", &format!("Bearer {token}"))], "");
     assert_eq!(m.status, 200);
@@ -240,6 +271,7 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     for want in [
         "clawboard_tasks{status=\"completed\"} 1",
         "clawboard_escalations_pending{level=\"high\"} 0",
+        "clawboard_escalations_pending{level=\"normal\"} 1",
         "clawboard_intake_to_dispatch_seconds_count 1",
         "clawboard_role_runs_total{outcome=\"failed\"} 0",
         "# TYPE clawboard_intake_to_dispatch_seconds histogram",
@@ -256,7 +288,7 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     assert!(ok_runs >= 4, "pm, esc, validator, harvester: {ok_runs}");
     let refused: u64 =
         m.body.lines().find_map(|l| l.strip_prefix("clawboard_web_refusals_total ")).unwrap().parse().unwrap();
-    assert_eq!(refused, 8, "5 without a token, 3 cross-site");
+    assert_eq!(refused, 10, "6 without a valid token or session, 4 cross-site");
     let socket = unix_get(&t, "/metrics");
     assert!(
         socket.starts_with("HTTP/1.0 200") && socket.contains("clawboard_tasks{status=\"completed\"} 1"),
@@ -339,6 +371,13 @@ fn critical_escalations_run_the_hooks_with_retries_and_a_failing_hook_blocks_not
     assert_eq!(sent["taskId"], "n1");
     assert_eq!(std::fs::read_to_string(format!("{}.level", got.display())).unwrap(), "critical\n");
     wait_until(30, "the webhook, retried once after a 500", || bodies.lock().unwrap().len() == 2);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(bodies.lock().unwrap().len(), 2, "one failed POST, one that worked, nothing more");
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.level", got.display())).unwrap(),
+        "critical\n",
+        "the command ran once"
+    );
     let body: serde_json::Value = serde_json::from_str(&bodies.lock().unwrap()[1]).unwrap();
     assert_eq!(body["id"], esc.as_str());
     assert!(body["text"].as_str().unwrap().starts_with("[critical] escalation from esc (task n1): spend 500 USD?"));
@@ -378,6 +417,9 @@ fn gm_records_every_ended_task_and_arbitrates_a_validator_that_never_passes() {
     t.drop_task("g1.json", &task_json("g1", "fine"));
     t.drop_task("g2.json", &task_json("g2", "never-good work"));
     wait_until(60, "both tasks to end", || t.status_of("g1") == "completed" && t.status_of("g2") == "failed");
+    wait_until(30, "gm/pm-performance.json to count both", || {
+        std::fs::read_to_string(t.root.join("gm/pm-performance.json")).is_ok_and(|p| p.contains("\"tasks\": 2"))
+    });
     assert_eq!(d.stop(), 0);
 
     let perf: serde_json::Value =
@@ -395,8 +437,9 @@ fn gm_records_every_ended_task_and_arbitrates_a_validator_that_never_passes() {
     assert!(!arb.contains("task g1"), "{arb}");
 
     // The reports see both tasks; bad dates are refused naming the flag.
-    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    let r = t.run(&["report", "daily"]);
+    // The day the tasks ended (not today: the test may run across midnight UTC).
+    let today = t.task("g1").unwrap()["completedAt"].as_str().unwrap()[..10].to_owned();
+    let r = t.run(&["report", "daily", "--date", &today]);
     r.ok();
     assert_eq!(r.stdout.trim(), format!("Wrote reports/daily/{today}.md"));
     let report = std::fs::read_to_string(t.root.join(format!("reports/daily/{today}.md"))).unwrap();

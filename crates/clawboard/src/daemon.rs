@@ -10,7 +10,7 @@ mod intake;
 mod metrics;
 mod notify;
 mod recorder;
-mod reports;
+mod records;
 mod sync;
 mod systemd;
 mod web;
@@ -87,6 +87,24 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let (_, report) = Store::init(&settings.root)?;
     let root = report.root.clone();
     let _lock = lock_root(&root)?;
+    // What can refuse to start does so before any work begins.
+    let web_token = match settings.review.web.listen {
+        Some(_) => Some(web::load_token(&settings.review.web.token)?),
+        None => None,
+    };
+    let counters = Arc::new(web::Counters::default());
+    let notifier = if settings.review.notify.is_configured() {
+        let node =
+            settings.sync.enabled.then(|| clawboard_sync::node_id(&root, settings.node_id.as_deref()).ok()).flatten();
+        Some(Arc::new(notify::Notifier::new(
+            settings.review.notify.clone(),
+            Store::open(&root)?,
+            counters.clone(),
+            node,
+        )?))
+    } else {
+        None
+    };
     let orphans = runner::kill_orphans(&root.display().to_string());
     if orphans > 0 {
         tracing::warn!(orphans, "killed role processes left running by a daemon that died");
@@ -97,7 +115,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let (intake_tx, intake_rx) = tokio::sync::mpsc::unbounded_channel();
     let (notify_tx, notify_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut consumers = vec![intake_tx];
-    if settings.review.notify.is_configured() {
+    if notifier.is_some() {
         consumers.push(notify_tx);
     }
     let (recorder, sink) = recorder::Recorder::start(&root, consumers)?;
@@ -118,7 +136,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         dispatcher: dispatcher.clone(),
         last_seq: recorder.last_seq.clone(),
         store: store.clone(),
-        counters: Arc::new(web::Counters::default()),
+        counters,
         sync_enabled: settings.sync.enabled,
         archive_enabled: settings.archive.enabled,
     });
@@ -181,10 +199,12 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         };
         tasks.spawn(memory.run(stopping.clone()));
     }
-    if settings.review.reports.enabled {
-        let reports = reports::ReportLoop { store: store.clone(), config: settings.review.reports.clone() };
-        tasks.spawn(reports.run(stopping.clone()));
-    }
+    let records = records::RecordsLoop {
+        store: store.clone(),
+        dispatcher: dispatcher.clone(),
+        reports: settings.review.reports.clone(),
+    };
+    tasks.spawn(records.run(stopping.clone()));
     let consumer = intake::IntakeConsumer {
         store: store.clone(),
         dispatcher: dispatcher.clone(),
@@ -193,14 +213,12 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     tasks.spawn(consumer.run(intake_rx, stopping.clone()));
     tasks.spawn(api::serve(state.clone(), stopping.clone()));
-    if let Some(addr) = settings.review.web.listen {
-        let token = web::load_token(&settings.review.web.token)?;
+    if let (Some(addr), Some(token)) = (settings.review.web.listen, web_token) {
         tasks.spawn(web::serve(state.clone(), store.clone(), addr, token, stopping.clone()));
     }
-    if settings.review.notify.is_configured() {
-        let n = notify::Notifier::new(settings.review.notify.clone(), store.clone(), state.counters.clone())?;
+    if let Some(n) = notifier {
         tracing::info!(levels = ?settings.review.notify.levels, "escalation notifications on");
-        tasks.spawn(Arc::new(n).run(notify_rx, stopping.clone()));
+        tasks.spawn(n.run(notify_rx, stopping.clone()));
     }
     tasks.spawn({
         let s = stopping.clone();

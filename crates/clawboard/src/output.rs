@@ -12,9 +12,16 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Shortens `s` to `max` characters, marking the cut with `…`.
+/// `s` with control characters (terminal escape sequences in text a role wrote)
+/// shown as `�`; newlines and tabs stay.
+pub fn printable(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '\u{FFFD}' } else { c }).collect()
+}
+
+/// Shortens `s` to `max` characters on one line, marking the cut with `…`; control
+/// characters are replaced as by [`printable`].
 pub fn truncate(s: &str, max: usize) -> String {
-    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line = printable(&s.split_whitespace().collect::<Vec<_>>().join(" "));
     if one_line.chars().count() <= max {
         return one_line;
     }
@@ -73,6 +80,8 @@ mod tests {
     #[test]
     fn truncates_on_chars() {
         assert_eq!(truncate("任务描述任务描述", 5), "任务描述…");
+        assert_eq!(truncate("ok\u{1b}[2Jgone", 20), "ok\u{FFFD}[2Jgone");
+        assert_eq!(printable("a\nb\u{7}"), "a\nb\u{FFFD}");
         assert_eq!(truncate("a\nb", 10), "a b");
     }
 }

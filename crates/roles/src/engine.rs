@@ -152,23 +152,6 @@ impl Engine {
         &self.store
     }
 
-    /// Adds an ended task to `gm/pm-performance.json` under the PM that composed its
-    /// team (else the one it was assigned or would have been). A failure is logged:
-    /// the record is secondary to the task's own files.
-    fn record_end(&self, task: &Task) {
-        let id = task.task_id.as_str();
-        let team: Option<clawboard_core::formats::TeamComposition> =
-            RelPath::new(&layout::task_file(id, layout::TEAM_FILE)).ok().and_then(|r| self.store.read(&r).ok());
-        let pm = team
-            .map(|t| t.pm_decision.pm_id.to_string())
-            .or_else(|| task.assigned_pm.as_ref().map(ToString::to_string))
-            .or_else(|| self.config().lifecycle.pm_for_type.get(&task.kind).cloned());
-        let Some(pm) = pm else { return };
-        if let Err(e) = crate::gm::record_task_end(&self.store, task, &pm) {
-            tracing::warn!(task = %id, "cannot update gm/pm-performance.json: {e}");
-        }
-    }
-
     pub(crate) fn count_run(&self, status: crate::attempts::AttemptStatus) {
         use crate::attempts::AttemptStatus as S;
         let name = match status {
@@ -240,7 +223,6 @@ impl Engine {
                     p.outcome = Some("completed".into());
                     p.held_by.clear();
                 });
-                self.record_end(&run.task);
                 claims::finish(&self.store, task_id)?;
                 Outcome::Completed
             }
@@ -256,7 +238,6 @@ impl Engine {
                     p.last_error = Some(reason.clone());
                     p.held_by.clear();
                 });
-                self.record_end(&run.task);
                 claims::finish(&self.store, task_id)?;
                 Outcome::Failed(reason)
             }

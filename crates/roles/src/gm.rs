@@ -1,4 +1,4 @@
-//! The GM's records: `gm/pm-performance.json`, updated as each task ends, and
+//! The GM's records: `gm/pm-performance.json`, recomputed from `tasks/` as tasks end, and
 //! `gm/arbitrations.md`, an entry whenever the validator and a team still disagree
 //! at the iteration limit (a sync conflict copy adds one too, see the sync crate).
 
@@ -8,30 +8,14 @@ use clawboard_core::{Error, Id, RelPath, Store, Timestamp, layout};
 pub const PM_PERFORMANCE: &str = "gm/pm-performance.json";
 pub const ARBITRATIONS: &str = "gm/arbitrations.md";
 
-/// Running means: `mean` over `n` values, plus one more value.
-fn add_to_mean(mean: Option<f64>, n: u64, value: f64) -> f64 {
-    let old = mean.unwrap_or(0.0) * n as f64;
-    (old + value) / (n + 1) as f64
-}
-
-/// Adds one ended task to `record`: its outcome and, when validated, its final score
-/// and iteration count.
-pub fn add_task(record: &mut PmRecord, status: TaskStatus, validation: Option<&Validation>, at: &Timestamp) {
-    record.tasks += 1;
-    match status {
-        TaskStatus::Completed => record.completed += 1,
-        TaskStatus::Failed => record.failed += 1,
-        TaskStatus::Pending | TaskStatus::Running => {}
-    }
-    let ended = record.completed + record.failed;
-    record.pass_rate = (ended > 0).then(|| record.completed as f64 / ended as f64);
-    if let Some(v) = validation {
-        let n = record.validated_tasks;
-        record.average_score = Some(round3(add_to_mean(record.average_score, n, v.result.score)));
-        record.average_iterations = Some(round3(add_to_mean(record.average_iterations, n, f64::from(v.iterations))));
-        record.validated_tasks += 1;
-    }
-    record.last_task_at = Some(at.clone());
+/// One ended task as the GM counts it.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub pm: String,
+    pub status: TaskStatus,
+    pub completed_at: Option<Timestamp>,
+    /// The final validation's score and iteration count, if it was validated.
+    pub validation: Option<(f64, u32)>,
 }
 
 /// Three decimals are plenty for a mean, and keep the file readable and stable.
@@ -39,26 +23,115 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Records that `task` ended (completed or failed) under PM `pm`.
-pub fn record_task_end(store: &Store, task: &Task, pm: &str) -> Result<(), Error> {
-    let pm = Id::new(pm).map_err(|e| Error::UnsafePath { path: pm.to_owned(), reason: format!("PM id {e}") })?;
-    let id = task.task_id.as_str();
-    let validation: Option<Validation> =
-        store.read(&RelPath::new(&layout::task_file(id, layout::VALIDATION_FILE))?).ok();
-    let at = task.completed_at.clone().unwrap_or_else(Timestamp::now);
-    let rel = RelPath::new(PM_PERFORMANCE)?;
-    let update = |p: &mut PmPerformance| {
-        add_task(p.pms.entry(pm.clone()).or_default(), task.status, validation.as_ref(), &at);
-        p.updated_at = Some(at.clone());
-    };
-    match store.update_json(&rel, update) {
-        Err(Error::NotFound { .. }) => {
-            let mut p = PmPerformance::default();
-            update(&mut p);
-            store.write_json(&rel, &p)
-        }
-        other => other,
+/// `gm/pm-performance.json` from the ended tasks, sorted by task id so the sums (and
+/// so the bytes) are the same on every node. `updatedAt` is the newest task end, not
+/// the clock.
+pub fn performance(mut ended: Vec<(String, Ended)>) -> PmPerformance {
+    ended.sort_by(|a, b| a.0.cmp(&b.0));
+    #[derive(Default)]
+    struct Sums {
+        tasks: u64,
+        completed: u64,
+        failed: u64,
+        validated: u64,
+        score: f64,
+        iterations: f64,
+        last: Option<Timestamp>,
     }
+    let newest = |a: Option<Timestamp>, b: &Option<Timestamp>| match (a, b) {
+        (Some(x), Some(y)) => Some(if y.instant() > x.instant() { y.clone() } else { x }),
+        (a, b) => a.or_else(|| b.clone()),
+    };
+    let mut by: std::collections::BTreeMap<String, Sums> = std::collections::BTreeMap::new();
+    let mut updated = None;
+    for (_, e) in ended {
+        let s = by.entry(e.pm).or_default();
+        s.tasks += 1;
+        match e.status {
+            TaskStatus::Completed => s.completed += 1,
+            TaskStatus::Failed => s.failed += 1,
+            TaskStatus::Pending | TaskStatus::Running => {}
+        }
+        if let Some((score, iterations)) = e.validation {
+            s.validated += 1;
+            s.score += score;
+            s.iterations += f64::from(iterations);
+        }
+        s.last = newest(s.last.take(), &e.completed_at);
+        updated = newest(updated, &e.completed_at);
+    }
+    let mut p = PmPerformance { updated_at: updated, ..PmPerformance::default() };
+    for (pm, s) in by {
+        let Ok(id) = Id::new(pm) else { continue };
+        let ended = s.completed + s.failed;
+        let n = s.validated as f64;
+        p.pms.insert(
+            id,
+            PmRecord {
+                tasks: s.tasks,
+                completed: s.completed,
+                failed: s.failed,
+                pass_rate: (ended > 0).then(|| round3(s.completed as f64 / ended as f64)),
+                validated_tasks: s.validated,
+                average_score: (s.validated > 0).then(|| round3(s.score / n)),
+                average_iterations: (s.validated > 0).then(|| round3(s.iterations / n)),
+                last_task_at: s.last,
+                extra: Default::default(),
+            },
+        );
+    }
+    p
+}
+
+/// Reads every ended task: its PM (the one that composed its team, else the one it
+/// was assigned, else `pm_for_type(type)`) and its final validation.
+pub fn ended_tasks(
+    store: &Store,
+    pm_for_type: impl Fn(&Task) -> Option<String>,
+) -> Result<Vec<(String, Ended)>, Error> {
+    let mut out = Vec::new();
+    for (dir, task) in store.tasks()? {
+        let Ok(task) = task else { continue };
+        if !matches!(task.status, TaskStatus::Completed | TaskStatus::Failed) {
+            continue;
+        }
+        let read = |file: &str| RelPath::new(&layout::task_file(&dir, file));
+        let team: Option<clawboard_core::formats::TeamComposition> =
+            read(layout::TEAM_FILE).ok().and_then(|r| store.read(&r).ok());
+        let Some(pm) = team
+            .map(|t| t.pm_decision.pm_id.to_string())
+            .or_else(|| task.assigned_pm.as_ref().map(ToString::to_string))
+            .or_else(|| pm_for_type(&task))
+        else {
+            continue;
+        };
+        let validation: Option<Validation> = read(layout::VALIDATION_FILE).ok().and_then(|r| store.read(&r).ok());
+        out.push((
+            dir,
+            Ended {
+                pm,
+                status: task.status,
+                completed_at: task.completed_at.clone(),
+                validation: validation.map(|v| (v.result.score, v.iterations)),
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Recomputes `gm/pm-performance.json` from `tasks/` and writes it when it changed;
+/// true when it did. Recomputing (rather than adding to the file) makes it right after
+/// a crash and the same on every node.
+pub fn refresh_performance(store: &Store, pm_for_type: impl Fn(&Task) -> Option<String>) -> Result<bool, Error> {
+    let p = performance(ended_tasks(store, pm_for_type)?);
+    let rel = RelPath::new(PM_PERFORMANCE)?;
+    let bytes = clawboard_core::store::to_pretty_json(&p);
+    let _lock = store.lock(&rel)?;
+    if store.read_bytes(&rel).is_ok_and(|old| old == bytes.as_bytes()) {
+        return Ok(false);
+    }
+    store.write_bytes_locked(&rel, bytes.as_bytes())?;
+    Ok(true)
 }
 
 /// What the validator and the team disagreed on, for `gm/arbitrations.md`.
@@ -113,59 +186,69 @@ pub fn record_disagreement(store: &Store, d: &Disagreement) -> Result<(), Error>
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use clawboard_core::formats::ValidationResult;
 
-    fn validation(score: f64, iterations: u32) -> Validation {
-        Validation {
-            task_id: Id::new("t").unwrap(),
-            validator_id: Id::new("validator").unwrap(),
-            validated_at: Timestamp::parse("2026-11-21T10:00:00Z").unwrap(),
-            iterations,
-            result: ValidationResult {
-                score,
-                pass: score >= 7.0,
-                criteria: Default::default(),
-                issues: vec![],
-                suggestions: vec![],
-                extra: Default::default(),
-            },
-            extra: Default::default(),
-        }
+    fn ended(pm: &str, status: TaskStatus, at: &str, validation: Option<(f64, u32)>) -> Ended {
+        Ended { pm: pm.into(), status, completed_at: Some(Timestamp::parse(at).unwrap()), validation }
     }
 
     #[test]
-    fn means_and_pass_rate_add_up() {
-        let at = Timestamp::parse("2026-11-21T10:00:00Z").unwrap();
-        let mut r = PmRecord::default();
-        add_task(&mut r, TaskStatus::Completed, Some(&validation(8.0, 1)), &at);
-        add_task(&mut r, TaskStatus::Completed, Some(&validation(9.0, 2)), &at);
-        add_task(&mut r, TaskStatus::Failed, Some(&validation(4.0, 3)), &at);
-        add_task(&mut r, TaskStatus::Failed, None, &at); // failed before validation
+    fn means_and_pass_rate_add_up_in_any_order() {
+        let list = vec![
+            ("t3".to_owned(), ended("pm", TaskStatus::Failed, "2026-11-21T12:00:00Z", Some((4.0, 3)))),
+            ("t1".to_owned(), ended("pm", TaskStatus::Completed, "2026-11-21T10:00:00Z", Some((8.0, 1)))),
+            ("t4".to_owned(), ended("pm", TaskStatus::Failed, "2026-11-21T09:00:00Z", None)),
+            ("t2".to_owned(), ended("pm", TaskStatus::Completed, "2026-11-21T11:00:00Z", Some((9.0, 2)))),
+            ("t5".to_owned(), ended("other-pm", TaskStatus::Completed, "2026-11-20T11:00:00Z", Some((7.0, 1)))),
+        ];
+        let p = performance(list.clone());
+        let r = &p.pms[&Id::new("pm").unwrap()];
         assert_eq!((r.tasks, r.completed, r.failed, r.validated_tasks), (4, 2, 2, 3));
-        assert_eq!(r.pass_rate, Some(0.5));
-        assert_eq!(r.average_score, Some(7.0));
-        assert_eq!(r.average_iterations, Some(2.0));
-        assert_eq!(r.last_task_at, Some(at));
+        assert_eq!((r.pass_rate, r.average_score, r.average_iterations), (Some(0.5), Some(7.0), Some(2.0)));
+        assert_eq!(r.last_task_at.as_ref().unwrap().as_str(), "2026-11-21T12:00:00Z");
+        assert_eq!(p.updated_at.as_ref().unwrap().as_str(), "2026-11-21T12:00:00Z");
+        let mut reversed = list.clone();
+        reversed.reverse();
+        assert_eq!(
+            clawboard_core::store::to_pretty_json(&performance(reversed)),
+            clawboard_core::store::to_pretty_json(&p),
+            "the same bytes whatever the order"
+        );
     }
 
     #[test]
-    fn the_file_is_created_then_updated() {
+    fn refresh_reads_the_tree_and_writes_only_on_change() {
         let d = tempfile::tempdir().unwrap();
         let (store, _) = Store::init(d.path()).unwrap();
-        std::fs::remove_file(d.path().join(PM_PERFORMANCE)).unwrap();
-        let task: Task = serde_json::from_value(serde_json::json!({
-            "taskId": "t1", "type": "coding", "description": "x", "priority": "normal", "createdBy": "h",
-            "createdAt": "2026-11-21T09:00:00Z", "status": "completed", "completedAt": "2026-11-21T10:00:00Z"
-        }))
-        .unwrap();
-        record_task_end(&store, &task, "coding-pm").unwrap();
-        record_task_end(&store, &task, "coding-pm").unwrap();
-        record_task_end(&store, &task, "quant-pm").unwrap();
+        let write = |rel: &str, v: serde_json::Value| {
+            store.write_json(&RelPath::new(rel).unwrap(), &v).unwrap();
+        };
+        write(
+            "tasks/t1/task.json",
+            serde_json::json!({
+                "taskId": "t1", "type": "coding", "description": "x", "priority": "normal", "createdBy": "h",
+                "createdAt": "2026-11-21T09:00:00Z", "status": "completed", "completedAt": "2026-11-21T10:00:00Z"
+            }),
+        );
+        write(
+            "tasks/t1/validation.json",
+            serde_json::json!({
+                "taskId": "t1", "validatorId": "v", "validatedAt": "2026-11-21T10:00:00Z", "iterations": 2,
+                "result": {"score": 8.5, "pass": true}
+            }),
+        );
+        write(
+            "tasks/t2/task.json",
+            serde_json::json!({
+                "taskId": "t2", "type": "quant", "description": "x", "priority": "normal", "createdBy": "h",
+                "createdAt": "2026-11-21T09:00:00Z", "status": "running"
+            }),
+        );
+        let pm_for = |t: &Task| (t.kind.as_str() == "coding").then(|| "coding-pm".to_owned());
+        assert!(refresh_performance(&store, pm_for).unwrap());
+        assert!(!refresh_performance(&store, pm_for).unwrap(), "nothing changed, nothing written");
         let p: PmPerformance = store.read(&RelPath::new(PM_PERFORMANCE).unwrap()).unwrap();
-        assert_eq!(p.pms[&Id::new("coding-pm").unwrap()].tasks, 2);
-        assert_eq!(p.pms[&Id::new("quant-pm").unwrap()].completed, 1);
-        assert_eq!(p.updated_at.unwrap().as_str(), "2026-11-21T10:00:00Z");
-        assert!(record_task_end(&store, &task, "../x").is_err());
+        let r = &p.pms[&Id::new("coding-pm").unwrap()];
+        assert_eq!((r.tasks, r.average_score, r.average_iterations), (1, Some(8.5), Some(2.0)));
     }
 
     #[test]

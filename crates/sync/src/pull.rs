@@ -139,13 +139,23 @@ pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
 
 /// Files every daemon updates, merged entry by entry rather than kept as conflict
 /// copies: `roles/memory-queue.json` (the union of entries by task and role; a
-/// `completed` entry beats a `pending` one) and `shared/knowledge-sync.json` (each
+/// `completed` entry beats a `pending` one), `shared/knowledge-sync.json` (each
 /// node's entry; of two versions of one node's entry, the one with the later
-/// times). Deterministic, so every node computes the same bytes.
+/// times), `gm/decisions.md` and `gm/arbitrations.md` (the union of entries), and
+/// the recomputed `gm/pm-performance.json` and `reports/**.md` (the greater
+/// version). Deterministic, so every node computes the same bytes.
 pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
     use clawboard_core::formats::{MemoryQueue, QueueStatus};
     if path == "shared/knowledge-sync.json" {
         return merge_knowledge(ours, theirs);
+    }
+    if path == "gm/decisions.md" || path == ARBITRATIONS {
+        return merge_entries(ours, theirs);
+    }
+    // Recomputed by every daemon from the same tree: the two versions differ only
+    // by what each node had seen. Either is right; take the greater, deterministically.
+    if path == "gm/pm-performance.json" || (path.starts_with("reports/") && path.ends_with(".md")) {
+        return Some(ours.max(theirs).to_vec());
     }
     if path != "roles/memory-queue.json" {
         return None;
@@ -166,6 +176,29 @@ pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>>
     }
     let merged = MemoryQueue { queue: by.into_values().collect(), extra: merge_extra(a.extra, b.extra) };
     Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
+}
+
+/// An append-only Markdown log (`gm/decisions.md`, `gm/arbitrations.md`): the header
+/// of either side (the greater), then the union of the `## ` entries, sorted (each
+/// starts with its RFC 3339 time, so that is time order).
+fn merge_entries(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
+    let split = |b: &[u8]| -> Option<(String, Vec<String>)> {
+        let text = std::str::from_utf8(b).ok()?;
+        let mut parts = text.split("\n## ");
+        let header = parts.next().unwrap_or_default().trim_end().to_owned();
+        Some((header, parts.map(|e| format!("## {}", e.trim_end())).collect()))
+    };
+    let (ha, ea) = split(ours)?;
+    let (hb, eb) = split(theirs)?;
+    let entries: std::collections::BTreeSet<String> = ea.into_iter().chain(eb).collect();
+    let mut out = ha.max(hb);
+    out.push('\n');
+    for e in entries {
+        out.push('\n');
+        out.push_str(&e);
+        out.push('\n');
+    }
+    Some(out.into_bytes())
 }
 
 fn merge_knowledge(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
@@ -735,11 +768,6 @@ impl<R: Remote> Pusher<R> {
         if !escalate {
             return Ok(());
         }
-        if let Some(copy) = &c.copy
-            && !c.path.starts_with(ARBITRATIONS.trim_end_matches(".md"))
-        {
-            self.note_arbitration(c, copy).await?;
-        }
         let issue = match &c.copy {
             Some(copy) => format!(
                 "sync conflict on {}: this node's version and {}'s changed concurrently; {}'s version won and the other is kept as {copy}. Compare the two and merge by hand if needed.",
@@ -750,7 +778,15 @@ impl<R: Remote> Pusher<R> {
                 c.path, c.winner
             ),
         };
-        self.escalate(&issue).await
+        self.escalate(&issue).await?;
+        // Secondary to the escalation: a failure is logged, not raised.
+        if let Some(copy) = &c.copy
+            && !c.path.starts_with(ARBITRATIONS.trim_end_matches(".md"))
+            && let Err(e) = self.note_arbitration(c, copy).await
+        {
+            tracing::warn!(path = %c.path, "cannot add the conflict to {ARBITRATIONS}: {e}");
+        }
+        Ok(())
     }
 
     /// Appends the conflict to `gm/arbitrations.md`, with links to both versions, and
@@ -883,6 +919,24 @@ mod tests {
         assert_eq!(merge_contents("roles/memory-queue.json", &theirs, &ours), Some(merged), "the same either way");
         assert_eq!(merge_contents("gm/notes.md", &ours, &theirs), None, "other files are not merged");
         assert_eq!(merge_contents("roles/memory-queue.json", b"{", &theirs), None, "unparsable: a conflict copy");
+    }
+
+    #[test]
+    fn gm_logs_merge_as_the_union_of_their_entries_and_recomputed_files_pick_one() {
+        let head = "# GM decisions\n\nOne entry per decision, newest last.\n";
+        let e1 = "\n## 2026-11-21T10:00:00Z — escalation a approved\n\n- by: human\n";
+        let e2 = "\n## 2026-11-21T11:00:00Z — escalation b rejected\n\n- by: human\n- note: no\n";
+        let e3 = "\n## 2026-11-21T12:00:00Z — escalation c approved\n\n- by: human (web)\n";
+        let ours = format!("{head}{e1}{e2}");
+        let theirs = format!("{head}{e1}{e3}");
+        let merged = merge_contents("gm/decisions.md", ours.as_bytes(), theirs.as_bytes()).unwrap();
+        assert_eq!(String::from_utf8(merged.clone()).unwrap(), format!("{head}{e1}{e2}{e3}"));
+        assert_eq!(merge_contents("gm/decisions.md", theirs.as_bytes(), ours.as_bytes()), Some(merged));
+        let same = merge_contents("gm/arbitrations.md", ours.as_bytes(), ours.as_bytes()).unwrap();
+        assert_eq!(same, ours.as_bytes(), "merging a file with itself changes nothing");
+        let (a, b) = (b"{\"pms\":{}}".as_slice(), b"{\"pms\":{\"pm\":1}}".as_slice());
+        assert_eq!(merge_contents("gm/pm-performance.json", a, b), merge_contents("gm/pm-performance.json", b, a));
+        assert_eq!(merge_contents("reports/daily/2026-11-21.md", b"x", b"y"), Some(b"y".to_vec()));
     }
 
     #[test]

@@ -102,6 +102,11 @@ impl Schedule {
         Ok(Schedule { text: text.to_owned(), inner })
     }
 
+    /// The first run strictly after `t`.
+    pub fn next_after(&self, t: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.inner.after(&t).next()
+    }
+
     /// How long from now until the next run.
     pub fn until_next(&self) -> Duration {
         let now = chrono::Utc::now();

@@ -129,7 +129,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
             truncate(&esc.issue, 60),
         ]);
     }
-    print!("{}", t.render());
+    print!("{}", output::printable(&t.render()));
     Ok(EXIT_OK)
 }
 
@@ -165,7 +165,7 @@ fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
         output::json(&shown)?;
         return Ok(EXIT_OK);
     }
-    print!("{}", render_shown(&shown, chrono::Utc::now()));
+    print!("{}", output::printable(&render_shown(&shown, chrono::Utc::now())));
     Ok(EXIT_OK)
 }
 

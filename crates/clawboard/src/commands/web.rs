@@ -24,6 +24,10 @@ pub enum WebCommand {
 
 /// Print the human token (creating it on first use) and the page's URL
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard web token
+  clawboard web token --json
+  clawboard web token --rotate")]
 pub struct TokenArgs {
     /// Replace the token with a new one (restart the daemon to use it)
     #[arg(long)]
@@ -58,19 +62,33 @@ pub fn ensure_token_file(path: &Path, rotate: bool) -> anyhow::Result<(String, b
     let token = clawboard_roles::random_hex(32);
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".web-token.{}.tmp", std::process::id()));
+    let tmp = dir.join(format!(".web-token.{}.{}.tmp", std::process::id(), clawboard_roles::random_hex(4)));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(format!("{token}\n").as_bytes())
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    Ok((token, true))
+    let written = f.write_all(format!("{token}\n").as_bytes()).and_then(|()| f.sync_all());
+    let placed = written.and_then(|()| {
+        if rotate {
+            std::fs::rename(&tmp, path)
+        } else {
+            // A new file only: if another process (the daemon, another `web token`)
+            // made one first, theirs is the token.
+            let linked = std::fs::hard_link(&tmp, path);
+            let _ = std::fs::remove_file(&tmp);
+            linked
+        }
+    });
+    match placed {
+        Ok(()) => Ok((token, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => ensure_token_file(path, false),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e).with_context(|| format!("writing the web token {}", path.display()))
+        }
+    }
 }
 
 pub fn run(c: WebCommand, s: &Settings) -> anyhow::Result<u8> {

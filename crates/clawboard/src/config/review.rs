@@ -165,6 +165,9 @@ pub fn resolve(
                     ),
                 ));
             }
+            if !t.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(bad("web.token", "may hold only letters, digits, - and _".into()));
+            }
             WebToken::Inline(t.trim().to_owned())
         }
         (None, Some(f)) => WebToken::File(expand(&f)),

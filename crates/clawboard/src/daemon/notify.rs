@@ -28,15 +28,27 @@ pub struct Notifier {
     pub counters: Arc<super::web::Counters>,
     seen: Mutex<HashSet<String>>,
     client: reqwest::Client,
+    /// With sync on: this node's id. Its sync-conflict escalations are written as
+    /// pulled changes, yet this node raised them.
+    node: Option<String>,
 }
 
-/// The escalation id of a journal entry that may raise one.
-fn escalation_of(e: &Entry) -> Option<&str> {
-    if e.change.kind != ChangeKind::Put || e.change.origin == Origin::Remote {
+/// The escalation id of a journal entry that may raise one on this node: a put by
+/// this machine, or a sync-conflict escalation this node (`node`) raised.
+fn escalation_of<'e>(e: &'e Entry, node: Option<&str>) -> Option<&'e str> {
+    if e.change.kind != ChangeKind::Put {
         return None;
     }
     let name = e.change.path.strip_prefix("escalations/")?;
-    name.strip_suffix(".json").filter(|n| !n.contains('/') && !n.contains(".conflict-"))
+    let id = name.strip_suffix(".json").filter(|n| !n.contains('/') && !n.contains(".conflict-"))?;
+    let ours = e.change.origin != Origin::Remote || node.is_some_and(|n| id.ends_with(&format!("-sync-{n}")));
+    ours.then_some(id)
+}
+
+/// Text fit for an environment variable: no NUL, at most 4 KiB.
+fn env_text(s: &str) -> String {
+    let clean: String = s.chars().filter(|c| *c != '\0').collect();
+    crate::output::truncate(&clean, 4096)
 }
 
 /// The one-line text of a notification.
@@ -52,9 +64,19 @@ pub fn text(entry: &review::Entry) -> String {
 }
 
 impl Notifier {
-    pub fn new(config: NotifyResolved, store: Store, counters: Arc<super::web::Counters>) -> anyhow::Result<Notifier> {
-        let client = reqwest::Client::builder().timeout(config.timeout).build()?;
-        Ok(Notifier { config, store, counters, seen: Mutex::new(HashSet::new()), client })
+    pub fn new(
+        config: NotifyResolved,
+        store: Store,
+        counters: Arc<super::web::Counters>,
+        node: Option<String>,
+    ) -> anyhow::Result<Notifier> {
+        // No redirects, no Referer: the URL may carry a bot token.
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
+            .build()?;
+        Ok(Notifier { config, store, counters, seen: Mutex::new(HashSet::new()), client, node })
     }
 
     pub async fn run(
@@ -74,8 +96,16 @@ impl Notifier {
     }
 
     fn handle(self: &Arc<Self>, batch: &[Entry]) {
-        for id in batch.iter().filter_map(escalation_of) {
-            let Ok(esc) = escalations::load(&self.store, id) else { continue };
+        for id in batch.iter().filter_map(|e| escalation_of(e, self.node.as_deref())) {
+            let esc = match escalations::load(&self.store, id) {
+                Ok(e) => e,
+                Err(clawboard_core::Error::NotFound { .. }) => continue, // removed since
+                Err(e) => {
+                    self.counters.notify_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(escalation = %id, "not notified: the escalation cannot be read: {e}");
+                    continue;
+                }
+            };
             if esc.decision.is_some() || !self.config.levels.contains(&esc.level) {
                 continue;
             }
@@ -141,18 +171,23 @@ impl Notifier {
             .args(args)
             .env("CLAWBOARD_ESCALATION_ID", &entry.id)
             .env("CLAWBOARD_ESCALATION_LEVEL", entry.escalation.level.as_str())
-            .env("CLAWBOARD_ESCALATION_TEXT", text(entry))
+            .env("CLAWBOARD_ESCALATION_TEXT", env_text(&text(entry)))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start {program:?}: {e}"))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A hook that does not read its stdin is fine.
-            let _ = stdin.write_all(json).await;
-        }
-        let out = tokio::time::timeout(self.config.timeout, child.wait_with_output())
+        let stdin = child.stdin.take();
+        let run = async move {
+            if let Some(mut stdin) = stdin {
+                // A hook that does not read its stdin is fine (the write fails or fills the pipe).
+                let _ = stdin.write_all(json).await;
+            }
+            child.wait_with_output().await
+        };
+        // One timeout for the write and the wait; the child is killed when `run` is dropped.
+        let out = tokio::time::timeout(self.config.timeout, run)
             .await
             .map_err(|_| {
                 format!("{program:?} ran longer than notify.timeout ({:?}) and was killed", self.config.timeout)
@@ -204,12 +239,17 @@ mod tests {
             seq: 1,
             change: Change { path: path.into(), kind, origin, mtime_ns: None, size: None },
         };
-        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Put, Origin::Daemon)), Some("e1"));
-        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Put, Origin::Local)), Some("e1"));
-        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Put, Origin::Remote)), None);
-        assert_eq!(escalation_of(&entry("escalations/e1.json", ChangeKind::Delete, Origin::Daemon)), None);
-        assert_eq!(escalation_of(&entry("escalations/e1.conflict-n-1.json", ChangeKind::Put, Origin::Daemon)), None);
-        assert_eq!(escalation_of(&entry("tasks/t/escalations/e1.json", ChangeKind::Put, Origin::Daemon)), None);
+        let of = |path: &str, kind, origin| escalation_of(&entry(path, kind, origin), Some("n1")).map(str::to_owned);
+        assert_eq!(of("escalations/e1.json", ChangeKind::Put, Origin::Daemon).as_deref(), Some("e1"));
+        assert_eq!(of("escalations/e1.json", ChangeKind::Put, Origin::Local).as_deref(), Some("e1"));
+        assert_eq!(of("escalations/e1.json", ChangeKind::Put, Origin::Remote), None);
+        assert_eq!(of("escalations/e1-sync-n1.json", ChangeKind::Put, Origin::Remote).as_deref(), Some("e1-sync-n1"));
+        assert_eq!(of("escalations/e1-sync-n2.json", ChangeKind::Put, Origin::Remote), None);
+        assert_eq!(of("escalations/e1.json", ChangeKind::Delete, Origin::Daemon), None);
+        assert_eq!(of("escalations/e1.conflict-n-1.json", ChangeKind::Put, Origin::Daemon), None);
+        assert_eq!(of("tasks/t/escalations/e1.json", ChangeKind::Put, Origin::Daemon), None);
+        assert_eq!(env_text("a\0b"), "ab");
+        assert_eq!(env_text(&"x".repeat(5000)).chars().count(), 4096);
     }
 
     #[test]

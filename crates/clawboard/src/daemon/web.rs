@@ -2,8 +2,9 @@
 //! `web.allow_remote`), a little plain JS that polls for changes every 2 seconds,
 //! and form POSTs to approve or reject.
 //!
-//! Access needs the human token: open `/?token=T` once (it becomes a `SameSite=Strict`,
-//! `HttpOnly` cookie and the URL is cleaned), or send `Authorization: Bearer T`.
+//! Access needs the human token: open `/?token=T` once (the daemon answers with a
+//! random session cookie, `SameSite=Strict` and `HttpOnly`, and a clean URL), or send
+//! `Authorization: Bearer T`.
 //! POSTs also need the page's CSRF token and, when the browser sends them, a
 //! same-origin `Origin` and `Sec-Fetch-Site`. `/metrics` is here too (same token).
 
@@ -25,7 +26,11 @@ use serde::Deserialize;
 
 use super::DaemonState;
 
-pub const COOKIE: &str = "clawboard_token";
+/// The session cookie: a random id made at login, known only to this daemon run
+/// (the token itself never goes into a cookie, which every port of the host would see).
+pub const COOKIE: &str = "clawboard_session";
+/// At most this many sessions are remembered; beyond it, the oldest logins are forgotten.
+const MAX_SESSIONS: usize = 1000;
 /// Where the daemon writes the address it listens on (the port may be 0 in the config).
 pub const ADDR_FILE: &str = ".clawboard/web.addr";
 
@@ -34,6 +39,8 @@ pub struct Web {
     pub store: Store,
     pub token: String,
     pub csrf: String,
+    /// Session ids handed out by `/?token=`, oldest first.
+    pub sessions: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
 /// Equal strings in time that does not depend on where they differ.
@@ -57,8 +64,22 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 
 impl Web {
     fn authorized(&self, headers: &HeaderMap) -> bool {
-        let given = bearer(headers).or_else(|| cookie_token(headers));
-        given.is_some_and(|t| constant_time_eq(t.as_bytes(), self.token.as_bytes()))
+        if let Some(t) = bearer(headers) {
+            return constant_time_eq(t.as_bytes(), self.token.as_bytes());
+        }
+        let Some(session) = cookie_token(headers) else { return false };
+        self.sessions.lock().is_ok_and(|s| s.iter().any(|k| constant_time_eq(k.as_bytes(), session.as_bytes())))
+    }
+
+    fn new_session(&self) -> String {
+        let id = clawboard_roles::random_hex(32);
+        if let Ok(mut s) = self.sessions.lock() {
+            if s.len() >= MAX_SESSIONS {
+                s.pop_front();
+            }
+            s.push_back(id.clone());
+        }
+        id
     }
 
     fn refuse(&self, why: &str) -> Response {
@@ -83,12 +104,17 @@ impl Web {
         if !constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
             return Some("the form's CSRF token is missing or wrong; reload the page");
         }
-        if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+        if let Some(site) = site
             && !matches!(site, "same-origin" | "none")
         {
             return Some("a cross-site request");
         }
-        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        // A browser that hides the origin sends `null`; it is trusted only when the
+        // browser vouched for the site above.
+        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+            && !(origin == "null" && site.is_some())
+        {
             let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
             let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
             if !same {
@@ -112,12 +138,16 @@ async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<Pag
         if !constant_time_eq(t.as_bytes(), w.token.as_bytes()) {
             return w.refuse("wrong token");
         }
-        // Keep the token out of the address bar and the history: a cookie, then a clean URL.
+        // Keep the token out of the address bar and the history: a session cookie, then a clean URL.
         let mut r = Redirect::to("/").into_response();
-        let cookie = format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict");
-        if let Ok(v) = HeaderValue::from_str(&cookie) {
-            r.headers_mut().insert(header::SET_COOKIE, v);
-        }
+        let cookie = format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict", w.new_session());
+        match HeaderValue::from_str(&cookie) {
+            Ok(v) => r.headers_mut().insert(header::SET_COOKIE, v),
+            Err(e) => {
+                return (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot set the session cookie: {e}"))
+                    .into_response();
+            }
+        };
         return r;
     }
     if !w.authorized(&headers) {
@@ -129,7 +159,9 @@ async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<Pag
         _ => String::new(),
     };
     let w2 = w.clone();
-    let fragment = tokio::task::spawn_blocking(move || fragment(&w2)).await.unwrap_or_else(|e| format!("<p>{e}</p>"));
+    let fragment = tokio::task::spawn_blocking(move || fragment(&w2))
+        .await
+        .unwrap_or_else(|e| format!("<p class=\"flash error\">{}</p>", esc(&e.to_string())));
     let root = esc(&w.daemon.root.display().to_string());
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -303,9 +335,13 @@ fn card(w: &Web, e: &Entry, now: chrono::DateTime<chrono::Utc>) -> String {
 /// Everything under the header: pending escalations by level, recent decisions, tasks.
 fn fragment(w: &Web) -> String {
     let now = chrono::Utc::now();
-    let (all, bad) = review::list(&w.store, Filter::default()).unwrap_or_default();
+    let mut o = String::new();
+    let (all, bad) = review::list(&w.store, Filter::default()).unwrap_or_else(|e| {
+        o.push_str(&format!("<p class=\"flash error\">Cannot read escalations/: {}</p>", esc(&e.to_string())));
+        Default::default()
+    });
     let pending: Vec<&Entry> = all.iter().filter(|e| e.is_pending()).collect();
-    let mut o = format!("<section id=\"escalations\"><h2>Pending escalations ({})</h2>", pending.len());
+    o.push_str(&format!("<section id=\"escalations\"><h2>Pending escalations ({})</h2>", pending.len()));
     if pending.is_empty() {
         o.push_str("<p class=\"empty\">No pending escalations.</p>");
     }
@@ -359,7 +395,10 @@ fn fragment(w: &Web) -> String {
     }
     o.push_str("</section><section id=\"tasks\"><h2>Tasks</h2>");
     const MAX: usize = 100;
-    let (tasks, total) = review::tasks(&w.store, |_| true, MAX).unwrap_or_default();
+    let (tasks, total) = review::tasks(&w.store, |_| true, MAX).unwrap_or_else(|e| {
+        o.push_str(&format!("<p class=\"flash error\">Cannot read tasks/: {}</p>", esc(&e.to_string())));
+        Default::default()
+    });
     if tasks.is_empty() {
         o.push_str("<p class=\"empty\">No tasks.</p>");
     } else {
@@ -450,13 +489,20 @@ pub async fn serve(
     tracing::info!(
         "web: the review page is on http://{bound}/ (open it with ?token=…; `clawboard web token` prints it)"
     );
-    let web = Arc::new(Web { daemon, store, token, csrf: clawboard_roles::random_hex(16) });
+    let web = Arc::new(Web {
+        daemon,
+        store,
+        token,
+        csrf: clawboard_roles::random_hex(16),
+        sessions: std::sync::Mutex::new(std::collections::VecDeque::new()),
+    });
     let app = Router::new()
         .route("/", get(page))
         .route("/fragment", get(fragment_route))
         .route("/version", get(version))
         .route("/metrics", get(metrics))
         .route("/escalations/{id}/{action}", post(decide))
+        .layer(axum::middleware::map_response(secure_headers))
         .with_state(web);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { clawboard_roles::runner::fired(&mut stop).await })
@@ -464,6 +510,25 @@ pub async fn serve(
         .context("serving the web page")?;
     let _ = std::fs::remove_file(&addr_file);
     Ok(())
+}
+
+/// No caching, no framing, no referrer to other sites, scripts and styles only from
+/// the page itself.
+async fn secure_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    for (k, v) in [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "same-origin"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    ] {
+        h.insert(k, HeaderValue::from_static(v));
+    }
+    r
 }
 
 /// Counters the web page and the notifier keep, for `/metrics`.
@@ -488,7 +553,7 @@ mod tests {
     #[test]
     fn tokens_come_from_a_cookie_or_a_bearer_header() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; clawboard_token=xyz; b=2"));
+        h.insert(header::COOKIE, HeaderValue::from_static("a=1; clawboard_session=xyz; b=2"));
         assert_eq!(cookie_token(&h), Some("xyz"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer  tok "));
         assert_eq!(bearer(&h), Some("tok"));

@@ -6,6 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Extra, is_empty_map};
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 use crate::{Id, Timestamp};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -30,7 +34,7 @@ pub struct PmRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_rate: Option<f64>,
     /// How many tasks had a validation: the count the two means cover.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub validated_tasks: u64,
     /// Mean final validation score of the PM's validated tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
