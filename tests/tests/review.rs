@@ -275,6 +275,8 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
         "clawboard_intake_to_dispatch_seconds_count 1",
         "clawboard_role_runs_total{outcome=\"failed\"} 0",
         "# TYPE clawboard_intake_to_dispatch_seconds histogram",
+        "clawboard_scrape_errors{source=\"tasks\"} 0",
+        "clawboard_scrape_errors{source=\"escalations\"} 0",
     ] {
         assert!(m.body.contains(want), "missing {want:?} in\n{}", m.body);
     }

@@ -87,7 +87,14 @@ pub fn render(i: &Inputs) -> String {
             .map(|s| (s.as_str(), 0))
             .collect();
     let mut unreadable = 0;
-    for (_, t) in i.store.tasks().unwrap_or_default() {
+    // Sources that could not be read: their gauges would read 0, so they are named.
+    let mut errors: Vec<&str> = Vec::new();
+    let tasks = i.store.tasks().unwrap_or_else(|e| {
+        tracing::warn!("metrics: cannot list tasks/: {e}");
+        errors.push("tasks");
+        Vec::new()
+    });
+    for (_, t) in tasks {
         match t {
             Ok(t) => *by_status.entry(t.status.as_str()).or_default() += 1,
             Err(_) => unreadable += 1,
@@ -121,9 +128,15 @@ pub fn render(i: &Inputs) -> String {
     let mut pending: BTreeMap<&str, u64> =
         [Level::Critical, Level::High, Level::Normal].iter().map(|l| (l.as_str(), 0)).collect();
     let filter = clawboard_roles::review::Filter { level: None, pending_only: true };
-    if let Ok((entries, _)) = clawboard_roles::review::list(i.store, filter) {
-        for e in entries {
-            *pending.entry(e.escalation.level.as_str()).or_default() += 1;
+    match clawboard_roles::review::list(i.store, filter) {
+        Ok((entries, _)) => {
+            for e in entries {
+                *pending.entry(e.escalation.level.as_str()).or_default() += 1;
+            }
+        }
+        Err(e) => {
+            tracing::warn!("metrics: cannot list escalations/: {e}");
+            errors.push("escalations");
         }
     }
     family(&mut o, "clawboard_escalations_pending", "gauge", "Undecided escalations by level.");
@@ -131,8 +144,8 @@ pub fn render(i: &Inputs) -> String {
         let _ = writeln!(o, "clawboard_escalations_pending{{level=\"{l}\"}} {n}");
     }
 
-    if i.sync_enabled {
-        sync_metrics(&mut o, root);
+    if i.sync_enabled && !sync_metrics(&mut o, root) {
+        errors.push("sync");
     }
     if i.archive_enabled {
         archive_metrics(&mut o, root);
@@ -151,6 +164,15 @@ pub fn render(i: &Inputs) -> String {
         "Web requests refused (no or wrong token, cross-site POST).",
     );
     let _ = writeln!(o, "clawboard_web_refusals_total {}", i.web_refusals);
+    family(
+        &mut o,
+        "clawboard_scrape_errors",
+        "gauge",
+        "1 for each source this scrape could not read (its gauges read 0).",
+    );
+    for source in ["tasks", "escalations", "sync"] {
+        let _ = writeln!(o, "clawboard_scrape_errors{{source=\"{source}\"}} {}", u8::from(errors.contains(&source)));
+    }
     o
 }
 
@@ -159,13 +181,21 @@ fn age_secs(rfc3339: &str) -> Option<f64> {
     Some(((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_milliseconds() as f64 / 1000.0).max(0.0))
 }
 
-fn sync_metrics(o: &mut String, root: &Path) {
-    if let Ok(p) = clawboard_sync::push::pending(root) {
-        family(o, "clawboard_sync_pending_changes", "gauge", "Journal entries not pushed to the bucket yet.");
-        let _ = writeln!(o, "clawboard_sync_pending_changes {}", p.entries);
-        family(o, "clawboard_sync_lag_seconds", "gauge", "Age of the oldest change not pushed yet (0 when none).");
-        let _ = writeln!(o, "clawboard_sync_lag_seconds {}", p.oldest_age_secs.unwrap_or(0));
-    }
+/// False when the pending changes could not be read.
+fn sync_metrics(o: &mut String, root: &Path) -> bool {
+    let ok = match clawboard_sync::push::pending(root) {
+        Ok(p) => {
+            family(o, "clawboard_sync_pending_changes", "gauge", "Journal entries not pushed to the bucket yet.");
+            let _ = writeln!(o, "clawboard_sync_pending_changes {}", p.entries);
+            family(o, "clawboard_sync_lag_seconds", "gauge", "Age of the oldest change not pushed yet (0 when none).");
+            let _ = writeln!(o, "clawboard_sync_lag_seconds {}", p.oldest_age_secs.unwrap_or(0));
+            true
+        }
+        Err(e) => {
+            tracing::warn!("metrics: cannot read the sync journal cursor: {e}");
+            false
+        }
+    };
     if let Some(s) = clawboard_sync::push::read_status(root) {
         if let Some(age) = s.last_push_at.as_deref().and_then(age_secs) {
             family(o, "clawboard_sync_last_push_age_seconds", "gauge", "Seconds since the last successful push.");
@@ -176,6 +206,7 @@ fn sync_metrics(o: &mut String, root: &Path) {
             let _ = writeln!(o, "clawboard_sync_last_pull_age_seconds {age}");
         }
     }
+    ok
 }
 
 fn archive_metrics(o: &mut String, root: &Path) {
