@@ -22,6 +22,7 @@ pub mod index;
 pub mod journal;
 pub mod kind;
 pub mod layout;
+pub mod retention;
 pub mod schema;
 pub mod store;
 pub mod time;

@@ -178,9 +178,9 @@ pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>>
     Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
 }
 
-/// An append-only Markdown log (`gm/decisions.md`, `gm/arbitrations.md`): the header
-/// of either side (the greater), then the union of the `## ` entries, sorted (each
-/// starts with its RFC 3339 time, so that is time order).
+/// An append-only Markdown log (`gm/decisions.md`, `gm/arbitrations.md`) whose two
+/// versions share the text above their entries: that text, then the union of the
+/// `## ` entries, sorted (each starts with its RFC 3339 time, so that is time order).
 fn merge_entries(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
     let split = |b: &[u8]| -> Option<(String, Vec<String>)> {
         let text = std::str::from_utf8(b).ok()?;
@@ -190,8 +190,13 @@ fn merge_entries(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
     };
     let (ha, ea) = split(ours)?;
     let (hb, eb) = split(theirs)?;
+    // Different text above the entries is an edit, not an append: left to the
+    // usual rules (a new node's default loses quietly, else a conflict copy).
+    if ha != hb {
+        return None;
+    }
     let entries: std::collections::BTreeSet<String> = ea.into_iter().chain(eb).collect();
-    let mut out = ha.max(hb);
+    let mut out = ha;
     out.push('\n');
     for e in entries {
         out.push('\n');
@@ -937,6 +942,8 @@ mod tests {
         let (a, b) = (b"{\"pms\":{}}".as_slice(), b"{\"pms\":{\"pm\":1}}".as_slice());
         assert_eq!(merge_contents("gm/pm-performance.json", a, b), merge_contents("gm/pm-performance.json", b, a));
         assert_eq!(merge_contents("reports/daily/2026-11-21.md", b"x", b"y"), Some(b"y".to_vec()));
+        let edited = format!("# GM decisions\n\n- a decision written by hand\n{e1}");
+        assert_eq!(merge_contents("gm/decisions.md", ours.as_bytes(), edited.as_bytes()), None, "not an append");
     }
 
     #[test]

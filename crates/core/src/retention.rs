@@ -1,0 +1,504 @@
+//! Retention (seed 002 "清理策略"): the policy in `retention.yaml`, and the plan of
+//! what it deletes now.
+//!
+//! Age always comes from the data, never from a file's mtime:
+//! - a task's `completedAt` (also set when it failed);
+//! - the end of the period named by a harvest's or a report's file name (the daily
+//!   harvest `2026-11-01.json` is 7 days old at 2026-11-09T00:00Z);
+//! - a memory-queue entry's `enqueuedAt`.
+//!
+//! An item goes when its age is at least the rule's duration. A task still `pending`
+//! or `running` never goes. A task that may go is first shown to a [`Guard`], which
+//! holds it back until its content is safe elsewhere (the bucket, the archive).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+
+use crate::formats::{MemoryQueue, QueueStatus, Task, TaskStatus};
+use crate::{Error, RelPath, Store, layout};
+
+/// The embedded default: the repository's `retention.yaml`, the seed's policy.
+pub const DEFAULT_POLICY: &str = include_str!("../../../retention.yaml");
+
+/// How long a kind of item is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    Permanent,
+    /// `immediate` is `For(0)`.
+    For(Duration),
+}
+
+impl Keep {
+    /// `30 days`, `24 hours`, `1 year`, `permanent`, `immediate` (or the seed's
+    /// `immediate delete`).
+    pub fn parse(s: &str) -> Result<Keep, String> {
+        match s.trim() {
+            "permanent" | "forever" | "never" => Ok(Keep::Permanent),
+            "immediate" | "immediate delete" | "immediately" => Ok(Keep::For(Duration::ZERO)),
+            other => crate::duration::parse_duration(other)
+                .map(Keep::For)
+                .map_err(|e| format!("{e}; or \"permanent\" (never delete) or \"immediate\" (delete at once)")),
+        }
+    }
+
+    pub fn describe(self) -> String {
+        match self {
+            Keep::Permanent => "permanent".into(),
+            Keep::For(d) if d.is_zero() => "immediate".into(),
+            Keep::For(d) => human(d),
+        }
+    }
+}
+
+/// `30 days`, `24 hours`, `90 minutes`, `1 year`: the largest whole unit.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    let units = [(365 * 86_400, "year"), (86_400, "day"), (3600, "hour"), (60, "minute"), (1, "second")];
+    for (size, name) in units {
+        if s >= size && s.is_multiple_of(size) {
+            let n = s / size;
+            return format!("{n} {name}{}", if n == 1 { "" } else { "s" });
+        }
+    }
+    format!("{} ms", d.as_millis())
+}
+
+/// One line of the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Rule {
+    TasksCompleted,
+    TasksFailed,
+    HarvestDaily,
+    HarvestWeekly,
+    ReportsDaily,
+    ReportsWeekly,
+    ReportsMonthly,
+    QueuePending,
+    QueueCompleted,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 9] = [
+        Rule::TasksCompleted,
+        Rule::TasksFailed,
+        Rule::HarvestDaily,
+        Rule::HarvestWeekly,
+        Rule::ReportsDaily,
+        Rule::ReportsWeekly,
+        Rule::ReportsMonthly,
+        Rule::QueuePending,
+        Rule::QueueCompleted,
+    ];
+
+    /// (section, key) in `retention.yaml`.
+    pub fn key(self) -> (&'static str, &'static str) {
+        match self {
+            Rule::TasksCompleted => ("tasks", "completed"),
+            Rule::TasksFailed => ("tasks", "failed"),
+            Rule::HarvestDaily => ("harvest", "daily"),
+            Rule::HarvestWeekly => ("harvest", "weekly"),
+            Rule::ReportsDaily => ("reports", "daily"),
+            Rule::ReportsWeekly => ("reports", "weekly"),
+            Rule::ReportsMonthly => ("reports", "monthly"),
+            Rule::QueuePending => ("memory-queue", "pending"),
+            Rule::QueueCompleted => ("memory-queue", "completed"),
+        }
+    }
+
+    /// `retention.tasks.completed`.
+    pub fn name(self) -> String {
+        let (s, k) = self.key();
+        format!("retention.{s}.{k}")
+    }
+
+    fn seed(self) -> Keep {
+        let days = |n: u64| Keep::For(Duration::from_secs(n * 86_400));
+        match self {
+            Rule::TasksCompleted | Rule::ReportsDaily => days(30),
+            Rule::TasksFailed | Rule::HarvestDaily => days(7),
+            Rule::HarvestWeekly => days(90),
+            Rule::ReportsWeekly => days(365),
+            Rule::ReportsMonthly => Keep::Permanent,
+            Rule::QueuePending => Keep::For(Duration::from_secs(24 * 3600)),
+            Rule::QueueCompleted => Keep::For(Duration::ZERO),
+        }
+    }
+}
+
+/// The policy: how long each [`Rule`]'s items are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    keep: BTreeMap<Rule, Keep>,
+}
+
+/// A policy file that cannot be used, naming the file, the key and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {key}: {reason}")]
+pub struct PolicyError {
+    pub file: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl Default for Policy {
+    /// The seed's policy.
+    fn default() -> Policy {
+        Policy { keep: Rule::ALL.iter().map(|r| (*r, r.seed())).collect() }
+    }
+}
+
+impl Policy {
+    pub fn keep(&self, r: Rule) -> Keep {
+        self.keep.get(&r).copied().unwrap_or(r.seed())
+    }
+
+    /// Parses `retention.yaml` (`file` names it in errors). A key left out keeps the
+    /// seed's value; an unknown key, or a value that is not a duration, is refused.
+    pub fn parse(file: &str, text: &str) -> Result<Policy, PolicyError> {
+        use yaml_rust2::{Yaml, YamlLoader};
+        let err = |key: &str, reason: String| PolicyError { file: file.to_owned(), key: key.to_owned(), reason };
+        let docs = YamlLoader::load_from_str(text).map_err(|e| err("(syntax)", e.to_string()))?;
+        let mut policy = Policy::default();
+        let Some(doc) = docs.first() else { return Ok(policy) }; // an empty file: the seed
+        let Yaml::Hash(top) = doc else {
+            return Err(err("(top)", "is not a mapping; start with `retention:`".into()));
+        };
+        for (k, v) in top {
+            match k.as_str() {
+                Some("retention") => {}
+                Some(other) => return Err(err(other, "unknown key; the file holds one key, `retention`".into())),
+                None => return Err(err("(top)", format!("{k:?} is not a key name"))),
+            }
+            if matches!(v, Yaml::Null) {
+                continue;
+            }
+            let Yaml::Hash(sections) = v else { return Err(err("retention", "is not a mapping".into())) };
+            for (sk, sv) in sections {
+                let Some(section) = sk.as_str() else {
+                    return Err(err("retention", format!("{sk:?} is not a key name")));
+                };
+                let skey = format!("retention.{section}");
+                if !Rule::ALL.iter().any(|r| r.key().0 == section) {
+                    return Err(err(&skey, "unknown key; use tasks, harvest, reports or memory-queue".into()));
+                }
+                let Yaml::Hash(fields) = sv else { return Err(err(&skey, "is not a mapping".into())) };
+                for (fk, fv) in fields {
+                    let Some(field) = fk.as_str() else { return Err(err(&skey, format!("{fk:?} is not a key name"))) };
+                    let key = format!("{skey}.{field}");
+                    let Some(rule) = Rule::ALL.iter().copied().find(|r| r.key() == (section, field)) else {
+                        let known: Vec<&str> =
+                            Rule::ALL.iter().filter(|r| r.key().0 == section).map(|r| r.key().1).collect();
+                        return Err(err(&key, format!("unknown key; {section} has {}", known.join(", "))));
+                    };
+                    let text = match fv {
+                        Yaml::String(s) => s.clone(),
+                        other => return Err(err(&key, format!("{other:?} is not a duration such as \"30 days\""))),
+                    };
+                    let keep = Keep::parse(&text).map_err(|e| err(&key, e))?;
+                    policy.keep.insert(rule, keep);
+                }
+            }
+        }
+        Ok(policy)
+    }
+}
+
+/// What a plan entry is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Subject {
+    /// The task's whole directory, `tasks/{id}/`.
+    Task { id: String },
+    /// One file (a harvest or a report).
+    File { path: String },
+    /// One entry of `roles/memory-queue.json`.
+    QueueEntry { task_id: String, role_id: String },
+}
+
+impl Subject {
+    /// How it reads in a table.
+    pub fn label(&self) -> String {
+        match self {
+            Subject::Task { id } => format!("{}/{id}/", layout::TASKS),
+            Subject::File { path } => path.clone(),
+            Subject::QueueEntry { task_id, role_id } => format!("roles/memory-queue.json [{task_id} {role_id}]"),
+        }
+    }
+}
+
+/// One item the policy covers, and what becomes of it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Item {
+    pub subject: Subject,
+    pub rule: Rule,
+    /// `retention.tasks.completed: 30 days`.
+    pub because: String,
+    /// The time its age counts from.
+    pub since: DateTime<Utc>,
+    pub age_secs: i64,
+    /// Why it is held back, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+}
+
+/// What a run would do now.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Due, and safe to delete.
+    pub delete: Vec<Item>,
+    /// Due, but held back (not yet in the bucket or the archive).
+    pub held: Vec<Item>,
+    /// Items the policy covers that are not due yet (or are permanent).
+    pub kept: usize,
+    /// Files skipped because their name or content says nothing about their age.
+    pub skipped: Vec<String>,
+}
+
+/// Holds back tasks whose content is not safe elsewhere yet.
+pub trait Guard {
+    /// `Err(why)` holds the task back.
+    fn task(&self, id: &str) -> Result<(), String>;
+}
+
+/// No bucket, no archive: nothing to wait for.
+pub struct NoGuard;
+
+impl Guard for NoGuard {
+    fn task(&self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn midnight(d: NaiveDate) -> DateTime<Utc> {
+    d.and_time(chrono::NaiveTime::MIN).and_utc()
+}
+
+/// The end of the period a harvest or report file name names, if it names one.
+pub fn period_end(rule: Rule, stem: &str) -> Option<DateTime<Utc>> {
+    let day = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok();
+    match rule {
+        Rule::HarvestDaily | Rule::ReportsDaily => day(stem).map(|d| midnight(d + chrono::Duration::days(1))),
+        Rule::HarvestWeekly | Rule::ReportsWeekly => {
+            crate::kind::parse_iso_week(stem).map(|monday| midnight(monday + chrono::Duration::days(7)))
+        }
+        Rule::ReportsMonthly => {
+            let first = day(&format!("{stem}-01")).filter(|_| stem.len() == 7)?;
+            first.checked_add_months(chrono::Months::new(1)).map(midnight)
+        }
+        _ => None,
+    }
+}
+
+/// Whether an item of `rule` whose age counts from `since` is due at `now`.
+pub fn due(policy: &Policy, rule: Rule, since: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    match policy.keep(rule) {
+        Keep::Permanent => false,
+        Keep::For(d) => chrono::Duration::from_std(d).is_ok_and(|d| now - since >= d),
+    }
+}
+
+/// What the policy deletes now from the tree of `store`.
+pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guard) -> Result<Plan, Error> {
+    let mut plan = Plan::default();
+    let consider = |plan: &mut Plan, subject: Subject, rule: Rule, since: DateTime<Utc>, guarded: bool| {
+        if !due(policy, rule, since, now) {
+            plan.kept += 1;
+            return;
+        }
+        let held = match (&subject, guarded) {
+            (Subject::Task { id }, true) => guard.task(id).err(),
+            _ => None,
+        };
+        let item = Item {
+            because: format!("{}: {}", rule.name(), policy.keep(rule).describe()),
+            subject,
+            rule,
+            since,
+            age_secs: (now - since).num_seconds(),
+            held: held.clone(),
+        };
+        if held.is_some() { plan.held.push(item) } else { plan.delete.push(item) }
+    };
+
+    for (dir, task) in store.tasks()? {
+        let task: Task = match task {
+            Ok(t) => t,
+            Err(e) => {
+                plan.skipped.push(format!("tasks/{dir}/: {e}"));
+                continue;
+            }
+        };
+        let rule = match task.status {
+            TaskStatus::Completed => Rule::TasksCompleted,
+            TaskStatus::Failed => Rule::TasksFailed,
+            TaskStatus::Pending | TaskStatus::Running => continue, // never deleted
+        };
+        match &task.completed_at {
+            Some(t) => consider(&mut plan, Subject::Task { id: dir }, rule, t.instant().with_timezone(&Utc), true),
+            None => plan.skipped.push(format!("tasks/{dir}/: {} without completedAt: its age is unknown", task.status)),
+        }
+    }
+
+    for (dir, ext, daily, weekly, monthly) in [
+        (layout::HARVEST, "json", Rule::HarvestDaily, Rule::HarvestWeekly, None),
+        (layout::REPORTS, "md", Rule::ReportsDaily, Rule::ReportsWeekly, Some(Rule::ReportsMonthly)),
+    ] {
+        for (sub, rule) in [("daily", Some(daily)), ("weekly", Some(weekly)), ("monthly", monthly)] {
+            let Some(rule) = rule else { continue };
+            let path = store.root().join(dir).join(sub);
+            let entries = match std::fs::read_dir(&path) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            let mut names: Vec<String> = Vec::new();
+            for e in entries {
+                let e = e.map_err(|err| Error::io(&path, err))?;
+                // Never follow a symlink; only regular files are the policy's.
+                if !e.file_type().is_ok_and(|t| t.is_file()) {
+                    continue;
+                }
+                if let Some(n) = e.file_name().to_str() {
+                    names.push(n.to_owned());
+                }
+            }
+            names.sort();
+            for name in names {
+                let rel = format!("{dir}/{sub}/{name}");
+                let Some(stem) = name.strip_suffix(&format!(".{ext}")) else { continue };
+                match period_end(rule, stem) {
+                    Some(end) => consider(&mut plan, Subject::File { path: rel }, rule, end, false),
+                    None => plan.skipped.push(format!("{rel}: the name is not a {} period", sub)),
+                }
+            }
+        }
+    }
+
+    let queue_rel = RelPath::new("roles/memory-queue.json")?;
+    match store.read::<MemoryQueue>(&queue_rel) {
+        Ok(q) => {
+            for e in q.queue {
+                let rule = match e.status {
+                    QueueStatus::Pending => Rule::QueuePending,
+                    QueueStatus::Completed => Rule::QueueCompleted,
+                };
+                let subject = Subject::QueueEntry { task_id: e.task_id.to_string(), role_id: e.role_id.to_string() };
+                consider(&mut plan, subject, rule, e.enqueued_at.instant().with_timezone(&Utc), false);
+            }
+        }
+        Err(Error::NotFound { .. }) => {}
+        Err(e) => plan.skipped.push(format!("roles/memory-queue.json: {e}")),
+    }
+    Ok(plan)
+}
+
+/// What a run deleted.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    pub tasks: usize,
+    pub files: usize,
+    pub queue_entries: usize,
+    /// Held items deleted because of `--force`.
+    pub forced: usize,
+    /// Items that could not be deleted, with the reason.
+    pub failed: Vec<String>,
+}
+
+/// Deletes the plan's `delete` items (and, with `force`, its `held` ones) through the
+/// store, so each deletion is journaled and reaches the bucket as a delete. A
+/// symlink inside a task directory is removed, never followed.
+pub fn execute(store: &Store, plan: &Plan, force: bool) -> Result<RunReport, Error> {
+    let mut report = RunReport::default();
+    let items = plan.delete.iter().chain(plan.held.iter().filter(|_| force));
+    let mut queue_drop: Vec<(String, String)> = Vec::new();
+    for item in items {
+        if item.held.is_some() {
+            report.forced += 1;
+            tracing::warn!(item = %item.subject.label(), why = item.held.as_deref().unwrap_or(""), "--force: deleting an item retention held back");
+        }
+        let outcome = match &item.subject {
+            Subject::Task { id } => remove_task_dir(store, id).map(|()| report.tasks += 1),
+            Subject::File { path } => match store.remove(&RelPath::new(path)?) {
+                Ok(()) | Err(Error::NotFound { .. }) => {
+                    report.files += 1;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            Subject::QueueEntry { task_id, role_id } => {
+                queue_drop.push((task_id.clone(), role_id.clone()));
+                Ok(())
+            }
+        };
+        if let Err(e) = outcome {
+            report.failed.push(format!("{}: {e}", item.subject.label()));
+        }
+    }
+    if !queue_drop.is_empty() {
+        let rel = RelPath::new("roles/memory-queue.json")?;
+        let dropped = store.update_json(&rel, |q: &mut MemoryQueue| {
+            let before = q.queue.len();
+            q.queue.retain(|e| !queue_drop.iter().any(|(t, r)| e.task_id.as_str() == t && e.role_id.as_str() == r));
+            before - q.queue.len()
+        });
+        match dropped {
+            Ok(n) => report.queue_entries = n,
+            Err(e) => report.failed.push(format!("roles/memory-queue.json: {e}")),
+        }
+    }
+    Ok(report)
+}
+
+/// Removes `tasks/{id}/`: every file through the store (journaled), symlinks as
+/// links, then the emptied directories, deepest first.
+fn remove_task_dir(store: &Store, id: &str) -> Result<(), Error> {
+    crate::check_id(id).map_err(|e| Error::UnsafePath { path: id.to_owned(), reason: format!("task id {e}") })?;
+    let dir = store.root().join(layout::TASKS).join(id);
+    let meta = match std::fs::symlink_metadata(&dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    if !meta.is_dir() {
+        return Err(Error::UnsafePath {
+            path: format!("tasks/{id}"),
+            reason: "not a directory (a symlink?); left alone".into(),
+        });
+    }
+    let mut dirs = Vec::new();
+    for entry in walkdir::WalkDir::new(&dir).follow_links(false).contents_first(true) {
+        let entry = entry.map_err(|e| Error::io(&dir, std::io::Error::other(e.to_string())))?;
+        let path = entry.path();
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            dirs.push(path.to_owned());
+            continue;
+        }
+        let rel = path.strip_prefix(store.root()).ok().and_then(|r| r.to_str()).map(str::to_owned);
+        match (ft.is_file(), rel) {
+            (true, Some(rel)) => match store.remove(&RelPath::new(&rel)?) {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            },
+            // A symlink, FIFO or a name that is not UTF-8: removed itself, never followed.
+            _ => std::fs::remove_file(path).map_err(|e| Error::io(path, e))?,
+        }
+    }
+    for d in dirs {
+        match std::fs::remove_dir(&d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&d, e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
