@@ -86,6 +86,8 @@ pub enum Command {
     Harvest(commands::archive::HarvestArgs),
     Report(commands::report::ReportArgs),
     #[command(subcommand)]
+    Retention(commands::retention::RetentionCommand),
+    #[command(subcommand)]
     Web(commands::web::WebCommand),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
@@ -148,6 +150,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Archive(c) => commands::archive::run(c, s),
         Command::Harvest(a) => commands::archive::harvest(a, s),
         Command::Report(a) => commands::report::run(a, s),
+        Command::Retention(c) => commands::retention::run(c, s),
         Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),

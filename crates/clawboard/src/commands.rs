@@ -8,6 +8,7 @@ pub mod escalation;
 pub mod init;
 pub mod man;
 pub mod report;
+pub mod retention;
 pub mod status;
 pub mod sync;
 pub mod task;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::cli::{BadInput, GlobalArgs};
 
+pub mod retention;
 pub mod review;
 pub use review::{NotifyResolved, ReviewResolved, WebToken};
 
@@ -44,6 +45,8 @@ pub struct FileConfig {
     pub web: review::WebConfig,
     #[serde(default)]
     pub notify: review::NotifyConfig,
+    #[serde(default)]
+    pub retention: retention::RetentionConfig,
 }
 
 /// `[archive]`: the memory branch.
@@ -483,6 +486,7 @@ pub struct Settings {
     pub sync: clawboard_sync::SyncSettings,
     pub archive: ArchiveResolved,
     pub review: ReviewResolved,
+    pub retention: retention::RetentionResolved,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -559,6 +563,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let sync = resolve_sync(file.sync, env, &origin)?;
     let archive = resolve_archive(file.archive, file.harvest, env, &origin)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, |p| expand_home(p, env), &origin)?;
+    let retention = retention::resolve(file.retention, config_file.as_deref(), |p| expand_home(p, env), &origin)?;
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
     {
@@ -592,6 +597,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         sync,
         archive,
         review,
+        retention,
     })
 }
 

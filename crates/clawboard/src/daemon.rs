@@ -11,6 +11,7 @@ mod metrics;
 mod notify;
 mod recorder;
 mod records;
+mod retention;
 mod sync;
 mod systemd;
 mod web;
@@ -205,6 +206,16 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         reports: settings.review.reports.clone(),
     };
     tasks.spawn(records.run(stopping.clone()));
+    if settings.retention.enabled {
+        match settings.retention.policy() {
+            Ok((_, source)) => {
+                tracing::info!(policy = %source, schedule = %settings.retention.schedule.text, "retention on")
+            }
+            Err(e) => tracing::error!("retention: {e}; fix it: until then no retention run deletes anything"),
+        }
+        let r = retention::RetentionLoop { store: store.clone(), settings: settings.clone() };
+        tasks.spawn(r.run(stopping.clone()));
+    }
     let consumer = intake::IntakeConsumer {
         store: store.clone(),
         dispatcher: dispatcher.clone(),
@@ -290,6 +301,13 @@ fn reload(args: &GlobalArgs, dispatcher: &Arc<dispatch::Dispatcher>) {
             dispatcher.engine.reload(s.roles);
             dispatcher.resize();
             tracing::info!("SIGHUP: config reloaded (roles, lifecycle)");
+            // The retention loop reads retention.yaml at every run: check it now.
+            match s.retention.policy() {
+                Ok((_, source)) => tracing::info!(policy = %source, "SIGHUP: retention policy checked"),
+                Err(e) => {
+                    tracing::error!("SIGHUP: retention: {e}; no retention run deletes anything until it is fixed")
+                }
+            }
         }
         Err(e) => tracing::error!("SIGHUP: config not reloaded, keeping the old one: {e:#}"),
     }

@@ -907,6 +907,43 @@ pub fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
     exp.mul_f64(0.5 + frac / 2.0)
 }
 
+/// The files under `dir` (relative to `root`, e.g. `tasks/t1`) whose current content
+/// the bucket does not hold as far as this node knows: never pushed, changed since
+/// (size or mtime differ from the pushed record), or pushed as a delete. Files push
+/// never sends (`sync.exclude`, temp files) are not counted. Symlinks are not
+/// followed; one is counted, since push never sends it.
+pub fn unpushed_files(root: &Path, settings: &SyncSettings, dir: &str) -> Result<Vec<String>> {
+    let excludes = build_excludes(&settings.exclude)?;
+    let state = PushState::load(&sync_dir(root))?;
+    let mut out = Vec::new();
+    let base = root.join(dir);
+    for entry in walkdir::WalkDir::new(&base).follow_links(false).sort_by_file_name() {
+        let entry = entry.map_err(|e| Error::io(&base, std::io::Error::other(e.to_string())))?;
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        let Some(rel) = entry.path().strip_prefix(root).ok().and_then(|r| r.to_str()).map(str::to_owned) else {
+            out.push(entry.path().display().to_string());
+            continue;
+        };
+        if is_ignored(&rel) || excludes.is_match(&rel) {
+            continue;
+        }
+        if !entry.file_type().is_file() {
+            out.push(rel);
+            continue;
+        }
+        let meta = entry.metadata().map_err(|e| Error::io(entry.path(), std::io::Error::other(e.to_string())))?;
+        let stamp = Stamp::of(&meta);
+        let pushed =
+            state.get(&rel).is_some_and(|r| !r.deleted && r.size == stamp.size && r.mtime_ns == stamp.mtime_ns);
+        if !pushed {
+            out.push(rel);
+        }
+    }
+    Ok(out)
+}
+
 /// The status file, if a push ever ran.
 pub fn read_status(root: &Path) -> Option<StatusFile> {
     let bytes = std::fs::read(sync_dir(root).join("status.json")).ok()?;

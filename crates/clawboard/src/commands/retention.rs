@@ -1,0 +1,163 @@
+//! `clawboard retention plan|run`: apply `retention.yaml` to the tree.
+
+use clap::{Args, Subcommand};
+use clawboard_core::retention::{self, Guard, Item, Plan};
+
+use crate::cli::EXIT_OK;
+use crate::commands::open_store;
+use crate::config::Settings;
+use crate::output::{self, Table};
+
+/// Apply the retention policy (retention.yaml)
+#[derive(Debug, Subcommand)]
+#[command(after_help = "A task goes only when its content is confirmed in the bucket (with sync on)
+and its memory harvest is in a pushed archive commit (with the archive on);
+otherwise it is held back and `plan` says why. Tasks still pending or running
+never go. The daemon runs this on retention.schedule (hourly).
+
+Examples:
+  clawboard retention plan
+  clawboard retention plan --json
+  clawboard retention run
+  clawboard retention run --force      # also what is held back: loudly, and only if you must")]
+pub enum RetentionCommand {
+    Plan(PlanArgs),
+    Run(RunArgs),
+}
+
+/// Show what would be deleted, what is held back and why
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard retention plan
+  clawboard retention plan --json")]
+pub struct PlanArgs {}
+
+/// Delete what the policy says is due (deletions reach the bucket as deletes)
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard retention run
+  clawboard retention run --force")]
+pub struct RunArgs {
+    /// Also delete what is held back (not yet in the bucket or the archive)
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Holds a task back until the bucket and the archive have it (each when configured).
+pub struct TreeGuard {
+    root: std::path::PathBuf,
+    sync: Option<clawboard_sync::SyncSettings>,
+    archive: Option<clawboard_archive::Archive>,
+}
+
+impl TreeGuard {
+    pub fn new(s: &Settings, store: &clawboard_core::Store) -> anyhow::Result<TreeGuard> {
+        let archive = if s.archive.enabled { Some(crate::commands::archive::open(s)?) } else { None };
+        Ok(TreeGuard { root: store.root().to_owned(), sync: s.sync.enabled.then(|| s.sync.clone()), archive })
+    }
+}
+
+impl Guard for TreeGuard {
+    fn task(&self, id: &str) -> Result<(), String> {
+        if let Some(sync) = &self.sync {
+            match clawboard_sync::push::unpushed_files(&self.root, sync, &format!("tasks/{id}")) {
+                Ok(files) if files.is_empty() => {}
+                Ok(files) => {
+                    return Err(format!(
+                        "{} file(s) not confirmed in the bucket yet, e.g. {} (the next push sends them)",
+                        files.len(),
+                        files[0]
+                    ));
+                }
+                Err(e) => return Err(format!("cannot tell whether the bucket has it: {e}")),
+            }
+        }
+        if let Some(a) = &self.archive {
+            match a.task_archived(id) {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => return Err(why),
+                Err(e) => return Err(format!("cannot tell whether the archive has it: {e}")),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The plan for now, with the policy's source.
+pub fn plan_now(s: &Settings) -> anyhow::Result<(Plan, String)> {
+    let (policy, source) = s.retention.policy()?;
+    let store = open_store(s)?;
+    let guard = TreeGuard::new(s, &store)?;
+    Ok((retention::plan(&store, &policy, chrono::Utc::now(), &guard)?, source))
+}
+
+fn age(secs: i64) -> String {
+    match secs {
+        s if s >= 2 * 86_400 => format!("{}d", s / 86_400),
+        s if s >= 3600 => format!("{}h", s / 3600),
+        s => format!("{}m", s / 60),
+    }
+}
+
+fn table(items: &[Item], held: bool) -> String {
+    let mut t = Table::new(&["ITEM", "AGE", "RULE", if held { "HELD BACK BECAUSE" } else { "" }]);
+    for i in items {
+        t.row(vec![i.subject.label(), age(i.age_secs), i.because.clone(), i.held.clone().unwrap_or_default()]);
+    }
+    t.render()
+}
+
+pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
+    let (plan, source) = plan_now(s)?;
+    match c {
+        RetentionCommand::Plan(_) => {
+            if s.json {
+                output::json(&serde_json::json!({"policy": source, "plan": plan}))?;
+                return Ok(EXIT_OK);
+            }
+            println!("Policy: {source}");
+            if plan.delete.is_empty() {
+                println!("Nothing is due.");
+            } else {
+                println!("\nWould delete ({}):", plan.delete.len());
+                print!("{}", table(&plan.delete, false));
+            }
+            if !plan.held.is_empty() {
+                println!("\nHeld back ({}):", plan.held.len());
+                print!("{}", table(&plan.held, true));
+            }
+            println!("\n{} more item(s) the policy covers are not due yet.", plan.kept);
+            for skipped in &plan.skipped {
+                println!("skipped: {skipped}");
+            }
+            Ok(EXIT_OK)
+        }
+        RetentionCommand::Run(a) => {
+            if a.force && !plan.held.is_empty() {
+                eprintln!(
+                    "warning: --force: deleting {} item(s) retention held back; their content may not be in the bucket or the archive",
+                    plan.held.len()
+                );
+            }
+            let store = open_store(s)?;
+            let report = retention::execute(&store, &plan, a.force)?;
+            if s.json {
+                output::json(&serde_json::json!({"policy": source, "report": report, "held": plan.held.len()}))?;
+            } else {
+                println!(
+                    "Deleted {} task(s), {} file(s), {} memory-queue entr{}{}; {} held back.",
+                    report.tasks,
+                    report.files,
+                    report.queue_entries,
+                    if report.queue_entries == 1 { "y" } else { "ies" },
+                    if report.forced > 0 { format!(" ({} forced)", report.forced) } else { String::new() },
+                    if a.force { 0 } else { plan.held.len() }
+                );
+                for f in &report.failed {
+                    eprintln!("not deleted: {f}");
+                }
+            }
+            Ok(if report.failed.is_empty() { EXIT_OK } else { crate::cli::EXIT_FAILURE })
+        }
+    }
+}
