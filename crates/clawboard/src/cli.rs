@@ -88,6 +88,8 @@ pub enum Command {
     #[command(subcommand)]
     Retention(commands::retention::RetentionCommand),
     #[command(subcommand)]
+    Acl(commands::acl::AclCommand),
+    #[command(subcommand)]
     Web(commands::web::WebCommand),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
@@ -151,6 +153,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Harvest(a) => commands::archive::harvest(a, s),
         Command::Report(a) => commands::report::run(a, s),
         Command::Retention(c) => commands::retention::run(c, s),
+        Command::Acl(c) => commands::acl::run(c, s),
         Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),

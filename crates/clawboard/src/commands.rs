@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod acl;
 pub mod archive;
 pub mod completions;
 pub mod daemon;

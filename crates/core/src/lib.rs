@@ -14,6 +14,7 @@
 //!   index that lets a rescan emit only what the journal missed.
 //! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
 
+pub mod acl;
 pub mod duration;
 pub mod error;
 pub mod formats;

@@ -1,0 +1,87 @@
+//! `clawboard acl check`: explain an access decision of `config/acl.toml`.
+
+use clap::{Args, Subcommand};
+use clawboard_core::acl::{Acl, DEFAULT_ACL, Op};
+
+use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
+use crate::config::Settings;
+use crate::output;
+
+/// Access control: who may read and write what (config/acl.toml)
+#[derive(Debug, Subcommand)]
+#[command(after_help = "The policy: acl.toml beside the config file when it exists, else the
+embedded seed matrix (the repository's config/acl.toml). docs/ACL.md has the rules.
+
+Examples:
+  clawboard acl check --as creator-code --task t1 --write tasks/t1/result.json
+  clawboard acl check --as coding-pm --read gm/decisions.md
+  clawboard acl check --as gm --write shared/risk-limits.json --json")]
+pub enum AclCommand {
+    Check(CheckArgs),
+}
+
+/// Explain whether ROLE may read or write PATH, and which rule decides (exit 0 allowed, 1 refused)
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  clawboard acl check --as creator-code --task t1 --write tasks/t1/result.json
+  clawboard acl check --as assistant --read escalations/20261121T101500.123456Z-3f2a.json")]
+pub struct CheckArgs {
+    /// The role id (gm, validator, platform-pm, assistant, any *-pm, any other role = worker; or human, daemon)
+    #[arg(long = "as", value_name = "ROLE")]
+    pub role: String,
+    /// The task the role runs for (a worker writes only inside it)
+    #[arg(long, value_name = "ID")]
+    pub task: Option<String>,
+    /// Check reading
+    #[arg(long, conflicts_with = "write", required_unless_present = "write")]
+    pub read: bool,
+    /// Check writing
+    #[arg(long)]
+    pub write: bool,
+    /// The path, relative to the blackboard root
+    pub path: String,
+}
+
+/// The ACL in force and where it came from.
+pub fn load(s: &Settings) -> anyhow::Result<(Acl, String)> {
+    let beside = s.config_file.as_deref().and_then(std::path::Path::parent).map(|d| d.join("acl.toml"));
+    match beside.filter(|p| p.exists()) {
+        Some(p) => {
+            let name = p.display().to_string();
+            let text =
+                std::fs::read_to_string(&p).map_err(|e| BadInput(format!("{name}: cannot read the ACL: {e}")))?;
+            Ok((Acl::parse(&name, &text).map_err(|e| BadInput(e.to_string()))?, name))
+        }
+        None => Ok((
+            Acl::parse("config/acl.toml (embedded)", DEFAULT_ACL).map_err(|e| BadInput(e.to_string()))?,
+            "the embedded seed matrix".to_owned(),
+        )),
+    }
+}
+
+pub fn run(c: AclCommand, s: &Settings) -> anyhow::Result<u8> {
+    let AclCommand::Check(a) = c;
+    let (acl, source) = load(s)?;
+    let op = if a.write { Op::Write } else { Op::Read };
+    let d = acl.check(&a.role, a.task.as_deref(), op, &a.path);
+    if s.json {
+        output::json(
+            &serde_json::json!({"acl": source, "role": a.role, "task": a.task, "op": op, "path": a.path, "decision": d}),
+        )?;
+    } else {
+        let verb = if a.write { "write" } else { "read" };
+        println!(
+            "{}: {} may {}{verb} {}",
+            if d.allowed { "allowed" } else { "refused" },
+            a.role,
+            if d.allowed { "" } else { "not " },
+            output::printable(&format!("{:?}", a.path))
+        );
+        println!("rule: {}", d.rule);
+        for step in &d.why {
+            println!("  - {}", output::printable(step));
+        }
+        println!("acl: {source}");
+    }
+    Ok(if d.allowed { EXIT_OK } else { EXIT_FAILURE })
+}

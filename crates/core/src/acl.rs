@@ -1,0 +1,324 @@
+//! Access control (seed 002 "访问控制"): which principal may read or write which
+//! path, from `config/acl.toml`, and why.
+//!
+//! A role maps to a principal by its id ([`Principal::of_role`]). A path is checked
+//! as given by a role: relative, `/`-separated, no `..`, no NUL, no absolute path.
+//! `[files]` entries (exact paths) come first, then the longest matching `[dirs]`
+//! prefix. `human` and `daemon` may do anything. Principals in `scope.own_task_only`
+//! reach `tasks/` only inside the task they run for.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The embedded default: the repository's `config/acl.toml`, the seed's matrix.
+pub const DEFAULT_ACL: &str = include_str!("../../../config/acl.toml");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Principal {
+    Assistant,
+    Gm,
+    Validator,
+    PlatformPm,
+    Pm,
+    Worker,
+    Human,
+    Daemon,
+}
+
+impl Principal {
+    pub const ROLES: [Principal; 6] = [
+        Principal::Assistant,
+        Principal::Gm,
+        Principal::Validator,
+        Principal::PlatformPm,
+        Principal::Pm,
+        Principal::Worker,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Principal::Assistant => "assistant",
+            Principal::Gm => "gm",
+            Principal::Validator => "validator",
+            Principal::PlatformPm => "platform-pm",
+            Principal::Pm => "pm",
+            Principal::Worker => "worker",
+            Principal::Human => "human",
+            Principal::Daemon => "daemon",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Principal> {
+        Principal::ROLES.into_iter().chain([Principal::Human, Principal::Daemon]).find(|p| p.name() == s)
+    }
+
+    /// The principal of role `role`, and why.
+    pub fn of_role(role: &str) -> (Principal, String) {
+        match Principal::parse(role) {
+            Some(p) => (p, format!("role {role:?} is the principal {}", p.name())),
+            None if role.ends_with("-pm") => (Principal::Pm, format!("role {role:?} ends in -pm: principal pm")),
+            None => (Principal::Worker, format!("role {role:?} is none of the named principals: principal worker")),
+        }
+    }
+}
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Read,
+    Write,
+}
+
+impl Op {
+    fn letter(self) -> char {
+        match self {
+            Op::Read => 'R',
+            Op::Write => 'W',
+        }
+    }
+}
+
+/// One cell: `"RW"`, `"R"`, `"W"` or `"-"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Access {
+    fn parse(s: &str) -> Option<Access> {
+        match s {
+            "RW" => Some(Access { read: true, write: true }),
+            "R" => Some(Access { read: true, write: false }),
+            "W" => Some(Access { read: false, write: true }),
+            "-" => Some(Access::default()),
+            _ => None,
+        }
+    }
+
+    fn allows(self, op: Op) -> bool {
+        match op {
+            Op::Read => self.read,
+            Op::Write => self.write,
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match (self.read, self.write) {
+            (true, true) => "RW",
+            (true, false) => "R",
+            (false, true) => "W",
+            (false, false) => "-",
+        }
+    }
+}
+
+/// A table of cells: principal → access, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    /// `[dirs."tasks/"]` or `[files."shared/risk-limits.json"]`.
+    header: String,
+    cells: BTreeMap<Principal, Access>,
+}
+
+/// The policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acl {
+    dirs: Vec<(String, Row)>,
+    files: Vec<(String, Row)>,
+    own_task_only: Vec<Principal>,
+}
+
+/// An `acl.toml` that cannot be used, naming the file, the key and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {key}: {reason}")]
+pub struct AclError {
+    pub file: String,
+    pub key: String,
+    pub reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAcl {
+    #[serde(default)]
+    dirs: BTreeMap<String, BTreeMap<String, String>>,
+    #[serde(default)]
+    files: BTreeMap<String, BTreeMap<String, String>>,
+    #[serde(default)]
+    scope: Scope,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Scope {
+    #[serde(default)]
+    own_task_only: Vec<String>,
+}
+
+/// The decision on one request, and the rule that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub allowed: bool,
+    pub principal: Principal,
+    /// The rule that decided, as written in the file (`[dirs."tasks/"] worker = "W"`).
+    pub rule: String,
+    /// The reasoning, one step per line: how the role mapped, which rule matched, scope.
+    pub why: Vec<String>,
+}
+
+/// Why a path is refused before any rule is looked at.
+pub fn check_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("the path is empty".into());
+    }
+    if path.contains('\0') {
+        return Err("the path contains a NUL byte".into());
+    }
+    if path.starts_with('/') {
+        return Err("the path is absolute; give it relative to the blackboard root".into());
+    }
+    if path.contains('\\') {
+        return Err("the path contains a backslash".into());
+    }
+    for part in path.split('/') {
+        if part == ".." {
+            return Err("the path climbs out with ..".into());
+        }
+        if part == "." {
+            return Err("the path has a . component".into());
+        }
+    }
+    if path.split('/').next() == Some(".clawboard") {
+        return Err(".clawboard/ is the daemon's own state".into());
+    }
+    Ok(())
+}
+
+impl Acl {
+    /// Parses `acl.toml` (`file` names it in errors): every cell must be RW, R, W or
+    /// -, every principal known, every role principal present in every row.
+    pub fn parse(file: &str, text: &str) -> Result<Acl, AclError> {
+        let err = |key: String, reason: String| AclError { file: file.to_owned(), key, reason };
+        let raw: FileAcl = toml::from_str(text).map_err(|e| {
+            let key = e.span().map_or("(syntax)".to_owned(), |s| {
+                format!("line {}", text[..s.start.min(text.len())].matches('\n').count() + 1)
+            });
+            err(key, e.message().to_owned())
+        })?;
+        let row = |kind: &str, name: &str, cells: &BTreeMap<String, String>| -> Result<Row, AclError> {
+            let header = format!("[{kind}.{name:?}]");
+            let mut out = BTreeMap::new();
+            for (who, value) in cells {
+                let key = format!("{kind}.{name:?}.{who}");
+                let p = Principal::parse(who).ok_or_else(|| {
+                    err(
+                        key.clone(),
+                        "unknown principal; use assistant, gm, validator, platform-pm, pm or worker".into(),
+                    )
+                })?;
+                if matches!(p, Principal::Human | Principal::Daemon) {
+                    return Err(err(key, format!("{who} may always do anything; it has no cell")));
+                }
+                let a = Access::parse(value)
+                    .ok_or_else(|| err(key.clone(), format!("{value:?} is not one of \"RW\", \"R\", \"W\", \"-\"")))?;
+                out.insert(p, a);
+            }
+            for p in Principal::ROLES {
+                if !out.contains_key(&p) {
+                    return Err(err(
+                        format!("{kind}.{name:?}"),
+                        format!("has no cell for {}; write \"-\" to deny", p.name()),
+                    ));
+                }
+            }
+            Ok(Row { header, cells: out })
+        };
+        let mut dirs = Vec::new();
+        for (prefix, cells) in &raw.dirs {
+            if !prefix.ends_with('/') || check_path(prefix.trim_end_matches('/')).is_err() {
+                return Err(err(format!("dirs.{prefix:?}"), "is not a relative directory ending in /".into()));
+            }
+            dirs.push((prefix.clone(), row("dirs", prefix, cells)?));
+        }
+        // Longest prefix first.
+        dirs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let mut files = Vec::new();
+        for (path, cells) in &raw.files {
+            if let Err(why) = check_path(path) {
+                return Err(err(format!("files.{path:?}"), why));
+            }
+            files.push((path.clone(), row("files", path, cells)?));
+        }
+        let mut own_task_only = Vec::new();
+        for who in &raw.scope.own_task_only {
+            let p = Principal::parse(who)
+                .filter(|p| Principal::ROLES.contains(p))
+                .ok_or_else(|| err("scope.own_task_only".into(), format!("{who:?} is not a role principal")))?;
+            own_task_only.push(p);
+        }
+        Ok(Acl { dirs, files, own_task_only })
+    }
+
+    /// The seed's matrix (the embedded `config/acl.toml`).
+    pub fn seed() -> Result<Acl, AclError> {
+        Acl::parse("config/acl.toml (embedded)", DEFAULT_ACL)
+    }
+
+    /// May `role` (running for `task`, if any) do `op` on `path`?
+    pub fn check(&self, role: &str, task: Option<&str>, op: Op, path: &str) -> Decision {
+        let (principal, mapped) = Principal::of_role(role);
+        let mut why = vec![mapped];
+        let refuse = |why: Vec<String>, rule: String| Decision { allowed: false, principal, rule, why };
+        if let Err(e) = check_path(path) {
+            why.push(format!("{path:?}: {e}"));
+            return refuse(why, "path rules (before any table)".into());
+        }
+        if matches!(principal, Principal::Human | Principal::Daemon) {
+            why.push(format!("{} may read and write everything", principal.name()));
+            return Decision { allowed: true, principal, rule: format!("{} (built in)", principal.name()), why };
+        }
+        let found = self
+            .files
+            .iter()
+            .find(|(p, _)| p == path)
+            .or_else(|| self.dirs.iter().find(|(prefix, _)| path.starts_with(prefix.as_str())));
+        let Some((_, row)) = found else {
+            why.push(format!("no [files] or [dirs] entry covers {path:?}: denied by default"));
+            return refuse(why, "default deny".into());
+        };
+        let access = row.cells.get(&principal).copied().unwrap_or_default();
+        let rule = format!("{} {} = {:?}", row.header, principal.name(), access.text());
+        if !access.allows(op) {
+            why.push(format!("{rule}: no {}", op.letter()));
+            return refuse(why, rule);
+        }
+        why.push(format!("{rule}: {} allowed", op.letter()));
+        if self.own_task_only.contains(&principal)
+            && let Some(rest) = path.strip_prefix("tasks/")
+        {
+            let target = rest.split('/').next().unwrap_or_default();
+            match task {
+                Some(t) if t == target && rest.contains('/') => {
+                    why.push(format!("scope.own_task_only: inside its own task {t}"));
+                }
+                Some(t) => {
+                    why.push(format!("scope.own_task_only: {path} is outside its own task tasks/{t}/"));
+                    return refuse(why, format!("[scope] own_task_only = [\"{}\"]", principal.name()));
+                }
+                None => {
+                    why.push("scope.own_task_only: no task given (--task), so no task is its own".into());
+                    return refuse(why, format!("[scope] own_task_only = [\"{}\"]", principal.name()));
+                }
+            }
+        }
+        Decision { allowed: true, principal, rule, why }
+    }
+}
+
+#[cfg(test)]
+mod tests;
