@@ -3,7 +3,7 @@
 //! cell, is tested in `crates/core/src/acl/tests.rs`.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use clawboard_tests::{Run, Tree};
+use clawboard_tests::{Run, Tree, sh_config, wait_until};
 
 fn check(t: &Tree, args: &[&str]) -> Run {
     let cfg = t.dir.path().join("clawboard.toml");
@@ -56,4 +56,81 @@ fn an_acl_beside_the_config_is_used_and_a_bad_one_is_named() {
         "{}",
         bad.stderr
     );
+}
+
+/// A worker that tries a series of writes through `clawboard write` while it runs and
+/// reports each exit code; then the test replays its token after it ended.
+#[test]
+fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
+    let t = Tree::init();
+    let bin = clawboard_tests::bin();
+    let w = |path: &str, body: &str| {
+        format!("printf '{body}' | {} write {path} >/dev/null 2>>$d/err.log; c=\\\"$c $?\\\"; ", bin.display())
+    };
+    let script = format!(
+        "d=$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID; cat >/dev/null; c=; {}{}{}{}{}{}{}printf '%s' $CLAWBOARD_TOKEN > $d/token.txt; printf '{{\\\"summary\\\":\\\"codes%s\\\"}}' \\\"$c\\\"",
+        w("tasks/$CLAWBOARD_TASK_ID/notes.md", "mine"),
+        w("tasks/other/x.md", "not mine"),
+        w("../../outside.txt", "out"),
+        w("shared/risk-limits.json", "{{}}"),
+        w("gm/decisions.md", "forged"),
+        w("escalations/e1.json", "[1]"),
+        "c=\\\"$c $(printf x | CLAWBOARD_TOKEN=0000 ".to_owned()
+            + &format!(
+                "{} write tasks/$CLAWBOARD_TASK_ID/forged.md >/dev/null 2>>$d/err.log; echo $?)\\\"; ",
+                bin.display()
+            ),
+    );
+    let cfg = sh_config("").replace(
+        "[roles.w]\ncommand = [\"sh\", \"-c\", \"cat >/dev/null; printf '{\\\"summary\\\":\\\"w did it\\\"}'\"]",
+        &format!("[roles.w]\ncommand = [\"sh\", \"-c\", \"{script}\"]"),
+    );
+    assert!(cfg.contains("token.txt"), "the worker was replaced:\n{cfg}");
+    t.config(&cfg);
+    let risk_before = std::fs::read(t.root.join("shared/risk-limits.json")).unwrap();
+    let decisions_before = std::fs::read(t.root.join("gm/decisions.md")).unwrap();
+    let d = t.daemon();
+    t.drop_task("t1.json", r#"{"taskId":"t1","type":"coding","description":"write things"}"#);
+    wait_until(30, "the task to end", || matches!(t.status_of("t1").as_str(), "completed" | "failed"));
+    let result = std::fs::read_to_string(t.root.join("tasks/t1/result.json")).unwrap();
+    // own task: 0; another task, ../.., risk-limits, gm/, an invalid escalation, a forged token: 2
+    assert!(
+        result.contains("codes 0 2 2 2 2 2 2"),
+        "{result}\n{}",
+        std::fs::read_to_string(t.root.join("tasks/t1/err.log")).unwrap_or_default()
+    );
+    assert_eq!(std::fs::read_to_string(t.root.join("tasks/t1/notes.md")).unwrap(), "mine");
+    let err = std::fs::read_to_string(t.root.join("tasks/t1/err.log")).unwrap();
+    for want in [
+        "outside its own task tasks/t1/",
+        "climbs out with ..",
+        "rule: [files.\"shared/risk-limits.json\"] worker = \"R\"",
+        "rule: [dirs.\"gm/\"] worker = \"-\"",
+        "refused: escalations/e1.json: /",
+        "unknown or expired token",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    assert!(!t.root.join("tasks/other").exists() && !t.dir.path().join("outside.txt").exists());
+    assert!(!t.root.join("escalations/e1.json").exists() && !t.root.join("tasks/t1/forged.md").exists());
+    assert_eq!(std::fs::read(t.root.join("shared/risk-limits.json")).unwrap(), risk_before);
+    assert_eq!(std::fs::read(t.root.join("gm/decisions.md")).unwrap(), decisions_before);
+    // The instance ended: its token no longer works.
+    let token = std::fs::read_to_string(t.root.join("tasks/t1/token.txt")).unwrap();
+    assert_eq!(token.len(), 32, "128 bits as hex");
+    let late = t.run_with_stdin(&["write", "--token", &token, "tasks/t1/late.md"], b"too late");
+    late.expect_code(2);
+    assert!(late.stderr.contains("unknown or expired token"), "{}", late.stderr);
+    let m = t.run(&["status", "--json"]);
+    m.ok();
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(metrics.contains("clawboard_acl_refusals_total 6"), "4 ACL/path refusals + 2 bad tokens:\n{metrics}");
+    assert_eq!(d.stop(), 0);
 }

@@ -89,6 +89,7 @@ pub enum Command {
     Retention(commands::retention::RetentionCommand),
     #[command(subcommand)]
     Acl(commands::acl::AclCommand),
+    Write(commands::write::WriteArgs),
     #[command(subcommand)]
     Web(commands::web::WebCommand),
     Demo(commands::demo::DemoArgs),
@@ -154,6 +155,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Report(a) => commands::report::run(a, s),
         Command::Retention(c) => commands::retention::run(c, s),
         Command::Acl(c) => commands::acl::run(c, s),
+        Command::Write(a) => commands::write::run(a, s),
         Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),

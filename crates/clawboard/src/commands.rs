@@ -15,6 +15,7 @@ pub mod sync;
 pub mod task;
 pub mod validate;
 pub mod web;
+pub mod write;
 
 use clawboard_core::Store;
 

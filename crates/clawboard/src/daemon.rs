@@ -47,6 +47,8 @@ pub struct DaemonState {
     pub counters: Arc<web::Counters>,
     pub sync_enabled: bool,
     pub archive_enabled: bool,
+    /// Who may write what through `/v1/write`.
+    pub acl: clawboard_core::acl::Acl,
 }
 
 /// Takes `.clawboard/daemon.lock` if no daemon holds it (`Err` with its pid if one does).
@@ -93,6 +95,8 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         Some(_) => Some(web::load_token(&settings.review.web.token)?),
         None => None,
     };
+    let (acl, acl_source) = crate::commands::acl::load(&settings)?;
+    tracing::info!(acl = %acl_source, "access control loaded");
     let counters = Arc::new(web::Counters::default());
     let notifier = if settings.review.notify.is_configured() {
         let node =
@@ -140,6 +144,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         counters,
         sync_enabled: settings.sync.enabled,
         archive_enabled: settings.archive.enabled,
+        acl,
     });
 
     // Finish what a crash interrupted: staged intakes, then every active task.

@@ -97,6 +97,9 @@ pub struct InstanceInfo {
     pub task_id: String,
     pub step: String,
     pub started_at: String,
+    /// The instance's secret (`CLAWBOARD_TOKEN`): never shown, valid while it runs.
+    #[serde(skip)]
+    pub token: String,
 }
 
 impl Engine {
@@ -169,6 +172,20 @@ impl Engine {
     /// Role runs since the engine started, by outcome.
     pub fn run_counts(&self) -> Vec<(&'static str, u64)> {
         self.runs.lock().map(|m| m.iter().map(|(k, v)| (*k, *v)).collect()).unwrap_or_default()
+    }
+
+    /// The running instance whose token is `token` (compared in constant time with
+    /// every live token); none once the instance ended.
+    pub fn instance_by_token(&self, token: &str) -> Option<InstanceInfo> {
+        let eq = |a: &[u8], b: &[u8]| a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+        let v = self.instances.lock().ok()?;
+        let mut found = None;
+        for i in v.iter() {
+            if eq(i.token.as_bytes(), token.as_bytes()) && !i.token.is_empty() {
+                found = Some(i.clone());
+            }
+        }
+        found
     }
 
     pub fn running_instances(&self) -> Vec<InstanceInfo> {

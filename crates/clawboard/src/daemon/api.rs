@@ -1,6 +1,7 @@
 //! The local API: HTTP over a Unix socket in `.clawboard/api.sock` (mode 0600, so
-//! only the daemon's user can connect). Read-only: health, status, tasks, instances,
-//! and `/metrics` (Prometheus text).
+//! only the daemon's user can connect): health, status, tasks, instances, `/metrics`
+//! (Prometheus text), and `POST /v1/write`, through which a role instance writes with
+//! its token under the ACL.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -87,12 +88,83 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
             archive_enabled: s.archive_enabled,
             notify_failures: s.counters.notify_failures.load(Ordering::Relaxed),
             web_refusals: s.counters.web_refusals.load(Ordering::Relaxed),
+            acl_refusals: s.counters.acl_refusals.load(Ordering::Relaxed),
         })
     })
     .await;
     match text {
         Ok(t) => ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t).into_response(),
         Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct WriteQuery {
+    path: String,
+}
+
+/// `POST /v1/write?path=P` with `Authorization: Bearer TOKEN`: a role instance writes
+/// one file. The token names the instance (and so its role and task) while it runs;
+/// the ACL decides; a known file kind must be valid. Refusals are logged and counted.
+async fn write(
+    State(s): State<Arc<DaemonState>>,
+    headers: axum::http::HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<WriteQuery>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let fail = |status: StatusCode, msg: String, rule: Option<String>| {
+        (status, Json(json!({"error": msg, "rule": rule}))).into_response()
+    };
+    let refuse = |status: StatusCode, who: &str, msg: String, rule: Option<String>| {
+        s.counters.acl_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(who, path = %q.path, "write refused: {msg}");
+        fail(status, msg, rule)
+    };
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    let Some(inst) = s.dispatcher.engine.instance_by_token(token) else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "?",
+            "unknown or expired token: a token is valid only while its role instance runs".into(),
+            None,
+        );
+    };
+    let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
+    let d = s.acl.check(&inst.role, Some(&inst.task_id), clawboard_core::acl::Op::Write, &q.path);
+    if !d.allowed {
+        let msg = format!("{} may not write {:?}: {}", inst.role, q.path, d.why.join("; "));
+        return refuse(StatusCode::FORBIDDEN, &who, msg, Some(d.rule));
+    }
+    if body.len() as u64 > s.store.max_file_bytes() {
+        let limit = clawboard_core::validate::human_bytes(s.store.max_file_bytes());
+        return fail(StatusCode::PAYLOAD_TOO_LARGE, format!("{}: over the {limit} limit", q.path), None);
+    }
+    let rel = match clawboard_core::RelPath::new(&q.path) {
+        Ok(r) => r,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, &who, e.to_string(), None),
+    };
+    if let Some((kind, ctx)) = clawboard_core::FileKind::infer(std::path::Path::new(&q.path))
+        && let Err(problems) = clawboard_core::validate::check_bytes(&body, kind, &ctx)
+    {
+        let msg = problems.iter().map(|p| format!("{}: {p}", q.path)).collect::<Vec<_>>().join("\n");
+        return fail(StatusCode::UNPROCESSABLE_ENTITY, msg, None);
+    }
+    let store = s.store.clone();
+    let path = q.path.clone();
+    match tokio::task::spawn_blocking(move || store.write_bytes(&rel, &body)).await {
+        Ok(Ok(())) => {
+            tracing::info!(who, path = %path, "role wrote a file through the API");
+            (StatusCode::OK, Json(json!({"written": path, "rule": d.rule}))).into_response()
+        }
+        Ok(Err(e)) => fail(StatusCode::BAD_REQUEST, e.to_string(), None),
+        Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
     }
 }
 
@@ -111,6 +183,10 @@ pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiv
         .route("/v1/tasks", get(tasks))
         .route("/v1/instances", get(instances))
         .route("/metrics", get(metrics))
+        .route("/v1/write", axum::routing::post(write))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            usize::try_from(state.store.max_file_bytes()).unwrap_or(usize::MAX).saturating_add(1),
+        ))
         .with_state(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { clawboard_roles::runner::fired(&mut stop).await })

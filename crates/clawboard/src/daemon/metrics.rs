@@ -74,6 +74,7 @@ pub struct Inputs<'a> {
     pub archive_enabled: bool,
     pub notify_failures: u64,
     pub web_refusals: u64,
+    pub acl_refusals: u64,
 }
 
 /// The whole exposition. Reads the tree (tasks, escalations, sync and archive state).
@@ -164,6 +165,13 @@ pub fn render(i: &Inputs) -> String {
         "Web requests refused (no or wrong token, cross-site POST).",
     );
     let _ = writeln!(o, "clawboard_web_refusals_total {}", i.web_refusals);
+    family(
+        &mut o,
+        "clawboard_acl_refusals_total",
+        "counter",
+        "Role writes refused: unknown or expired token, or the ACL.",
+    );
+    let _ = writeln!(o, "clawboard_acl_refusals_total {}", i.acl_refusals);
     family(
         &mut o,
         "clawboard_scrape_errors",

@@ -536,6 +536,7 @@ async fn secure_headers(mut r: Response) -> Response {
 pub struct Counters {
     pub web_refusals: AtomicU64,
     pub notify_failures: AtomicU64,
+    pub acl_refusals: AtomicU64,
 }
 
 #[cfg(test)]

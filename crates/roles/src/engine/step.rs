@@ -147,8 +147,9 @@ impl TaskRun<'_> {
         let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
         // The process starts at the run's first poll; the bookkeeping (status.md,
         // roles/active.json) is written while it runs, not before it starts.
-        let (out, started) =
-            tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async { self.instance_started(&attempt) });
+        let (out, started) = tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async {
+            self.instance_started(&attempt, &who.token)
+        });
         started?;
         if self.engine.is_fenced(&self.id) {
             // Taken over while the role ran: its result is not this node's to write.
@@ -220,13 +221,14 @@ impl TaskRun<'_> {
         Ok(())
     }
 
-    fn instance_started(&self, a: &Attempt) -> Result<(), StepError> {
+    fn instance_started(&self, a: &Attempt, token: &str) -> Result<(), StepError> {
         let info = InstanceInfo {
             id: a.instance_id.clone(),
             role: a.role.clone(),
             task_id: self.id.clone(),
             step: a.step.clone(),
             started_at: a.started_at.to_string(),
+            token: token.to_owned(),
         };
         if let Ok(mut v) = self.engine.instances.lock() {
             v.push(info.clone());

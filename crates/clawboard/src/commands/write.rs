@@ -1,0 +1,76 @@
+//! `clawboard write [--token T] PATH < FILE`: how a role process writes a file. The
+//! daemon maps the token to the role instance, checks the ACL, validates known file
+//! kinds, and writes through its store.
+
+use std::io::{Read, Write};
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::cli::{BadInput, EXIT_OK};
+use crate::config::Settings;
+
+/// Write a file as a running role instance (standard input to PATH, under the ACL)
+#[derive(Debug, Args)]
+#[command(after_help = "Roles get their token in CLAWBOARD_TOKEN, and the root in CLAWBOARD_ROOT.
+The token works only while the instance runs. Exit codes: 0 written, 1 no daemon,
+2 refused (token, ACL, path) or invalid content.
+
+Examples:
+  echo '{\"note\":\"draft\"}' | clawboard write tasks/$CLAWBOARD_TASK_ID/notes.json
+  clawboard write --token \"$CLAWBOARD_TOKEN\" tasks/t1/report.md < report.md")]
+pub struct WriteArgs {
+    /// The instance token [env: CLAWBOARD_TOKEN]
+    #[arg(long, env = "CLAWBOARD_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// The path to write, relative to the blackboard root
+    pub path: String,
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+pub fn run(a: WriteArgs, s: &Settings) -> anyhow::Result<u8> {
+    let mut body = Vec::new();
+    std::io::stdin().take(s.max_file_bytes + 1).read_to_end(&mut body).context("reading standard input")?;
+    if body.len() as u64 > s.max_file_bytes {
+        let limit = clawboard_core::validate::human_bytes(s.max_file_bytes);
+        return Err(BadInput(format!("{}: over the {limit} limit (limits.max_file_size)", a.path)).into());
+    }
+    let socket = s.root.join(".clawboard/api.sock");
+    let mut conn = std::os::unix::net::UnixStream::connect(&socket).with_context(|| {
+        format!("no daemon answers on {}: role writes go through the running daemon", socket.display())
+    })?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(30))).context("setting a timeout")?;
+    let head = format!(
+        "POST /v1/write?path={} HTTP/1.0\r\nHost: clawboard\r\nAuthorization: Bearer {}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+        urlencode(&a.path),
+        a.token.trim(),
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).and_then(|()| conn.write_all(&body)).context("sending to the daemon")?;
+    let mut resp = Vec::new();
+    conn.read_to_end(&mut resp).context("reading the daemon's answer")?;
+    let text = String::from_utf8_lossy(&resp);
+    let (status_line, rest) = text.split_once("\r\n").unwrap_or((&text, ""));
+    let status: u16 = status_line.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let json: serde_json::Value =
+        rest.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or_default();
+    if status == 200 {
+        if s.json {
+            crate::output::json(&json)?;
+        } else {
+            println!("wrote {}", a.path);
+        }
+        return Ok(EXIT_OK);
+    }
+    let msg = json["error"].as_str().map_or_else(|| format!("the daemon answered {status_line}"), str::to_owned);
+    let rule = json["rule"].as_str().map(|r| format!(" (rule: {r})")).unwrap_or_default();
+    Err(BadInput(format!("refused: {msg}{rule}")).into())
+}
