@@ -67,14 +67,33 @@ fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
     let w = |path: &str, body: &str| {
         format!("printf '{body}' | {} write {path} >/dev/null 2>>$d/err.log; c=\\\"$c $?\\\"; ", bin.display())
     };
+    // Bodies with quotes come from files, to keep the shell quoting sane.
+    let bodies = t.dir.path().join("bodies");
+    std::fs::create_dir_all(&bodies).unwrap();
+    let raise =
+        r#"{"level":"high","from":"someone-else","issue":"need a key","requiresHumanApproval":true,"taskId":"t9"}"#;
+    let approve = r#"{"level":"high","from":"w","issue":"x","decision":"approved","decidedBy":"human","decidedAt":"2026-11-21T10:00:00Z"}"#;
+    std::fs::write(bodies.join("raise.json"), raise).unwrap();
+    std::fs::write(bodies.join("approve.json"), approve).unwrap();
+    let wf = |path: &str, file: &str| {
+        format!(
+            "{} write {path} < {} >/dev/null 2>>$d/err.log; c=\\\"$c $?\\\"; ",
+            bin.display(),
+            bodies.join(file).display()
+        )
+    };
     let script = format!(
-        "d=$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID; cat >/dev/null; c=; {}{}{}{}{}{}{}printf '%s' $CLAWBOARD_TOKEN > $d/token.txt; printf '{{\\\"summary\\\":\\\"codes%s\\\"}}' \\\"$c\\\"",
+        "d=$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID; cat >/dev/null; c=; {}{}{}{}{}{}{}{}{}{}{}printf '%s' $CLAWBOARD_TOKEN > $d/token.txt; printf '{{\\\"summary\\\":\\\"codes%s\\\"}}' \\\"$c\\\"",
         w("tasks/$CLAWBOARD_TASK_ID/notes.md", "mine"),
         w("tasks/other/x.md", "not mine"),
         w("../../outside.txt", "out"),
         w("shared/risk-limits.json", "{{}}"),
         w("gm/decisions.md", "forged"),
         w("escalations/e1.json", "[1]"),
+        w("tasks/$CLAWBOARD_TASK_ID/validation.json", "{{}}"),
+        wf("escalations/e2.json", "approve.json"),
+        wf("escalations/e3.json", "raise.json"),
+        wf("escalations/e3.json", "raise.json"),
         "c=\\\"$c $(printf x | CLAWBOARD_TOKEN=0000 ".to_owned()
             + &format!(
                 "{} write tasks/$CLAWBOARD_TASK_ID/forged.md >/dev/null 2>>$d/err.log; echo $?)\\\"; ",
@@ -93,9 +112,11 @@ fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
     t.drop_task("t1.json", r#"{"taskId":"t1","type":"coding","description":"write things"}"#);
     wait_until(30, "the task to end", || matches!(t.status_of("t1").as_str(), "completed" | "failed"));
     let result = std::fs::read_to_string(t.root.join("tasks/t1/result.json")).unwrap();
-    // own task: 0; another task, ../.., risk-limits, gm/, an invalid escalation, a forged token: 2
+    // own task: 0; another task, ../.., risk-limits, gm/, an invalid escalation: 2; the
+    // lifecycle's own validation.json: 2; a self-approved escalation: 2; a new
+    // escalation: 0; the same again: 2; a forged token: 2.
     assert!(
-        result.contains("codes 0 2 2 2 2 2 2"),
+        result.contains("codes 0 2 2 2 2 2 2 2 0 2 2"),
         "{result}\n{}",
         std::fs::read_to_string(t.root.join("tasks/t1/err.log")).unwrap_or_default()
     );
@@ -108,11 +129,22 @@ fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
         "rule: [dirs.\"gm/\"] worker = \"-\"",
         "refused: escalations/e1.json: /",
         "unknown or expired token",
+        "tasks/t1/validation.json is written by the task's lifecycle only",
+        "decision, decidedBy and decidedAt are a human's to write",
+        "escalations/e3.json exists: an escalation is raised once",
     ] {
         assert!(err.contains(want), "missing {want:?} in\n{err}");
     }
     assert!(!t.root.join("tasks/other").exists() && !t.dir.path().join("outside.txt").exists());
     assert!(!t.root.join("escalations/e1.json").exists() && !t.root.join("tasks/t1/forged.md").exists());
+    assert!(!t.root.join("escalations/e2.json").exists(), "no self-approval");
+    let e3: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join("escalations/e3.json")).unwrap()).unwrap();
+    assert_eq!(
+        (e3["from"].as_str(), e3["taskId"].as_str()),
+        (Some("w"), Some("t1")),
+        "the daemon says who raised it: {e3}"
+    );
     assert_eq!(std::fs::read(t.root.join("shared/risk-limits.json")).unwrap(), risk_before);
     assert_eq!(std::fs::read(t.root.join("gm/decisions.md")).unwrap(), decisions_before);
     // The instance ended: its token no longer works.
@@ -131,6 +163,10 @@ fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
         s.read_to_string(&mut out).unwrap();
         out
     };
-    assert!(metrics.contains("clawboard_acl_refusals_total 6"), "4 ACL/path refusals + 2 bad tokens:\n{metrics}");
+    assert!(
+        metrics.contains("clawboard_acl_refusals_total 8"),
+        "4 ACL/path + validation.json + self-approval + 2 bad tokens:
+{metrics}"
+    );
     assert_eq!(d.stop(), 0);
 }

@@ -185,7 +185,13 @@ pub fn check_path(path: &str) -> Result<(), String> {
     if path.contains('\\') {
         return Err("the path contains a backslash".into());
     }
+    if path.ends_with('/') {
+        return Err("the path ends in /; name a file".into());
+    }
     for part in path.split('/') {
+        if part.is_empty() {
+            return Err("the path has an empty component (//)".into());
+        }
         if part == ".." {
             return Err("the path climbs out with ..".into());
         }
@@ -267,6 +273,18 @@ impl Acl {
     /// The seed's matrix (the embedded `config/acl.toml`).
     pub fn seed() -> Result<Acl, AclError> {
         Acl::parse("config/acl.toml (embedded)", DEFAULT_ACL)
+    }
+
+    /// May a running role instance of `role` do `op` on `path`? Like [`Acl::check`],
+    /// except that a role is never `human` or `daemon`, whatever its id.
+    pub fn check_instance(&self, role: &str, task: &str, op: Op, path: &str) -> Decision {
+        let (principal, _) = Principal::of_role(role);
+        if matches!(principal, Principal::Human | Principal::Daemon) {
+            let mut d = self.check("worker", Some(task), op, path);
+            d.why[0] = format!("role {role:?} is a role instance, never {}: principal worker", principal.name());
+            return d;
+        }
+        self.check(role, Some(task), op, path)
     }
 
     /// May `role` (running for `task`, if any) do `op` on `path`?

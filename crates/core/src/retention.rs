@@ -38,9 +38,17 @@ impl Keep {
         match s.trim() {
             "permanent" | "forever" | "never" => Ok(Keep::Permanent),
             "immediate" | "immediate delete" | "immediately" => Ok(Keep::For(Duration::ZERO)),
-            other => crate::duration::parse_duration(other)
-                .map(Keep::For)
-                .map_err(|e| format!("{e}; or \"permanent\" (never delete) or \"immediate\" (delete at once)")),
+            other => {
+                let d = crate::duration::parse_duration(other)
+                    .map_err(|e| format!("{e}; or \"permanent\" (never delete) or \"immediate\" (delete at once)"))?;
+                // "6m" is six minutes, not six months: under an hour is a mistake here.
+                if d < Duration::from_secs(3600) {
+                    return Err(format!(
+                        "{other:?} is under an hour; write hours, days, weeks or years (e.g. \"180 days\"), or \"immediate\""
+                    ));
+                }
+                Ok(Keep::For(d))
+            }
         }
     }
 
@@ -351,6 +359,14 @@ pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guar
         for (sub, rule) in [("daily", Some(daily)), ("weekly", Some(weekly)), ("monthly", monthly)] {
             let Some(rule) = rule else { continue };
             let path = store.root().join(dir).join(sub);
+            // A symlinked harvest/ or reports/ directory is not followed.
+            let linked = [store.root().join(dir), path.clone()]
+                .iter()
+                .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()));
+            if linked {
+                plan.skipped.push(format!("{dir}/{sub}/: a symlink, not followed"));
+                continue;
+            }
             let entries = match std::fs::read_dir(&path) {
                 Ok(e) => e,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -412,8 +428,10 @@ pub struct RunReport {
 
 /// Deletes the plan's `delete` items (and, with `force`, its `held` ones) through the
 /// store, so each deletion is journaled and reaches the bucket as a delete. A
-/// symlink inside a task directory is removed, never followed.
-pub fn execute(store: &Store, plan: &Plan, force: bool) -> Result<RunReport, Error> {
+/// symlink inside a task directory is removed, never followed. Each task is checked
+/// again just before it goes (still ended, and, unless forced, still passing the
+/// guard): the tree may have changed since the plan.
+pub fn execute(store: &Store, plan: &Plan, force: bool, guard: &dyn Guard) -> Result<RunReport, Error> {
     let mut report = RunReport::default();
     let items = plan.delete.iter().chain(plan.held.iter().filter(|_| force));
     let mut queue_drop: Vec<(String, String)> = Vec::new();
@@ -423,7 +441,13 @@ pub fn execute(store: &Store, plan: &Plan, force: bool) -> Result<RunReport, Err
             tracing::warn!(item = %item.subject.label(), why = item.held.as_deref().unwrap_or(""), "--force: deleting an item retention held back");
         }
         let outcome = match &item.subject {
-            Subject::Task { id } => remove_task_dir(store, id).map(|()| report.tasks += 1),
+            Subject::Task { id } => match still_due(store, id, item.held.is_none() || !force, guard) {
+                Err(why) => {
+                    report.failed.push(format!("{}: kept: {why}", item.subject.label()));
+                    continue;
+                }
+                Ok(()) => remove_task_dir(store, id).map(|()| report.tasks += 1),
+            },
             Subject::File { path } => match store.remove(&RelPath::new(path)?) {
                 Ok(()) | Err(Error::NotFound { .. }) => {
                     report.files += 1;
@@ -455,8 +479,21 @@ pub fn execute(store: &Store, plan: &Plan, force: bool) -> Result<RunReport, Err
     Ok(report)
 }
 
+/// Whether task `id` may still go: it is still ended and, when `guarded`, the guard
+/// still passes it.
+fn still_due(store: &Store, id: &str, guarded: bool, guard: &dyn Guard) -> Result<(), String> {
+    let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE)).map_err(|e| e.to_string())?;
+    match store.read::<Task>(&rel) {
+        Ok(t) if matches!(t.status, TaskStatus::Completed | TaskStatus::Failed) => {}
+        Ok(t) => return Err(format!("it is {} again", t.status)),
+        Err(e) => return Err(format!("task.json cannot be read now: {e}")),
+    }
+    if guarded { guard.task(id) } else { Ok(()) }
+}
+
 /// Removes `tasks/{id}/`: every file through the store (journaled), symlinks as
-/// links, then the emptied directories, deepest first.
+/// links, `task.json` last (a run cut short leaves a task that is still seen, and
+/// retried), then the emptied directories, deepest first.
 fn remove_task_dir(store: &Store, id: &str) -> Result<(), Error> {
     crate::check_id(id).map_err(|e| Error::UnsafePath { path: id.to_owned(), reason: format!("task id {e}") })?;
     let dir = store.root().join(layout::TASKS).join(id);
@@ -472,6 +509,7 @@ fn remove_task_dir(store: &Store, id: &str) -> Result<(), Error> {
         });
     }
     let mut dirs = Vec::new();
+    let task_file = dir.join(layout::TASK_FILE);
     for entry in walkdir::WalkDir::new(&dir).follow_links(false).contents_first(true) {
         let entry = entry.map_err(|e| Error::io(&dir, std::io::Error::other(e.to_string())))?;
         let path = entry.path();
@@ -480,15 +518,22 @@ fn remove_task_dir(store: &Store, id: &str) -> Result<(), Error> {
             dirs.push(path.to_owned());
             continue;
         }
-        let rel = path.strip_prefix(store.root()).ok().and_then(|r| r.to_str()).map(str::to_owned);
+        if path == task_file {
+            continue;
+        }
+        let rel = path.strip_prefix(store.root()).ok().and_then(|r| r.to_str()).and_then(|r| RelPath::new(r).ok());
         match (ft.is_file(), rel) {
-            (true, Some(rel)) => match store.remove(&RelPath::new(&rel)?) {
+            (true, Some(rel)) => match store.remove(&rel) {
                 Ok(()) | Err(Error::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             },
             // A symlink, FIFO or a name that is not UTF-8: removed itself, never followed.
             _ => std::fs::remove_file(path).map_err(|e| Error::io(path, e))?,
         }
+    }
+    match store.remove(&RelPath::new(&layout::task_file(id, layout::TASK_FILE))?) {
+        Ok(()) | Err(Error::NotFound { .. }) => {}
+        Err(e) => return Err(e),
     }
     for d in dirs {
         match std::fs::remove_dir(&d) {

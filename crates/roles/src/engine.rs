@@ -188,6 +188,15 @@ impl Engine {
         found
     }
 
+    /// Makes `token` invalid (its instance ended).
+    pub(crate) fn revoke_token(&self, token: &str) {
+        if let Ok(mut v) = self.instances.lock() {
+            for i in v.iter_mut().filter(|i| i.token == token) {
+                i.token.clear();
+            }
+        }
+    }
+
     pub fn running_instances(&self) -> Vec<InstanceInfo> {
         self.instances.lock().map(|v| v.clone()).unwrap_or_default()
     }

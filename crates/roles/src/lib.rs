@@ -47,6 +47,14 @@ pub fn random_hex(n: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `n` random bytes as lowercase hex for a secret: only from the OS's random source,
+/// `None` without one (no predictable fallback).
+pub fn secret_hex(n: usize) -> Option<String> {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf).ok()?;
+    Some(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// A fresh task id: `task-YYYYMMDD-HHMMSS-xxxxxx`.
 pub fn new_task_id() -> clawboard_core::Id {
     let id = format!("task-{}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"), random_hex(3));

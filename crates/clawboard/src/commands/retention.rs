@@ -140,7 +140,7 @@ pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
                 );
             }
             let store = open_store(s)?;
-            let report = retention::execute(&store, &plan, a.force)?;
+            let report = retention::execute(&store, &plan, a.force, &TreeGuard::new(s, &store)?)?;
             if s.json {
                 output::json(&serde_json::json!({"policy": source, "report": report, "held": plan.held.len()}))?;
             } else {

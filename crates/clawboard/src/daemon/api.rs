@@ -98,6 +98,36 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
     }
 }
 
+/// Why `path` is the task lifecycle's own file (written by the engine only), if it is.
+fn daemon_owned(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("tasks/")?;
+    let (_, file) = rest.split_once('/')?;
+    let owned = clawboard_core::layout::TASK_FILES.contains(&file)
+        || file == "errors.log"
+        || file == "attempts"
+        || file.starts_with("attempts/");
+    owned.then(|| format!("{path} is written by the task's lifecycle only (the engine), never by a role"))
+}
+
+/// The first existing component of `path` (under `root`) that is a symlink.
+fn symlink_on_the_way(root: &std::path::Path, path: &str) -> Option<String> {
+    let mut at = root.to_path_buf();
+    let mut shown = String::new();
+    for part in path.split('/') {
+        at.push(part);
+        if !shown.is_empty() {
+            shown.push('/');
+        }
+        shown.push_str(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => return Some(shown),
+            Ok(_) => {}
+            Err(_) => return None, // the rest does not exist yet
+        }
+    }
+    None
+}
+
 #[derive(serde::Deserialize)]
 struct WriteQuery {
     path: String,
@@ -137,10 +167,17 @@ async fn write(
         );
     };
     let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
-    let d = s.acl.check(&inst.role, Some(&inst.task_id), clawboard_core::acl::Op::Write, &q.path);
+    let d = s.acl.check_instance(&inst.role, &inst.task_id, clawboard_core::acl::Op::Write, &q.path);
     if !d.allowed {
         let msg = format!("{} may not write {:?}: {}", inst.role, q.path, d.why.join("; "));
         return refuse(StatusCode::FORBIDDEN, &who, msg, Some(d.rule));
+    }
+    if let Some(why) = daemon_owned(&q.path) {
+        return refuse(StatusCode::FORBIDDEN, &who, why, Some("the task lifecycle's own files".into()));
+    }
+    if let Some(link) = symlink_on_the_way(&s.root, &q.path) {
+        let msg = format!("{link} is a symlink: role writes never go through one");
+        return refuse(StatusCode::FORBIDDEN, &who, msg, None);
     }
     if body.len() as u64 > s.store.max_file_bytes() {
         let limit = clawboard_core::validate::human_bytes(s.store.max_file_bytes());
@@ -156,9 +193,32 @@ async fn write(
         let msg = problems.iter().map(|p| format!("{}: {p}", q.path)).collect::<Vec<_>>().join("\n");
         return fail(StatusCode::UNPROCESSABLE_ENTITY, msg, None);
     }
+    // A role raises an escalation; it never decides one, never speaks for another
+    // role or task, and never rewrites one.
+    let (body, create_only) = if q.path.starts_with("escalations/") {
+        let mut e: clawboard_core::formats::Escalation = match serde_json::from_slice(&body) {
+            Ok(e) => e,
+            Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("{}: {e}", q.path), None),
+        };
+        if e.decision.is_some() || e.decided_by.is_some() || e.decided_at.is_some() {
+            let msg = format!("{}: decision, decidedBy and decidedAt are a human's to write", q.path);
+            return refuse(StatusCode::FORBIDDEN, &who, msg, None);
+        }
+        e.from = inst.role.clone();
+        e.task_id = clawboard_core::Id::new(inst.task_id.clone()).ok();
+        (axum::body::Bytes::from(clawboard_core::store::to_pretty_json(&e)), true)
+    } else {
+        (body, false)
+    };
     let store = s.store.clone();
     let path = q.path.clone();
-    match tokio::task::spawn_blocking(move || store.write_bytes(&rel, &body)).await {
+    let written = tokio::task::spawn_blocking(move || {
+        if create_only { store.create_bytes(&rel, &body) } else { store.write_bytes(&rel, &body) }
+    });
+    match written.await {
+        Ok(Err(clawboard_core::Error::AlreadyExists { path })) => {
+            fail(StatusCode::CONFLICT, format!("{path} exists: an escalation is raised once, never rewritten"), None)
+        }
         Ok(Ok(())) => {
             tracing::info!(who, path = %path, "role wrote a file through the API");
             (StatusCode::OK, Json(json!({"written": path, "rule": d.rule}))).into_response()

@@ -26,7 +26,7 @@ impl RetentionLoop {
         for item in &plan.held {
             tracing::info!(item = %item.subject.label(), why = item.held.as_deref().unwrap_or(""), "retention: held back");
         }
-        let report = clawboard_core::retention::execute(&self.store, &plan, false)?;
+        let report = clawboard_core::retention::execute(&self.store, &plan, false, &guard)?;
         tracing::info!(
             policy = %source,
             tasks = report.tasks,

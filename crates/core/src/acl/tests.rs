@@ -106,6 +106,9 @@ fn hostile_paths_are_refused_before_any_rule() {
         ("tasks/./t1/x", ". component"),
         (".clawboard/journal/1", "daemon's own state"),
         ("tasks\\t1\\x", "backslash"),
+        ("shared/risk-limits.json/", "ends in /"),
+        ("shared//risk-limits.json", "empty component"),
+        ("tasks//t2/x", "empty component"),
     ] {
         for who in ["creator-code", "gm", "human"] {
             let d = acl.check(who, Some("t1"), Op::Write, path);
@@ -113,6 +116,17 @@ fn hostile_paths_are_refused_before_any_rule() {
             assert!(d.why.last().unwrap().contains(why), "{path:?}: {d:?}");
         }
     }
+}
+
+#[test]
+fn a_role_instance_is_never_human_or_daemon() {
+    let acl = Acl::seed().unwrap();
+    for id in ["human", "daemon"] {
+        let d = acl.check_instance(id, "t1", Op::Write, "shared/risk-limits.json");
+        assert!(!d.allowed && d.principal == Principal::Worker, "{id}: {d:?}");
+        assert!(d.why[0].contains("never"), "{d:?}");
+    }
+    assert!(acl.check_instance("creator-code", "t1", Op::Write, "tasks/t1/x.md").allowed);
 }
 
 #[test]

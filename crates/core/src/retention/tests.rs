@@ -71,6 +71,7 @@ fn durations_parse_as_people_write_them_and_bad_ones_name_the_key() {
         ("retain:\n  tasks: {}\n", "retain", "unknown key"),
         ("retention: [1, 2]\n", "retention", "is not a mapping"),
         ("retention:\n  tasks: [\n", "(syntax)", ""),
+        ("retention:\n  tasks:\n    completed: 6m\n", "retention.tasks.completed", "under an hour"),
     ] {
         let e = Policy::parse("/etc/clawboard/retention.yaml", yaml).unwrap_err();
         assert_eq!((e.file.as_str(), e.key.as_str()), ("/etc/clawboard/retention.yaml", key), "{yaml}: {e}");
@@ -141,8 +142,9 @@ fn a_tree_with_every_kind_of_item() {
     task(r, "failed-7d", "failed", Some("2026-11-16T00:00:00Z"));
     task(r, "failed-7d-less-1s", "failed", Some("2026-11-16T00:00:01Z"));
     task(r, "held-40d", "completed", Some("2026-10-14T00:00:00Z"));
-    task(r, "running-1y", "running", None);
-    task(r, "pending-1y", "pending", None);
+    // Old completedAt on purpose: only their status keeps them.
+    task(r, "running-1y", "running", Some("2025-11-01T00:00:00Z"));
+    task(r, "pending-1y", "pending", Some("2025-11-01T00:00:00Z"));
     task(r, "no-time", "completed", None);
     write(r, "tasks/broken/task.json", b"{");
     for f in ["2026-11-15", "2026-11-16"] {
@@ -214,9 +216,10 @@ fn a_tree_with_every_kind_of_item() {
         assert!(skipped.contains(want), "{want} in\n{skipped}");
     }
     assert!(!skipped.contains("2026-11-01"), "a symlinked file is not the policy's: {skipped}");
+    assert!(!skipped.contains("running-1y") && !skipped.contains("pending-1y"), "{skipped}");
 
     // The run deletes what the plan says, and nothing else.
-    let report = execute(&store, &at_now, false).unwrap();
+    let report = execute(&store, &at_now, false, &guard).unwrap();
     assert_eq!((report.tasks, report.files, report.queue_entries, report.forced), (2, 4, 2, 0), "{report:?}");
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     for gone in ["tasks/done-30d", "tasks/failed-7d", "harvest/daily/2026-11-15.json", "reports/weekly/2025-W46.md"] {
@@ -238,7 +241,7 @@ fn a_tree_with_every_kind_of_item() {
     // --force deletes the held one too.
     let again = plan(&store, &Policy::default(), now, &guard).unwrap();
     assert_eq!(again.delete.len(), 0);
-    let forced = execute(&store, &again, true).unwrap();
+    let forced = execute(&store, &again, true, &guard).unwrap();
     assert_eq!((forced.tasks, forced.forced), (1, 1));
     assert!(!r.join("tasks/held-40d").exists());
 }

@@ -140,16 +140,21 @@ impl TaskRun<'_> {
             task_id: self.id.clone(),
             role: role_id.to_owned(),
             instance_id: instance_id.clone(),
-            token: crate::random_hex(16),
+            // 128 bits from the OS; without OS randomness no token (none matches an empty one).
+            token: crate::secret_hex(16).unwrap_or_default(),
         };
         tracing::debug!(task = %self.id, step = %info.step, role = role_id, "starting a run");
         let mut kill = self.engine.shutdown.kill.clone();
         let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
         // The process starts at the run's first poll; the bookkeeping (status.md,
         // roles/active.json) is written while it runs, not before it starts.
+        // The token is valid while the role runs, not a moment longer, whatever happens
+        // next (an early return, or this future dropped).
+        let revoke = Revoke(self.engine, who.token.clone());
         let (out, started) = tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async {
             self.instance_started(&attempt, &who.token)
         });
+        drop(revoke);
         started?;
         if self.engine.is_fenced(&self.id) {
             // Taken over while the role ran: its result is not this node's to write.
@@ -280,4 +285,13 @@ pub fn clear_active_instances(store: &clawboard_core::Store) -> Result<usize, cl
         act.instances.clear();
         n
     })
+}
+
+/// Revokes a role instance's token when dropped.
+struct Revoke<'e>(&'e crate::Engine, String);
+
+impl Drop for Revoke<'_> {
+    fn drop(&mut self) {
+        self.0.revoke_token(&self.1);
+    }
 }
