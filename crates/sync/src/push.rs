@@ -914,7 +914,7 @@ pub fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
 /// followed; one is counted, since push never sends it.
 pub fn unpushed_files(root: &Path, settings: &SyncSettings, dir: &str) -> Result<Vec<String>> {
     let excludes = build_excludes(&settings.exclude)?;
-    let state = PushState::load(&sync_dir(root))?;
+    let state = PushState::records(&sync_dir(root))?;
     let mut out = Vec::new();
     let base = root.join(dir);
     for entry in walkdir::WalkDir::new(&base).follow_links(false).sort_by_file_name() {

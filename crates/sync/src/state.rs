@@ -135,31 +135,38 @@ impl PushState {
             .append(true)
             .open(&log_path)
             .map_err(|e| Error::io(&log_path, e))?;
-        let mut good = 0u64;
-        let mut lines = 0;
-        let mut reader = BufReader::new(&mut log);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(|e| Error::io(&log_path, e))?;
-            if n == 0 || line.last() != Some(&b'\n') {
-                break;
-            }
-            let Ok(l) = serde_json::from_slice::<LogLine>(&line) else { break };
-            match l.pushed {
-                Some(p) => files.insert(l.path, p),
-                None => files.remove(&l.path),
-            };
-            good += n as u64;
-            lines += 1;
-        }
-        drop(reader);
+        let (good, lines) = replay(BufReader::new(&mut log), &log_path, &mut files)?;
         if log.metadata().map_err(|e| Error::io(&log_path, e))?.len() != good {
             tracing::warn!(file = %log_path.display(), "cutting off a push-log line torn by a crash");
             log.set_len(good).map_err(|e| Error::io(&log_path, e))?;
         }
         let seen = fingerprint(dir)?;
         Ok(PushState { dir: dir.to_owned(), files, log, log_lines: lines, dirty: false, seen })
+    }
+
+    /// The records as they stand, for a reader that is not the pusher (the retention
+    /// guard): never creates, appends to or cuts the log; a torn last line, which may
+    /// be a line the pusher is writing right now, is simply not read.
+    pub fn records(dir: &Path) -> Result<HashMap<String, Pushed>> {
+        let snap_path = dir.join(SNAPSHOT);
+        let mut files = match fs::read(&snap_path) {
+            Ok(b) => {
+                serde_json::from_slice::<Snapshot>(&b)
+                    .map_err(|e| Error::io(&snap_path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?
+                    .files
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(e) => return Err(Error::io(&snap_path, e)),
+        };
+        let log_path = dir.join(LOG);
+        match fs::File::open(&log_path) {
+            Ok(f) => {
+                replay(BufReader::new(f), &log_path, &mut files)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&log_path, e)),
+        }
+        Ok(files)
     }
 
     /// Reloads when another process changed the state since this one last saw it.
@@ -233,6 +240,29 @@ impl PushState {
         }
         Ok(())
     }
+}
+
+/// Applies the log's complete lines to `files`; returns the bytes and lines read
+/// (stopping at the first torn or unreadable line).
+fn replay(mut reader: impl BufRead, log_path: &Path, files: &mut HashMap<String, Pushed>) -> Result<(u64, usize)> {
+    let mut good = 0u64;
+    let mut lines = 0;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| Error::io(log_path, e))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        let Ok(l) = serde_json::from_slice::<LogLine>(&line) else { break };
+        match l.pushed {
+            Some(p) => files.insert(l.path, p),
+            None => files.remove(&l.path),
+        };
+        good += n as u64;
+        lines += 1;
+    }
+    Ok((good, lines))
 }
 
 #[cfg(test)]
