@@ -18,6 +18,16 @@ pub fn printable(s: &str) -> String {
     s.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { '\u{FFFD}' } else { c }).collect()
 }
 
+/// `s` percent-encoded for a URL query value (RFC 3986 unreserved bytes kept).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Shortens `s` to `max` characters on one line, marking the cut with `…`; control
 /// characters are replaced as by [`printable`].
 pub fn truncate(s: &str, max: usize) -> String {

@@ -177,11 +177,10 @@ impl Engine {
     /// The running instance whose token is `token` (compared in constant time with
     /// every live token); none once the instance ended.
     pub fn instance_by_token(&self, token: &str) -> Option<InstanceInfo> {
-        let eq = |a: &[u8], b: &[u8]| a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
         let v = self.instances.lock().ok()?;
         let mut found = None;
         for i in v.iter() {
-            if eq(i.token.as_bytes(), token.as_bytes()) && !i.token.is_empty() {
+            if crate::constant_time_eq(i.token.as_bytes(), token.as_bytes()) && !i.token.is_empty() {
                 found = Some(i.clone());
             }
         }

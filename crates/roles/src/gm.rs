@@ -98,11 +98,7 @@ pub fn ended_tasks(
         let read = |file: &str| RelPath::new(&layout::task_file(&dir, file));
         let team: Option<clawboard_core::formats::TeamComposition> =
             read(layout::TEAM_FILE).ok().and_then(|r| store.read(&r).ok());
-        let Some(pm) = team
-            .map(|t| t.pm_decision.pm_id.to_string())
-            .or_else(|| task.assigned_pm.as_ref().map(ToString::to_string))
-            .or_else(|| pm_for_type(&task))
-        else {
+        let Some(pm) = crate::review::pm_of(team.as_ref(), &task).or_else(|| pm_for_type(&task)) else {
             continue;
         };
         let validation: Option<Validation> = read(layout::VALIDATION_FILE).ok().and_then(|r| store.read(&r).ok());

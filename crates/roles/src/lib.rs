@@ -55,6 +55,11 @@ pub fn secret_hex(n: usize) -> Option<String> {
     Some(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Equal byte strings, in time that does not depend on where they differ (for tokens).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// A fresh task id: `task-YYYYMMDD-HHMMSS-xxxxxx`.
 pub fn new_task_id() -> clawboard_core::Id {
     let id = format!("task-{}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"), random_hex(3));

@@ -121,6 +121,11 @@ fn optional<T: clawboard_core::Format>(store: &Store, task_id: &str, file: &str)
     store.read::<T>(&RelPath::new(&layout::task_file(task_id, file)).ok()?).ok()
 }
 
+/// The PM of a task: the one that composed its team, else the one it was assigned.
+pub fn pm_of(team: Option<&clawboard_core::formats::TeamComposition>, task: &Task) -> Option<String> {
+    team.map(|t| t.pm_decision.pm_id.to_string()).or_else(|| task.assigned_pm.as_ref().map(ToString::to_string))
+}
+
 /// The reviewer's view of a task that was read already.
 pub fn task_view(store: &Store, task: &Task) -> TaskView {
     let id = task.task_id.to_string();
@@ -136,9 +141,7 @@ pub fn task_view(store: &Store, task: &Task) -> TaskView {
         priority: task.priority.to_string(),
         created_at: task.created_at.clone(),
         completed_at: task.completed_at.clone(),
-        pm: team
-            .map(|t| t.pm_decision.pm_id.to_string())
-            .or_else(|| task.assigned_pm.as_ref().map(ToString::to_string)),
+        pm: pm_of(team.as_ref(), task),
         step: if task.status == TaskStatus::Completed {
             Some("done".to_owned())
         } else {

@@ -118,16 +118,7 @@ impl PushState {
     /// torn by a crash is cut off.
     pub fn load(dir: &Path) -> Result<PushState> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let snap_path = dir.join(SNAPSHOT);
-        let mut files = match fs::read(&snap_path) {
-            Ok(b) => {
-                serde_json::from_slice::<Snapshot>(&b)
-                    .map_err(|e| Error::io(&snap_path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?
-                    .files
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
-            Err(e) => return Err(Error::io(&snap_path, e)),
-        };
+        let mut files = read_snapshot(dir)?;
         let log_path = dir.join(LOG);
         let mut log = OpenOptions::new()
             .create(true)
@@ -148,16 +139,7 @@ impl PushState {
     /// guard): never creates, appends to or cuts the log; a torn last line, which may
     /// be a line the pusher is writing right now, is simply not read.
     pub fn records(dir: &Path) -> Result<HashMap<String, Pushed>> {
-        let snap_path = dir.join(SNAPSHOT);
-        let mut files = match fs::read(&snap_path) {
-            Ok(b) => {
-                serde_json::from_slice::<Snapshot>(&b)
-                    .map_err(|e| Error::io(&snap_path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?
-                    .files
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
-            Err(e) => return Err(Error::io(&snap_path, e)),
-        };
+        let mut files = read_snapshot(dir)?;
         let log_path = dir.join(LOG);
         match fs::File::open(&log_path) {
             Ok(f) => {
@@ -239,6 +221,18 @@ impl PushState {
             self.seen = fingerprint(&self.dir)?;
         }
         Ok(())
+    }
+}
+
+/// The records of the last snapshot (none before the first).
+fn read_snapshot(dir: &Path) -> Result<HashMap<String, Pushed>> {
+    let snap_path = dir.join(SNAPSHOT);
+    match fs::read(&snap_path) {
+        Ok(b) => Ok(serde_json::from_slice::<Snapshot>(&b)
+            .map_err(|e| Error::io(&snap_path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?
+            .files),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
+        Err(e) => Err(Error::io(&snap_path, e)),
     }
 }
 

@@ -27,15 +27,6 @@ pub struct WriteArgs {
     pub path: String,
 }
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 pub fn run(a: WriteArgs, s: &Settings) -> anyhow::Result<u8> {
     let mut body = Vec::new();
     std::io::stdin().take(s.max_file_bytes + 1).read_to_end(&mut body).context("reading standard input")?;
@@ -50,7 +41,7 @@ pub fn run(a: WriteArgs, s: &Settings) -> anyhow::Result<u8> {
     conn.set_read_timeout(Some(std::time::Duration::from_secs(30))).context("setting a timeout")?;
     let head = format!(
         "POST /v1/write?path={} HTTP/1.0\r\nHost: clawboard\r\nAuthorization: Bearer {}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
-        urlencode(&a.path),
+        crate::output::percent_encode(&a.path),
         a.token.trim(),
         body.len()
     );

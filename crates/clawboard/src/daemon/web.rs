@@ -43,13 +43,7 @@ pub struct Web {
     pub sessions: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
-/// Equal strings in time that does not depend on where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+use clawboard_roles::constant_time_eq;
 
 fn cookie_token(headers: &HeaderMap) -> Option<&str> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|kv| {
@@ -230,12 +224,14 @@ async fn decide(
         Ok(Ok(_)) => {
             tracing::info!(escalation = %id, %decision, "decided on the web page");
             w.daemon.dispatcher.escalation_changed(&id);
-            back(format!("decided={}&outcome={decision}", urlencode(&id)))
+            back(format!("decided={}&outcome={decision}", crate::output::percent_encode(&id)))
         }
         Ok(Err(e @ (DecideError::AlreadyDecided { .. } | DecideError::NotFound(_)))) => {
-            back(format!("error={}", urlencode(&e.to_string())))
+            back(format!("error={}", crate::output::percent_encode(&e.to_string())))
         }
-        Ok(Err(e)) => back(format!("error={}", urlencode(&format!("could not record the decision: {e}")))),
+        Ok(Err(e)) => {
+            back(format!("error={}", crate::output::percent_encode(&format!("could not record the decision: {e}"))))
+        }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
@@ -245,15 +241,6 @@ async fn metrics(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
         return w.refuse("no token given");
     }
     super::api::metrics_response(w.daemon.clone()).await
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// HTML-escapes text.
@@ -548,7 +535,7 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"ab"));
         assert_eq!(esc("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
-        assert_eq!(urlencode("a b/é"), "a%20b%2F%C3%A9");
+        assert_eq!(crate::output::percent_encode("a b/é"), "a%20b%2F%C3%A9");
     }
 
     #[test]
