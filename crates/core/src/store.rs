@@ -46,6 +46,13 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     atomic::write(dir, std::ffi::OsStr::new(name), bytes)
 }
 
+/// Creates `dir/name` with `bytes` (file mode `mode`) only if it does not exist, whole
+/// or not at all: temp file, fsync, hard link. Two processes racing to create it agree
+/// on one content. Returns false (and writes nothing) when the file was already there.
+pub fn create_atomic(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<bool> {
+    atomic::create(dir, std::ffi::OsStr::new(name), bytes, mode)
+}
+
 /// What `init` did.
 #[derive(Debug, Default, Serialize)]
 pub struct InitReport {

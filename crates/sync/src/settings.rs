@@ -228,8 +228,12 @@ pub fn node_id(root: &Path, configured: Option<&str>) -> Result<String> {
     let suffix = format!("{:02x}{:02x}{:02x}", n[0], n[1], n[2]);
     let id = if host.is_empty() { format!("node-{suffix}") } else { format!("{host}-{suffix}") };
     std::fs::create_dir_all(&state).map_err(|e| Error::io(&state, e))?;
-    clawboard_core::store::write_atomic(&state, "node-id", format!("{id}\n").as_bytes())?;
-    Ok(id)
+    // Create-only: when two processes (the daemon starting, `clawboard status`) make
+    // one at the same moment, both end up with the one that landed first.
+    if clawboard_core::store::create_atomic(&state, "node-id", format!("{id}\n").as_bytes(), 0o644)? {
+        return Ok(id);
+    }
+    node_id(root, None)
 }
 
 #[cfg(test)]
@@ -256,5 +260,18 @@ mod tests {
         assert_eq!(node_id(d.path(), None).unwrap(), a);
         assert_eq!(node_id(d.path(), Some("edge-1")).unwrap(), "edge-1");
         assert!(node_id(d.path(), Some("../x")).is_err());
+    }
+
+    #[test]
+    fn processes_racing_to_make_the_node_id_agree_on_one() {
+        for _ in 0..20 {
+            let d = tempfile::tempdir().unwrap();
+            let ids: Vec<String> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..8).map(|_| s.spawn(|| node_id(d.path(), None).unwrap())).collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+            assert_eq!(node_id(d.path(), None).unwrap(), ids[0]);
+        }
     }
 }

@@ -61,6 +61,31 @@ pub(super) fn write_observed(
     sync_dir(dir)
 }
 
+/// Creates `dir/name` only if absent: see [`crate::store::create_atomic`].
+pub(super) fn create(dir: &Path, name: &OsStr, bytes: &[u8], mode: u32) -> Result<bool> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}{TEMP_MARK}{}.{n}", name.to_string_lossy(), std::process::id()));
+    let target = dir.join(name);
+    let linked = (|| {
+        let mut f =
+            OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        match fs::hard_link(&tmp, &target) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::io(&target, e)),
+        }
+    })();
+    let _ = fs::remove_file(&tmp); // best effort: a leftover temp is removed by the next `init`
+    if linked? {
+        sync_dir(dir)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
 }
