@@ -134,6 +134,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
 
     let engine =
         Arc::new(Engine::new(store.clone(), settings.roles.clone(), Shutdown { stopping: stopping.clone(), kill }));
+    engine.set_acl(Arc::new(acl.clone()));
     let dispatcher = dispatch::Dispatcher::new(engine.clone(), stopping.clone());
     let state = Arc::new(DaemonState {
         root: root.clone(),

@@ -205,7 +205,7 @@ impl Store {
     /// Reads the raw bytes of `rel`, refusing files over the size limit.
     pub fn read_bytes(&self, rel: &RelPath) -> Result<Vec<u8>> {
         let path = self.resolve_existing(rel)?;
-        validate::read_limited(&path, self.max_file_bytes)?
+        validate::read_tree_file(&path, self.max_file_bytes)?
             .map_err(|p| Invalid { file: rel.to_string(), kind: None, problems: vec![p] }.into())
     }
 

@@ -95,12 +95,52 @@ pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Va
     Ok(value)
 }
 
-/// Reads at most `max_bytes` from `path`; a larger file is a problem, not a read.
+/// Reads at most `max_bytes` from `path` (a file the user named: links are followed,
+/// a pipe is read); a larger file is a problem, not a read.
 pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
     let file = std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::NotFound { path: path.display().to_string() },
         _ => Error::io(path, e),
     })?;
+    read_opened(file, path, max_bytes)
+}
+
+/// [`read_limited`] for a file in the tree, which must be a regular file: a symbolic
+/// link at `path` is not followed and a FIFO, socket or device is not opened for
+/// reading (so it cannot block); both are problems naming what the file is.
+pub fn read_tree_file(path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotFound { path: path.display().to_string() });
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(Err(Problem::new(
+                "",
+                "the file is a symbolic link; clawboard does not follow links here (put the file itself in the tree)",
+            )));
+        }
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let ft = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_dir() {
+            "a directory"
+        } else {
+            "a device"
+        };
+        return Ok(Err(Problem::new("", format!("the file is {what}, not a regular file; it is not read"))));
+    }
+    read_opened(file, path, max_bytes)
+}
+
+fn read_opened(file: std::fs::File, path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let too_large = |size: u64| {
         Problem::new(

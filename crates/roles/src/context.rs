@@ -19,12 +19,26 @@ pub struct StepInfo {
     pub extra: Map<String, Value>,
 }
 
-/// The context for `role_id` at `step`: the task, the step, the task files the role
-/// `reads`, and the step's own fields.
-pub fn build(store: &Store, task: &Task, role_id: &str, role: &RoleConfig, info: &StepInfo) -> Value {
+/// The context for `role_id` at `step`: the task (its assignment), the step, the
+/// task files the role `reads` that `may_read` allows (its R cells; a refused one is
+/// named under `filesRefused` with the rule), and the step's own fields.
+pub fn build(
+    store: &Store,
+    task: &Task,
+    role_id: &str,
+    role: &RoleConfig,
+    info: &StepInfo,
+    may_read: &dyn Fn(&str) -> Result<(), String>,
+) -> Value {
     let mut files = Map::new();
+    let mut refused = Map::new();
     for name in &role.reads {
         let Ok(rel) = RelPath::new(&layout::task_file(task.task_id.as_str(), name)) else { continue };
+        if let Err(rule) = may_read(&rel.to_string()) {
+            tracing::warn!(role = role_id, file = %rel, %rule, "not in the role's context: its access rules do not let it read the file");
+            refused.insert(name.clone(), Value::String(rule));
+            continue;
+        }
         let Ok(bytes) = store.read_bytes(&rel) else { continue };
         let value = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
@@ -39,8 +53,43 @@ pub fn build(store: &Store, task: &Task, role_id: &str, role: &RoleConfig, info:
         "maxIterations": info.max_iterations,
         "files": files,
     });
+    if !refused.is_empty()
+        && let Some(obj) = ctx.as_object_mut()
+    {
+        obj.insert("filesRefused".into(), Value::Object(refused));
+    }
     if let Some(obj) = ctx.as_object_mut() {
         obj.extend(info.extra.clone());
     }
     ctx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_the_role_may_read_are_in_its_context() {
+        let d = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(d.path()).unwrap();
+        let task: Task = serde_json::from_value(json!({
+            "taskId": "t1", "type": "coding", "description": "d", "status": "running", "priority": "normal",
+            "createdAt": "2026-11-22T10:00:00Z", "createdBy": "human"
+        }))
+        .unwrap();
+        for (name, body) in [("a.json", "{\"a\":1}"), ("b.md", "bee")] {
+            store.write_bytes(&RelPath::new(&format!("tasks/t1/{name}")).unwrap(), body.as_bytes()).unwrap();
+        }
+        let role: RoleConfig =
+            serde_json::from_value(json!({"command": ["true"], "reads": ["a.json", "b.md"]})).unwrap();
+        let may_read =
+            |p: &str| if p.ends_with(".md") { Err("[dirs.\"tasks/\"] worker = \"W\"".to_owned()) } else { Ok(()) };
+        let ctx = build(&store, &task, "w", &role, &StepInfo::default(), &may_read);
+        assert_eq!(ctx["files"], json!({"a.json": {"a": 1}}));
+        assert_eq!(ctx["filesRefused"], json!({"b.md": "[dirs.\"tasks/\"] worker = \"W\""}));
+        assert_eq!(ctx["task"]["taskId"], "t1", "the assignment itself is always given");
+        let all = build(&store, &task, "w", &role, &StepInfo::default(), &|_| Ok(()));
+        assert_eq!(all["files"]["b.md"], "bee");
+        assert!(all.get("filesRefused").is_none());
+    }
 }

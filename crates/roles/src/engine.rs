@@ -87,6 +87,9 @@ pub struct Engine {
     fenced: Mutex<std::collections::HashSet<String>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
     runs: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    /// The access policy: a role's context holds only the files its R cells allow.
+    /// Unset (unit tests, tools), nothing is filtered.
+    acl: RwLock<Option<Arc<clawboard_core::acl::Acl>>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -113,6 +116,26 @@ impl Engine {
             instances: Mutex::new(Vec::new()),
             fenced: Mutex::new(Default::default()),
             runs: Mutex::new(Default::default()),
+            acl: RwLock::new(None),
+        }
+    }
+
+    /// Sets the access policy the role contexts are filtered by.
+    pub fn set_acl(&self, acl: Arc<clawboard_core::acl::Acl>) {
+        if let Ok(mut a) = self.acl.write() {
+            *a = Some(acl);
+        }
+    }
+
+    /// May `role`, running for `task`, read `path`? `Err` holds the rule that refused it.
+    pub(crate) fn may_read(&self, role: &str, task: &str, path: &str) -> Result<(), String> {
+        let acl = self.acl.read().ok().and_then(|a| a.clone());
+        match acl {
+            Some(acl) => {
+                let d = acl.check_instance(role, task, clawboard_core::acl::Op::Read, path);
+                if d.allowed { Ok(()) } else { Err(d.rule) }
+            }
+            None => Ok(()),
         }
     }
 

@@ -12,7 +12,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use clawboard_core::formats::{Task, TaskStatus, TaskSubmission};
-use clawboard_core::validate::{self, read_limited};
+use clawboard_core::validate::{self, read_tree_file};
 use clawboard_core::{Error, Id, Invalid, PathContext, RelPath, Store, Timestamp, layout};
 
 use crate::claims;
@@ -46,11 +46,12 @@ fn render(problems: &Invalid) -> String {
 pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
     let rel = RelPath::new(&format!("{}/{name}", layout::INBOX))?;
     let path = store.path(&rel);
-    let bytes = match read_limited(&path, store.max_file_bytes()) {
+    let bytes = match read_tree_file(&path, store.max_file_bytes()) {
         Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
         Err(e) => return Err(e),
-        Ok(Err(too_big)) => {
-            let inv = Invalid { file: format!("inbox/{name}"), kind: None, problems: vec![too_big] };
+        // Too large, a symbolic link, a FIFO: refused without being read.
+        Ok(Err(problem)) => {
+            let inv = Invalid { file: format!("inbox/{name}"), kind: None, problems: vec![problem] };
             return reject(store, path, name, &render(&inv));
         }
         Ok(Ok(b)) => b,
@@ -142,7 +143,7 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
     let task = match validate::parse::<Task>(&shown, &bytes, &ctx) {
         Ok(t) if t.status != TaskStatus::Pending => return Ok(Intake::Ignored("not pending")),
         Ok(t) => t,
-        Err(Error::Invalid(task_problems)) => match validate::parse::<TaskSubmission>(&shown, &bytes, &ctx) {
+        Err(Error::Invalid(_)) => match validate::parse::<TaskSubmission>(&shown, &bytes, &ctx) {
             // A submission written in place: complete it.
             Ok(sub) if sub.task_id.as_ref().is_none_or(|t| t.as_str() == task_id) => {
                 let Ok(id) = Id::new(task_id) else { return Ok(Intake::Ignored("not a task directory")) };
@@ -150,7 +151,13 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
                 store.write_json(&rel, &task)?;
                 task
             }
-            Ok(_) => return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&task_problems)),
+            Ok(sub) => {
+                let claimed = sub.task_id.as_ref().map(|t| t.as_str().to_owned()).unwrap_or_default();
+                let why = format!(
+                    "{shown}: /taskId: {claimed:?} is not the task of its directory tasks/{task_id}/; write it to tasks/{claimed}/ or drop it in inbox/\n"
+                );
+                return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &why);
+            }
             Err(Error::Invalid(inv)) => {
                 return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv));
             }
@@ -270,6 +277,25 @@ mod tests {
         fs::write(d.path().join("inbox/bad.json"), "{").unwrap();
         let Intake::Rejected { file, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
         assert_ne!(file, "bad.json");
+    }
+
+    #[test]
+    fn a_link_or_a_fifo_in_the_inbox_is_refused_unread() {
+        let (d, store) = tree();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("task.json");
+        fs::write(&target, r#"{"taskId":"stolen","type":"coding","description":"outside"}"#).unwrap();
+        std::os::unix::fs::symlink(&target, d.path().join("inbox/link.json")).unwrap();
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "link.json").unwrap() else { panic!() };
+        assert!(reason.starts_with("inbox/link.json: /: the file is a symbolic link;"), "{reason}");
+        assert!(!d.path().join("tasks/stolen").exists());
+        assert!(fs::symlink_metadata(d.path().join("inbox/rejected/link.json")).unwrap().file_type().is_symlink());
+        assert!(target.exists(), "the link moved, not what it points to");
+        let fifo = d.path().join("inbox/pipe.json");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // Would block forever if opened for reading without a writer.
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "pipe.json").unwrap() else { panic!() };
+        assert!(reason.contains("/: the file is a FIFO (named pipe), not a regular file"), "{reason}");
     }
 
     #[test]

@@ -88,6 +88,36 @@ pub struct HarvestOutput {
     pub escalations: Vec<RaisedEscalation>,
 }
 
+/// What a role's stdout may not claim, whatever its kind: another task (a top-level
+/// `taskId` other than the run's), or an artifact path that leaves the task
+/// directory (`..`, an absolute path; a URL is fine). Unparsable output passes here
+/// and is reported by [`parse_output`].
+pub fn check_scope(stdout: &[u8], task_id: &str) -> Result<(), String> {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(stdout) else { return Ok(()) };
+    match v.get("taskId") {
+        None => {}
+        Some(serde_json::Value::String(t)) if t == task_id => {}
+        Some(other) => {
+            return Err(format!(
+                "stdout /taskId: {other} is not this run's task {task_id:?}; a role answers for its own task only"
+            ));
+        }
+    }
+    let artifacts = v.get("artifacts").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for (i, a) in artifacts.iter().enumerate() {
+        let Some(path) = a.get("path").and_then(serde_json::Value::as_str) else { continue };
+        if path.contains("://") {
+            continue;
+        }
+        if let Err(e) = clawboard_core::acl::check_path(path) {
+            return Err(format!(
+                "stdout /artifacts/{i}/path: {path:?}: {e}; an artifact is a path inside the task directory or a URL"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Parses a role's stdout as `T`; the error names the field (`/team/0/role: …`).
 pub fn parse_output<T: DeserializeOwned>(stdout: &[u8]) -> Result<T, String> {
     let text = std::str::from_utf8(stdout).map_err(|e| format!("stdout is not UTF-8: {e}"))?;
@@ -138,5 +168,25 @@ mod tests {
         let ok: WorkerOutput =
             parse_output(br#"{"summary":"done","escalations":[{"level":"high","issue":"x"}]}"#).unwrap();
         assert_eq!(ok.escalations[0].level, Level::High);
+    }
+
+    #[test]
+    fn an_output_answers_for_its_own_task_only() {
+        assert!(check_scope(br#"{"summary":"x"}"#, "t1").is_ok());
+        assert!(check_scope(br#"{"summary":"x","taskId":"t1"}"#, "t1").is_ok());
+        let e = check_scope(br#"{"summary":"x","taskId":"victim"}"#, "t1").unwrap_err();
+        assert_eq!(e, "stdout /taskId: \"victim\" is not this run's task \"t1\"; a role answers for its own task only");
+        assert!(check_scope(br#"{"taskId":7}"#, "t1").unwrap_err().starts_with("stdout /taskId: 7 is not"));
+        let ok = br#"{"summary":"x","artifacts":[{"path":"out/report.md"},{"path":"https://example.org/a"}]}"#;
+        assert!(check_scope(ok, "t1").is_ok());
+        for (bad, why) in
+            [("../../etc/passwd", "climbs out with .."), ("/etc/passwd", "absolute"), ("a//b", "empty component")]
+        {
+            let out = format!(r#"{{"summary":"x","artifacts":[{{"path":"ok.md"}},{{"path":"{bad}"}}]}}"#);
+            let e = check_scope(out.as_bytes(), "t1").unwrap_err();
+            assert!(e.starts_with(&format!("stdout /artifacts/1/path: \"{bad}\": ")) && e.contains(why), "{e}");
+        }
+        // Not JSON: left for parse_output to name.
+        assert!(check_scope(b"{nope", "t1").is_ok());
     }
 }

@@ -83,7 +83,6 @@ timeout = "20s"
 [roles.analyst]
 command = {worker}
 timeout = "20s"
-reads = ["task.json"]
 
 [roles.creator]
 command = {worker}

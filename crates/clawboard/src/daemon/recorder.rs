@@ -4,6 +4,7 @@
 //! block the async runtime, and the notify callback only `try_send`s to it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -265,6 +266,9 @@ impl State {
 
     /// The paths an event is about, if it says a file is complete, moved or gone.
     fn classify(&self, ev: &notify::Event, paths: &mut BTreeMap<String, Origin>, dirs: &mut Vec<PathBuf>) {
+        if matches!(ev.kind, EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_))) {
+            ev.paths.iter().for_each(|p| self.warn_if_odd(p));
+        }
         let rel = |p: &Path| -> Option<String> {
             let r = p.strip_prefix(&self.root).ok()?.to_str()?.to_owned();
             (!r.is_empty() && !is_ignored(&r)).then_some(r)
@@ -300,6 +304,35 @@ impl State {
             }
             _ => {}
         }
+    }
+
+    /// A new entry the journal skips because it is not a regular file (a symbolic
+    /// link, a FIFO, a socket, a device) or its name is not UTF-8: said once, in the
+    /// log, naming it. It is left where it is; nothing reads it.
+    fn warn_if_odd(&self, p: &Path) {
+        let Ok(rel) = p.strip_prefix(&self.root) else { return };
+        let Some(name) = rel.to_str() else {
+            tracing::warn!(
+                path = %rel.to_string_lossy(),
+                "a file name that is not UTF-8; clawboard skips it (it is not taken, synced or archived): rename it"
+            );
+            return;
+        };
+        if name.is_empty() || is_ignored(name) {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(p) else { return };
+        let ft = meta.file_type();
+        let what = if ft.is_symlink() {
+            "a symbolic link; clawboard never follows links in the tree"
+        } else if ft.is_fifo() {
+            "a FIFO (named pipe); clawboard reads regular files only"
+        } else if ft.is_socket() || ft.is_block_device() || ft.is_char_device() {
+            "a socket or device; clawboard reads regular files only"
+        } else {
+            return;
+        };
+        tracing::warn!(path = name, "{name} is {what}: it is skipped (not taken, synced or archived)");
     }
 
     fn change_for(&mut self, path: &str, hint: Origin) -> Option<Change> {

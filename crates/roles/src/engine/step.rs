@@ -130,7 +130,8 @@ impl TaskRun<'_> {
         let number = attempt.number;
         attempts::save(store, &self.id, &attempt)?;
 
-        let mut ctx = context::build(store, &self.task, role_id, role, info);
+        let may_read = |path: &str| self.engine.may_read(role_id, &self.id, path);
+        let mut ctx = context::build(store, &self.task, role_id, role, info, &may_read);
         if let Some(o) = ctx.as_object_mut() {
             o.insert("instanceId".into(), instance_id.clone().into());
             o.insert("attempt".into(), number.into());
@@ -167,7 +168,10 @@ impl TaskRun<'_> {
         attempt.error = out.error.clone();
         attempt.exit_code = out.exit_code;
         if out.status == RunStatus::Exited {
-            match parse_output::<T>(&out.stdout).and_then(|o| check(&o).map(|()| o)) {
+            let parsed_output = crate::output::check_scope(&out.stdout, &self.id)
+                .and_then(|()| parse_output::<T>(&out.stdout))
+                .and_then(|o| check(&o).map(|()| o));
+            match parsed_output {
                 Ok(o) => {
                     attempt.escalations = o.escalations().iter().map(|_| escalations::new_id()).collect();
                     parsed = Some(o);

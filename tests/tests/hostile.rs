@@ -1,0 +1,369 @@
+//! The hostile-input corpus (`tests/hostile/corpus.toml`) through the real binary and
+//! one running daemon. For every case: the tree is hashed (content, link targets,
+//! file types) before and after; only the paths the case lists may differ (the
+//! daemon's own state under `.clawboard/` aside); the error the case expects is
+//! where it says; and the daemon still answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clawboard_tests::{Tree, wait_until};
+
+struct Case {
+    name: String,
+    via: String,
+    kind: String,
+    token: String,
+    path: String,
+    body: Vec<u8>,
+    expect: String,
+    changes: Vec<String>,
+}
+
+/// The cases, and the daemon-owned names (substrings) no case is charged with.
+fn corpus() -> (Vec<Case>, Vec<String>) {
+    let file = clawboard_tests::repo().join("tests/hostile/corpus.toml");
+    let doc: toml::Table = std::fs::read_to_string(&file).unwrap().parse().unwrap();
+    let s = |c: &toml::Table, k: &str| c.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let owned = doc["daemon_owned"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    let cases = doc["case"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let c = c.as_table().unwrap();
+            let body = match (c.get("body"), s(c, "gen")) {
+                (Some(b), _) => b.as_str().unwrap().as_bytes().to_vec(),
+                (None, g) if g.is_empty() => Vec::new(),
+                (None, g) => generate(&g),
+            };
+            Case {
+                name: s(c, "name"),
+                via: s(c, "via"),
+                kind: s(c, "kind"),
+                token: s(c, "token"),
+                path: s(c, "path"),
+                body,
+                expect: s(c, "expect"),
+                changes: c["changes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().replace("{name}", &s(c, "name")))
+                    .collect(),
+            }
+        })
+        .collect();
+    (cases, owned)
+}
+
+fn generate(spec: &str) -> Vec<u8> {
+    let (what, n) = spec.split_once(':').unwrap_or((spec, "0"));
+    let n: usize = n.parse().unwrap();
+    let mut v = br#"{"type":"coding","description":"generated","#.to_vec();
+    match what {
+        "deep-output" => {
+            v = br#"{"summary":"s","output":"#.to_vec();
+            v.extend(std::iter::repeat_n(b'[', n));
+            v.extend(std::iter::repeat_n(b']', n));
+        }
+        "deep" => {
+            v.extend(b"\"x\":");
+            v.extend(std::iter::repeat_n(b'[', n));
+            v.extend(std::iter::repeat_n(b']', n));
+        }
+        "huge" => {
+            v.extend(b"\"x\":\"");
+            v.extend(std::iter::repeat_n(b'x', n * 1024 * 1024));
+            v.push(b'"');
+        }
+        "nonutf8" => v.extend(b"\"x\":\"\xff\xfe\xc0\""),
+        other => panic!("unknown generator {other:?}"),
+    }
+    v.push(b'}');
+    v
+}
+
+/// Every entry under `dir`: content hash for files, target for links, the type otherwise.
+fn hashes(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1).follow_links(false) {
+        let e = e.unwrap();
+        let rel = String::from_utf8_lossy(e.path().strip_prefix(root).unwrap().as_os_str().as_bytes()).into_owned();
+        if rel.starts_with(".clawboard") {
+            continue;
+        }
+        let ft = e.file_type();
+        let v = if ft.is_symlink() {
+            format!("link -> {}", std::fs::read_link(e.path()).unwrap().display())
+        } else if ft.is_dir() {
+            "dir".to_owned()
+        } else if ft.is_file() {
+            blake3::hash(&std::fs::read(e.path()).unwrap()).to_hex().to_string()
+        } else {
+            "special".to_owned()
+        };
+        out.insert(rel, v);
+    }
+    out
+}
+
+/// The paths that differ between two hashings.
+fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter().filter(|k| before.get(*k) != after.get(*k)).cloned().collect()
+}
+
+/// The daemon's config: a PM that picks `gate` or `echo` from the description, a
+/// `gate` role that publishes its token and waits for `release`, and an `echo` role
+/// that prints `outputs/{task}` (no retries: its bad output fails the task at once).
+fn config(out: &Path) -> String {
+    let o = out.display();
+    format!(
+        r#"[daemon]
+shutdown_grace = "2s"
+
+[lifecycle]
+validator = "validator"
+harvester = "harvester"
+max_tasks = 16
+max_parallel_roles = 8
+
+[lifecycle.pm_for_type]
+coding = "pm"
+
+[roles.pm]
+command = ["sh", "-c", "ctx=$(cat); r=echo; case \"$ctx\" in *use-gate*) r=gate;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+
+[roles.gate]
+command = ["sh", "-c", "cat >/dev/null; printf %s \"$CLAWBOARD_TOKEN\" > {o}/token.tmp && mv {o}/token.tmp {o}/token; i=0; while [ ! -e {o}/release ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; printf '{{\"summary\":\"gate done\"}}'"]
+timeout = "180s"
+
+[roles.echo]
+command = ["sh", "-c", "cat >/dev/null; cat {o}/outputs/$CLAWBOARD_TASK_ID"]
+max_retries = 0
+
+[roles.validator]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
+
+[roles.harvester]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"experiences\":[]}}'"]
+"#
+    )
+}
+
+struct Run<'a> {
+    t: &'a Tree,
+    out: PathBuf,
+    log: PathBuf,
+    failures: Vec<String>,
+}
+
+impl Run<'_> {
+    fn fail(&mut self, case: &Case, msg: String) {
+        self.failures.push(format!("[{}] {msg}", case.name));
+    }
+
+    fn daemon_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for `inbox/rejected/{file}.error.txt` and checks it names the problem.
+    fn rejected(&mut self, case: &Case, file: &str) {
+        let err = self.t.root.join(format!("inbox/rejected/{file}.error.txt"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !err.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        match std::fs::read_to_string(&err) {
+            Ok(text) if text.contains(&case.expect) => {}
+            Ok(text) => self.fail(case, format!("want {:?} in {file}.error.txt, got {text:?}", case.expect)),
+            Err(_) => self.fail(case, format!("no inbox/rejected/{file}.error.txt after 20 s")),
+        }
+    }
+
+    fn token(&self, which: &str) -> Option<String> {
+        match which {
+            "live" | "expired" => Some(std::fs::read_to_string(self.out.join("token")).unwrap()),
+            "forged" => Some("0123456789abcdef0123456789abcdef".to_owned()),
+            _ => None,
+        }
+    }
+
+    fn apply(&mut self, case: &Case) {
+        let root = self.t.root.clone();
+        let file = format!("{}.json", case.name);
+        match case.via.as_str() {
+            "inbox" => {
+                let tmp = root.join(format!("inbox/.{file}.tmp"));
+                std::fs::write(&tmp, &case.body).unwrap();
+                std::fs::rename(&tmp, root.join("inbox").join(&file)).unwrap();
+                self.rejected(case, &file);
+            }
+            "inbox-raw" => {
+                std::fs::write(root.join("inbox").join(&file), &case.body).unwrap();
+                self.rejected(case, &file);
+            }
+            "task-file" => {
+                std::fs::create_dir_all(root.join("tasks").join(&case.name)).unwrap();
+                std::fs::write(root.join("tasks").join(&case.name).join("task.json"), &case.body).unwrap();
+                self.rejected(case, &format!("{}.task.json", case.name));
+            }
+            "special" => {
+                let at = root.join("inbox").join(&file);
+                match case.kind.as_str() {
+                    "symlink-out" => {
+                        let target = self.out.join("outside-task.json");
+                        std::fs::write(&target, br#"{"taskId":"stolen","type":"coding","description":"d"}"#).unwrap();
+                        std::os::unix::fs::symlink(&target, &at).unwrap();
+                    }
+                    "fifo" => {
+                        assert!(std::process::Command::new("mkfifo").arg(&at).status().unwrap().success());
+                    }
+                    "non-utf8-name" => {
+                        let name = std::ffi::OsStr::from_bytes(b"caf\xe9.json");
+                        std::fs::write(root.join("inbox").join(name), br#"{"type":"coding","description":"d"}"#)
+                            .unwrap();
+                    }
+                    "swap-file" => {
+                        std::fs::write(root.join("inbox/.swap-file.json.swp"), b"{ half a task").unwrap();
+                    }
+                    other => panic!("unknown special kind {other:?}"),
+                }
+                if case.expect.is_empty() {
+                    // Nothing to wait for: give the daemon time to (wrongly) act.
+                    std::thread::sleep(Duration::from_millis(500));
+                } else {
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while !self.daemon_log().contains(&case.expect) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(25));
+                    }
+                    if !self.daemon_log().contains(&case.expect) {
+                        self.fail(case, format!("want {:?} in the daemon's log", case.expect));
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            }
+            "submit" => {
+                let f = self.t.scratch(&file, &case.body);
+                let r = self.t.run(&["task", "submit", f.to_str().unwrap()]);
+                if r.code != 2 || !r.stderr.contains(&case.expect) {
+                    self.fail(case, format!("want exit 2 and {:?}, got {} {:?}", case.expect, r.code, r.stderr));
+                }
+            }
+            "api" => {
+                let mut args = vec!["write".to_owned()];
+                if let Some(t) = self.token(&case.token) {
+                    args.extend(["--token".to_owned(), t]);
+                }
+                args.push(case.path.clone());
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let r = self.t.run_with_stdin(&args, &case.body);
+                let want_ok = case.expect.is_empty();
+                if want_ok && r.code != 0 {
+                    self.fail(case, format!("want it written, got {} {:?}", r.code, r.stderr));
+                }
+                if !want_ok && (r.code != 2 || !r.stderr.contains(&case.expect)) {
+                    self.fail(case, format!("want exit 2 and {:?}, got {} {:?}", case.expect, r.code, r.stderr));
+                }
+            }
+            "role-output" => {
+                std::fs::write(self.out.join("outputs").join(&case.name), &case.body).unwrap();
+                let task = format!(r#"{{"taskId":"{}","type":"coding","description":"echo"}}"#, case.name);
+                self.t.drop_task(&file, &task);
+                let id = case.name.clone();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !matches!(self.t.status_of(&id).as_str(), "failed" | "completed") && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(25));
+                }
+                let status = self.t.status_of(&id);
+                let errors = std::fs::read_to_string(root.join(format!("tasks/{id}/errors.log"))).unwrap_or_default();
+                if status != "failed" || !errors.contains(&case.expect) {
+                    self.fail(
+                        case,
+                        format!("want failed with {:?} in errors.log, got {status:?}: {errors}", case.expect),
+                    );
+                }
+                // The records refresh after a task ends: let it land before the hashing.
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            other => panic!("unknown via {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_hostile_corpus_gets_clear_errors_and_changes_nothing_else() {
+    let t = Tree::init();
+    let out = t.dir.path().join("out");
+    std::fs::create_dir_all(out.join("outputs")).unwrap();
+    t.config(&config(&out));
+    let d = t.daemon();
+    // A running task whose role instance lends its token to the API cases, and a
+    // finished one that role outputs and API writes must leave alone.
+    t.drop_task("victim.json", r#"{"taskId":"victim","type":"coding","description":"echo"}"#);
+    std::fs::write(out.join("outputs/victim"), r#"{"summary":"victim done"}"#).unwrap();
+    wait_until(30, "the victim task", || t.status_of("victim") == "completed");
+    t.drop_task("gate.json", r#"{"taskId":"gate","type":"coding","description":"use-gate"}"#);
+    wait_until(30, "the gate role's token", || out.join("token").exists());
+    std::thread::sleep(Duration::from_millis(500)); // the gate's status.md and active.json settle
+
+    let (cases, daemon_owned) = corpus();
+    assert!(cases.len() >= 30, "the corpus has {} cases", cases.len());
+    let mut run = Run { t: &t, out: out.clone(), log: d.log.clone(), failures: Vec::new() };
+    for case in &cases {
+        if case.token == "expired" && !out.join("released").exists() {
+            // The instance ends: its token must stop working.
+            std::fs::write(out.join("release"), b"").unwrap();
+            wait_until(30, "the gate task to end", || t.status_of("gate") == "completed");
+            std::fs::write(out.join("released"), b"").unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let before = hashes(&t.root);
+        let started = Instant::now();
+        run.apply(case);
+        let after = hashes(&t.root);
+        let unexpected: Vec<String> = changed(&before, &after)
+            .into_iter()
+            .filter(|p| !daemon_owned.iter().any(|o| p.contains(o.as_str())))
+            .filter(|p| {
+                !case
+                    .changes
+                    .iter()
+                    .any(|allowed| p.starts_with(allowed.as_str()) || *p == allowed.trim_end_matches('/'))
+            })
+            .collect();
+        if !unexpected.is_empty() {
+            run.fail(case, format!("changed outside {:?}: {unexpected:?}", case.changes));
+        }
+        if t.daemon_status().is_none() {
+            run.fail(case, "the daemon stopped answering".into());
+        }
+        eprintln!("{:<28} {:<12} {:>6} ms", case.name, case.via, started.elapsed().as_millis());
+    }
+    // The daemon-owned records ended consistent with what happened: the PM saw the
+    // victim and the gate complete and every bad role output fail.
+    let outputs = cases.iter().filter(|c| c.via == "role-output").count();
+    wait_until(30, "the PM records", || {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(t.root.join("gm/pm-performance.json")).unwrap_or_default())
+                .unwrap_or_default();
+        v["pms"]["pm"]["completed"] == 2 && v["pms"]["pm"]["failed"] == outputs
+    });
+    // Nothing was taken from outside the root, and the outside file is intact.
+    assert!(!t.root.join("tasks/stolen").exists());
+    assert!(!t.dir.path().join("outside.txt").exists());
+    assert!(
+        run.failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        run.failures.len(),
+        cases.len(),
+        run.failures.join("\n")
+    );
+    assert_eq!(d.stop(), 0, "the daemon stops cleanly after the corpus");
+}
