@@ -91,7 +91,8 @@ fn generate(spec: &str) -> Vec<u8> {
 fn hashes(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for e in walkdir::WalkDir::new(root).min_depth(1).follow_links(false) {
-        let e = e.unwrap();
+        // An entry that vanished while walking (a temp file renamed into place) is absent.
+        let Ok(e) = e else { continue };
         let rel = String::from_utf8_lossy(e.path().strip_prefix(root).unwrap().as_os_str().as_bytes()).into_owned();
         if rel.starts_with(".clawboard") {
             continue;
@@ -102,7 +103,8 @@ fn hashes(root: &Path) -> BTreeMap<String, String> {
         } else if ft.is_dir() {
             "dir".to_owned()
         } else if ft.is_file() {
-            blake3::hash(&std::fs::read(e.path()).unwrap()).to_hex().to_string()
+            let Ok(bytes) = std::fs::read(e.path()) else { continue };
+            blake3::hash(&bytes).to_hex().to_string()
         } else {
             "special".to_owned()
         };
@@ -176,8 +178,10 @@ impl Run<'_> {
     /// Waits for `inbox/rejected/{file}.error.txt` and checks it names the problem.
     fn rejected(&mut self, case: &Case, file: &str) {
         let err = self.t.root.join(format!("inbox/rejected/{file}.error.txt"));
+        // The reason is written first, then the file is moved beside it: wait for both.
+        let moved = self.t.root.join(format!("inbox/rejected/{file}"));
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !err.exists() && Instant::now() < deadline {
+        while !(err.exists() && std::fs::symlink_metadata(&moved).is_ok()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(25));
         }
         match std::fs::read_to_string(&err) {
@@ -366,4 +370,97 @@ fn the_hostile_corpus_gets_clear_errors_and_changes_nothing_else() {
         run.failures.join("\n")
     );
     assert_eq!(d.stop(), 0, "the daemon stops cleanly after the corpus");
+}
+
+/// Links out of the root, planted where every subsystem looks: nothing follows them.
+/// The daemon (watcher, intake, push, records), the sync, archive, retention and
+/// report commands run over the tree; the outside files stay byte for byte, the
+/// bucket holds none of them, and a link in the state directory stops the daemon
+/// from starting.
+#[test]
+fn nothing_follows_a_symlink_out_of_the_root() {
+    use std::os::unix::fs::symlink;
+    let t = Tree::init();
+    t.config(&clawboard_tests::sh_config(""));
+    let outside = t.dir.path().join("outside");
+    let old_task = r#"{"taskId":"linked","type":"coding","description":"old","status":"completed","priority":"normal","createdAt":"2020-01-01T00:00:00Z","createdBy":"human","completedAt":"2020-01-02T00:00:00Z"}"#;
+    for (rel, body) in [
+        ("task-dir/task.json", old_task),
+        ("task-dir/result.json", r#"{"summary":"secret result"}"#),
+        ("task-dir/secret.txt", "do not upload"),
+        ("secret.md", "a secret note"),
+        ("reports/2020-01-01.md", "an old report that is not the tree's"),
+        ("harvest/2020-01-01.json", "{}"),
+    ] {
+        std::fs::create_dir_all(outside.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(outside.join(rel), body).unwrap();
+    }
+    let before = hashes(&outside);
+    symlink(outside.join("task-dir"), t.root.join("tasks/linked")).unwrap();
+    std::fs::create_dir_all(t.root.join("tasks/own")).unwrap();
+    symlink(outside.join("secret.md"), t.root.join("tasks/own/notes.md")).unwrap();
+    // (A layout directory such as reports/daily/ itself being a link out stops the
+    // daemon at start: Store::init refuses it.)
+    symlink(outside.join("reports/2020-01-01.md"), t.root.join("reports/daily/2020-01-01.md")).unwrap();
+    symlink(outside.join("harvest"), t.root.join("harvest/daily-old")).unwrap();
+
+    let d = t.daemon();
+    // Written outside while the daemon watches: never journaled, never pushed.
+    std::fs::write(outside.join("task-dir/new.txt"), "written while the daemon ran").unwrap();
+    // A link renamed into the tree at run time is not walked either.
+    symlink(outside.join("task-dir"), t.dir.path().join("staged-link")).unwrap();
+    std::fs::rename(t.dir.path().join("staged-link"), t.root.join("tasks/moved-in")).unwrap();
+    t.drop_task("real.json", r#"{"taskId":"real","type":"coding","description":"a real task"}"#);
+    wait_until(30, "the real task", || t.status_of("real") == "completed");
+    assert_eq!(d.stop(), 0);
+    std::fs::write(outside.join("task-dir/new.txt"), "written while the daemon ran").unwrap();
+    let before = {
+        let mut b = before;
+        b.insert("task-dir/new.txt".into(), hashes(&outside)["task-dir/new.txt"].clone());
+        b
+    };
+
+    let cfg = t.dir.path().join("clawboard.toml");
+    let cfg = cfg.to_str().unwrap();
+    for args in [
+        vec!["sync", "push"],
+        vec!["sync", "full"],
+        vec!["sync", "verify", "--fix"],
+        vec!["sync", "pull"],
+        vec!["archive", "now"],
+        vec!["retention", "run", "--force"],
+        vec!["report", "daily"],
+        vec!["task", "list"],
+        vec!["status"],
+    ] {
+        let mut all = vec!["--config", cfg];
+        all.extend(args.iter().copied());
+        let r = t.run(&all);
+        assert!(r.code == 0 || r.code == 1, "{args:?}: exit {}\n{}", r.code, r.stderr);
+    }
+    assert_eq!(hashes(&outside), before, "a file outside the root changed");
+    assert!(outside.join("task-dir/task.json").exists(), "retention deleted through a link");
+    let bucket = t.root.join(".clawboard/bucket");
+    let keys: Vec<String> = hashes(&bucket).into_keys().collect();
+    assert!(keys.iter().any(|k| k.starts_with("tasks/real/")), "the real task was pushed: {keys:?}");
+    for k in &keys {
+        assert!(
+            !k.starts_with("tasks/linked")
+                && !k.starts_with("tasks/moved-in")
+                && k != "tasks/own/notes.md"
+                && !k.starts_with("reports/daily/")
+                && !k.starts_with("harvest/daily-old"),
+            "{k} went to the bucket"
+        );
+    }
+
+    // A link in the state directory: the daemon refuses to start, naming it.
+    symlink("/etc/hostname", t.root.join(".clawboard/sync/planted")).unwrap();
+    let r = t.run(&["--config", cfg, "daemon"]);
+    r.expect_code(1);
+    assert!(
+        r.stderr.contains(".clawboard/sync/planted: a symbolic link in clawboard's state directory"),
+        "{}",
+        r.stderr
+    );
 }

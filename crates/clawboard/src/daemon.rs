@@ -21,6 +21,7 @@ pub use web::ADDR_FILE as WEB_ADDR_FILE;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,10 +86,39 @@ fn lock_root(root: &Path) -> anyhow::Result<File> {
     Ok(f)
 }
 
+/// Refuses a state directory (`.clawboard/`) holding anything but directories and
+/// regular files (and the API socket): the daemon writes its journal, locks and
+/// cursors there by name, and a symbolic link or a FIFO planted in it would make
+/// those writes land outside the root, or block.
+pub fn check_state_dir(root: &Path) -> anyhow::Result<()> {
+    let state = root.join(clawboard_core::layout::STATE);
+    for entry in walkdir::WalkDir::new(&state).follow_links(false).follow_root_links(false) {
+        let entry = entry.with_context(|| format!("checking {}", state.display()))?;
+        let ft = entry.file_type();
+        let what = if ft.is_symlink() {
+            "a symbolic link"
+        } else if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_socket() && entry.depth() == 1 && entry.file_name() == "api.sock" {
+            continue;
+        } else if ft.is_socket() || ft.is_block_device() || ft.is_char_device() {
+            "a socket or device"
+        } else {
+            continue;
+        };
+        bail!(
+            "{}: {what} in clawboard's state directory, which holds only plain files and directories; remove it (and find out who put it there) before starting the daemon",
+            entry.path().display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs the daemon until SIGTERM/SIGINT; `args` is kept to reload the config on SIGHUP.
 pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let (_, report) = Store::init(&settings.root)?;
     let root = report.root.clone();
+    check_state_dir(&root)?;
     let _lock = lock_root(&root)?;
     // What can refuse to start does so before any work begins.
     let web_token = match settings.review.web.listen {

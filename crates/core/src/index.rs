@@ -110,10 +110,16 @@ impl Index {
     pub fn scan(&self, root: &Path, dir: &Path, deletions: bool) -> Result<Vec<Change>> {
         let mut seen = std::collections::HashSet::new();
         let mut changes = Vec::new();
-        let walker = walkdir::WalkDir::new(dir).follow_links(false).into_iter().filter_entry(|e| {
-            let rel = e.path().strip_prefix(root).unwrap_or(e.path());
-            rel.as_os_str().is_empty() || !is_ignored(&rel.to_string_lossy())
-        });
+        if dir != root
+            && !crate::store::real_dirs(root, &format!("{}/x", dir.strip_prefix(root).unwrap_or(dir).display()))
+        {
+            return Ok(Vec::new()); // a link to a directory: not walked into
+        }
+        let walker =
+            walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(false).into_iter().filter_entry(|e| {
+                let rel = e.path().strip_prefix(root).unwrap_or(e.path());
+                rel.as_os_str().is_empty() || !is_ignored(&rel.to_string_lossy())
+            });
         for entry in walker {
             let entry = match entry {
                 Ok(e) => e,

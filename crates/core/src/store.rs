@@ -30,7 +30,7 @@ use crate::layout;
 use crate::validate::{self, DEFAULT_MAX_FILE_BYTES, Invalid};
 
 pub use atomic::{TEMP_MARK, is_temp_name};
-pub use paths::RelPath;
+pub use paths::{RelPath, open_plain, plain_file, real_dirs};
 
 /// JSON as clawboard writes it: two-space indent, trailing newline.
 pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
@@ -295,7 +295,13 @@ impl Store {
 
     /// Removes the file `rel`; a file already gone is not an error.
     pub fn remove(&self, rel: &RelPath) -> Result<()> {
-        let path = self.path(rel);
+        // Through the directories the way writes go: never into a link out of the root.
+        let dir = match self.safe_dir(rel, false) {
+            Ok(d) => d,
+            Err(Error::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let path = dir.join(rel.file_name());
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),

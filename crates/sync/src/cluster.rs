@@ -308,8 +308,15 @@ impl<R: Remote> Pusher<R> {
         let prefix = format!("tasks/{task}/");
         let mut paths: Vec<String> = Vec::new();
         let dir = self.root.join(&prefix);
-        if dir.is_dir() {
-            for entry in walkdir::WalkDir::new(&dir).follow_links(false).into_iter().filter_map(|e| e.ok()) {
+        // Only a real directory (not a link to one, wherever it points) is walked.
+        let real = clawboard_core::store::real_dirs(&self.root, &format!("{prefix}x"));
+        if real {
+            for entry in walkdir::WalkDir::new(&dir)
+                .follow_links(false)
+                .follow_root_links(false)
+                .into_iter()
+                .filter_map(|e| e.ok())
+            {
                 if entry.file_type().is_file()
                     && let Ok(rel) = entry.path().strip_prefix(&self.root)
                 {

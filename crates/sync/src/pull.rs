@@ -504,7 +504,8 @@ impl<R: Remote> Pusher<R> {
     /// The local file against its record.
     fn local(&self, path: &str, rec: Option<&Pushed>) -> Result<Local> {
         let abs = self.root.join(path);
-        let meta = std::fs::symlink_metadata(&abs).ok().filter(std::fs::Metadata::is_file);
+        // A file reached through a link is not this tree's: it is as good as absent.
+        let meta = clawboard_core::store::plain_file(&self.root, path);
         let live = rec.and_then(Pushed::live);
         Ok(match (meta, live) {
             (None, None) => Local { exists: false, hash: String::new(), stamp: None, dirty: false },
@@ -513,7 +514,9 @@ impl<R: Remote> Pusher<R> {
                 Local { exists: true, hash: r.hash.clone(), stamp: Some(Stamp::of(&m)), dirty: false }
             }
             (Some(m), r) => {
-                let bytes = std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?;
+                let bytes = read_plain(&self.root, path)?.ok_or_else(|| {
+                    Error::io(&abs, std::io::Error::other("changed into something other than a regular file"))
+                })?;
                 let hash = blake3::hash(&bytes).to_hex().to_string();
                 let dirty = r.is_none_or(|r| r.hash != hash);
                 Local { exists: true, hash, stamp: Some(Stamp::of(&m)), dirty }
@@ -672,7 +675,9 @@ impl<R: Remote> Pusher<R> {
             self.retry(|| self.remote.delete(path)).await?;
         } else {
             let abs = self.root.join(path);
-            let bytes = Bytes::from(std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?);
+            let bytes = read_plain(&self.root, path)?
+                .ok_or_else(|| Error::io(&abs, std::io::Error::other("not a regular file in the tree; not pushed")))?;
+            let bytes = Bytes::from(bytes);
             let meta = self.metadata(&record);
             self.counts.put.fetch_add(1, Ordering::Relaxed);
             let outcome =
@@ -742,6 +747,9 @@ impl<R: Remote> Pusher<R> {
         let Some((head, tail)) = file.split_once('\u{1}') else { return Vec::new() };
         let stamp0 = version::stamp_text(0).replace('.', "");
         let tail = tail.trim_start_matches('-').trim_start_matches(stamp0.as_str()).to_owned();
+        if !clawboard_core::store::real_dirs(&self.root, &probe) {
+            return Vec::new();
+        }
         let Ok(entries) = std::fs::read_dir(self.root.join(&dir)) else { return Vec::new() };
         let mut found: Vec<(String, String)> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -800,10 +808,12 @@ impl<R: Remote> Pusher<R> {
     async fn note_arbitration(&self, c: &Conflict, copy: &str) -> Result<()> {
         let rel = ARBITRATIONS;
         let abs = self.root.join(rel);
-        let mut body = match std::fs::read(&abs) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => b"# Arbitrations\n".to_vec(),
-            Err(e) => return Err(Error::io(&abs, e)),
+        let mut body = match read_plain(&self.root, rel)? {
+            Some(b) => b,
+            None if std::fs::symlink_metadata(&abs).is_err() => b"# Arbitrations\n".to_vec(),
+            None => {
+                return Err(Error::io(&abs, std::io::Error::other("not a regular file (a link?); no entry added")));
+            }
         };
         body.extend_from_slice(arbitration_entry(c, copy).as_bytes());
         self.put_new_file(rel, Bytes::from(body)).await
@@ -880,6 +890,19 @@ impl<R: Remote> Pusher<R> {
         self.flush_log().await?;
         Ok(report)
     }
+}
+
+/// The bytes of `root/rel` if it is a regular file reached through real directories
+/// (never a link, never a FIFO); `None` when it is not such a file.
+fn read_plain(root: &std::path::Path, rel: &str) -> Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let abs = root.join(rel);
+    let Some(mut f) = clawboard_core::store::open_plain(root, rel).map_err(|e| Error::io(&abs, e))? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).map_err(|e| Error::io(&abs, e))?;
+    Ok(Some(bytes))
 }
 
 #[cfg(test)]

@@ -219,12 +219,15 @@ fn now_text() -> String {
 
 /// Reads a file for upload: the bytes (small files) or a file body (large ones),
 /// its BLAKE3 hash, and its stamp before reading. `None` when it is gone or not a file.
-fn read_for_upload(abs: &Path, threshold: u64) -> std::io::Result<Option<(Body, String, Stamp)>> {
-    let mut f = match File::open(abs) {
-        Ok(f) => f,
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory) => {
-            return Ok(None);
-        }
+/// Only a regular file reached through real directories is read: never through a
+/// symbolic link, never a FIFO.
+fn read_for_upload(root: &Path, rel: &str, threshold: u64) -> std::io::Result<Option<(Body, String, Stamp)>> {
+    let abs = root.join(rel);
+    let abs = abs.as_path();
+    let mut f = match clawboard_core::store::open_plain(root, rel) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => return Ok(None),
         Err(e) => return Err(e),
     };
     let meta = f.metadata()?;
@@ -501,7 +504,7 @@ impl<R: Remote> Pusher<R> {
         let mut report = PushReport { entries: paths.len() as u64, ..PushReport::default() };
         let mut jobs = Vec::new();
         for path in paths.into_iter().filter(|p| !self.is_fenced(p)) {
-            let is_file = std::fs::symlink_metadata(self.root.join(&path)).is_ok_and(|m| m.is_file());
+            let is_file = clawboard_core::store::plain_file(&self.root, &path).is_some();
             // The bucket does not hold what the record says: forget the content, keep
             // the history (so other nodes see the repair as a newer version, not a conflict).
             self.with_state(|s| match s.get(&path).cloned() {
@@ -557,7 +560,7 @@ impl<R: Remote> Pusher<R> {
         let mut jobs = Vec::new();
         self.with_state(|state| {
             for path in paths {
-                let meta = std::fs::symlink_metadata(self.root.join(&path)).ok().filter(std::fs::Metadata::is_file);
+                let meta = clawboard_core::store::plain_file(&self.root, &path);
                 match (meta, state.get(&path).and_then(Pushed::live)) {
                     (Some(m), Some(p)) if p.size == m.len() && p.mtime_ns == Stamp::of(&m).mtime_ns => {
                         report.unchanged += 1;
@@ -652,8 +655,8 @@ impl<R: Remote> Pusher<R> {
         let abs = self.root.join(path);
         for _ in 0..CHANGING_TRIES {
             let threshold = self.settings.multipart_threshold;
-            let abs2 = abs.clone();
-            let read = match tokio::task::spawn_blocking(move || read_for_upload(&abs2, threshold))
+            let (root, rel) = (self.root.clone(), path.to_owned());
+            let read = match tokio::task::spawn_blocking(move || read_for_upload(&root, &rel, threshold))
                 .await
                 .map_err(|e| Error::io(&abs, std::io::Error::other(e)))?
             {

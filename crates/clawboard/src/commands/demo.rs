@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -160,11 +161,20 @@ impl Drop for Daemon {
 pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
     let root = match &global.root {
         Some(r) => r.clone(),
-        None => std::env::temp_dir().join(format!(
-            "clawboard-demo-{}-{}",
-            chrono::Utc::now().format("%Y%m%d-%H%M%S"),
-            std::process::id()
-        )),
+        None => {
+            // A fresh directory of our own (mode 0700, never one someone made first):
+            // the demo runs the role scripts it writes there.
+            let dir = std::env::temp_dir().join(format!(
+                "clawboard-demo-{}-{}",
+                chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+                clawboard_roles::random_hex(4)
+            ));
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .with_context(|| format!("creating the demo directory {}", dir.display()))?;
+            dir
+        }
     };
     let has_python = std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("python3").is_file()));

@@ -109,10 +109,14 @@ impl Recorder {
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
         let overflow = Arc::new(AtomicBool::new(false));
         let (cb_tx, cb_overflow) = (tx.clone(), overflow.clone());
-        let mut watcher = notify::recommended_watcher(move |res| match cb_tx.try_send(Msg::Fs(res)) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => cb_overflow.store(true, Ordering::SeqCst),
-        })
+        // A link to a directory is never watched into: what it points at is not the tree.
+        let mut watcher = notify::RecommendedWatcher::new(
+            move |res| match cb_tx.try_send(Msg::Fs(res)) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(_)) => cb_overflow.store(true, Ordering::SeqCst),
+            },
+            notify::Config::default().with_follow_symlinks(false),
+        )
         .map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
         // Watch first, then scan: a change during the scan is seen by one or both,
         // and the index drops the duplicate.
@@ -286,7 +290,7 @@ impl State {
                 RenameMode::To | RenameMode::Both | RenameMode::From | RenameMode::Any,
             )) => {
                 for p in &ev.paths {
-                    if p.is_dir() {
+                    if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
                         if rel(p).is_some() {
                             dirs.push(p.clone());
                         }
@@ -336,8 +340,10 @@ impl State {
     }
 
     fn change_for(&mut self, path: &str, hint: Origin) -> Option<Change> {
+        // A file reached through a linked directory is not in the tree (as if gone).
         let now = match std::fs::symlink_metadata(self.root.join(path)) {
-            Ok(m) if m.is_file() => Some(Stamp::of(&m)),
+            Ok(m) if m.is_file() && clawboard_core::store::real_dirs(&self.root, path) => Some(Stamp::of(&m)),
+            Ok(m) if m.is_file() => None,
             Ok(_) => return None,
             Err(_) => None,
         };

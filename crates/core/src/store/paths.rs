@@ -63,6 +63,46 @@ impl fmt::Display for RelPath {
     }
 }
 
+/// True when every directory between `root` and `rel` (a `/`-separated path under
+/// it) is a real directory, not a symbolic link, so a path built from them stays in
+/// the tree. For code that works on tree paths without a [`Store`] (sync, the
+/// journal): a link to a directory is never walked into, whatever it points at.
+pub fn real_dirs(root: &Path, rel: &str) -> bool {
+    let mut cur = root.to_path_buf();
+    let parents = rel.trim_end_matches('/').rsplit_once('/').map_or("", |(d, _)| d);
+    parents.split('/').filter(|p| !p.is_empty()).all(|part| {
+        cur.push(part);
+        part != ".." && fs::symlink_metadata(&cur).is_ok_and(|m| m.is_dir())
+    })
+}
+
+/// The metadata of `root/rel` if it is a regular file reached through real
+/// directories only ([`real_dirs`]); `None` for anything else (gone, a link, a FIFO).
+pub fn plain_file(root: &Path, rel: &str) -> Option<fs::Metadata> {
+    if !real_dirs(root, rel) {
+        return None;
+    }
+    fs::symlink_metadata(root.join(rel)).ok().filter(fs::Metadata::is_file)
+}
+
+/// Opens `root/rel` for reading if it is a regular file reached through real
+/// directories only: never through a link, never a FIFO (so never blocks). `Ok(None)`
+/// when it is gone or not such a file.
+pub fn open_plain(root: &Path, rel: &str) -> std::io::Result<Option<fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !real_dirs(root, rel) {
+        return Ok(None);
+    }
+    let opened =
+        fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(root.join(rel));
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(f.metadata()?.is_file().then_some(f))
+}
+
 impl Store {
     /// The directory that holds `rel`, created if asked; refuses symlinks out of the root.
     pub(super) fn safe_dir(&self, rel: &RelPath, create: bool) -> Result<PathBuf> {
@@ -82,6 +122,9 @@ impl Store {
                     let target = fs::canonicalize(&cur).map_err(|e| Error::io(&cur, e))?;
                     if !target.starts_with(&self.root) {
                         return Err(unsafe_path("is a symlink that leads outside the blackboard root"));
+                    }
+                    if self.in_state_dir(&target) && !rel_dir.starts_with(crate::layout::STATE) {
+                        return Err(unsafe_path("is a symlink into clawboard's own state (.clawboard/)"));
                     }
                     if !target.is_dir() {
                         return Err(unsafe_path("is a symlink to a file, where a directory is needed"));
@@ -103,10 +146,20 @@ impl Store {
         Ok(cur)
     }
 
+    fn in_state_dir(&self, real: &Path) -> bool {
+        real.starts_with(self.root.join(crate::layout::STATE))
+    }
+
     /// The absolute path of an existing `rel`, which must stay inside the root.
     pub(super) fn resolve_existing(&self, rel: &RelPath) -> Result<PathBuf> {
         let path = self.path(rel);
         match fs::canonicalize(&path) {
+            Ok(real) if self.in_state_dir(&real) && !rel.as_path().starts_with(crate::layout::STATE) => {
+                Err(Error::UnsafePath {
+                    path: rel.to_string(),
+                    reason: "is a symlink into clawboard's own state (.clawboard/)".into(),
+                })
+            }
             Ok(real) if real.starts_with(&self.root) => Ok(real),
             Ok(_) => Err(Error::UnsafePath {
                 path: rel.to_string(),
