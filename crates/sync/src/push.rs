@@ -920,7 +920,7 @@ pub fn unpushed_files(root: &Path, settings: &SyncSettings, dir: &str) -> Result
     let state = PushState::records(&sync_dir(root))?;
     let mut out = Vec::new();
     let base = root.join(dir);
-    for entry in walkdir::WalkDir::new(&base).follow_links(false).sort_by_file_name() {
+    for entry in walkdir::WalkDir::new(&base).follow_links(false).follow_root_links(false).sort_by_file_name() {
         let entry = entry.map_err(|e| Error::io(&base, std::io::Error::other(e.to_string())))?;
         if entry.file_type().is_dir() {
             continue;
