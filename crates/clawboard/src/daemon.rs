@@ -93,7 +93,12 @@ fn lock_root(root: &Path) -> anyhow::Result<File> {
 pub fn check_state_dir(root: &Path) -> anyhow::Result<()> {
     let state = root.join(clawboard_core::layout::STATE);
     for entry in walkdir::WalkDir::new(&state).follow_links(false).follow_root_links(false) {
-        let entry = entry.with_context(|| format!("checking {}", state.display()))?;
+        let entry = match entry {
+            Ok(e) => e,
+            // Removed while walking (a bucket directory emptied by a push): nothing to check.
+            Err(e) if e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) => continue,
+            Err(e) => return Err(e).with_context(|| format!("checking {}", state.display())),
+        };
         let ft = entry.file_type();
         let what = if ft.is_symlink() {
             "a symbolic link"

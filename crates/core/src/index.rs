@@ -116,10 +116,12 @@ impl Index {
             return Ok(Vec::new()); // a link to a directory: not walked into
         }
         let walker =
-            walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(false).into_iter().filter_entry(|e| {
-                let rel = e.path().strip_prefix(root).unwrap_or(e.path());
-                rel.as_os_str().is_empty() || !is_ignored(&rel.to_string_lossy())
-            });
+            walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(dir == root).into_iter().filter_entry(
+                |e| {
+                    let rel = e.path().strip_prefix(root).unwrap_or(e.path());
+                    rel.as_os_str().is_empty() || !is_ignored(&rel.to_string_lossy())
+                },
+            );
         for entry in walker {
             let entry = match entry {
                 Ok(e) => e,

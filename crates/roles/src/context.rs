@@ -34,7 +34,11 @@ pub fn build(
     let mut refused = Map::new();
     for name in &role.reads {
         let Ok(rel) = RelPath::new(&layout::task_file(task.task_id.as_str(), name)) else { continue };
-        if let Err(rule) = may_read(&rel.to_string()) {
+        // A link would hand over whatever it points at, which the rule did not look at.
+        let linked = std::fs::symlink_metadata(store.path(&rel)).is_ok_and(|m| m.file_type().is_symlink());
+        let decision =
+            if linked { Err("a symbolic link: never given to a role".to_owned()) } else { may_read(&rel.to_string()) };
+        if let Err(rule) = decision {
             tracing::warn!(role = role_id, file = %rel, %rule, "not in the role's context: its access rules do not let it read the file");
             refused.insert(name.clone(), Value::String(rule));
             continue;
@@ -91,5 +95,12 @@ mod tests {
         let all = build(&store, &task, "w", &role, &StepInfo::default(), &|_| Ok(()));
         assert_eq!(all["files"]["b.md"], "bee");
         assert!(all.get("filesRefused").is_none());
+        // A link inside the tree (here to gm/, which the rule for tasks/ never saw) is not followed.
+        store.write_bytes(&RelPath::new("gm/secret.md").unwrap(), b"gm only").unwrap();
+        std::os::unix::fs::symlink(d.path().join("gm/secret.md"), d.path().join("tasks/t1/c.md")).unwrap();
+        let role: RoleConfig = serde_json::from_value(json!({"command": ["true"], "reads": ["c.md"]})).unwrap();
+        let linked = build(&store, &task, "w", &role, &StepInfo::default(), &|_| Ok(()));
+        assert_eq!(linked["filesRefused"]["c.md"], "a symbolic link: never given to a role");
+        assert!(linked["files"].get("c.md").is_none());
     }
 }

@@ -106,10 +106,20 @@ pub fn check_scope(stdout: &[u8], task_id: &str) -> Result<(), String> {
     let artifacts = v.get("artifacts").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or_default();
     for (i, a) in artifacts.iter().enumerate() {
         let Some(path) = a.get("path").and_then(serde_json::Value::as_str) else { continue };
+        if path.starts_with("file:") {
+            return Err(format!(
+                "stdout /artifacts/{i}/path: {path:?}: a file: URL; an artifact is a path inside the task directory or a URL"
+            ));
+        }
         if path.contains("://") {
             continue;
         }
-        if let Err(e) = clawboard_core::acl::check_path(path) {
+        // `./x`, `out/` and `.` are the task directory's own; only leaving it is refused.
+        let inside = path.trim_start_matches("./").trim_end_matches('/');
+        if inside.is_empty() || inside == "." {
+            continue;
+        }
+        if let Err(e) = clawboard_core::acl::check_path(inside) {
             return Err(format!(
                 "stdout /artifacts/{i}/path: {path:?}: {e}; an artifact is a path inside the task directory or a URL"
             ));
@@ -177,11 +187,14 @@ mod tests {
         let e = check_scope(br#"{"summary":"x","taskId":"victim"}"#, "t1").unwrap_err();
         assert_eq!(e, "stdout /taskId: \"victim\" is not this run's task \"t1\"; a role answers for its own task only");
         assert!(check_scope(br#"{"taskId":7}"#, "t1").unwrap_err().starts_with("stdout /taskId: 7 is not"));
-        let ok = br#"{"summary":"x","artifacts":[{"path":"out/report.md"},{"path":"https://example.org/a"}]}"#;
+        let ok = br#"{"summary":"x","artifacts":[{"path":"out/report.md"},{"path":"https://example.org/a"},{"path":"./notes.md"},{"path":"out/"},{"path":"."}]}"#;
         assert!(check_scope(ok, "t1").is_ok());
-        for (bad, why) in
-            [("../../etc/passwd", "climbs out with .."), ("/etc/passwd", "absolute"), ("a//b", "empty component")]
-        {
+        for (bad, why) in [
+            ("../../etc/passwd", "climbs out with .."),
+            ("/etc/passwd", "absolute"),
+            ("a//b", "empty component"),
+            ("file:///etc/passwd", "a file: URL"),
+        ] {
             let out = format!(r#"{{"summary":"x","artifacts":[{{"path":"ok.md"}},{{"path":"{bad}"}}]}}"#);
             let e = check_scope(out.as_bytes(), "t1").unwrap_err();
             assert!(e.starts_with(&format!("stdout /artifacts/1/path: \"{bad}\": ")) && e.contains(why), "{e}");

@@ -578,7 +578,8 @@ impl<R: Remote> Pusher<R> {
             && let Some(theirs) = &inc.body
         {
             let abs = self.root.join(&path);
-            let ours = std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?;
+            let ours = read_plain(&self.root, &path)?
+                .ok_or_else(|| Error::io(&abs, std::io::Error::other("not a regular file in the tree")))?;
             if let Some(both) = merge_contents(&path, &ours, theirs) {
                 return self.write_merged(&path, merged, both).await;
             }
@@ -607,7 +608,10 @@ impl<R: Remote> Pusher<R> {
         if let Some(copy) = &copy {
             let bytes = if theirs_win {
                 let abs = self.root.join(&path);
-                Bytes::from(std::fs::read(&abs).map_err(|e| Error::io(&abs, e))?)
+                Bytes::from(
+                    read_plain(&self.root, &path)?
+                        .ok_or_else(|| Error::io(&abs, std::io::Error::other("not a regular file in the tree")))?,
+                )
             } else {
                 inc.body.clone().unwrap_or_default()
             };

@@ -198,6 +198,10 @@ impl Remote for AnyRemote {
 /// This node's id: `configured` if given, else the one stored in
 /// `.clawboard/node-id`, else a new one (`{hostname}-{6 hex}`) stored there.
 pub fn node_id(root: &Path, configured: Option<&str>) -> Result<String> {
+    node_id_try(root, configured, 3)
+}
+
+fn node_id_try(root: &Path, configured: Option<&str>, tries: u32) -> Result<String> {
     if let Some(id) = configured {
         clawboard_core::check_id(id).map_err(|e| Error::config("node.id", format!("{id:?}: {e}")))?;
         return Ok(id.to_owned());
@@ -233,7 +237,15 @@ pub fn node_id(root: &Path, configured: Option<&str>) -> Result<String> {
     if clawboard_core::store::create_atomic(&state, "node-id", format!("{id}\n").as_bytes(), 0o644)? {
         return Ok(id);
     }
-    node_id(root, None)
+    // Someone else's landed first: read theirs. Something that exists yet cannot be
+    // read as a file (a dangling link) ends here rather than looping.
+    if tries == 0 {
+        return Err(Error::config(
+            "node-id",
+            format!("{}: exists but is not a readable file; delete it to get a new one", path.display()),
+        ));
+    }
+    node_id_try(root, None, tries - 1)
 }
 
 #[cfg(test)]

@@ -340,10 +340,9 @@ impl State {
     }
 
     fn change_for(&mut self, path: &str, hint: Origin) -> Option<Change> {
-        // A file reached through a linked directory is not in the tree (as if gone).
+        // A file reached through a linked directory is not the tree's: no change at all.
         let now = match std::fs::symlink_metadata(self.root.join(path)) {
             Ok(m) if m.is_file() && clawboard_core::store::real_dirs(&self.root, path) => Some(Stamp::of(&m)),
-            Ok(m) if m.is_file() => None,
             Ok(_) => return None,
             Err(_) => None,
         };

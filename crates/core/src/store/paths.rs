@@ -68,6 +68,9 @@ impl fmt::Display for RelPath {
 /// the tree. For code that works on tree paths without a [`Store`] (sync, the
 /// journal): a link to a directory is never walked into, whatever it points at.
 pub fn real_dirs(root: &Path, rel: &str) -> bool {
+    if rel.starts_with('/') {
+        return false; // not under the root at all
+    }
     let mut cur = root.to_path_buf();
     let parents = rel.trim_end_matches('/').rsplit_once('/').map_or("", |(d, _)| d);
     parents.split('/').filter(|p| !p.is_empty()).all(|part| {
