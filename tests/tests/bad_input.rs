@@ -31,6 +31,7 @@ fn huge() -> Vec<u8> {
 #[case::wrong_type(br#"{"type":"coding","description":42}"#.to_vec(), "/description: expected a string, found the number 42")]
 #[case::wrong_nested_type(br#"{"type":"coding","description":"d","context":"telegram"}"#.to_vec(), r#"/context: expected an object, found "telegram""#)]
 #[case::bad_timestamp(br#"{"type":"coding","description":"d","deadline":"tomorrow"}"#.to_vec(), r#"/deadline: "tomorrow" is not an RFC 3339 timestamp"#)]
+#[case::completed_at(br#"{"type":"coding","description":"d","completedAt":"2026-02'26T10:00:00Z"}"#.to_vec(), "/completedAt: is set by clawboard when the task ends; a new task has none")]
 #[case::not_new(br#"{"type":"coding","description":"d","status":"completed"}"#.to_vec(), r#"/status: a new task must be "pending""#)]
 #[case::trailing_garbage(br#"{"type":"coding","description":"d"} trailing"#.to_vec(), "/: unexpected text after the JSON value at line 1, column 37")]
 #[case::bom(b"\xEF\xBB\xBF{\"type\":\"coding\",\"description\":\"d\"}".to_vec(), "/: the file starts with a UTF-8 byte-order mark (BOM)")]

@@ -220,13 +220,21 @@ impl Format for Task {
 impl Format for TaskSubmission {
     const KIND: FileKind = FileKind::TaskSubmission;
     fn check(&self, _: &PathContext) -> Vec<Problem> {
-        match self.status {
-            Some(s) if s != TaskStatus::Pending => vec![Problem::new(
+        let mut p = Vec::new();
+        if let Some(s) = self.status
+            && s != TaskStatus::Pending
+        {
+            p.push(Problem::new(
                 "/status",
                 format!("a new task must be \"pending\" (or leave status out), not {:?}", s.as_str()),
-            )],
-            _ => Vec::new(),
+            ));
         }
+        // The task's own fields that only clawboard sets: kept as extra fields they would
+        // land in task.json and clash with (or forge) the real ones.
+        if self.extra.contains_key("completedAt") {
+            p.push(Problem::new("/completedAt", "is set by clawboard when the task ends; a new task has none"));
+        }
+        p
     }
 }
 
