@@ -247,6 +247,20 @@ mod tests {
     }
 
     #[test]
+    fn numbers_in_extra_fields_survive_a_rewrite_exactly() {
+        // Found by the task_parser fuzz target: without float_roundtrip, serde_json read
+        // 1.2222222222222221e+30 one bit off, so every rewrite of task.json moved it.
+        let text = r#"{"type":"research","description":"x","extra":[1.2222222222222221e+30,0.1,5e-324]}"#;
+        let a: crate::formats::TaskSubmission =
+            parse("inbox/x.json", text.as_bytes(), &PathContext::default()).unwrap();
+        let written = crate::store::to_pretty_json(&a);
+        let b: crate::formats::TaskSubmission =
+            parse("inbox/x.json", written.as_bytes(), &PathContext::default()).unwrap();
+        assert_eq!(a, b);
+        assert!(written.contains("1.2222222222222221e30") || written.contains("1.2222222222222221e+30"), "{written}");
+    }
+
+    #[test]
     fn size_limit_applies_before_parsing() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("big.json");
