@@ -315,10 +315,9 @@ pub fn sh_config(extra: &str) -> String {
     sh_config_with("", extra)
 }
 
-/// [`sh_config`] with `before` (a shell snippet ending in `; `) run first by every role.
-pub fn sh_config_with(before: &str, extra: &str) -> String {
-    format!(
-        r#"[daemon]
+/// The head of the test configs: a 2 s shutdown grace, the lifecycle's validator
+/// and harvester roles, room for 16 tasks, and PM `pm` for coding tasks.
+pub const LIFECYCLE_HEAD: &str = r#"[daemon]
 shutdown_grace = "2s"
 
 [lifecycle]
@@ -329,7 +328,12 @@ max_parallel_roles = 8
 
 [lifecycle.pm_for_type]
 coding = "pm"
+"#;
 
+/// [`sh_config`] with `before` (a shell snippet ending in `; `) run first by every role.
+pub fn sh_config_with(before: &str, extra: &str) -> String {
+    format!(
+        r#"{LIFECYCLE_HEAD}
 [roles.pm]
 command = ["sh", "-c", "{before}ctx=$(cat); r=w; case \"$ctx\" in *use-slow*) r=slow;; *use-garbage*) r=garbage;; *use-crash*) r=crash;; *use-esc*) r=esc;; *use-long*) r=long;; *use-http*) r=reviewer;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
 retry_backoff = "10ms"

@@ -145,19 +145,9 @@ fn changed(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
 /// that prints `outputs/{task}` (no retries: its bad output fails the task at once).
 fn config(out: &Path) -> String {
     let o = out.display();
+    let head = clawboard_tests::LIFECYCLE_HEAD;
     format!(
-        r#"[daemon]
-shutdown_grace = "2s"
-
-[lifecycle]
-validator = "validator"
-harvester = "harvester"
-max_tasks = 16
-max_parallel_roles = 8
-
-[lifecycle.pm_for_type]
-coding = "pm"
-
+        r#"{head}
 # Nothing scheduled may write into the tree while a case is hashed.
 [retention]
 enabled = false

@@ -110,9 +110,7 @@ impl Index {
     pub fn scan(&self, root: &Path, dir: &Path, deletions: bool) -> Result<Vec<Change>> {
         let mut seen = std::collections::HashSet::new();
         let mut changes = Vec::new();
-        if dir != root
-            && !crate::store::real_dirs(root, &format!("{}/x", dir.strip_prefix(root).unwrap_or(dir).display()))
-        {
+        if !crate::store::real_dir(root, &dir.strip_prefix(root).unwrap_or(dir).to_string_lossy()) {
             return Ok(Vec::new()); // a link to a directory: not walked into
         }
         let walker =

@@ -30,7 +30,7 @@ use crate::layout;
 use crate::validate::{self, DEFAULT_MAX_FILE_BYTES, Invalid};
 
 pub use atomic::{TEMP_MARK, is_temp_name};
-pub use paths::{RelPath, open_plain, plain_file, real_dirs};
+pub use paths::{RelPath, open_plain, plain_file, real_dir, real_dirs};
 
 /// JSON as clawboard writes it: two-space indent, trailing newline.
 pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
@@ -50,7 +50,13 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 /// or not at all: temp file, fsync, hard link. Two processes racing to create it agree
 /// on one content. Returns false (and writes nothing) when the file was already there.
 pub fn create_atomic(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<bool> {
-    atomic::create(dir, std::ffi::OsStr::new(name), bytes, mode)
+    atomic::create(dir, std::ffi::OsStr::new(name), bytes, mode, false)
+}
+
+/// Replaces `dir/name` with `bytes` (file mode `mode`) atomically: temp file, fsync,
+/// rename. For a state file that must never be readable by others, even briefly.
+pub fn replace_atomic_with_mode(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
+    atomic::create(dir, std::ffi::OsStr::new(name), bytes, mode, true).map(|_| ())
 }
 
 /// What `init` did.

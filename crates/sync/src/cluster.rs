@@ -309,7 +309,7 @@ impl<R: Remote> Pusher<R> {
         let mut paths: Vec<String> = Vec::new();
         let dir = self.root.join(&prefix);
         // Only a real directory (not a link to one, wherever it points) is walked.
-        let real = clawboard_core::store::real_dirs(&self.root, &format!("{prefix}x"));
+        let real = clawboard_core::store::real_dir(&self.root, &prefix);
         if real {
             for entry in walkdir::WalkDir::new(&dir)
                 .follow_links(false)

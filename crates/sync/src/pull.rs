@@ -751,7 +751,7 @@ impl<R: Remote> Pusher<R> {
         let Some((head, tail)) = file.split_once('\u{1}') else { return Vec::new() };
         let stamp0 = version::stamp_text(0).replace('.', "");
         let tail = tail.trim_start_matches('-').trim_start_matches(stamp0.as_str()).to_owned();
-        if !clawboard_core::store::real_dirs(&self.root, &probe) {
+        if !clawboard_core::store::real_dir(&self.root, &dir) {
             return Vec::new();
         }
         let Ok(entries) = std::fs::read_dir(self.root.join(&dir)) else { return Vec::new() };

@@ -1,7 +1,6 @@
 //! `clawboard web token [--rotate]`: the human token of the review page.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use anyhow::Context;
@@ -62,33 +61,19 @@ pub fn ensure_token_file(path: &Path, rotate: bool) -> anyhow::Result<(String, b
     let token = clawboard_roles::random_hex(32);
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".web-token.{}.{}.tmp", std::process::id(), clawboard_roles::random_hex(4)));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    let written = f.write_all(format!("{token}\n").as_bytes()).and_then(|()| f.sync_all());
-    let placed = written.and_then(|()| {
-        if rotate {
-            std::fs::rename(&tmp, path)
-        } else {
-            // A new file only: if another process (the daemon, another `web token`)
-            // made one first, theirs is the token.
-            let linked = std::fs::hard_link(&tmp, path);
-            let _ = std::fs::remove_file(&tmp);
-            linked
-        }
-    });
-    match placed {
-        Ok(()) => Ok((token, true)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => ensure_token_file(path, false),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e).with_context(|| format!("writing the web token {}", path.display()))
-        }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("web-token");
+    let bytes = format!("{token}\n");
+    let placed = if rotate {
+        clawboard_core::store::replace_atomic_with_mode(dir, name, bytes.as_bytes(), 0o600).map(|()| true)
+    } else {
+        // A new file only: if another process (the daemon, another `web token`) made
+        // one first, theirs is the token.
+        clawboard_core::store::create_atomic(dir, name, bytes.as_bytes(), 0o600)
+    };
+    if placed.with_context(|| format!("writing the web token {}", path.display()))? {
+        return Ok((token, true));
     }
+    ensure_token_file(path, false)
 }
 
 pub fn run(c: WebCommand, s: &Settings) -> anyhow::Result<u8> {

@@ -61,8 +61,9 @@ pub(super) fn write_observed(
     sync_dir(dir)
 }
 
-/// Creates `dir/name` only if absent: see [`crate::store::create_atomic`].
-pub(super) fn create(dir: &Path, name: &OsStr, bytes: &[u8], mode: u32) -> Result<bool> {
+/// Creates `dir/name` with file mode `mode`: only if absent (see
+/// [`crate::store::create_atomic`]), or replacing what is there when `replace`.
+pub(super) fn create(dir: &Path, name: &OsStr, bytes: &[u8], mode: u32, replace: bool) -> Result<bool> {
     use std::os::unix::fs::OpenOptionsExt;
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{}{TEMP_MARK}{}.{n}", name.to_string_lossy(), std::process::id()));
@@ -72,13 +73,14 @@ pub(super) fn create(dir: &Path, name: &OsStr, bytes: &[u8], mode: u32) -> Resul
             OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        match fs::hard_link(&tmp, &target) {
+        let placed = if replace { fs::rename(&tmp, &target) } else { fs::hard_link(&tmp, &target) };
+        match placed {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(Error::io(&target, e)),
         }
     })();
-    let _ = fs::remove_file(&tmp); // best effort: a leftover temp is removed by the next `init`
+    let _ = fs::remove_file(&tmp); // gone after a rename; else best effort (the next `init` removes it)
     if linked? {
         sync_dir(dir)?;
         return Ok(true);

@@ -68,12 +68,18 @@ impl fmt::Display for RelPath {
 /// the tree. For code that works on tree paths without a [`Store`] (sync, the
 /// journal): a link to a directory is never walked into, whatever it points at.
 pub fn real_dirs(root: &Path, rel: &str) -> bool {
-    if rel.starts_with('/') {
+    let parents = rel.trim_end_matches('/').rsplit_once('/').map_or("", |(d, _)| d);
+    !rel.starts_with('/') && real_dir(root, parents)
+}
+
+/// True when `rel_dir` itself and every directory above it (up to `root`) is a real
+/// directory, not a symbolic link. The root itself (`""`) always is.
+pub fn real_dir(root: &Path, rel_dir: &str) -> bool {
+    if rel_dir.starts_with('/') {
         return false; // not under the root at all
     }
     let mut cur = root.to_path_buf();
-    let parents = rel.trim_end_matches('/').rsplit_once('/').map_or("", |(d, _)| d);
-    parents.split('/').filter(|p| !p.is_empty()).all(|part| {
+    rel_dir.split('/').filter(|p| !p.is_empty()).all(|part| {
         cur.push(part);
         part != ".." && fs::symlink_metadata(&cur).is_ok_and(|m| m.is_dir())
     })
