@@ -236,8 +236,11 @@ impl Run<'_> {
                 self.rejected(case, &file);
             }
             "task-file" => {
-                std::fs::create_dir_all(root.join("tasks").join(&case.name)).unwrap();
-                std::fs::write(root.join("tasks").join(&case.name).join("task.json"), &case.body).unwrap();
+                // Whole, by a rename: a scan of the new directory must not catch it half-written.
+                let dir = root.join("tasks").join(&case.name);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join(".task.json.tmp"), &case.body).unwrap();
+                std::fs::rename(dir.join(".task.json.tmp"), dir.join("task.json")).unwrap();
                 self.rejected(case, &format!("{}.task.json", case.name));
             }
             "special" => {
