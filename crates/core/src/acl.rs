@@ -130,6 +130,105 @@ pub struct Acl {
     dirs: Vec<(String, Row)>,
     files: Vec<(String, Row)>,
     own_task_only: Vec<Principal>,
+    /// Seed 000's zone table: what each component type may do on a task's board.
+    zones: BTreeMap<Component, ZoneRow>,
+    /// Where the zone table came from (this file, or the seed's when it has none).
+    zones_from: String,
+}
+
+/// A component type of the orchestration layer (seed 000). A role's type is its
+/// config's `component`; the daemon is the orchestrator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Component {
+    Orchestrator,
+    Worker,
+    Skill,
+    Middleware,
+    Slicer,
+}
+
+impl Component {
+    pub const ALL: [Component; 5] =
+        [Component::Orchestrator, Component::Worker, Component::Skill, Component::Middleware, Component::Slicer];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Orchestrator => "orchestrator",
+            Component::Worker => "worker",
+            Component::Skill => "skill",
+            Component::Middleware => "middleware",
+            Component::Slicer => "slicer",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Component> {
+        Component::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// The type a role has when its config names none: PMs (and gm, platform-pm)
+    /// steer, so orchestrator; the validator checks, so middleware; every other
+    /// role works, so worker.
+    pub fn default_for_role(role: &str) -> (Component, String) {
+        let (p, _) = Principal::of_role(role);
+        let c = match p {
+            Principal::Pm | Principal::PlatformPm | Principal::Gm => Component::Orchestrator,
+            Principal::Validator => Component::Middleware,
+            _ => Component::Worker,
+        };
+        (c, format!("role {role:?} names no component: principal {} is a {}", p.name(), c.name()))
+    }
+}
+
+/// What a component does on the board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BoardOp {
+    /// A direct read (`read_meta`, `read_content`, `read_control`, `snapshot`).
+    Read,
+    /// `write_meta`, `write_content`, `write_control`, `update_step_status`.
+    Write,
+    /// `append_error`.
+    AppendError,
+}
+
+/// One zone cell: `"RW"`, `"R"`, `"W"`, `"S"` (read through its slice only) or `"-"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct ZoneCell {
+    read: bool,
+    slice: bool,
+    write: bool,
+}
+
+impl ZoneCell {
+    fn parse(s: &str) -> Option<ZoneCell> {
+        let c = |read, slice, write| Some(ZoneCell { read, slice, write });
+        match s {
+            "RW" => c(true, false, true),
+            "R" => c(true, false, false),
+            "W" => c(false, false, true),
+            "S" => c(false, true, false),
+            "-" => c(false, false, false),
+            _ => None,
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match (self.read, self.slice, self.write) {
+            (true, _, true) => "RW",
+            (true, _, false) => "R",
+            (false, _, true) => "W",
+            (false, true, false) => "S",
+            (false, false, false) => "-",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ZoneRow {
+    /// meta, content, control (the order of [`crate::formats::Zone::ALL`]).
+    cells: [ZoneCell; 3],
+    errors: bool,
 }
 
 /// An `acl.toml` that cannot be used, naming the file, the key and the reason.
@@ -150,6 +249,8 @@ struct FileAcl {
     files: BTreeMap<String, BTreeMap<String, String>>,
     #[serde(default)]
     scope: Scope,
+    #[serde(default)]
+    zones: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -165,6 +266,9 @@ struct Scope {
 pub struct Decision {
     pub allowed: bool,
     pub principal: Principal,
+    /// For a board request: the component type the decision was made for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<Component>,
     /// The rule that decided, as written in the file (`[dirs."tasks/"] worker = "W"`).
     pub rule: String,
     /// The reasoning, one step per line: how the role mapped, which rule matched, scope.
@@ -267,7 +371,63 @@ impl Acl {
                 .ok_or_else(|| err("scope.own_task_only".into(), format!("{who:?} is not a role principal")))?;
             own_task_only.push(p);
         }
-        Ok(Acl { dirs, files, own_task_only })
+        let (zones, zones_from) = if raw.zones.is_empty() && text != DEFAULT_ACL {
+            let seed = Acl::parse("config/acl.toml (embedded)", DEFAULT_ACL)?;
+            (seed.zones, format!("{file} has no [zones]: the seed's zone table (embedded config/acl.toml)"))
+        } else {
+            (parse_zones(&raw.zones, &err)?, file.to_owned())
+        };
+        Ok(Acl { dirs, files, own_task_only, zones, zones_from })
+    }
+
+    /// May a role of component type `component` (and why it has that type: `how`)
+    /// do `op` on `zone` of a task's board? `role` is `human` or `daemon` for those,
+    /// who may do anything. A step's own slice is not asked for here: the slicer
+    /// (which reads everything) builds it from the scope the step declares.
+    pub fn check_board(
+        &self,
+        role: &str,
+        component: Component,
+        how: &str,
+        op: BoardOp,
+        zone: crate::formats::Zone,
+    ) -> Decision {
+        let (principal, mapped) = Principal::of_role(role);
+        if matches!(principal, Principal::Human | Principal::Daemon) && (role == "human" || role == "daemon") {
+            return Decision {
+                allowed: true,
+                principal,
+                component: None,
+                rule: format!("{} (built in)", principal.name()),
+                why: vec![mapped, format!("{} may read and write every zone", principal.name())],
+            };
+        }
+        let mut why = vec![how.to_owned()];
+        let row = self.zones.get(&component);
+        let index = crate::formats::Zone::ALL.iter().position(|z| *z == zone).unwrap_or(0);
+        let cell = row.map(|r| r.cells[index]).unwrap_or_default();
+        let (allowed, rule) = match op {
+            BoardOp::AppendError => {
+                let a = row.is_some_and(|r| r.errors);
+                (a, format!("[zones.{}] errors = {:?}", component.name(), if a { "A" } else { "-" }))
+            }
+            BoardOp::Read => (cell.read, format!("[zones.{}] {} = {:?}", component.name(), zone.name(), cell.text())),
+            BoardOp::Write => (cell.write, format!("[zones.{}] {} = {:?}", component.name(), zone.name(), cell.text())),
+        };
+        let what = match op {
+            BoardOp::Read => "R",
+            BoardOp::Write => "W",
+            BoardOp::AppendError => "append_error",
+        };
+        why.push(if allowed {
+            format!("{rule}: {what} allowed")
+        } else if op == BoardOp::Read && cell.slice {
+            format!("{rule}: a {} reads {} only through the slice its step declares", component.name(), zone.name())
+        } else {
+            format!("{rule}: no {what}")
+        });
+        why.push(format!("zone table: {}", self.zones_from));
+        Decision { allowed, principal, component: Some(component), rule, why }
     }
 
     /// The seed's matrix (the embedded `config/acl.toml`).
@@ -291,14 +451,21 @@ impl Acl {
     pub fn check(&self, role: &str, task: Option<&str>, op: Op, path: &str) -> Decision {
         let (principal, mapped) = Principal::of_role(role);
         let mut why = vec![mapped];
-        let refuse = |why: Vec<String>, rule: String| Decision { allowed: false, principal, rule, why };
+        let refuse =
+            |why: Vec<String>, rule: String| Decision { allowed: false, principal, component: None, rule, why };
         if let Err(e) = check_path(path) {
             why.push(format!("{path:?}: {e}"));
             return refuse(why, "path rules (before any table)".into());
         }
         if matches!(principal, Principal::Human | Principal::Daemon) {
             why.push(format!("{} may read and write everything", principal.name()));
-            return Decision { allowed: true, principal, rule: format!("{} (built in)", principal.name()), why };
+            return Decision {
+                allowed: true,
+                principal,
+                component: None,
+                rule: format!("{} (built in)", principal.name()),
+                why,
+            };
         }
         let found = self
             .files
@@ -334,8 +501,52 @@ impl Acl {
                 }
             }
         }
-        Decision { allowed: true, principal, rule, why }
+        Decision { allowed: true, principal, component: None, rule, why }
     }
+}
+
+/// `[zones.COMPONENT]` tables: every component present, every cell known.
+fn parse_zones(
+    raw: &BTreeMap<String, BTreeMap<String, String>>,
+    err: &dyn Fn(String, String) -> AclError,
+) -> Result<BTreeMap<Component, ZoneRow>, AclError> {
+    let mut out = BTreeMap::new();
+    for (name, cells) in raw {
+        let c = Component::parse(name).ok_or_else(|| {
+            err(
+                format!("zones.{name}"),
+                "unknown component; use orchestrator, worker, skill, middleware or slicer".into(),
+            )
+        })?;
+        let mut row = ZoneRow { cells: [ZoneCell::default(); 3], errors: false };
+        let mut seen = [false; 3];
+        for (key, value) in cells {
+            let at = format!("zones.{name}.{key}");
+            if key == "errors" {
+                row.errors = match value.as_str() {
+                    "A" => true,
+                    "-" => false,
+                    _ => return Err(err(at, format!("{value:?} is not \"A\" (may append) or \"-\""))),
+                };
+                continue;
+            }
+            let zone = crate::formats::Zone::parse(key)
+                .ok_or_else(|| err(at.clone(), "unknown zone; use meta, content, control or errors".into()))?;
+            let i = crate::formats::Zone::ALL.iter().position(|z| *z == zone).unwrap_or(0);
+            row.cells[i] = ZoneCell::parse(value)
+                .ok_or_else(|| err(at, format!("{value:?} is not one of \"RW\", \"R\", \"W\", \"S\", \"-\"")))?;
+            seen[i] = true;
+        }
+        if let Some(i) = seen.iter().position(|s| !s) {
+            let z = crate::formats::Zone::ALL[i].name();
+            return Err(err(format!("zones.{name}"), format!("has no cell for {z}; write \"-\" to deny")));
+        }
+        out.insert(c, row);
+    }
+    if let Some(missing) = Component::ALL.iter().find(|c| !out.contains_key(c)) {
+        return Err(err("zones".into(), format!("has no [zones.{}] table; every component needs one", missing.name())));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

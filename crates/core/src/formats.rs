@@ -5,6 +5,7 @@
 //! Every struct keeps fields it does not know in `extra`, so a person's additions
 //! survive a read-modify-write round trip. Field names are the seed's (camelCase).
 
+mod board;
 mod escalation;
 mod gm;
 mod harvest;
@@ -13,6 +14,7 @@ mod shared;
 mod task;
 mod team;
 
+pub use board::{BoardFile, STEP_STATES, Ty, Zone, board_schema, zone_spec};
 pub use escalation::{Decision, Escalation, Level};
 pub use gm::{PmPerformance, PmRecord};
 pub use harvest::{

@@ -79,6 +79,7 @@ kinds! {
     NodeStatus => NodeStatus, "node-status", "shared/node-status.json";
     KnowledgeSync => KnowledgeSync, "knowledge-sync", "shared/knowledge-sync.json";
     PmPerformance => PmPerformance, "pm-performance", "gm/pm-performance.json";
+    Board => BoardFile, "board", "tasks/{taskId}/board/board.json";
 }
 
 impl std::fmt::Display for FileKind {
@@ -174,6 +175,9 @@ impl FileKind {
                 _ => return None,
             };
             return Some((kind, ctx(dir)));
+        }
+        if at(3) == Some("tasks") && at(1) == Some("board") && file == "board.json" {
+            return Some((FileKind::Board, ctx(at(2))));
         }
         if at(1) == Some("escalations") {
             let task_dir = (at(3) == Some("tasks")).then(|| at(2)).flatten();
@@ -306,6 +310,15 @@ pub fn parse_iso_week(s: &str) -> Option<chrono::NaiveDate> {
     chrono::NaiveDate::from_isoywd_opt(year.parse().ok()?, week.parse().ok()?, chrono::Weekday::Mon)
 }
 
+impl Format for BoardFile {
+    const KIND: FileKind = FileKind::Board;
+    fn check(&self, ctx: &PathContext) -> Vec<Problem> {
+        let mut p = task_id_matches(&self.task_id, ctx);
+        p.extend(self.type_problems());
+        p
+    }
+}
+
 macro_rules! plain {
     ($($ty:ty => $kind:ident),+) => {$(
         impl Format for $ty { const KIND: FileKind = FileKind::$kind; }
@@ -330,6 +343,7 @@ mod tests {
     #[case("shared/risk-limits.json", FileKind::RiskLimits, None)]
     #[case("gm/pm-performance.json", FileKind::PmPerformance, None)]
     #[case("inbox/new.json", FileKind::TaskSubmission, None)]
+    #[case("tasks/t1/board/board.json", FileKind::Board, Some("t1"))]
     #[case("config/examples/task.json", FileKind::TaskSubmission, None)]
     fn infers(#[case] path: &str, #[case] kind: FileKind, #[case] dir: Option<&str>) {
         let (k, ctx) = FileKind::infer(Path::new(path)).unwrap();

@@ -48,6 +48,7 @@ fn every_seed_file_validates_and_round_trips() {
             FileKind::NodeStatus => round_trip::<NodeStatus>(path),
             FileKind::KnowledgeSync => round_trip::<KnowledgeSync>(path),
             FileKind::PmPerformance => round_trip::<PmPerformance>(path),
+            FileKind::Board => round_trip::<BoardFile>(path),
         }
         seen.push(kind);
     }

@@ -1,0 +1,182 @@
+//! The slice ledger (seed 003, `get_slice_history`): every slice handed to a role,
+//! one file each in `tasks/{id}/board/slices/{n:06}.json`: the step, time, scope or
+//! template, the slice's hash and o200k token count, the budget, the rungs applied,
+//! what was missing, the whole board's count beside it, and, once the step ends,
+//! the tokens the role reports using (OpenAI's `usage` shape).
+
+use clawboard_core::{RelPath, Store, Timestamp, layout};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::slice::Slice;
+use crate::task_board::BOARD_DIR;
+
+pub const SLICES_DIR: &str = "slices";
+
+/// What a role reports it used (`prompt_tokens`, `completion_tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// The `usage` of a role's output, if it carries one in OpenAI's shape.
+    pub fn from_output(output: &Value) -> Option<Usage> {
+        let u = output.get("usage")?;
+        let n = |k: &str| u.get(k).and_then(Value::as_u64);
+        if n("prompt_tokens").is_none() && n("completion_tokens").is_none() {
+            return None;
+        }
+        Some(Usage {
+            prompt_tokens: n("prompt_tokens").unwrap_or(0),
+            completion_tokens: n("completion_tokens").unwrap_or(0),
+        })
+    }
+}
+
+/// One slice handed out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub n: u64,
+    pub step: String,
+    pub role: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The board's history sequence number the slice was cut at.
+    pub board_seq: u64,
+    pub hash: String,
+    pub tokenizer: String,
+    pub tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    #[serde(default)]
+    pub rungs: Vec<String>,
+    #[serde(default)]
+    pub missing: Vec<String>,
+    /// Tokens of the whole board at that point: what full-context passing would send.
+    pub full_tokens: u64,
+    /// `handed` when given to the role; then `ok`, `failed`; or `over_budget` (never sent).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl Entry {
+    /// A ledger entry for `slice` (numbered when recorded).
+    pub fn of(
+        slice: &Slice,
+        step: &str,
+        role: &str,
+        instance: Option<&str>,
+        board_seq: u64,
+        full_tokens: u64,
+    ) -> Entry {
+        Entry {
+            n: 0,
+            step: step.to_owned(),
+            role: role.to_owned(),
+            instance: instance.map(str::to_owned),
+            at: Timestamp::now(),
+            scope: Vec::new(),
+            template: None,
+            board_seq,
+            hash: slice.hash.clone(),
+            tokenizer: crate::tokens::TOKENIZER.to_owned(),
+            tokens: slice.tokens,
+            budget: slice.budget,
+            rungs: slice.rungs.clone(),
+            missing: slice.missing.clone(),
+            full_tokens,
+            outcome: "handed".to_owned(),
+            usage: None,
+        }
+    }
+}
+
+/// Totals over a task's ledger.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub slices: u64,
+    pub slice_tokens: u64,
+    pub full_tokens: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+fn dir(task: &str) -> String {
+    layout::task_file(task, &format!("{BOARD_DIR}/{SLICES_DIR}"))
+}
+
+fn rel(task: &str, n: u64) -> Result<RelPath> {
+    Ok(RelPath::new(&format!("{}/{n:06}.json", dir(task)))?)
+}
+
+/// Records `entry` under the next number; returns it.
+pub fn record(store: &Store, task: &str, mut entry: Entry) -> Result<u64> {
+    let lock_rel = RelPath::new(&format!("{}/.ledger", dir(task)))?;
+    let _lock = store.lock(&lock_rel)?;
+    entry.n = list(store, task)?.last().map_or(1, |e| e.n + 1);
+    store.write_bytes_locked(&rel(task, entry.n)?, clawboard_core::store::to_pretty_json(&entry).as_bytes())?;
+    Ok(entry.n)
+}
+
+/// Marks entry `n` finished: its outcome and the role's reported usage.
+pub fn finish(store: &Store, task: &str, n: u64, outcome: &str, usage: Option<Usage>) -> Result<()> {
+    let r = rel(task, n)?;
+    let _lock = store.lock(&r)?;
+    let mut e: Entry = read(store, &r)?;
+    e.outcome = outcome.to_owned();
+    e.usage = usage;
+    store.write_bytes_locked(&r, clawboard_core::store::to_pretty_json(&e).as_bytes())?;
+    Ok(())
+}
+
+fn read(store: &Store, r: &RelPath) -> Result<Entry> {
+    let bytes = store.read_bytes(r)?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::History {
+        task: r.to_string(),
+        file: r.to_string(),
+        reason: format!("not a slice ledger entry: {e}"),
+    })
+}
+
+/// Every entry of `task`'s ledger, in order.
+pub fn list(store: &Store, task: &str) -> Result<Vec<Entry>> {
+    let d = RelPath::new(&dir(task))?;
+    let path = store.path(&d);
+    let entries = match std::fs::read_dir(&path) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(clawboard_core::Error::io(&path, e).into()),
+    };
+    let mut ns: Vec<u64> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).and_then(|n| n.parse().ok()))
+        .collect();
+    ns.sort_unstable();
+    ns.into_iter().map(|n| read(store, &rel(task, n)?)).collect()
+}
+
+/// Totals over `entries` (slices never sent are not counted as sent).
+pub fn totals(entries: &[Entry]) -> Totals {
+    let mut t = Totals::default();
+    for e in entries.iter().filter(|e| e.outcome != "over_budget") {
+        t.slices += 1;
+        t.slice_tokens += e.tokens;
+        t.full_tokens += e.full_tokens;
+        if let Some(u) = e.usage {
+            t.prompt_tokens += u.prompt_tokens;
+            t.completion_tokens += u.completion_tokens;
+        }
+    }
+    t
+}

@@ -1,0 +1,56 @@
+//! Counting tokens: OpenAI's o200k_base BPE (`bpe-openai`, whose vocabulary ships
+//! inside the crate: nothing is downloaded). Counts are labelled `o200k` wherever
+//! they are shown; a provider's own `usage` is recorded beside them, since other
+//! models' tokenizers differ.
+
+/// The name the counts carry.
+pub const TOKENIZER: &str = "o200k_base";
+
+/// The tokenizer (loaded once per process, on first use).
+pub fn bpe() -> &'static bpe_openai::Tokenizer {
+    bpe_openai::o200k_base()
+}
+
+/// Tokens in `text`.
+pub fn count(text: &str) -> u64 {
+    bpe().count(text) as u64
+}
+
+/// Tokens in `text` if at most `limit`, else `None` (stops counting early).
+pub fn count_till_limit(text: &str, limit: u64) -> Option<u64> {
+    bpe().count_till_limit(&bpe().normalize(text), usize::try_from(limit).unwrap_or(usize::MAX)).map(|n| n as u64)
+}
+
+/// The longest prefix of `text` of at most `n` tokens that ends on a character
+/// boundary (tokens can split a multi-byte character).
+pub fn truncate(text: &str, n: u64) -> &str {
+    let tokens = bpe().encode(text);
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if tokens.len() <= n {
+        return text;
+    }
+    let bytes: usize = tokens[..n].iter().map(|t| bpe().bpe.token_len(*t)).sum();
+    let mut end = bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn counts_and_truncates() {
+        assert_eq!(count("Hello, world!"), 4);
+        assert!(count("写一篇关于AI的小红书文章") > 3);
+        assert_eq!(count_till_limit("Hello, world!", 3), None);
+        assert_eq!(count_till_limit("Hello, world!", 4), Some(4));
+        let text = "五个AI工具让你效率翻倍，".repeat(20);
+        let cut = truncate(&text, 10);
+        assert!(count(cut) <= 10 && !cut.is_empty() && text.starts_with(cut), "{cut}");
+        assert_eq!(truncate("short", 10), "short");
+    }
+}
