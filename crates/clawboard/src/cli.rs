@@ -91,6 +91,10 @@ pub enum Command {
     Acl(commands::acl::AclCommand),
     Write(commands::write::WriteArgs),
     #[command(subcommand)]
+    Board(commands::board::BoardCommand),
+    #[command(subcommand)]
+    Slice(commands::slice::SliceCommand),
+    #[command(subcommand)]
     Web(commands::web::WebCommand),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
@@ -132,6 +136,7 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     let bad = e.chain().any(|c| {
         c.downcast_ref::<clawboard_core::Error>().is_some_and(clawboard_core::Error::is_bad_input)
             || c.downcast_ref::<BadInput>().is_some()
+            || c.downcast_ref::<clawboard_board::Error>().is_some_and(clawboard_board::Error::is_bad_input)
     });
     if bad { EXIT_BAD_INPUT } else { EXIT_FAILURE }
 }
@@ -156,6 +161,8 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Retention(c) => commands::retention::run(c, s),
         Command::Acl(c) => commands::acl::run(c, s),
         Command::Write(a) => commands::write::run(a, s),
+        Command::Board(c) => commands::board::run(c, s),
+        Command::Slice(c) => commands::slice::run(c, s),
         Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),

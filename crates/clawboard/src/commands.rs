@@ -2,6 +2,7 @@
 
 pub mod acl;
 pub mod archive;
+pub mod board;
 pub mod completions;
 pub mod daemon;
 pub mod demo;
@@ -10,6 +11,7 @@ pub mod init;
 pub mod man;
 pub mod report;
 pub mod retention;
+pub mod slice;
 pub mod status;
 pub mod sync;
 pub mod task;

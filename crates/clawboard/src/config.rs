@@ -47,6 +47,16 @@ pub struct FileConfig {
     pub notify: review::NotifyConfig,
     #[serde(default)]
     pub retention: retention::RetentionConfig,
+    #[serde(default)]
+    pub board: BoardConfig,
+}
+
+/// `[board]`: the task boards (seed 000) and their slices (seed 003).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardConfig {
+    /// A directory of slice templates (`ID.json`), beside the seed's four.
+    pub templates: Option<String>,
 }
 
 /// `[archive]`: the memory branch.
@@ -487,6 +497,8 @@ pub struct Settings {
     pub archive: ArchiveResolved,
     pub review: ReviewResolved,
     pub retention: retention::RetentionResolved,
+    /// The slice templates: the seed's four and those in `templates_dir`.
+    pub templates: std::collections::BTreeMap<String, clawboard_board::Template>,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -560,6 +572,18 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     if let Err(e) = roles.check() {
         return Err(BadInput(format!("{origin}: key {e}")).into());
     }
+    let templates_dir = file.board.templates.as_deref().map(|d| {
+        let p = expand_home(d, env);
+        match (&config_file, p.is_relative()) {
+            (Some(cfg), true) => cfg.parent().unwrap_or(Path::new(".")).join(p),
+            _ => p,
+        }
+    });
+    let templates = clawboard_board::template::load(templates_dir.as_deref())
+        .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
+    if let Err(e) = roles.check_templates(&templates) {
+        return Err(BadInput(format!("{origin}: key {e}")).into());
+    }
     let sync = resolve_sync(file.sync, env, &origin)?;
     let archive = resolve_archive(file.archive, file.harvest, env, &origin)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, |p| expand_home(p, env), &origin)?;
@@ -598,6 +622,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         archive,
         review,
         retention,
+        templates,
     })
 }
 

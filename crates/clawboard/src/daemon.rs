@@ -170,6 +170,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let engine =
         Arc::new(Engine::new(store.clone(), settings.roles.clone(), Shutdown { stopping: stopping.clone(), kill }));
     engine.set_acl(Arc::new(acl.clone()));
+    engine.set_templates(settings.templates.clone());
     let dispatcher = dispatch::Dispatcher::new(engine.clone(), stopping.clone());
     let state = Arc::new(DaemonState {
         root: root.clone(),
@@ -339,6 +340,7 @@ fn reload(args: &GlobalArgs, dispatcher: &Arc<dispatch::Dispatcher>) {
     systemd::reloading();
     match config::resolve(args, &config::Env::from_process()) {
         Ok(s) => {
+            dispatcher.engine.set_templates(s.templates.clone());
             dispatcher.engine.reload(s.roles);
             dispatcher.resize();
             tracing::info!("SIGHUP: config reloaded (roles, lifecycle)");

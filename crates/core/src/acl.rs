@@ -176,7 +176,7 @@ impl Component {
             Principal::Validator => Component::Middleware,
             _ => Component::Worker,
         };
-        (c, format!("role {role:?} names no component: principal {} is a {}", p.name(), c.name()))
+        (c, format!("role {role:?} names no component (roles.ID.component): principal {} → {}", p.name(), c.name()))
     }
 }
 
@@ -428,6 +428,17 @@ impl Acl {
         });
         why.push(format!("zone table: {}", self.zones_from));
         Decision { allowed, principal, component: Some(component), rule, why }
+    }
+
+    /// A policy that lets roles do nothing (human and daemon still may).
+    pub fn empty() -> Acl {
+        Acl {
+            dirs: Vec::new(),
+            files: Vec::new(),
+            own_task_only: Vec::new(),
+            zones: BTreeMap::new(),
+            zones_from: "an empty policy".into(),
+        }
     }
 
     /// The seed's matrix (the embedded `config/acl.toml`).

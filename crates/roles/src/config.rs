@@ -35,6 +35,21 @@ pub struct LifecycleConfig {
     /// The memory harvest role; without one no memory is harvested.
     #[serde(default)]
     pub harvester: Option<String>,
+    /// Whether the lifecycle keeps each task's board (description into
+    /// `meta.intent`, results into content, steps, retries and errors into control):
+    /// `auto` (when any role is handed a slice), `always` or `never`.
+    #[serde(default)]
+    pub board: BoardMode,
+}
+
+/// `lifecycle.board`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BoardMode {
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
 impl LifecycleConfig {
@@ -58,6 +73,7 @@ impl Default for LifecycleConfig {
             pm_for_type: BTreeMap::new(),
             validator: None,
             harvester: None,
+            board: BoardMode::Auto,
         }
     }
 }
@@ -96,6 +112,39 @@ pub struct RoleConfig {
     /// Task files (relative to the task directory) put into the role's context.
     #[serde(default)]
     pub reads: Vec<String>,
+    /// The role's component type on the board (seed 000): `orchestrator`, `worker`,
+    /// `skill`, `middleware` or `slicer`. Default: by its principal (a `*-pm`, gm
+    /// or platform-pm orchestrates, the validator is middleware, others work).
+    #[serde(default)]
+    pub component: Option<clawboard_core::acl::Component>,
+    /// The board paths the role is handed as its slice (seed 003), instead of the
+    /// whole context: e.g. `["meta.intent", "content.hook.selected"]`.
+    #[serde(default)]
+    pub scope: Option<Vec<String>>,
+    /// Or a slice template by id (`title_generation`, …; `config/templates/`).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The slice's token budget (o200k tokens); over it, the compression ladder runs.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Texts longer than this are cut by the ladder's first rung (default 100 tokens).
+    #[serde(default)]
+    pub truncate_tokens: Option<u64>,
+}
+
+impl RoleConfig {
+    /// The role's component type, and why it has it.
+    pub fn component_of(&self, role_id: &str) -> (clawboard_core::acl::Component, String) {
+        match self.component {
+            Some(c) => (c, format!("roles.{role_id}.component = {:?}", c.name())),
+            None => clawboard_core::acl::Component::default_for_role(role_id),
+        }
+    }
+
+    /// True when the role is handed a slice of the board rather than the whole context.
+    pub fn is_sliced(&self) -> bool {
+        self.scope.is_some() || self.template.is_some()
+    }
 }
 
 impl RoleConfig {
@@ -148,6 +197,18 @@ impl RolesConfig {
             if let Some(f) = &r.fallback {
                 self.need(f, &format!("roles.{id}.fallback"))?;
             }
+            if r.scope.is_some() && r.template.is_some() {
+                return Err(format!("roles.{id}: has both `scope` and `template`; keep one"));
+            }
+            if let Some(scope) = &r.scope {
+                clawboard_board::Scope::parse(scope).map_err(|e| format!("roles.{id}.scope: {e}"))?;
+            }
+            if r.max_tokens == Some(0) || r.truncate_tokens == Some(0) {
+                return Err(format!("roles.{id}: max_tokens and truncate_tokens must be at least 1"));
+            }
+            if r.max_tokens.is_some() && !r.is_sliced() {
+                return Err(format!("roles.{id}.max_tokens: the role has no `scope` or `template` to budget"));
+            }
         }
         for (ty, pm) in &self.lifecycle.pm_for_type {
             self.need(pm, &format!("lifecycle.pm_for_type.{}", ty.as_str()))?;
@@ -163,6 +224,31 @@ impl RolesConfig {
         }
         if self.lifecycle.max_iterations == 0 {
             return Err("lifecycle.max_iterations: must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// True when the lifecycle keeps tasks' boards under this config.
+    pub fn keeps_boards(&self) -> bool {
+        match self.lifecycle.board {
+            BoardMode::Always => true,
+            BoardMode::Never => false,
+            BoardMode::Auto => self.roles.values().any(RoleConfig::is_sliced),
+        }
+    }
+
+    /// Checks every role's `template` names a loaded one.
+    pub fn check_templates(
+        &self,
+        templates: &std::collections::BTreeMap<String, clawboard_board::Template>,
+    ) -> Result<(), String> {
+        for (id, r) in &self.roles {
+            if let Some(t) = &r.template
+                && !templates.contains_key(t)
+            {
+                let known: Vec<&str> = templates.keys().map(String::as_str).collect();
+                return Err(format!("roles.{id}.template: {t:?} is not a known template ({})", known.join(", ")));
+            }
         }
         Ok(())
     }

@@ -68,6 +68,23 @@ pub fn build(
     ctx
 }
 
+/// The context of a role handed a slice of the board (seed 003): the step, and the
+/// slice with its counted tokens and budget, instead of the task and its files.
+pub fn sliced(task_id: &str, role_id: &str, info: &StepInfo, slice: &Value, tokens: u64, budget: Option<u64>) -> Value {
+    json!({
+        "taskId": task_id,
+        "role": role_id,
+        "step": info.step,
+        "kind": info.kind,
+        "iteration": info.iteration,
+        "maxIterations": info.max_iterations,
+        "slice": slice,
+        "sliceTokens": tokens,
+        "budget": budget,
+        "tokenizer": clawboard_board::tokens::TOKENIZER,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

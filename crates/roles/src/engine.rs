@@ -6,6 +6,7 @@
 //! has an attempt with status `ok`, so a restarted daemon continues each task from
 //! its last finished step, and no step that finished runs again.
 
+mod board;
 pub mod step;
 
 use std::sync::{Arc, Mutex, RwLock};
@@ -90,6 +91,8 @@ pub struct Engine {
     /// The access policy: a role's context holds only the files its R cells allow.
     /// Unset (unit tests, tools), nothing is filtered.
     acl: RwLock<Option<Arc<clawboard_core::acl::Acl>>>,
+    /// Slice templates by id (the seed's four unless others are loaded).
+    templates: RwLock<Arc<std::collections::BTreeMap<String, clawboard_board::Template>>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -117,7 +120,31 @@ impl Engine {
             fenced: Mutex::new(Default::default()),
             runs: Mutex::new(Default::default()),
             acl: RwLock::new(None),
+            templates: RwLock::new(Arc::new(clawboard_board::template::load(None).unwrap_or_default())),
         }
+    }
+
+    /// Sets the slice templates roles may name.
+    pub fn set_templates(&self, t: std::collections::BTreeMap<String, clawboard_board::Template>) {
+        match self.templates.write() {
+            Ok(mut g) => *g = Arc::new(t),
+            Err(p) => *p.into_inner() = Arc::new(t),
+        }
+    }
+
+    pub fn templates(&self) -> Arc<std::collections::BTreeMap<String, clawboard_board::Template>> {
+        self.templates.read().map(|t| t.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The policy board writes are checked against (the seed's when none was set).
+    pub fn board_acl(&self) -> Arc<clawboard_core::acl::Acl> {
+        static SEED: std::sync::OnceLock<Option<Arc<clawboard_core::acl::Acl>>> = std::sync::OnceLock::new();
+        if let Some(a) = self.acl.read().ok().and_then(|a| a.clone()) {
+            return a;
+        }
+        SEED.get_or_init(|| clawboard_core::acl::Acl::seed().ok().map(Arc::new))
+            .clone()
+            .unwrap_or_else(|| Arc::new(clawboard_core::acl::Acl::empty()))
     }
 
     /// Sets the access policy the role contexts are filtered by.
@@ -262,6 +289,7 @@ impl Engine {
         }
         let outcome = match result {
             Ok(()) => {
+                run.record_token_totals()?;
                 task.status = TaskStatus::Completed;
                 task.completed_at = Some(Timestamp::now());
                 self.store.write_json(&task_rel, &task)?;
@@ -276,6 +304,7 @@ impl Engine {
             }
             Err(StepError::Failed(reason)) => {
                 run.write_partial_result(&reason)?;
+                run.record_token_totals()?;
                 task.status = TaskStatus::Failed;
                 task.completed_at = Some(Timestamp::now());
                 self.store.write_json(&task_rel, &task)?;
@@ -309,6 +338,8 @@ pub(crate) struct TaskRun<'e> {
     pub(crate) id: String,
     pub(crate) attempts: Mutex<Vec<Attempt>>,
     pub(crate) page: Mutex<Progress>,
+    /// The task's board, when the config keeps boards.
+    pub(crate) board: Option<clawboard_board::TaskBoard>,
 }
 
 fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
@@ -328,7 +359,9 @@ impl<'e> TaskRun<'e> {
         }
         let page =
             Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
-        Ok(TaskRun { engine, task, id, attempts: Mutex::new(loaded), page: Mutex::new(page) })
+        // The id is a checked task id, so the board always opens.
+        let board = cfg.keeps_boards().then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok()).flatten();
+        Ok(TaskRun { engine, task, id, attempts: Mutex::new(loaded), page: Mutex::new(page), board })
     }
 
     /// Changes the progress page and writes it.
@@ -382,6 +415,7 @@ impl<'e> TaskRun<'e> {
 
     async fn lifecycle(&self, cfg: &RolesConfig) -> Result<(), StepError> {
         let max = cfg.lifecycle.max_iterations;
+        self.board_init()?;
         // 1. The PM picks the team.
         let pm = match (&self.task.assigned_pm, cfg.lifecycle.pm_for_type.get(&self.task.kind)) {
             (Some(pm), _) => pm.to_string(),
@@ -458,6 +492,14 @@ impl<'e> TaskRun<'e> {
                 let mut held = Vec::new();
                 for r in results {
                     let (a, o) = r?;
+                    if self.board.is_some() {
+                        let key = board::step_key(&a.role);
+                        self.board_write(clawboard_board::Op::write_content(
+                            "results",
+                            &key,
+                            json!({"summary": o.summary, "output": o.output, "iteration": i}),
+                        ))?;
+                    }
                     match self.check_holds(&a) {
                         Err(StepError::Held(ids)) => held.extend(ids),
                         other => other?,
@@ -488,6 +530,10 @@ impl<'e> TaskRun<'e> {
                 .await?;
             self.check_holds(&va)?;
             self.ensure_validation(i, &va, &vo)?;
+            self.board_write(clawboard_board::Op::write_control(
+                "validation",
+                json!({"iteration": i, "score": vo.score, "pass": vo.pass}),
+            ))?;
             if vo.pass {
                 break;
             }

@@ -19,6 +19,8 @@ pub struct Progress {
     /// Escalation ids the task waits on.
     pub held_by: Vec<String>,
     pub outcome: Option<String>,
+    /// The slice ledger's totals, when the task handed out slices.
+    pub tokens: Option<clawboard_board::ledger::Totals>,
 }
 
 pub fn render(task: &Task, p: &Progress) -> String {
@@ -34,6 +36,13 @@ pub fn render(task: &Task, p: &Progress) -> String {
         let _ = writeln!(s, "- iteration: {} of {}", p.iteration, p.max_iterations);
     }
     let _ = writeln!(s, "- role runs so far: {}", p.attempts);
+    if let Some(t) = &p.tokens {
+        let _ = writeln!(
+            s,
+            "- tokens (o200k): {} slices handed out, {} tokens (the whole board each time: {}); roles report {} prompt + {} completion",
+            t.slices, t.slice_tokens, t.full_tokens, t.prompt_tokens, t.completion_tokens
+        );
+    }
     let _ = writeln!(s, "- updated: {}", clawboard_core::Timestamp::now());
     if !p.held_by.is_empty() {
         let _ = writeln!(s, "\n## Waiting for a human\n");

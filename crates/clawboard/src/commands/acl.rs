@@ -15,7 +15,8 @@ embedded seed matrix (the repository's config/acl.toml). docs/ACL.md has the rul
 Examples:
   clawboard acl check --as creator-code --task t1 --write tasks/t1/result.json
   clawboard acl check --as coding-pm --read gm/decisions.md
-  clawboard acl check --as gm --write shared/risk-limits.json --json")]
+  clawboard acl check --as gm --write shared/risk-limits.json --json
+  clawboard acl check --as title-worker --write board:control.retries")]
 pub enum AclCommand {
     Check(CheckArgs),
 }
@@ -24,7 +25,8 @@ pub enum AclCommand {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   clawboard acl check --as creator-code --task t1 --write tasks/t1/result.json
-  clawboard acl check --as assistant --read escalations/20261121T101500.123456Z-3f2a.json")]
+  clawboard acl check --as assistant --read escalations/20261121T101500.123456Z-3f2a.json
+  clawboard acl check --as body-worker --read board:meta.intent     # a task's board (seed 000's zone table)")]
 pub struct CheckArgs {
     /// The role id (gm, validator, platform-pm, assistant, any *-pm, any other role = worker; or human, daemon)
     #[arg(long = "as", value_name = "ROLE")]
@@ -38,7 +40,8 @@ pub struct CheckArgs {
     /// Check writing
     #[arg(long)]
     pub write: bool,
-    /// The path, relative to the blackboard root
+    /// The path, relative to the blackboard root; or `board:ZONE.KEY` for a task's
+    /// board (the role's component type comes from its [roles.ID] entry)
     pub path: String,
 }
 
@@ -63,7 +66,19 @@ pub fn run(c: AclCommand, s: &Settings) -> anyhow::Result<u8> {
     let AclCommand::Check(a) = c;
     let (acl, source) = load(s)?;
     let op = if a.write { Op::Write } else { Op::Read };
-    let d = acl.check(&a.role, a.task.as_deref(), op, &a.path);
+    let d = match a.path.strip_prefix("board:") {
+        Some(p) => {
+            let path = clawboard_board::BoardPath::parse(p)
+                .map_err(|e| BadInput(format!("{}: at position {}: {}", a.path, e.pos + "board:".len(), e.reason)))?;
+            let (component, how) = match s.roles.roles.get(&a.role) {
+                Some(r) => r.component_of(&a.role),
+                None => clawboard_core::acl::Component::default_for_role(&a.role),
+            };
+            let bop = if a.write { clawboard_core::acl::BoardOp::Write } else { clawboard_core::acl::BoardOp::Read };
+            acl.check_board(&a.role, component, &how, bop, path.zone)
+        }
+        None => acl.check(&a.role, a.task.as_deref(), op, &a.path),
+    };
     if s.json {
         output::json(
             &serde_json::json!({"acl": source, "role": a.role, "task": a.task, "op": op, "path": a.path, "decision": d}),

@@ -89,6 +89,7 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
             notify_failures: s.counters.notify_failures.load(Ordering::Relaxed),
             web_refusals: s.counters.web_refusals.load(Ordering::Relaxed),
             acl_refusals: s.counters.acl_refusals.load(Ordering::Relaxed),
+            board_refusals: s.counters.board_refusals.load(Ordering::Relaxed),
         })
     })
     .await;
@@ -102,6 +103,11 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
 fn daemon_owned(path: &str) -> Option<String> {
     let rest = path.strip_prefix("tasks/")?;
     let (_, file) = rest.split_once('/')?;
+    if file == "board" || file.starts_with("board/") {
+        return Some(format!(
+            "{path} is the task's board: a role changes it with `clawboard board`, under the zone table"
+        ));
+    }
     let owned = clawboard_core::layout::TASK_FILES.contains(&file)
         || file == "errors.log"
         || file == "attempts"
@@ -228,6 +234,79 @@ async fn write(
     }
 }
 
+/// `POST /v1/board` with `Authorization: Bearer TOKEN` and a JSON request: a role
+/// instance reads or writes its own task's board. The role, task and component type
+/// come from the token (and the role's config), never from the request; the zone
+/// table decides. Refusals are logged and counted.
+async fn board(
+    State(s): State<Arc<DaemonState>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let fail = |status: StatusCode, msg: String, rule: Option<String>| {
+        (status, Json(json!({"error": msg, "rule": rule}))).into_response()
+    };
+    let refuse = |status: StatusCode, who: &str, msg: String, rule: Option<String>| {
+        s.counters.board_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(who, "board request refused: {msg}");
+        fail(status, msg, rule)
+    };
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    let Some(inst) = s.dispatcher.engine.instance_by_token(token) else {
+        let msg = "unknown or expired token: a token is valid only while its role instance runs".to_owned();
+        return refuse(StatusCode::UNAUTHORIZED, "?", msg, None);
+    };
+    let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
+    let req: crate::commands::board::Request = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, format!("the board request is not valid: {e}"), None),
+    };
+    if req.task != inst.task_id {
+        let msg =
+            format!("task {}: a role works on its own task's board only (its token is for {})", req.task, inst.task_id);
+        return refuse(StatusCode::FORBIDDEN, &who, msg, Some("[scope] own task".into()));
+    }
+    let cfg = s.dispatcher.engine.config();
+    let role_cfg = cfg.roles.get(&inst.role).cloned();
+    let (component, how) = match &role_cfg {
+        Some(r) => r.component_of(&inst.role),
+        None => clawboard_core::acl::Component::default_for_role(&inst.role),
+    };
+    let caller = clawboard_board::Caller::role(&inst.role, &inst.id, component, how);
+    let own = role_cfg.filter(|r| r.is_sliced()).map(|r| crate::commands::board::OwnSlice {
+        scope: r.scope,
+        template: r.template,
+        max_tokens: r.max_tokens,
+        truncate_tokens: r.truncate_tokens,
+    });
+    let state = s.clone();
+    let engine = s.dispatcher.engine.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let templates = engine.templates();
+        let acl = engine.board_acl();
+        let ctx = crate::commands::board::Ctx { store: &state.store, acl: &acl, templates: &templates, own };
+        crate::commands::board::execute(&ctx, &caller, &req)
+    })
+    .await;
+    match done {
+        Ok(Ok(v)) => (StatusCode::OK, Json(v)).into_response(),
+        Ok(Err(clawboard_board::Error::Refused { task, path, decision })) => {
+            let msg = format!("task {task}: {path}: {} may not: {}", inst.role, decision.why.join("; "));
+            refuse(StatusCode::FORBIDDEN, &who, msg, Some(decision.rule))
+        }
+        Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
+        Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+    }
+}
+
 /// Serves the API until `stop` fires.
 pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
     let path = socket_path(&state.root);
@@ -244,6 +323,7 @@ pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiv
         .route("/v1/instances", get(instances))
         .route("/metrics", get(metrics))
         .route("/v1/write", axum::routing::post(write))
+        .route("/v1/board", axum::routing::post(board))
         .layer(axum::extract::DefaultBodyLimit::max(
             usize::try_from(state.store.max_file_bytes()).unwrap_or(usize::MAX).saturating_add(1),
         ))

@@ -75,6 +75,7 @@ pub struct Inputs<'a> {
     pub notify_failures: u64,
     pub web_refusals: u64,
     pub acl_refusals: u64,
+    pub board_refusals: u64,
 }
 
 /// The whole exposition. Reads the tree (tasks, escalations, sync and archive state).
@@ -172,6 +173,13 @@ pub fn render(i: &Inputs) -> String {
         "Role writes refused: unknown or expired token, or the ACL.",
     );
     let _ = writeln!(o, "clawboard_acl_refusals_total {}", i.acl_refusals);
+    family(
+        &mut o,
+        "clawboard_board_refusals_total",
+        "counter",
+        "Board requests of roles refused: unknown or expired token, another task, or seed 000's zone table.",
+    );
+    let _ = writeln!(o, "clawboard_board_refusals_total {}", i.board_refusals);
     family(
         &mut o,
         "clawboard_scrape_errors",

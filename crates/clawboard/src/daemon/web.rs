@@ -524,6 +524,7 @@ pub struct Counters {
     pub web_refusals: AtomicU64,
     pub notify_failures: AtomicU64,
     pub acl_refusals: AtomicU64,
+    pub board_refusals: AtomicU64,
 }
 
 #[cfg(test)]

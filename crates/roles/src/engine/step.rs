@@ -55,6 +55,23 @@ impl TaskRun<'_> {
                 }
             }
         }
+        self.board_step_started(info)?;
+        let outcome = self.run_chain(info, role, &check).await;
+        match &outcome {
+            Ok(_) => self.board_step_ended(info, true)?,
+            Err(StepError::Failed(_)) => self.board_step_ended(info, false)?,
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    /// Runs `role`, its retries, then its fallbacks, until one attempt succeeds.
+    async fn run_chain<T: RoleOutput>(
+        &self,
+        info: &StepInfo,
+        role: &str,
+        check: &impl Fn(&T) -> Result<(), String>,
+    ) -> Result<(Attempt, T), StepError> {
         let cfg = self.engine.config();
         let mut chain = vec![role.to_owned()];
         while let Some(next) = chain.last().and_then(|r| cfg.roles.get(r)).and_then(|r| r.fallback.clone()) {
@@ -84,9 +101,12 @@ impl TaskRun<'_> {
                         _ = runner::fired(&mut stopping) => return Err(StepError::Stopped),
                     }
                 }
-                match self.attempt::<T>(info, role_id, role_cfg, &check).await? {
+                match self.attempt::<T>(info, role_id, role_cfg, check).await? {
                     Ok(done) => return Ok(done),
-                    Err(e) => last_error = e,
+                    Err((kind, e)) => {
+                        self.board_attempt_failed(info, kind, &e, retry + 1)?;
+                        last_error = e;
+                    }
                 }
             }
         }
@@ -100,13 +120,16 @@ impl TaskRun<'_> {
         role_id: &str,
         role: &crate::config::RoleConfig,
         check: &impl Fn(&T) -> Result<(), String>,
-    ) -> Result<Result<(Attempt, T), String>, StepError> {
+    ) -> Result<Result<(Attempt, T), (&'static str, String)>, StepError> {
         let store = &self.engine.store;
         let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
         if self.engine.is_fenced(&self.id) {
             return Err(StepError::Fenced);
         }
         let instance_id = format!("inst-{}", crate::random_hex(6));
+        // A role with a scope or template is handed its slice; over budget, the step
+        // fails before anything runs.
+        let handed = self.slice_for(info, role_id, role, &instance_id)?;
         let mut attempt = Attempt {
             number: 0,
             step: info.step.clone(),
@@ -131,7 +154,10 @@ impl TaskRun<'_> {
         attempts::save(store, &self.id, &attempt)?;
 
         let may_read = |path: &str| self.engine.may_read(role_id, &self.id, path);
-        let mut ctx = context::build(store, &self.task, role_id, role, info, &may_read);
+        let mut ctx = match &handed {
+            Some(h) => context::sliced(&self.id, role_id, info, &h.data, h.tokens, h.budget),
+            None => context::build(store, &self.task, role_id, role, info, &may_read),
+        };
         if let Some(o) = ctx.as_object_mut() {
             o.insert("instanceId".into(), instance_id.clone().into());
             o.insert("attempt".into(), number.into());
@@ -187,6 +213,9 @@ impl TaskRun<'_> {
         // Output first, record second: an `ok` record always has its output beside it.
         attempts::save_output(store, &self.id, &attempt, &out.stdout, &out.stderr)?;
         attempts::save(store, &self.id, &attempt)?;
+        if let Some(h) = &handed {
+            self.slice_finished(h, attempt.status == AttemptStatus::Ok, &out.stdout)?;
+        }
         self.engine.count_run(attempt.status);
         if let Ok(mut v) = self.attempts.lock()
             && let Some(slot) = v.iter_mut().find(|a| a.number == number)
@@ -217,7 +246,12 @@ impl TaskRun<'_> {
                     p.attempts += 1;
                     p.last_error = Some(msg.clone());
                 });
-                Ok(Err(format!("{role_id}: {err}")))
+                let kind = match attempt.status {
+                    AttemptStatus::TimedOut => "component_timeout",
+                    _ if err.starts_with("invalid output") => "invalid_output",
+                    _ => "attempt_failed",
+                };
+                Ok(Err((kind, format!("{role_id}: {err}"))))
             }
         }
     }

@@ -1,0 +1,424 @@
+//! `clawboard board …`: a task's blackboard (seed 000) from the command line. A
+//! person works on the tree directly; a running role passes `--token` (or has
+//! `CLAWBOARD_TOKEN`) and the request goes to the daemon, which takes its role,
+//! task and component type from the token and applies the zone table.
+
+use std::io::Read;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use clawboard_board::{BoardPath, Caller, ErrorEntry, Op, Scope, TaskBoard};
+use clawboard_core::Timestamp;
+use clawboard_core::acl::{Acl, BoardOp};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
+use crate::config::Settings;
+use crate::output;
+
+/// A task's board: read, write, slice, history (seed 000)
+#[derive(Debug, Subcommand)]
+#[command(after_help = "Without --token you act as a person on the tree (any zone). A running role
+passes its token (CLAWBOARD_TOKEN) and may only do what seed 000's zone table
+gives its component type (config/acl.toml [zones.*]; docs/BOARD.md).
+
+Examples:
+  clawboard board set t1 meta.intent 'Write about AI tools'
+  clawboard board get t1 content.hook
+  clawboard board slice t1 --scope meta.intent,content.hook.selected --max-tokens 200
+  clawboard board history t1 content.hook.variants")]
+pub enum BoardCommand {
+    Get(GetArgs),
+    Set(SetArgs),
+    AppendError(AppendErrorArgs),
+    StepStatus(StepStatusArgs),
+    Slice(SliceArgs),
+    Snapshot(TaskArgs),
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenArg {
+    /// A role instance's token: the daemon applies the zone table [env: CLAWBOARD_TOKEN]
+    #[arg(long, env = "CLAWBOARD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// Print the board, a zone (meta, content, control) or one path in it
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  clawboard board get t1\n  clawboard board get t1 meta.constraints.word_count")]
+pub struct GetArgs {
+    pub task: String,
+    /// `zone` or `zone.key.nested`; without it, the whole board (snapshot)
+    pub path: Option<String>,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// Write one value: write_meta, write_content or write_control by the path's zone
+#[derive(Debug, Args)]
+#[command(after_help = "VALUE is JSON (42, [\"a\"], {\"k\": 1}); text that is not JSON is taken as a
+string where the board holds a string. `-` reads it from standard input.
+
+Examples:
+  clawboard board set t1 meta.platform xiaohongshu
+  clawboard board set t1 content.hook.variants '[{\"type\":\"numeric\",\"content\":\"5 tools\",\"score\":85}]'
+  clawboard board set t1 control.quality_scores.virality 82")]
+pub struct SetArgs {
+    pub task: String,
+    pub path: String,
+    pub value: String,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// append_error: add an entry to control.errors
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  clawboard board append-error t1 --step body --type component_timeout --message 'body-worker took 60 s'"
+)]
+pub struct AppendErrorArgs {
+    pub task: String,
+    #[arg(long)]
+    pub step: String,
+    #[arg(long = "type")]
+    pub error_type: String,
+    #[arg(long)]
+    pub message: String,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// update_step_status: pending, running, completed, failed or skipped
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  clawboard board step-status t1 title completed")]
+pub struct StepStatusArgs {
+    pub task: String,
+    pub step: String,
+    pub status: String,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// get_slice: the part of the board a scope or template names, within a budget
+#[derive(Debug, Args)]
+#[command(after_help = "A role with --token and no --scope/--template gets its own configured slice.
+
+Examples:
+  clawboard board slice t1 --scope meta.intent,meta.platform,meta.style --max-tokens 150
+  clawboard board slice t1 --template body_generation")]
+pub struct SliceArgs {
+    pub task: String,
+    /// Scope items, comma-separated (`meta.intent,content.hook.*`, or `all`)
+    #[arg(long, value_delimiter = ',', conflicts_with = "template")]
+    pub scope: Vec<String>,
+    #[arg(long)]
+    pub template: Option<String>,
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// snapshot(): the three zones
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  clawboard board snapshot t1 --json")]
+pub struct TaskArgs {
+    pub task: String,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// Every write, in order (those touching PATH only, if given): seq, time, actor, component, op, path, value
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  clawboard board history t1\n  clawboard board history t1 content.hook --json")]
+pub struct HistoryArgs {
+    pub task: String,
+    pub path: Option<String>,
+    #[command(flatten)]
+    pub token: TokenArg,
+}
+
+/// One board request, as the CLI sends it to the daemon (`POST /v1/board`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    pub task: String,
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+/// What a role's own slice is, for `slice` without a scope (from its config).
+pub struct OwnSlice {
+    pub scope: Option<Vec<String>>,
+    pub template: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub truncate_tokens: Option<u64>,
+}
+
+/// Everything a request needs besides itself.
+pub struct Ctx<'a> {
+    pub store: &'a clawboard_core::Store,
+    pub acl: &'a Acl,
+    pub templates: &'a std::collections::BTreeMap<String, clawboard_board::Template>,
+    pub own: Option<OwnSlice>,
+}
+
+/// Runs one request for `caller`; the answer is JSON.
+pub fn execute(ctx: &Ctx<'_>, caller: &Caller, r: &Request) -> Result<Value, clawboard_board::Error> {
+    let board = TaskBoard::new(ctx.store, &r.task)?;
+    let bad =
+        |path: &str, reason: String| clawboard_board::Error::Bad { task: r.task.clone(), path: path.into(), reason };
+    let need = |what: &str| bad(&format!("({what})"), format!("the {:?} request needs {what}", r.op));
+    match r.op.as_str() {
+        "get" => match &r.path {
+            None => Ok(board.snapshot(ctx.acl, caller)?),
+            Some(p) => {
+                let path = board.parse(p)?;
+                let value = board.read(ctx.acl, caller, &path)?;
+                Ok(json!({"path": p, "present": value.is_some(), "value": value}))
+            }
+        },
+        "snapshot" => Ok(board.snapshot(ctx.acl, caller)?),
+        "set" => {
+            let p = r.path.as_deref().ok_or_else(|| need("path"))?;
+            let value = r.value.clone().ok_or_else(|| need("value"))?;
+            let op = Op::set(board.parse(p)?, value).map_err(|(p, why)| bad(&p, why))?;
+            Ok(json!({"record": board.write(ctx.acl, caller, op)?}))
+        }
+        "append_error" => {
+            let e = r.error.as_ref().ok_or_else(|| need("error"))?;
+            Ok(json!({"record": board.append_error(ctx.acl, caller, e)?}))
+        }
+        "step_status" => {
+            let step = r.step.as_deref().ok_or_else(|| need("step"))?;
+            let status = r.status.as_deref().ok_or_else(|| need("status"))?;
+            Ok(json!({"record": board.update_step_status(ctx.acl, caller, step, status)?}))
+        }
+        "history" => {
+            let path = r.path.as_deref().map(|p| board.parse(p)).transpose()?;
+            let zones: Vec<clawboard_core::formats::Zone> =
+                path.as_ref().map_or(clawboard_core::formats::Zone::ALL.to_vec(), |p| vec![p.zone]);
+            for z in zones {
+                board.authorize(ctx.acl, caller, BoardOp::Read, &BoardPath { zone: z, keys: Vec::new() })?;
+            }
+            Ok(json!({"records": board.history(path.as_ref())?}))
+        }
+        "slice" => slice(ctx, caller, &board, r),
+        other => Err(bad(
+            "(op)",
+            format!("unknown op {other:?}; one of get, set, append_error, step_status, slice, snapshot, history"),
+        )),
+    }
+}
+
+fn slice(ctx: &Ctx<'_>, caller: &Caller, board: &TaskBoard, r: &Request) -> Result<Value, clawboard_board::Error> {
+    let bad = |reason: String| clawboard_board::Error::Bad { task: r.task.clone(), path: "(slice)".into(), reason };
+    let explicit = !r.scope.is_empty() || r.template.is_some();
+    let (scope, template, max_tokens, truncate) = if explicit {
+        (Some(r.scope.clone()).filter(|s| !s.is_empty()), r.template.clone(), r.max_tokens, None)
+    } else {
+        match &ctx.own {
+            Some(o) => (o.scope.clone(), o.template.clone(), r.max_tokens.or(o.max_tokens), o.truncate_tokens),
+            None => return Err(bad("give --scope or --template (this caller has no slice of its own)".into())),
+        }
+    };
+    let parsed;
+    let source = match (&scope, &template) {
+        (Some(s), _) => {
+            parsed = Scope::parse(s)?;
+            clawboard_board::Source::Scope(&parsed)
+        }
+        (None, Some(t)) => clawboard_board::Source::Template(
+            ctx.templates.get(t).ok_or_else(|| bad(format!("{t:?} is not a known template")))?,
+        ),
+        (None, None) => return Err(bad("this role has no scope or template".into())),
+    };
+    // A slice other than the caller's own is a read of every zone it touches.
+    if explicit {
+        let zones = match source {
+            clawboard_board::Source::Scope(s) => s.zones(),
+            clawboard_board::Source::Template(t) => t.scope.zones(),
+        };
+        for z in zones {
+            board.authorize(ctx.acl, caller, BoardOp::Read, &BoardPath { zone: z, keys: Vec::new() })?;
+        }
+    }
+    let state = board.load()?;
+    let spec = clawboard_board::Spec {
+        step: "(slice)".into(),
+        source,
+        max_tokens,
+        truncate_tokens: truncate.unwrap_or(clawboard_board::slice::DEFAULT_TRUNCATE_TOKENS),
+    };
+    let s = clawboard_board::slice::build(&state, &spec)?;
+    Ok(json!({
+        "slice": s.data, "tokens": s.tokens, "budget": s.budget, "rungs": s.rungs, "missing": s.missing,
+        "hash": s.hash, "boardSeq": state.seq, "tokenizer": clawboard_board::tokens::TOKENIZER,
+    }))
+}
+
+fn value_of(text: &str, path: &str) -> anyhow::Result<Value> {
+    let text = if text == "-" {
+        let mut buf = String::new();
+        std::io::stdin().read_to_string(&mut buf).context("reading the value from standard input")?;
+        buf
+    } else {
+        text.to_owned()
+    };
+    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+        return Ok(v);
+    }
+    // Plain text where the board holds a string (or anything, for an unknown key).
+    let holds_text =
+        BoardPath::parse(path).ok().and_then(|p| clawboard_board::ops::spec_at(&p).ok()).is_some_and(|t| {
+            matches!(t, None | Some(clawboard_core::formats::Ty::Str | clawboard_core::formats::Ty::Enum(_)))
+        });
+    if holds_text {
+        Ok(Value::String(text.trim_end_matches('\n').to_owned()))
+    } else {
+        Err(BadInput(format!("{path}: the value is not JSON: quote text as '\"…\"', or write JSON")).into())
+    }
+}
+
+pub fn run(c: BoardCommand, s: &Settings) -> anyhow::Result<u8> {
+    let (req, token) = match c {
+        BoardCommand::Get(a) => {
+            (Request { task: a.task, op: "get".into(), path: a.path, ..Default::default() }, a.token)
+        }
+        BoardCommand::Set(a) => {
+            let value = value_of(&a.value, &a.path)?;
+            (
+                Request {
+                    task: a.task,
+                    op: "set".into(),
+                    path: Some(a.path),
+                    value: Some(value),
+                    ..Default::default()
+                },
+                a.token,
+            )
+        }
+        BoardCommand::AppendError(a) => {
+            let error = ErrorEntry {
+                step_id: a.step,
+                error_type: a.error_type,
+                message: a.message,
+                timestamp: Timestamp::now().to_string(),
+            };
+            (Request { task: a.task, op: "append_error".into(), error: Some(error), ..Default::default() }, a.token)
+        }
+        BoardCommand::StepStatus(a) => (
+            Request {
+                task: a.task,
+                op: "step_status".into(),
+                step: Some(a.step),
+                status: Some(a.status),
+                ..Default::default()
+            },
+            a.token,
+        ),
+        BoardCommand::Slice(a) => (
+            Request {
+                task: a.task,
+                op: "slice".into(),
+                scope: a.scope,
+                template: a.template,
+                max_tokens: a.max_tokens,
+                ..Default::default()
+            },
+            a.token,
+        ),
+        BoardCommand::Snapshot(a) => (Request { task: a.task, op: "snapshot".into(), ..Default::default() }, a.token),
+        BoardCommand::History(a) => {
+            (Request { task: a.task, op: "history".into(), path: a.path, ..Default::default() }, a.token)
+        }
+    };
+    let answer = match token.token.filter(|t| !t.trim().is_empty()) {
+        Some(t) => crate::commands::write::post(s, "/v1/board", &t, &serde_json::to_vec(&req)?)?,
+        None => {
+            let store = crate::commands::open_store(s)?;
+            let (acl, _) = crate::commands::acl::load(s)?;
+            let ctx = Ctx { store: &store, acl: &acl, templates: &s.templates, own: None };
+            execute(&ctx, &Caller::human(), &req).map_err(|e| -> anyhow::Error {
+                if e.is_bad_input() { BadInput(e.to_string()).into() } else { e.into() }
+            })?
+        }
+    };
+    print_answer(s, &req, &answer)
+}
+
+fn print_answer(s: &Settings, req: &Request, a: &Value) -> anyhow::Result<u8> {
+    if s.json {
+        output::json(a)?;
+        return Ok(if req.op == "get" && a.get("present") == Some(&Value::Bool(false)) {
+            EXIT_FAILURE
+        } else {
+            EXIT_OK
+        });
+    }
+    match req.op.as_str() {
+        "get" if req.path.is_some() => {
+            if a["present"] == Value::Bool(false) {
+                eprintln!("{}: not on the board of task {}", req.path.as_deref().unwrap_or(""), req.task);
+                return Ok(EXIT_FAILURE);
+            }
+            println!("{}", serde_json::to_string_pretty(&a["value"])?);
+        }
+        "set" | "append_error" | "step_status" => {
+            let r = &a["record"];
+            println!(
+                "#{} {} {} (by {})",
+                r["seq"],
+                r["op"].as_str().unwrap_or(""),
+                r["path"].as_str().unwrap_or(""),
+                r["actor"]["role"].as_str().unwrap_or("")
+            );
+        }
+        "history" => {
+            let mut t = output::Table::new(&["seq", "at", "actor", "component", "op", "path", "value"]);
+            for r in a["records"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let actor = match r["actor"]["instance"].as_str() {
+                    Some(i) => format!("{} ({i})", r["actor"]["role"].as_str().unwrap_or("")),
+                    None => r["actor"]["role"].as_str().unwrap_or("").to_owned(),
+                };
+                t.row(vec![
+                    r["seq"].to_string(),
+                    r["at"].as_str().unwrap_or("").to_owned(),
+                    actor,
+                    r["component"].as_str().unwrap_or("").to_owned(),
+                    r["op"].as_str().unwrap_or("").to_owned(),
+                    r["path"].as_str().unwrap_or("").to_owned(),
+                    output::truncate(&output::printable(&r["value"].to_string()), 60),
+                ]);
+            }
+            print!("{}", t.render());
+        }
+        "slice" => {
+            println!("{}", serde_json::to_string_pretty(&a["slice"])?);
+            let budget = a["budget"].as_u64().map_or("unlimited".to_owned(), |b| b.to_string());
+            println!(
+                "-- {} tokens (o200k), budget {budget}, rungs {}, missing {}",
+                a["tokens"], a["rungs"], a["missing"]
+            );
+        }
+        _ => println!("{}", serde_json::to_string_pretty(a)?),
+    }
+    Ok(EXIT_OK)
+}

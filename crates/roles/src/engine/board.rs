@@ -1,0 +1,217 @@
+//! The lifecycle on the task's board (seeds 000 and 003): what the seed-002 steps
+//! write there (the description into `meta.intent`, results into content, steps,
+//! iterations, retries and errors into control), and the slice a role configured
+//! with a `scope` or `template` is handed instead of the whole context, recorded in
+//! the slice ledger with its counted tokens.
+
+use clawboard_board::ledger::{self, Usage};
+use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Source, Spec};
+use clawboard_board::{Caller, ErrorEntry, Op, Scope};
+use clawboard_core::Timestamp;
+use serde_json::{Value, json};
+
+use super::{StepError, TaskRun};
+use crate::config::RoleConfig;
+use crate::context::StepInfo;
+
+/// A slice handed to a role, and its ledger entry.
+pub(crate) struct Handed {
+    pub data: Value,
+    pub tokens: u64,
+    pub budget: Option<u64>,
+    pub ledger: u64,
+}
+
+/// A lifecycle step as a board key: `iter-1/creator` → `iter-1-creator`.
+pub(crate) fn step_key(step: &str) -> String {
+    step.replace('/', "-")
+}
+
+fn board_err(e: clawboard_board::Error) -> StepError {
+    match e {
+        clawboard_board::Error::Store(e) => StepError::Store(e),
+        other => StepError::Failed(other.to_string()),
+    }
+}
+
+impl TaskRun<'_> {
+    /// Writes `op` as the daemon (the orchestrator), when the task keeps a board.
+    pub(crate) fn board_write(&self, op: Result<Op, (String, String)>) -> Result<(), StepError> {
+        let Some(board) = &self.board else { return Ok(()) };
+        let op = op.map_err(|(p, r)| StepError::Failed(format!("task {}: {p}: {r}", self.id)))?;
+        board.write(&self.engine.board_acl(), &Caller::daemon(), op).map_err(board_err)?;
+        Ok(())
+    }
+
+    /// The task's intent goes into `meta.intent` once.
+    pub(crate) fn board_init(&self) -> Result<(), StepError> {
+        let Some(board) = &self.board else { return Ok(()) };
+        let acl = self.engine.board_acl();
+        if board.read_meta(&acl, &Caller::daemon(), "intent").map_err(board_err)?.is_none() {
+            self.board_write(Op::write_meta("intent", Value::String(self.task.description.clone())))?;
+        }
+        Ok(())
+    }
+
+    /// A step starts: its status, the stage, and (for team steps) the iteration.
+    pub(crate) fn board_step_started(&self, info: &StepInfo) -> Result<(), StepError> {
+        if self.board.is_none() {
+            return Ok(());
+        }
+        self.board_write(Op::update_step_status(&step_key(&info.step), "running"))?;
+        self.board_write(Op::write_control("current_stage", Value::String(info.kind.to_owned())))?;
+        if info.iteration > 0 {
+            self.board_write(Op::write_control("iteration_count", json!(info.iteration)))?;
+        }
+        Ok(())
+    }
+
+    /// A step ended: `completed` or `failed`.
+    pub(crate) fn board_step_ended(&self, info: &StepInfo, ok: bool) -> Result<(), StepError> {
+        if self.board.is_none() {
+            return Ok(());
+        }
+        self.board_write(Op::update_step_status(&step_key(&info.step), if ok { "completed" } else { "failed" }))
+    }
+
+    /// An attempt failed: its error, and the step's retry count.
+    pub(crate) fn board_attempt_failed(
+        &self,
+        info: &StepInfo,
+        kind: &str,
+        message: &str,
+        retries: u32,
+    ) -> Result<(), StepError> {
+        if self.board.is_none() {
+            return Ok(());
+        }
+        let e = ErrorEntry {
+            step_id: step_key(&info.step),
+            error_type: kind.to_owned(),
+            message: message.chars().take(2000).collect(),
+            timestamp: Timestamp::now().to_string(),
+        };
+        self.board_write(Ok(Op::append_error(&e)))?;
+        self.board_write(Op::write_control(&format!("retries.{}", step_key(&info.step)), json!(retries)))
+    }
+
+    /// The slice for `role` at `info`, recorded in the ledger; `None` for a role
+    /// without a scope or template. Over budget after every rung: the step fails
+    /// (the ledger notes it as `over_budget`; nothing is sent).
+    pub(crate) fn slice_for(
+        &self,
+        info: &StepInfo,
+        role_id: &str,
+        role: &RoleConfig,
+        instance: &str,
+    ) -> Result<Option<Handed>, StepError> {
+        if !role.is_sliced() {
+            return Ok(None);
+        }
+        let Some(board) = &self.board else {
+            return Err(StepError::Failed(format!(
+                "role {role_id} is handed a slice, but lifecycle.board is \"never\": the task keeps no board"
+            )));
+        };
+        let templates = self.engine.templates();
+        let scope;
+        let source = match (&role.scope, &role.template) {
+            (Some(items), _) => {
+                scope = Scope::parse(items).map_err(|e| StepError::Failed(format!("roles.{role_id}.scope: {e}")))?;
+                Source::Scope(&scope)
+            }
+            (None, Some(t)) => Source::Template(templates.get(t).ok_or_else(|| {
+                StepError::Failed(format!("roles.{role_id}.template: {t:?} is not a known template"))
+            })?),
+            (None, None) => return Ok(None),
+        };
+        let state = board.load().map_err(board_err)?;
+        let spec = Spec {
+            step: info.step.clone(),
+            source,
+            max_tokens: role.max_tokens,
+            truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
+        };
+        let full = slice::full_tokens(&state);
+        let (scope_text, template) = match source {
+            Source::Scope(s) => (s.texts(), None),
+            Source::Template(t) => (Vec::new(), Some(t.id.clone())),
+        };
+        match slice::build(&state, &spec) {
+            Ok(s) => {
+                let mut entry = ledger::Entry::of(&s, &info.step, role_id, Some(instance), state.seq, full);
+                entry.scope = scope_text;
+                entry.template = template;
+                let n = ledger::record(self.engine.store(), &self.id, entry).map_err(board_err)?;
+                Ok(Some(Handed { data: s.data, tokens: s.tokens, budget: s.budget, ledger: n }))
+            }
+            Err(e @ clawboard_board::Error::OverBudget { .. }) => {
+                if let clawboard_board::Error::OverBudget { size, budget, rungs, .. } = &e {
+                    let empty = slice::Slice {
+                        data: Value::Null,
+                        tokens: *size,
+                        budget: Some(*budget),
+                        rungs: rungs.clone(),
+                        missing: Vec::new(),
+                        hash: String::new(),
+                    };
+                    let mut entry = ledger::Entry::of(&empty, &info.step, role_id, Some(instance), state.seq, full);
+                    entry.scope = scope_text;
+                    entry.template = template;
+                    entry.outcome = "over_budget".into();
+                    ledger::record(self.engine.store(), &self.id, entry).map_err(board_err)?;
+                }
+                let msg = e.to_string();
+                self.log_error(&info.step, &msg)?;
+                self.board_attempt_failed(info, "slice_over_budget", &msg, 0)?;
+                Err(StepError::Failed(msg))
+            }
+            Err(e) => Err(board_err(e)),
+        }
+    }
+
+    /// The run of a sliced role ended: its outcome and reported usage go into the ledger.
+    pub(crate) fn slice_finished(&self, handed: &Handed, ok: bool, stdout: &[u8]) -> Result<(), StepError> {
+        let usage = serde_json::from_slice::<Value>(stdout).ok().as_ref().and_then(Usage::from_output);
+        ledger::finish(self.engine.store(), &self.id, handed.ledger, if ok { "ok" } else { "failed" }, usage)
+            .map_err(board_err)
+    }
+
+    /// The ledger's totals into `result.json` (`tokens`) and `status.md`, when any
+    /// slice was handed out.
+    pub(crate) fn record_token_totals(&self) -> Result<(), clawboard_core::Error> {
+        let entries = match ledger::list(self.engine.store(), &self.id) {
+            Ok(e) => e,
+            Err(clawboard_board::Error::Store(e)) => return Err(e),
+            Err(e) => {
+                tracing::warn!(task = %self.id, "the slice ledger cannot be read: {e}");
+                return Ok(());
+            }
+        };
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let t = ledger::totals(&entries);
+        let r = clawboard_core::RelPath::new(&clawboard_core::layout::task_file(
+            &self.id,
+            clawboard_core::layout::RESULT_FILE,
+        ))?;
+        if self.engine.store().exists(&r) {
+            self.engine.store().update_json(&r, |res: &mut clawboard_core::formats::TaskResult| {
+                res.extra.insert(
+                    "tokens".into(),
+                    json!({
+                        "tokenizer": clawboard_board::tokens::TOKENIZER,
+                        "slices": t.slices,
+                        "sliceTokens": t.slice_tokens,
+                        "fullContextTokens": t.full_tokens,
+                        "promptTokens": t.prompt_tokens,
+                        "completionTokens": t.completion_tokens,
+                    }),
+                );
+            })?;
+        }
+        self.progress(|p| p.tokens = Some(t));
+        Ok(())
+    }
+}

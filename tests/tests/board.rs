@@ -1,0 +1,236 @@
+//! The task board through a real daemon with real role processes: every cell of
+//! seed 000's zone table tried by a role of each component type with its token
+//! (`clawboard board … --token`), a title worker that reads only its slice and
+//! writes its content through the API, the history, the slice ledger with counted
+//! tokens and the role's usage, the totals in result.json and status.md, metrics,
+//! and the CLI a person uses on the same board.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use clawboard_tests::{LIFECYCLE_HEAD, Tree, bin, repo, wait_until};
+use serde_json::Value;
+
+/// Seed 000, Zone 访问权限, as written there ("R (via slice)" is no direct read).
+const ZONE_TABLE: &str = "
+| orchestrator | R/W | R | R/W | A |
+| worker | R (via slice) | W | - | A |
+| skill | R (via slice) | R/W | R | A |
+| middleware | R | R/W | R/W | A |
+| slicer | R | R | R | - |
+";
+
+fn config() -> String {
+    let probe = repo().join("scripts/roles/board_probe.py");
+    let exe = bin();
+    let role = |id: &str, component: &str, extra: &str| {
+        format!(
+            "[roles.{id}]\ncommand = [\"python3\", \"{}\"]\ncomponent = \"{component}\"\nretry_backoff = \"10ms\"\nmax_retries = 0\nenv = {{ CLAWBOARD_EXE = \"{}\"{extra} }}\n",
+            probe.display(),
+            exe.display()
+        )
+    };
+    let mut c = LIFECYCLE_HEAD.to_owned();
+    c.push_str(
+        r#"
+[roles.pm]
+command = ["sh", "-c", "cat >/dev/null; printf '{\"team\":[{\"role\":\"title-worker\",\"priority\":1},{\"role\":\"probe-orchestrator\",\"priority\":2},{\"role\":\"probe-worker\",\"priority\":2},{\"role\":\"probe-skill\",\"priority\":2},{\"role\":\"probe-middleware\",\"priority\":2},{\"role\":\"probe-slicer\",\"priority\":2}]}'"]
+retry_backoff = "10ms"
+
+[roles.validator]
+command = ["sh", "-c", "cat >/dev/null; printf '{\"score\":9,\"pass\":true}'"]
+
+[roles.harvester]
+command = ["sh", "-c", "cat >/dev/null; printf '{\"experiences\":[]}'"]
+"#,
+    );
+    for comp in ["orchestrator", "worker", "skill", "middleware", "slicer"] {
+        c.push_str(&role(&format!("probe-{comp}"), comp, ""));
+    }
+    c.push_str(&role("title-worker", "worker", ", PROBE_WRITE_HOOK = \"1\""));
+    c.push_str("scope = [\"meta.intent\", \"meta.platform\", \"meta.style\"]\nmax_tokens = 150\n");
+    c
+}
+
+/// The output a role printed in the task's last ok attempt of `step`.
+fn output_of(t: &Tree, task: &str, step: &str) -> Value {
+    let a = t.attempts(task).into_iter().rev().find(|a| a["step"] == step && a["status"] == "ok").unwrap();
+    let stem = format!("{:04}-{}", a["number"].as_u64().unwrap(), a["role"].as_str().unwrap());
+    let file = t.root.join("tasks").join(task).join("attempts").join(format!("{stem}.stdout"));
+    serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap()
+}
+
+#[test]
+fn roles_work_on_the_board_under_the_zone_table() {
+    let t = Tree::init();
+    t.config(&config());
+    let d = t.daemon();
+    t.drop_task("b1.json", r#"{"taskId":"b1","type":"coding","description":"Five AI tools that double your output","priority":"normal","createdBy":"human"}"#);
+    wait_until(60, "task b1 to end", || matches!(t.status_of("b1").as_str(), "completed" | "failed"));
+    assert_eq!(t.status_of("b1"), "completed", "{}", d.output());
+
+    // Every cell, as each component type's role process saw it.
+    let mut refusals = 0;
+    for line in ZONE_TABLE.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let comp = cells[0];
+        let out = output_of(&t, "b1", &format!("iter-1/probe-{comp}"));
+        let seen = &out["output"]["cells"];
+        for (i, zone) in ["meta", "content", "control"].iter().enumerate() {
+            let cell = cells[i + 1];
+            let want_r = cell == "R" || cell == "R/W";
+            let want_w = cell.contains('W');
+            for (op, want) in [("R", want_r), ("W", want_w)] {
+                let got = seen[format!("{zone}.{op}")].as_str().unwrap();
+                assert_eq!(got, if want { "ok" } else { "refused" }, "{comp} {zone} {op} (cell {cell:?}): {out}");
+                refusals += usize::from(!want);
+            }
+        }
+        let want_a = cells[4] == "A";
+        assert_eq!(seen["errors.A"], if want_a { "ok" } else { "refused" }, "{comp} append_error");
+        refusals += usize::from(!want_a);
+        assert_eq!(out["output"]["sawTask"], true, "an unsliced role still gets the whole context");
+    }
+
+    // The title worker read only its slice and wrote its content through the API.
+    let tw = output_of(&t, "b1", "iter-1/title-worker");
+    assert_eq!(tw["output"]["sawTask"], false, "a sliced role gets its slice instead of the task: {tw}");
+    assert_eq!(tw["output"]["slice"], serde_json::json!({"intent": "Five AI tools that double your output"}));
+    assert_eq!(tw["output"]["hookWrite"], "ok");
+    // worker: meta R/W refused, control R/W refused, content R refused = 5 more refusals from it.
+    refusals += 5;
+
+    // The board: what the history folds to, written by whom.
+    let snap = t.run(&["board", "snapshot", "b1", "--json"]);
+    snap.ok();
+    let board = snap.json();
+    assert_eq!(board["meta_zone"]["intent"], "Five AI tools that double your output");
+    assert_eq!(board["content_zone"]["hook"]["variants"][0]["score"], 85);
+    assert_eq!(board["control_zone"]["step_status"]["iter-1-title-worker"], "completed");
+    assert_eq!(board["control_zone"]["step_status"]["harvest"], "completed");
+    let hist = t.run(&["board", "history", "b1", "content.hook", "--json"]);
+    hist.ok();
+    let recs = hist.json()["records"].as_array().unwrap().clone();
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["actor"]["role"], "title-worker");
+    assert!(recs[0]["actor"]["instance"].as_str().unwrap().starts_with("inst-"));
+    assert_eq!(recs[0]["component"], "worker");
+    assert_eq!(recs[0]["op"], "write_content");
+
+    // The ledger: the title worker's slice, counted, within budget, with its usage.
+    let led = t.run(&["slice", "history", "b1", "--json"]);
+    led.ok();
+    let led = led.json();
+    let e = &led["entries"][0];
+    assert_eq!(
+        (e["step"].as_str(), e["role"].as_str(), e["outcome"].as_str()),
+        (Some("iter-1/title-worker"), Some("title-worker"), Some("ok"))
+    );
+    let tokens = e["tokens"].as_u64().unwrap();
+    assert!(tokens > 0 && tokens <= 150 && e["budget"] == 150, "{e}");
+    assert_eq!(tokens, tw["output"]["sliceTokens"].as_u64().unwrap(), "the ledger counts what was handed over");
+    assert_eq!(e["usage"], serde_json::json!({"prompt_tokens": 40, "completion_tokens": 7}));
+    assert_eq!(e["missing"], serde_json::json!(["meta.platform", "meta.style"]));
+    let result: Value = serde_json::from_slice(&std::fs::read(t.root.join("tasks/b1/result.json")).unwrap()).unwrap();
+    assert_eq!(result["tokens"]["slices"], 1);
+    assert_eq!(result["tokens"]["sliceTokens"], tokens);
+    let status = std::fs::read_to_string(t.root.join("tasks/b1/status.md")).unwrap();
+    assert!(status.contains(&format!("1 slices handed out, {tokens} tokens")), "{status}");
+
+    // Refusals are counted in /metrics (the socket's).
+    let m = clawboard_tests_metrics(&t);
+    let line = m.lines().find(|l| l.starts_with("clawboard_board_refusals_total ")).unwrap();
+    assert_eq!(line, format!("clawboard_board_refusals_total {refusals}"), "{m}");
+    assert!(d.output().contains("board request refused"), "refusals are logged");
+
+    // A token that is not a running instance's is refused, naming why; nothing changes.
+    let before = std::fs::read(t.root.join("tasks/b1/board/board.json")).unwrap();
+    let forged = t.run(&["board", "set", "b1", "content.x", "1", "--token", "0123456789abcdef0123456789abcdef"]);
+    forged.expect_code(2);
+    assert!(forged.stderr.contains("unknown or expired token"), "{}", forged.stderr);
+    assert_eq!(std::fs::read(t.root.join("tasks/b1/board/board.json")).unwrap(), before);
+
+    // A preview of the title worker's slice at any point of the history.
+    let p = t.run(&[
+        "--config",
+        t.dir.path().join("clawboard.toml").to_str().unwrap(),
+        "slice",
+        "preview",
+        "b1",
+        "title-worker",
+        "--at",
+        "1",
+        "--json",
+    ]);
+    p.ok();
+    let p = p.json();
+    assert_eq!(p["slice_data"], serde_json::json!({"intent": "Five AI tools that double your output"}));
+    assert_eq!(p["budget"], 150);
+    assert_eq!(p["board_seq"], 1);
+    d.stop();
+}
+
+fn clawboard_tests_metrics(t: &Tree) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
+    let t = Tree::init();
+    t.run(&["board", "set", "t1", "meta.intent", "写一篇关于AI的小红书"]).ok();
+    t.run(&["board", "set", "t1", "meta.platform", "xiaohongshu"]).ok();
+    t.run(&["board", "set", "t1", "content.hook.variants", r#"[{"type":"numeric","content":"5个AI工具","score":85}]"#])
+        .ok();
+    t.run(&["board", "step-status", "t1", "title", "completed"]).ok();
+    t.run(&["board", "append-error", "t1", "--step", "body", "--type", "component_timeout", "--message", "slow"]).ok();
+    let got = t.run(&["board", "get", "t1", "meta.platform"]);
+    got.ok();
+    assert_eq!(got.stdout.trim(), "\"xiaohongshu\"");
+    let before = t.snapshot();
+    for (args, want) in [
+        (vec!["board", "set", "t1", "meta.intent", "42"], "task t1: meta.intent: is the number 42, not a string"),
+        (vec!["board", "set", "t1", "meta.platform", "myspace"], "\"myspace\" is not one of xiaohongshu"),
+        (
+            vec!["board", "set", "t1", "metadata.x", "1"],
+            "task t1: metadata.x: at position 0: \"metadata\" is not a zone",
+        ),
+        (vec!["board", "set", "t1", "meta..x", "1"], "task t1: meta..x: at position 5"),
+        (vec!["board", "set", "t1", "meta.intent.x", "1"], "meta.intent is a string; it has no key \"x\""),
+        (
+            vec!["board", "step-status", "t1", "title", "done"],
+            "\"done\" is not one of pending, running, completed, failed, skipped",
+        ),
+        (vec!["board", "get", "../x", "meta"], "not a valid task id"),
+        (vec!["board", "slice", "t1", "--scope", "meta.intent,content.x.intent"], "lands on the slice key \"intent\""),
+    ] {
+        let r = t.run(&args);
+        r.expect_code(2);
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+    }
+    assert_eq!(t.snapshot(), before, "a refused request changes nothing");
+    let s = t.run(&[
+        "board",
+        "slice",
+        "t1",
+        "--scope",
+        "meta.intent,content.hook.variants",
+        "--max-tokens",
+        "200",
+        "--json",
+    ]);
+    s.ok();
+    assert_eq!(s.json()["slice"]["variants"][0]["score"], 85);
+    let h = t.run(&["board", "history", "t1"]);
+    h.ok();
+    assert!(
+        h.stdout.contains("write_meta") && h.stdout.contains("append_error") && h.stdout.contains("human"),
+        "{}",
+        h.stdout
+    );
+    let acl = t.run(&["acl", "check", "--as", "body-worker", "--write", "board:control.retries"]);
+    acl.expect_code(1);
+    assert!(acl.stdout.contains("rule: [zones.worker] control = \"-\""), "{}", acl.stdout);
+}
