@@ -210,7 +210,7 @@ fn clean(v: &Value, depth: usize) -> Result<(), (String, String)> {
 /// The value at `path` on `board` (`None` when absent).
 pub fn get<'a>(board: &'a BoardFile, path: &BoardPath) -> Option<&'a Value> {
     let mut keys = path.keys.iter();
-    let Some(first) = keys.next() else { return None };
+    let first = keys.next()?;
     let mut cur = board.zone(path.zone).get(first)?;
     for k in keys {
         cur = cur.as_object()?.get(k)?;

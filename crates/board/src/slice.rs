@@ -27,6 +27,9 @@ use crate::scope::Scope;
 use crate::template::Template;
 use crate::tokens;
 
+/// One rung of the ladder: changes the slice, true when it changed something.
+type Rung<'a> = dyn Fn(&mut Map<String, Value>) -> bool + 'a;
+
 /// Texts longer than this many tokens are cut by the first rung, by default.
 pub const DEFAULT_TRUNCATE_TOKENS: u64 = 100;
 
@@ -88,7 +91,7 @@ pub fn build(board: &BoardFile, spec: &Spec<'_>) -> Result<Slice> {
     let mut rungs = Vec::new();
     let mut size = count_value(&Value::Object(data.clone()));
     if let Some(budget) = spec.max_tokens {
-        let ladder: [(&str, &dyn Fn(&mut Map<String, Value>) -> bool); 3] = [
+        let ladder: [(&str, &Rung); 3] = [
             ("truncate", &|d| truncate_texts(d, spec.truncate_tokens)),
             ("drop_variants", &|d| drop_variants(d)),
             ("summaries", &|d| use_summaries(d, &sources, board)),

@@ -191,7 +191,7 @@ impl Ty {
             Ty::Num => "a number",
             Ty::Bool => "true or false",
             Ty::Any => "any value",
-            Ty::Arr(t) if matches!(t, Ty::Str) => "an array of strings",
+            Ty::Arr(Ty::Str) => "an array of strings",
             Ty::Arr(_) => "an array",
             Ty::Obj(_) | Ty::Map(_) => "an object",
         }
