@@ -232,15 +232,16 @@ fn a_refused_or_bad_write_changes_nothing() {
         ("bad enum", board.write_meta(&acl, &d, "platform", json!("myspace")), "meta.platform"),
         ("through a typed string", board.write_meta(&acl, &d, "topic.x", json!(1)), "meta.topic.x"),
         ("through an untyped string", board.write_meta(&acl, &d, "mine.x.y", json!(1)), "meta.mine.x.y"),
-        ("through a string, nested", board.write_content(&acl, &d, "hook", "selected.x", json!("t")), "content.hook.selected.x"),
+        (
+            "through a string, nested",
+            board.write_content(&acl, &d, "hook", "selected.x", json!("t")),
+            "content.hook.selected.x",
+        ),
         (
             "unknown zone",
             board.parse("secrets.x").and_then(|p| {
-                let op = Op::set(p, json!(1)).map_err(|(path, reason)| Error::Bad {
-                    task: TASK.into(),
-                    path,
-                    reason,
-                })?;
+                let op =
+                    Op::set(p, json!(1)).map_err(|(path, reason)| Error::Bad { task: TASK.into(), path, reason })?;
                 board.write(&acl, &d, op)
             }),
             "secrets.x",
@@ -254,8 +255,24 @@ fn a_refused_or_bad_write_changes_nothing() {
         ),
         ("over the value limit", small.write_meta(&acl, &d, "topic", json!("x".repeat(100))), "meta.topic"),
         ("bad step state", board.update_step_status(&acl, &d, "title", "done"), "control.step_status.title"),
-        ("bad error entry", board.write(&acl, &d, Op { name: OpName::AppendError, path: BoardPath::new(Zone::Control, &["errors"]), value: json!({"step_id": "x"}) }), "control.errors"),
-        ("refused by the zone table", board.write_control(&acl, &worker, "current_stage", json!("x")), "control.current_stage"),
+        (
+            "bad error entry",
+            board.write(
+                &acl,
+                &d,
+                Op {
+                    name: OpName::AppendError,
+                    path: BoardPath::new(Zone::Control, &["errors"]),
+                    value: json!({"step_id": "x"}),
+                },
+            ),
+            "control.errors",
+        ),
+        (
+            "refused by the zone table",
+            board.write_control(&acl, &worker, "current_stage", json!("x")),
+            "control.current_stage",
+        ),
         ("bad key", board.write_meta(&acl, &d, "a..b", json!(1)), "meta.a..b"),
     ];
     for (what, result, path) in attempts {
@@ -282,13 +299,20 @@ fn a_crash_between_the_record_and_board_json_loses_nothing() {
     let path = board_json_path(&store, &board);
     let old_bytes = std::fs::read(&path).unwrap();
     let old = board.load().unwrap();
-    board.write_content(&acl, &d, "hook", "variants", json!([{"type": "numeric", "content": "5个AI工具", "score": 85}])).unwrap();
+    board
+        .write_content(&acl, &d, "hook", "variants", json!([{"type": "numeric", "content": "5个AI工具", "score": 85}]))
+        .unwrap();
     board.write_control(&acl, &d, "quality_scores.virality", json!(82)).unwrap();
     board
         .append_error(
             &acl,
             &d,
-            &ErrorEntry { step_id: "body".into(), error_type: "timeout".into(), message: "m".into(), timestamp: "t".into() },
+            &ErrorEntry {
+                step_id: "body".into(),
+                error_type: "timeout".into(),
+                message: "m".into(),
+                timestamp: "t".into(),
+            },
         )
         .unwrap();
     let full = board.load().unwrap();

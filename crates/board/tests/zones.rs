@@ -72,10 +72,8 @@ fn seed_table() -> Vec<(Component, [Cell; 3])> {
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
         .collect();
     assert_eq!(rows[0], ["组件类型", "Meta Zone", "Content Zone", "Control Zone"]);
-    let out: Vec<(Component, [Cell; 3])> = rows[2..]
-        .iter()
-        .map(|r| (component(r[0]), [parse_cell(r[1]), parse_cell(r[2]), parse_cell(r[3])]))
-        .collect();
+    let out: Vec<(Component, [Cell; 3])> =
+        rows[2..].iter().map(|r| (component(r[0]), [parse_cell(r[1]), parse_cell(r[2]), parse_cell(r[3])])).collect();
     assert_eq!(out.len(), Component::ALL.len(), "every component has a row");
     out
 }
@@ -127,7 +125,11 @@ type Write<'a> = Box<dyn Fn() -> clawboard_board::Result<clawboard_board::Record
 fn writes<'a>(board: &'a TaskBoard, who: &'a Caller, zone: Zone) -> Vec<(String, Write<'a>, Value)> {
     match zone {
         Zone::Meta => {
-            vec![("meta.topic".into(), Box::new(move || board.write_meta(&acl(), who, "topic", json!("AI"))), json!("AI"))]
+            vec![(
+                "meta.topic".into(),
+                Box::new(move || board.write_meta(&acl(), who, "topic", json!("AI"))),
+                json!("AI"),
+            )]
         }
         Zone::Content => vec![(
             "content.hook.title".into(),
@@ -164,7 +166,8 @@ fn check_refused(what: &str, e: &Error, path: &str, rule: &str, extra: Option<&s
         Error::Refused { task, path: p, decision } => {
             let msg = e.to_string();
             if task != TASK || p != path || decision.rule != rule || decision.allowed {
-                problems.push(format!("{what}: refused as {task} {p} {:?}, wanted {TASK} {path} {rule}", decision.rule));
+                problems
+                    .push(format!("{what}: refused as {task} {p} {:?}, wanted {TASK} {path} {rule}", decision.rule));
             }
             if !(msg.contains(rule) && msg.contains(TASK) && msg.contains(path)) {
                 problems.push(format!("{what}: the message does not name {rule}, {TASK} and {path}: {msg}"));
@@ -223,15 +226,21 @@ fn every_cell_of_the_seeds_zone_table() {
                     (true, Ok(r)) => {
                         let now = board.load().unwrap();
                         let at = clawboard_board::BoardPath::parse(&path).unwrap();
-                        if r.seq != seq + 1 || now.seq != r.seq || clawboard_board::ops::get(&now, &at) != Some(&value) {
+                        if r.seq != seq + 1 || now.seq != r.seq || clawboard_board::ops::get(&now, &at) != Some(&value)
+                        {
                             problems.push(format!("{what}: record {} but the board is {:?}", r.seq, now.zones()));
                         }
-                        if r.component != comp.name() || r.actor.role != "r" || r.actor.instance.as_deref() != Some("inst-1") {
+                        if r.component != comp.name()
+                            || r.actor.role != "r"
+                            || r.actor.instance.as_deref() != Some("inst-1")
+                        {
                             problems.push(format!("{what}: recorded as {:?} {:?}", r.component, r.actor));
                         }
                     }
                     (true, Err(e)) => problems.push(format!("{what}: allowed by the seed, got {e}")),
-                    (false, Ok(r)) => problems.push(format!("{what}: refused by the seed, written as record {}", r.seq)),
+                    (false, Ok(r)) => {
+                        problems.push(format!("{what}: refused by the seed, written as record {}", r.seq))
+                    }
                     (false, Err(e)) => {
                         check_refused(&what, &e, &path, &rule, None, &mut problems);
                         if tree(&store, TASK) != before || board.load().unwrap().seq != seq {
