@@ -60,6 +60,10 @@ pub type Refusal = (String, String);
 
 fn keys(path: &str) -> Result<Vec<String>, Refusal> {
     let mut out = Vec::new();
+    if path.split('.').nth(crate::path::MAX_KEYS).is_some() {
+        let shown: String = path.chars().take(60).collect();
+        return Err((shown, format!("more than {} keys", crate::path::MAX_KEYS)));
+    }
     for k in path.split('.') {
         check_key(k).map_err(|r| (path.to_owned(), r))?;
         out.push(k.to_owned());

@@ -59,8 +59,9 @@ impl Caller {
         Caller { role: role.into(), instance: Some(instance.into()), component, how: how.into() }
     }
 
+    /// A person or the daemon itself; a role instance never is, whatever its id.
     fn is_builtin(&self) -> bool {
-        self.role == "human" || self.role == "daemon"
+        self.instance.is_none() && (self.role == "human" || self.role == "daemon")
     }
 
     /// The component type recorded in the history: `human` for a person.
@@ -261,7 +262,9 @@ impl TaskBoard {
         if caller.is_builtin() {
             return Ok(());
         }
-        let d = acl.check_board(&caller.role, caller.component, &caller.how, access, path.zone);
+        // A role instance whose id is `human` or `daemon` is still held to its component.
+        let role = if matches!(caller.role.as_str(), "human" | "daemon") { "role-instance" } else { &caller.role };
+        let d = acl.check_board(role, caller.component, &caller.how, access, path.zone);
         if d.allowed {
             Ok(())
         } else {

@@ -376,7 +376,6 @@ fn snapshot_needs_a_direct_read_of_every_zone() {
 /// bypasses the zone table. `check_id` accepts `daemon` and `human` as role ids, and
 /// the daemon's API builds `Caller::role(&inst.role, …)` from the instance's token.
 #[test]
-#[ignore = "bug: Caller::role(\"daemon\"|\"human\", ..) bypasses the zone table (is_builtin checks the role id only)"]
 fn a_role_instance_named_daemon_or_human_is_held_to_its_component() {
     for id in ["daemon", "human"] {
         let (_dir, store, board) = seeded();
