@@ -24,17 +24,30 @@ pub fn count_till_limit(text: &str, limit: u64) -> Option<u64> {
 /// The longest prefix of `text` of at most `n` tokens that ends on a character
 /// boundary (tokens can split a multi-byte character).
 pub fn truncate(text: &str, n: u64) -> &str {
-    let tokens = bpe().encode(text);
     let n = usize::try_from(n).unwrap_or(usize::MAX);
+    // Only a window proportional to n is encoded, so cutting a 1 MB text to 100
+    // tokens costs what 100 tokens cost; the cut is checked against the whole rule.
+    let mut window = text.len().min(n.saturating_mul(64).max(256));
+    while !text.is_char_boundary(window) {
+        window -= 1;
+    }
+    let tokens = bpe().encode(&text[..window]);
     if tokens.len() <= n {
-        return text;
+        return &text[..window];
     }
-    let bytes: usize = tokens[..n].iter().map(|t| bpe().bpe.token_len(*t)).sum();
-    let mut end = bytes.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
+    let mut k = n;
+    while k > 0 {
+        let bytes: usize = tokens[..k].iter().map(|t| bpe().bpe.token_len(*t)).sum();
+        let mut end = bytes.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        if count_till_limit(&text[..end], n as u64).is_some() {
+            return &text[..end];
+        }
+        k -= 1;
     }
-    &text[..end]
+    ""
 }
 
 #[cfg(test)]
