@@ -1,6 +1,8 @@
-//! Benchmark (docs/BENCHMARKS.md): o200k counting speed on English, Chinese and
-//! mixed text of 1 KB to 1 MB, and the time to build, count and compress one
-//! slice from boards of 100 KB and 1 MB, p50 and p99.
+//! Benchmark (docs/BENCHMARKS.md): o200k counting speed of bpe-openai (clawboard's
+//! tokenizer) against tiktoken-rs (the baseline), same vocabulary, same run, on
+//! English, Chinese and mixed text of 1 KB to 1 MB (the counts must agree); and
+//! the time to build, count and compress one slice from boards of 100 KB and 1 MB,
+//! p50 and p99.
 //!
 //!   cargo run --release -p clawboard-board --example bench
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,19 +39,36 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn main() {
     let t0 = Instant::now();
     tokens::count("warm up");
-    println!("o200k tokenizer first use (lazy load): {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
-    println!("\n| text | size | tokens | MB/s | tokens/s |\n| --- | --- | --- | --- | --- |");
+    println!("bpe-openai o200k first use (lazy load): {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+    let t0 = Instant::now();
+    let tik = tiktoken_rs::o200k_base_singleton();
+    tik.encode_ordinary("warm up");
+    println!("tiktoken-rs o200k first use (lazy load): {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+    println!("\n| text | size | tokens | bpe-openai MB/s | bpe-openai tokens/s | tiktoken-rs MB/s | ratio |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for kind in ["english", "chinese", "mixed"] {
         for size in [1 << 10, 10 << 10, 100 << 10, 1 << 20] {
             let s = text(kind, size);
-            let reps = (4 << 20) / size.max(1);
-            let start = Instant::now();
-            let mut n = 0;
-            for _ in 0..reps.max(3) {
-                n = tokens::count(&s);
-            }
-            let secs = start.elapsed().as_secs_f64() / reps.max(3) as f64;
-            println!("| {kind} | {} KB | {n} | {:.1} | {:.0} |", size >> 10, size as f64 / secs / 1e6, n as f64 / secs);
+            let reps = ((4 << 20) / size.max(1)).max(3);
+            let time = |f: &dyn Fn() -> usize| {
+                let start = Instant::now();
+                let mut n = 0;
+                for _ in 0..reps {
+                    n = f();
+                }
+                (n, start.elapsed().as_secs_f64() / reps as f64)
+            };
+            let (n, ours) = time(&|| tokens::count(&s) as usize);
+            let (m, base) = time(&|| tik.encode_ordinary(&s).len());
+            assert_eq!(n, m, "{kind} {size}: bpe-openai and tiktoken-rs disagree");
+            println!(
+                "| {kind} | {} KB | {n} | {:.1} | {:.0} | {:.1} | {:.2}x |",
+                size >> 10,
+                size as f64 / ours / 1e6,
+                n as f64 / ours,
+                size as f64 / base / 1e6,
+                base / ours
+            );
         }
     }
     println!(
