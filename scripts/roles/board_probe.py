@@ -34,6 +34,8 @@ for zone in ("meta", "content", "control"):
     cells[f"{zone}.R"] = board("get", task, zone)
     cells[f"{zone}.W"] = board("set", task, f"{zone}.{key}", json.dumps(me))
 cells["errors.A"] = board("append-error", task, "--step", key, "--type", "probe", "--message", "probe")
+# Another task's board: never, whatever the component.
+cells["other_task"] = board("get", task + "-other", "meta")
 
 out = {"cells": cells, "sawTask": "task" in ctx, "slice": ctx.get("slice"), "sliceTokens": ctx.get("sliceTokens")}
 if os.environ.get("PROBE_WRITE_HOOK"):

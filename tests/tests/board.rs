@@ -88,6 +88,8 @@ fn roles_work_on_the_board_under_the_zone_table() {
         assert_eq!(seen["errors.A"], if want_a { "ok" } else { "refused" }, "{comp} append_error");
         refusals += usize::from(!want_a);
         assert_eq!(out["output"]["sawTask"], true, "an unsliced role still gets the whole context");
+        assert_eq!(seen["other_task"], "refused", "{comp} read another task's board");
+        refusals += 1;
     }
 
     // The title worker read only its slice and wrote its content through the API.
@@ -95,8 +97,8 @@ fn roles_work_on_the_board_under_the_zone_table() {
     assert_eq!(tw["output"]["sawTask"], false, "a sliced role gets its slice instead of the task: {tw}");
     assert_eq!(tw["output"]["slice"], serde_json::json!({"intent": "Five AI tools that double your output"}));
     assert_eq!(tw["output"]["hookWrite"], "ok");
-    // worker: meta R/W refused, control R/W refused, content R refused = 5 more refusals from it.
-    refusals += 5;
+    // worker: meta R/W, control R/W, content R and another task = 6 more refusals from it.
+    refusals += 6;
 
     // The board: what the history folds to, written by whom.
     let snap = t.run(&["board", "snapshot", "b1", "--json"]);
@@ -233,4 +235,62 @@ fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
     let acl = t.run(&["acl", "check", "--as", "body-worker", "--write", "board:control.retries"]);
     acl.expect_code(1);
     assert!(acl.stdout.contains("rule: [zones.worker] control = \"-\""), "{}", acl.stdout);
+}
+
+/// Writers killed with `kill -9` at random points of a burst: whatever was
+/// acknowledged is on the board, no write is half-applied, and the board is exactly
+/// what its history folds to, with no gap in the sequence.
+#[test]
+fn kill_dash_nine_during_a_burst_of_writes_keeps_the_board_equal_to_its_history() {
+    use std::os::unix::process::CommandExt;
+    let t = Tree::init();
+    t.run(&["board", "set", "k1", "meta.intent", "burst"]).ok();
+    let acked = t.dir.path().join("acked");
+    for (round, wait_ms) in [(0, 400u64), (1, 650), (2, 900)] {
+        let mut groups = Vec::new();
+        for w in 0..4 {
+            let script = format!(
+                "for i in $(seq 1 500); do k=w{w}r{round}i$i; \"{bin}\" --root \"{root}\" board set k1 content.burst.$k \"\\\"$k\\\"\" >/dev/null 2>&1 && echo $k >> \"{acked}\"; done",
+                bin = bin().display(),
+                root = t.root.display(),
+                acked = acked.display()
+            );
+            let child = std::process::Command::new("sh").args(["-c", &script]).process_group(0).spawn().unwrap();
+            groups.push(child);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        for mut c in groups {
+            let ok =
+                std::process::Command::new("kill").args(["-KILL", "--", &format!("-{}", c.id())]).status().unwrap();
+            assert!(ok.success());
+            c.wait().unwrap();
+        }
+    }
+    let store = clawboard_core::Store::open(&t.root).unwrap();
+    let board = clawboard_board::TaskBoard::new(&store, "k1").unwrap();
+    let now = board.load().unwrap();
+    let hist = board.history(None).unwrap();
+    let seqs: Vec<u64> = hist.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "the history has no gap");
+    assert_eq!(now.seq, seqs.len() as u64);
+    assert_eq!(board.at(now.seq).unwrap(), now, "the board is what its history folds to");
+    // board.json on disk is some earlier or the same fold (a writer may die between
+    // its record and board.json), never a half-applied one.
+    let on_disk: clawboard_core::formats::BoardFile =
+        serde_json::from_slice(&std::fs::read(t.root.join("tasks/k1/board/board.json")).unwrap()).unwrap();
+    assert_eq!(board.at(on_disk.seq).unwrap(), on_disk);
+    let acked = std::fs::read_to_string(&acked).unwrap_or_default();
+    let keys: Vec<&str> = acked.lines().collect();
+    assert!(keys.len() > 20, "the burst wrote too little to test anything: {}", keys.len());
+    let burst = now.content_zone["burst"].as_object().unwrap();
+    for k in &keys {
+        assert_eq!(burst.get(*k), Some(&Value::String((*k).to_owned())), "acknowledged write {k} is lost");
+    }
+    // Every record is a whole write.
+    for r in &hist[1..] {
+        assert!(r.path.starts_with("content.burst.w") && r.value == Value::String(r.path[14..].to_owned()), "{r:?}");
+    }
+    // The next write goes on from the last record.
+    t.run(&["board", "set", "k1", "meta.topic", "after"]).ok();
+    assert_eq!(board.load().unwrap().seq, now.seq + 1);
 }
