@@ -27,6 +27,6 @@ pub use error::{Error, Result};
 pub use ops::{ErrorEntry, Op, OpName};
 pub use path::BoardPath;
 pub use scope::Scope;
-pub use slice::{Slice, Source, Spec};
+pub use slice::{Selector, Slice, Source, Spec};
 pub use task_board::{Caller, Record, TaskBoard};
 pub use template::Template;

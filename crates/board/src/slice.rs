@@ -40,6 +40,58 @@ pub enum Source<'a> {
     Template(&'a Template),
 }
 
+/// A step's declared scope or template, owned (for callers that resolve it from config).
+#[derive(Debug, Clone)]
+pub enum Selector {
+    Scope(Scope),
+    Template(Template),
+}
+
+impl Selector {
+    /// The selector a role's `scope` or `template` names (`None`: neither). `at`
+    /// names the config key in errors (`roles.title-worker`).
+    pub fn of(
+        scope: Option<&[String]>,
+        template: Option<&str>,
+        templates: &std::collections::BTreeMap<String, Template>,
+        at: &str,
+    ) -> Result<Option<Selector>> {
+        let bad = |field: &str, reason: String| Error::Template {
+            file: "config".into(),
+            template: template.unwrap_or("-").to_owned(),
+            field: format!("{at}.{field}"),
+            reason,
+        };
+        match (scope, template) {
+            (Some(_), Some(_)) => Err(bad("scope", "has both `scope` and `template`; keep one".into())),
+            (Some(items), None) => Ok(Some(Selector::Scope(Scope::parse(items)?))),
+            (None, Some(t)) => match templates.get(t) {
+                Some(tpl) => Ok(Some(Selector::Template(tpl.clone()))),
+                None => {
+                    let known: Vec<&str> = templates.keys().map(String::as_str).collect();
+                    Err(bad("template", format!("{t:?} is not a known template ({})", known.join(", "))))
+                }
+            },
+            (None, None) => Ok(None),
+        }
+    }
+
+    pub fn source(&self) -> Source<'_> {
+        match self {
+            Selector::Scope(s) => Source::Scope(s),
+            Selector::Template(t) => Source::Template(t),
+        }
+    }
+
+    /// The scope items as written and the template id, for records.
+    pub fn describe(&self) -> (Vec<String>, Option<String>) {
+        match self {
+            Selector::Scope(s) => (s.texts(), None),
+            Selector::Template(t) => (t.scope.texts(), Some(t.id.clone())),
+        }
+    }
+}
+
 /// What to slice for a step.
 #[derive(Debug, Clone)]
 pub struct Spec<'a> {

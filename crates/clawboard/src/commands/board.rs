@@ -7,7 +7,7 @@ use std::io::Read;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use clawboard_board::{BoardPath, Caller, ErrorEntry, Op, Scope, TaskBoard};
+use clawboard_board::{BoardPath, Caller, ErrorEntry, Op, TaskBoard};
 use clawboard_core::Timestamp;
 use clawboard_core::acl::{Acl, BoardOp};
 use serde::{Deserialize, Serialize};
@@ -239,17 +239,9 @@ fn slice(ctx: &Ctx<'_>, caller: &Caller, board: &TaskBoard, r: &Request) -> Resu
             None => return Err(bad("give --scope or --template (this caller has no slice of its own)".into())),
         }
     };
-    let parsed;
-    let source = match (&scope, &template) {
-        (Some(s), _) => {
-            parsed = Scope::parse(s)?;
-            clawboard_board::Source::Scope(&parsed)
-        }
-        (None, Some(t)) => clawboard_board::Source::Template(
-            ctx.templates.get(t).ok_or_else(|| bad(format!("{t:?} is not a known template")))?,
-        ),
-        (None, None) => return Err(bad("this role has no scope or template".into())),
-    };
+    let selector = clawboard_board::Selector::of(scope.as_deref(), template.as_deref(), ctx.templates, "request")?
+        .ok_or_else(|| bad("this role has no scope or template".into()))?;
+    let source = selector.source();
     // A slice other than the caller's own is a read of every zone it touches.
     if explicit {
         let zones = match source {

@@ -3,8 +3,8 @@
 //! `get_slice_history` (the ledger of every slice handed out, with totals).
 
 use clap::{Args, Subcommand};
-use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Source, Spec};
-use clawboard_board::{Scope, TaskBoard, ledger};
+use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Spec};
+use clawboard_board::{Selector, TaskBoard, ledger};
 use serde_json::json;
 
 use crate::cli::{BadInput, EXIT_OK};
@@ -65,22 +65,13 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
         Some(seq) => board.at(seq)?,
         None => board.load()?,
     };
-    let parsed;
-    let (source, scope_text) = match (&role.scope, &role.template) {
-        (Some(items), _) => {
-            parsed = Scope::parse(items)?;
-            (Source::Scope(&parsed), json!(items))
-        }
-        (None, Some(t)) => {
-            let tpl =
-                s.templates.get(t).ok_or_else(|| BadInput(format!("roles.{role_id}.template: {t:?} is not known")))?;
-            (Source::Template(tpl), json!({"template": t, "scope": tpl.scope.texts()}))
-        }
-        (None, None) => {
-            return Err(
-                BadInput(format!("role {role_id} has no scope or template: it is given the whole context")).into()
-            );
-        }
+    let at = format!("roles.{role_id}");
+    let selector = Selector::of(role.scope.as_deref(), role.template.as_deref(), &s.templates, &at)?
+        .ok_or_else(|| BadInput(format!("role {role_id} has no scope or template: it is given the whole context")))?;
+    let source = selector.source();
+    let scope_text = match &selector {
+        Selector::Scope(sc) => json!(sc.texts()),
+        Selector::Template(t) => json!({"template": t.id, "scope": t.scope.texts()}),
     };
     let spec = Spec {
         step: a.step.clone(),

@@ -134,6 +134,19 @@ fn symlink_on_the_way(root: &std::path::Path, path: &str) -> Option<String> {
     None
 }
 
+/// The running role instance whose token the request carries (`Authorization: Bearer T`).
+fn instance_of(s: &DaemonState, headers: &axum::http::HeaderMap) -> Option<clawboard_roles::engine::InstanceInfo> {
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    s.dispatcher.engine.instance_by_token(token)
+}
+
+const EXPIRED: &str = "unknown or expired token: a token is valid only while its role instance runs";
+
 #[derive(serde::Deserialize)]
 struct WriteQuery {
     path: String,
@@ -158,19 +171,8 @@ async fn write(
         tracing::warn!(who, path = %q.path, "write refused: {msg}");
         fail(status, msg, rule)
     };
-    let token = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or_default();
-    let Some(inst) = s.dispatcher.engine.instance_by_token(token) else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "?",
-            "unknown or expired token: a token is valid only while its role instance runs".into(),
-            None,
-        );
+    let Some(inst) = instance_of(&s, &headers) else {
+        return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
     };
     let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
     let d = s.acl.check_instance(&inst.role, &inst.task_id, clawboard_core::acl::Op::Write, &q.path);
@@ -253,15 +255,8 @@ async fn board(
         tracing::warn!(who, "board request refused: {msg}");
         fail(status, msg, rule)
     };
-    let token = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or_default();
-    let Some(inst) = s.dispatcher.engine.instance_by_token(token) else {
-        let msg = "unknown or expired token: a token is valid only while its role instance runs".to_owned();
-        return refuse(StatusCode::UNAUTHORIZED, "?", msg, None);
+    let Some(inst) = instance_of(&s, &headers) else {
+        return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
     };
     let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
     let req: crate::commands::board::Request = match serde_json::from_slice(&body) {

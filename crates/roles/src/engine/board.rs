@@ -5,8 +5,8 @@
 //! the slice ledger with its counted tokens.
 
 use clawboard_board::ledger::{self, Usage};
-use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Source, Spec};
-use clawboard_board::{Caller, ErrorEntry, Op, Scope};
+use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Spec};
+use clawboard_board::{Caller, ErrorEntry, Op, Selector};
 use clawboard_core::Timestamp;
 use serde_json::{Value, json};
 
@@ -114,17 +114,11 @@ impl TaskRun<'_> {
             )));
         };
         let templates = self.engine.templates();
-        let scope;
-        let source = match (&role.scope, &role.template) {
-            (Some(items), _) => {
-                scope = Scope::parse(items).map_err(|e| StepError::Failed(format!("roles.{role_id}.scope: {e}")))?;
-                Source::Scope(&scope)
-            }
-            (None, Some(t)) => Source::Template(templates.get(t).ok_or_else(|| {
-                StepError::Failed(format!("roles.{role_id}.template: {t:?} is not a known template"))
-            })?),
-            (None, None) => return Ok(None),
-        };
+        let at = format!("roles.{role_id}");
+        let selector = Selector::of(role.scope.as_deref(), role.template.as_deref(), &templates, &at)
+            .map_err(|e| StepError::Failed(e.to_string()))?;
+        let Some(selector) = selector else { return Ok(None) };
+        let source = selector.source();
         let state = board.load().map_err(board_err)?;
         let spec = Spec {
             step: info.step.clone(),
@@ -133,10 +127,7 @@ impl TaskRun<'_> {
             truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
         };
         let full = slice::full_tokens(&state);
-        let (scope_text, template) = match source {
-            Source::Scope(s) => (s.texts(), None),
-            Source::Template(t) => (Vec::new(), Some(t.id.clone())),
-        };
+        let (scope_text, template) = selector.describe();
         match slice::build(&state, &spec) {
             Ok(s) => {
                 let mut entry = ledger::Entry::of(&s, &info.step, role_id, Some(instance), state.seq, full);
