@@ -368,9 +368,7 @@ fn critical_escalations_run_the_hooks_with_retries_and_a_failing_hook_blocks_not
     t.drop_task("n1.json", &task_json("n1", "use-esc notify me"));
     // The hook writes the JSON, then the level: wait for the second, the JSON is whole by then.
     let level = std::path::PathBuf::from(format!("{}.level", got.display()));
-    wait_until(30, "the command hook", || {
-        std::fs::read_to_string(&level).is_ok_and(|l| l.ends_with('\n'))
-    });
+    wait_until(30, "the command hook", || std::fs::read_to_string(&level).is_ok_and(|l| l.ends_with('\n')));
     let esc = t.escalation_of("n1").unwrap();
     let sent: serde_json::Value = serde_json::from_slice(&std::fs::read(&got).unwrap()).unwrap();
     assert_eq!(sent["level"], "critical");
