@@ -26,6 +26,25 @@ pub enum Intake {
     Rejected { file: String, reason: String },
     /// Nothing to do (gone already, claimed already, not pending …).
     Ignored(&'static str),
+    /// Empty or cut short, and written less than [`SETTLE`] ago: perhaps still being
+    /// written in pieces. Left alone; take it again on its next close or once quiet.
+    Unsettled,
+}
+
+/// How long a file that is empty or whose JSON ends too early must have been left
+/// alone before it is rejected: a writer that closes between pieces
+/// (`printf … > f; printf … >> f`) is given this long to finish.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// True if `bytes` look like a file still being written: nothing yet, or JSON that
+/// ends before its last bracket, and the file was written less than [`SETTLE`] ago.
+fn unsettled(path: &std::path::Path, bytes: &[u8]) -> bool {
+    let cut_short = bytes.iter().all(u8::is_ascii_whitespace)
+        || serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err_and(|e| e.is_eof());
+    cut_short
+        && fs::symlink_metadata(path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| !t.elapsed().is_ok_and(|age| age >= SETTLE))
 }
 
 const STAGING: &str = ".clawboard/intake";
@@ -56,6 +75,9 @@ pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
         }
         Ok(Ok(b)) => b,
     };
+    if unsettled(&path, &bytes) {
+        return Ok(Intake::Unsettled);
+    }
     let submission: TaskSubmission = match validate::parse(&format!("inbox/{name}"), &bytes, &PathContext::default()) {
         Ok(s) => s,
         Err(Error::Invalid(inv)) => return reject(store, path, name, &render(&inv)),
@@ -135,10 +157,13 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
     let bytes = match store.read_bytes(&rel) {
         Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
         Err(Error::Invalid(inv)) => {
-            return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv));
+            return reject_in_place(store, task_id, &render(&inv));
         }
         other => other?,
     };
+    if unsettled(&store.path(&rel), &bytes) {
+        return Ok(Intake::Unsettled);
+    }
     let shown = rel.to_string();
     let task = match validate::parse::<Task>(&shown, &bytes, &ctx) {
         Ok(t) if t.status != TaskStatus::Pending => return Ok(Intake::Ignored("not pending")),
@@ -156,10 +181,10 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
                 let why = format!(
                     "{shown}: /taskId: {claimed:?} is not the task of its directory tasks/{task_id}/; write it to tasks/{claimed}/ or drop it in inbox/\n"
                 );
-                return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &why);
+                return reject_in_place(store, task_id, &why);
             }
             Err(Error::Invalid(inv)) => {
-                return reject(store, store.path(&rel), &format!("{task_id}.task.json"), &render(&inv));
+                return reject_in_place(store, task_id, &render(&inv));
             }
             Err(e) => return Err(e),
         },
@@ -196,6 +221,22 @@ pub fn take_pulled_task(store: &Store, task_id: &str) -> Result<Intake, Error> {
         return Ok(Intake::Ignored("already claimed"));
     }
     Ok(Intake::Accepted(task_id.to_owned()))
+}
+
+/// Rejects `tasks/{id}/task.json`, and removes `tasks/{id}/` if that leaves it empty:
+/// no task was made, so no directory should be left to look like one.
+fn reject_in_place(store: &Store, task_id: &str, reason: &str) -> Result<Intake, Error> {
+    let rel = RelPath::new(&layout::task_file(task_id, layout::TASK_FILE))?;
+    let out = reject(store, store.path(&rel), &format!("{task_id}.task.json"), reason)?;
+    if let Some(dir) = store.path(&rel).parent() {
+        match fs::remove_dir(dir) {
+            Ok(()) => {}
+            // Not empty (the writer put more there), or gone: leave it.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::NotFound) => {}
+            Err(e) => return Err(Error::Io { path: dir.to_owned(), source: e }),
+        }
+    }
+    Ok(out)
 }
 
 /// Moves `src` to `inbox/rejected/` (a free name based on `name`) with `.error.txt` beside it.
@@ -274,7 +315,7 @@ mod tests {
         let txt = fs::read_to_string(d.path().join("inbox/rejected/bad.json.error.txt")).unwrap();
         assert_eq!(txt.trim_end(), reason);
         // The same name again gets a new name in rejected/.
-        fs::write(d.path().join("inbox/bad.json"), "{").unwrap();
+        fs::write(d.path().join("inbox/bad.json"), "{]").unwrap();
         let Intake::Rejected { file, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
         assert_ne!(file, "bad.json");
     }
@@ -318,5 +359,44 @@ mod tests {
         let t: Task = store.read(&RelPath::new("tasks/t-p/task.json").unwrap()).unwrap();
         assert_eq!(t.status, TaskStatus::Pending);
         assert_eq!(take_task_file(&store, "t-p").unwrap(), Intake::Ignored("already claimed"));
+    }
+
+    fn age(path: &std::path::Path, secs: u64) {
+        let f = fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(secs)).unwrap();
+    }
+
+    #[test]
+    fn a_file_cut_short_waits_while_fresh_and_is_rejected_once_quiet() {
+        let (d, store) = tree();
+        let inbox = d.path().join("inbox/slow.json");
+        for partial in ["", "  \n", r#"{"type":"coding","#, r#"{"type":"coding","description":"x"#] {
+            fs::write(&inbox, partial).unwrap();
+            assert_eq!(take_inbox_file(&store, "slow.json").unwrap(), Intake::Unsettled, "{partial:?}");
+        }
+        assert!(inbox.exists(), "left where it is");
+        // Complete and valid JSON is never waited for, fresh or not: a bad field is final.
+        fs::write(&inbox, r#"{"type":"coding","description":"x","priority":"urgent"}"#).unwrap();
+        assert!(matches!(take_inbox_file(&store, "slow.json").unwrap(), Intake::Rejected { .. }));
+        fs::write(&inbox, r#"{"type":"coding","description":"x"#).unwrap();
+        age(&inbox, 3);
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "slow.json").unwrap() else { panic!() };
+        assert!(reason.contains("ends too early"), "{reason}");
+
+        let dir = d.path().join("tasks/t-slow");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("task.json"), r#"{"taskId":"t-slow","#).unwrap();
+        assert_eq!(take_task_file(&store, "t-slow").unwrap(), Intake::Unsettled);
+        age(&dir.join("task.json"), 3);
+        assert!(matches!(take_task_file(&store, "t-slow").unwrap(), Intake::Rejected { .. }));
+        assert!(!dir.exists(), "the empty directory the writer made is gone with its file");
+        assert!(d.path().join("inbox/rejected/t-slow.task.json").exists());
+        // A directory with something else in it stays.
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("notes.md"), "mine").unwrap();
+        fs::write(dir.join("task.json"), "{").unwrap();
+        age(&dir.join("task.json"), 3);
+        assert!(matches!(take_task_file(&store, "t-slow").unwrap(), Intake::Rejected { .. }));
+        assert!(dir.join("notes.md").exists());
     }
 }

@@ -1,6 +1,12 @@
 //! The intake consumer of the journal: replays from its durable cursor at start,
 //! then takes live entries. Dropped task files become tasks; escalation files wake
 //! held tasks. The cursor advances only after a batch is durably handled.
+//!
+//! A task file that is empty or cut short and still fresh ([`Intake::Unsettled`]) is
+//! looked at again on its next close, or after [`intake::SETTLE`] of quiet; until
+//! then the stored cursor stays below its entry, so a crash replays it.
+
+use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
@@ -12,12 +18,32 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::dispatch::Dispatcher;
 
 /// What an entry asks of intake.
+#[derive(Clone)]
 enum Job {
     Inbox(String),
     TaskFile(String),
     /// A `task.json` pulled from another node.
     PulledTask(String),
     Escalation(String),
+}
+
+impl Job {
+    /// The file a job is about, for the jobs that can wait (see [`Intake::Unsettled`]).
+    fn file(&self) -> Option<String> {
+        match self {
+            Job::Inbox(name) => Some(format!("inbox/{name}")),
+            Job::TaskFile(id) => Some(format!("tasks/{id}/task.json")),
+            Job::PulledTask(_) | Job::Escalation(_) => None,
+        }
+    }
+}
+
+/// A job whose file looked unfinished: its entry's sequence number (the cursor is
+/// stored below it) and when to try again.
+struct Waiting {
+    seq: u64,
+    job: Job,
+    due: tokio::time::Instant,
 }
 
 fn job(e: &Entry) -> Option<Job> {
@@ -48,64 +74,106 @@ pub struct IntakeConsumer {
 impl IntakeConsumer {
     /// Handles entries after the cursor; returns the new cursor. The cursor file is
     /// written every [`CURSOR_EVERY`] entries and at the end, always after the work
-    /// it covers is durable. Intake is idempotent (a taken inbox file is gone, a
-    /// claimed task is not claimed again), so the few entries a crash replays cost
-    /// nothing but a look.
-    async fn handle(&self, entries: Vec<Entry>, cursor: u64, stored: &mut u64) -> anyhow::Result<u64> {
+    /// it covers is durable, and never past a waiting job's entry. Intake is
+    /// idempotent (a taken inbox file is gone, a claimed task is not claimed again),
+    /// so the few entries a crash replays cost nothing but a look.
+    async fn handle(
+        &self,
+        entries: Vec<Entry>,
+        cursor: u64,
+        stored: &mut u64,
+        waiting: &mut BTreeMap<String, Waiting>,
+    ) -> anyhow::Result<u64> {
         let entries: Vec<Entry> = entries.into_iter().filter(|e| e.seq > cursor).collect();
         let Some(last) = entries.last().map(|e| e.seq) else { return Ok(cursor) };
-        let jobs: Vec<Job> = entries.iter().filter_map(job).collect();
-        if jobs.is_empty() {
-            self.maybe_store(last, stored)?;
-            return Ok(last);
+        let jobs: Vec<(u64, Job)> = entries.iter().filter_map(|e| Some((e.seq, job(e)?))).collect();
+        if !jobs.is_empty() {
+            tracing::debug!(jobs = jobs.len(), "intake batch");
+            self.run_jobs(jobs, waiting).await?;
         }
-        tracing::debug!(jobs = jobs.len(), "intake batch");
-        let store = self.store.clone();
-        let (accepted, escalations) =
-            tokio::task::spawn_blocking(move || -> anyhow::Result<(Vec<String>, Vec<String>)> {
-                let mut accepted = Vec::new();
-                let mut escalations = Vec::new();
-                for job in jobs {
-                    let outcome = match job {
-                        Job::Inbox(name) => intake::take_inbox_file(&store, &name),
-                        Job::TaskFile(id) => intake::take_task_file(&store, &id),
-                        Job::PulledTask(id) => intake::take_pulled_task(&store, &id),
-                        Job::Escalation(id) => {
-                            escalations.push(id);
-                            continue;
-                        }
-                    };
-                    match outcome {
-                        Ok(Intake::Accepted(id)) => accepted.push(id),
-                        Ok(_) => {}
-                        // One bad file must not stop intake: it is logged and skipped.
-                        Err(e) => tracing::error!("intake: {e:#}"),
-                    }
-                }
-                Ok((accepted, escalations))
-            })
-            .await??;
-        for id in accepted {
-            self.dispatcher.accepted(&id);
-            match &self.cluster {
-                Some(c) => {
-                    let c = c.clone();
-                    tokio::spawn(async move { c.accepted(id).await });
-                }
-                None => self.dispatcher.enqueue(id),
-            }
-        }
-        for id in escalations {
-            self.dispatcher.escalation_changed(&id);
-        }
-        self.maybe_store(last, stored)?;
+        self.maybe_store(last, stored, waiting, false)?;
         Ok(last)
     }
 
-    fn maybe_store(&self, last: u64, stored: &mut u64) -> anyhow::Result<()> {
-        if last - *stored >= CURSOR_EVERY {
-            self.cursor.store(last)?;
-            *stored = last;
+    /// Runs jobs; a job whose file looks unfinished goes (or stays) in `waiting`,
+    /// under the older of its sequence numbers.
+    async fn run_jobs(&self, jobs: Vec<(u64, Job)>, waiting: &mut BTreeMap<String, Waiting>) -> anyhow::Result<()> {
+        let store = self.store.clone();
+        let outcomes = tokio::task::spawn_blocking(move || {
+            jobs.into_iter()
+                .map(|(seq, job)| {
+                    let outcome = match &job {
+                        Job::Inbox(name) => intake::take_inbox_file(&store, name),
+                        Job::TaskFile(id) => intake::take_task_file(&store, id),
+                        Job::PulledTask(id) => intake::take_pulled_task(&store, id),
+                        Job::Escalation(_) => Ok(Intake::Ignored("an escalation")),
+                    };
+                    (seq, job, outcome)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        for (seq, job, outcome) in outcomes {
+            if let Some(file) = job.file() {
+                match outcome {
+                    Ok(Intake::Unsettled) => {
+                        let due = tokio::time::Instant::now() + intake::SETTLE;
+                        tracing::debug!(file, "not finished yet; looking again on its next close or when quiet");
+                        let w = waiting.entry(file).or_insert(Waiting { seq, job: job.clone(), due });
+                        w.due = due;
+                        continue;
+                    }
+                    _ => {
+                        waiting.remove(&file);
+                    }
+                }
+            }
+            match (job, outcome) {
+                (Job::Escalation(id), _) => self.dispatcher.escalation_changed(&id),
+                (_, Ok(Intake::Accepted(id))) => {
+                    self.dispatcher.accepted(&id);
+                    match &self.cluster {
+                        Some(c) => {
+                            let c = c.clone();
+                            tokio::spawn(async move { c.accepted(id).await });
+                        }
+                        None => self.dispatcher.enqueue(id),
+                    }
+                }
+                (_, Ok(_)) => {}
+                // One bad file must not stop intake: it is logged and skipped.
+                (_, Err(e)) => tracing::error!("intake: {e:#}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the waiting jobs that are due.
+    async fn retry_due(&self, waiting: &mut BTreeMap<String, Waiting>) -> anyhow::Result<()> {
+        let now = tokio::time::Instant::now();
+        let due: Vec<(u64, Job)> = waiting.values().filter(|w| w.due <= now).map(|w| (w.seq, w.job.clone())).collect();
+        // Out of the list while they run; the unsettled ones come back with their seq.
+        for (_, job) in &due {
+            if let Some(f) = job.file() {
+                waiting.remove(&f);
+            }
+        }
+        self.run_jobs(due, waiting).await
+    }
+
+    /// Stores the cursor every [`CURSOR_EVERY`] entries (or now, if `force`), never
+    /// at or past a waiting job's entry.
+    fn maybe_store(
+        &self,
+        last: u64,
+        stored: &mut u64,
+        waiting: &BTreeMap<String, Waiting>,
+        force: bool,
+    ) -> anyhow::Result<()> {
+        let storable = waiting.values().map(|w| w.seq.saturating_sub(1)).fold(last, u64::min);
+        if storable > *stored && (force || storable - *stored >= CURSOR_EVERY) {
+            self.cursor.store(storable)?;
+            *stored = storable;
         }
         Ok(())
     }
@@ -118,26 +186,37 @@ impl IntakeConsumer {
     ) -> anyhow::Result<()> {
         let mut cursor = self.cursor.load()?;
         let mut stored = cursor;
+        let mut waiting = BTreeMap::new();
         let journal_dir = self.store.root().join(".clawboard/journal");
         loop {
             let batch = read_after(&journal_dir, cursor, 10_000)?;
             if batch.is_empty() {
                 break;
             }
-            cursor = self.handle(batch, cursor, &mut stored).await?;
+            cursor = self.handle(batch, cursor, &mut stored, &mut waiting).await?;
         }
         loop {
+            let next = waiting.values().map(|w| w.due).min();
             tokio::select! {
                 batch = live.recv() => match batch {
-                    Some(b) => cursor = self.handle(b, cursor, &mut stored).await?,
+                    Some(b) => cursor = self.handle(b, cursor, &mut stored, &mut waiting).await?,
                     None => break,
                 },
+                () = sleep_until_some(next) => {
+                    self.retry_due(&mut waiting).await?;
+                    self.maybe_store(cursor, &mut stored, &waiting, false)?;
+                }
                 _ = clawboard_roles::runner::fired(&mut stop) => break,
             }
         }
-        if cursor != stored {
-            self.cursor.store(cursor)?;
-        }
-        Ok(())
+        self.maybe_store(cursor, &mut stored, &waiting, true)
+    }
+}
+
+/// Sleeps until `at`, or forever if there is nothing to wait for.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -23,6 +23,11 @@ use tokio::sync::mpsc::UnboundedSender;
 const CHANNEL: usize = 1 << 16;
 /// How long after a new directory is first scanned it is scanned again (see `State::run`).
 const NEW_DIR_RESCAN: std::time::Duration = std::time::Duration::from_millis(200);
+/// A file a new directory's scan finds that was written less than this long ago, and
+/// has not been closed, may still be open for writing (`mkdir t && cat > t/task.json`,
+/// in several `write(2)` calls): it is journaled at its close event, or once it has
+/// been this quiet for writers that keep it open.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 /// Index snapshot after this many journaled changes (and at shutdown).
 const SNAPSHOT_EVERY: usize = 20_000;
 
@@ -164,6 +169,17 @@ impl Recorder {
     }
 }
 
+/// A new file written less than [`SETTLE`] ago: perhaps still open for writing.
+fn still_written(c: &Change) -> bool {
+    let Some(mtime_ns) = c.mtime_ns.filter(|_| c.kind == clawboard_core::journal::ChangeKind::Put) else {
+        return false;
+    };
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    now_ns.saturating_sub(mtime_ns) < i64::try_from(SETTLE.as_nanos()).unwrap_or(i64::MAX)
+}
+
 impl State {
     fn run(mut self, rx: Receiver<Msg>) -> anyhow::Result<()> {
         let mut stop = false;
@@ -171,13 +187,17 @@ impl State {
         // it adds the directory's watch, so a file created between our first scan
         // and that watch has no event; the second scan, after the watch, finds it.
         let mut rescan_later: Vec<(std::time::Instant, PathBuf)> = Vec::new();
+        // Files found by such a scan while perhaps still being written (see SETTLE),
+        // with when to look at them again.
+        let mut settling: BTreeMap<String, std::time::Instant> = BTreeMap::new();
         while !stop {
-            let first = match rescan_later.first() {
+            let next = rescan_later.first().map(|(t, _)| *t).into_iter().chain(settling.values().copied()).min();
+            let first = match next {
                 None => match rx.recv() {
                     Ok(m) => Some(m),
                     Err(_) => break,
                 },
-                Some((due, _)) => match rx.recv_timeout(due.saturating_duration_since(std::time::Instant::now())) {
+                Some(due) => match rx.recv_timeout(due.saturating_duration_since(std::time::Instant::now())) {
                     Ok(m) => Some(m),
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
@@ -223,10 +243,31 @@ impl State {
                 for dir in dirs.iter().chain(&due) {
                     // A directory that appeared: its files may predate its watch.
                     for c in self.index.scan(&self.root, dir, false)? {
-                        if !changes.iter().any(|x: &Change| x.path == c.path) {
+                        if changes.iter().any(|x: &Change| x.path == c.path) {
+                            continue;
+                        }
+                        if !paths.contains_key(&c.path) && still_written(&c) {
+                            settling.entry(c.path).or_insert(now + SETTLE);
+                        } else {
                             changes.push(c);
                         }
                     }
+                }
+            }
+            // A settling file that was closed is taken below with its close event;
+            // one that has been quiet for SETTLE is taken now.
+            settling.retain(|path, _| !paths.contains_key(path));
+            let quiet: Vec<String> = settling.iter().filter(|(_, t)| **t <= now).map(|(p, _)| p.clone()).collect();
+            for path in quiet {
+                let busy = std::fs::symlink_metadata(self.root.join(&path))
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .is_some_and(|t| t.elapsed().is_ok_and(|age| age < SETTLE));
+                if busy {
+                    settling.insert(path, now + SETTLE);
+                } else {
+                    settling.remove(&path);
+                    paths.entry(path).or_insert(Origin::Local);
                 }
             }
             for dir in dirs {
