@@ -314,3 +314,16 @@ fn every_help_has_an_example() {
         assert!(r.ok().stdout.contains("Examples:"), "{args:?}: {}", r.stdout);
     }
 }
+
+#[test]
+fn sync_push_and_sync_full_say_what_each_does() {
+    let t = Tree::new();
+    let push = t.run(&["sync", "push", "--help"]);
+    let full = t.run(&["sync", "full", "--help"]);
+    assert!(push.ok().stdout.starts_with("Push now what changed since the last push"), "{}", push.stdout);
+    assert!(full.ok().stdout.starts_with("Push the whole tree, every file"), "{}", full.stdout);
+    assert!(full.stdout.contains("Resumable"), "{}", full.stdout);
+    assert!(full.stdout.contains("clawboard sync full "), "its own examples: {}", full.stdout);
+    let list = t.run(&["sync", "--help"]);
+    assert!(list.ok().stdout.contains("full    Push the whole tree"), "{}", list.stdout);
+}

@@ -162,6 +162,18 @@ fn sync(t: &Tree, args: &[&str]) -> Run {
     t.run(&all)
 }
 
+/// Two nodes' edits meet: both push, logs are exchanged, every node pulls twice.
+fn push_both_and_pull_everywhere(c: &Cluster, a: &Tree, b: &Tree) {
+    sync(a, &["push"]).ok();
+    sync(b, &["push"]).ok();
+    exchange(&c.trees(), 2);
+    for _ in 0..2 {
+        for n in &c.nodes {
+            sync(&n.t, &["pull"]).ok();
+        }
+    }
+}
+
 fn task_ids(t: &Tree) -> Vec<String> {
     let mut ids: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
         .unwrap()
@@ -242,6 +254,40 @@ fn three_hundred_tasks_on_three_nodes_each_run_exactly_once(#[case] kind: Kind) 
     stop_all(daemons);
 }
 
+/// Reports are the daemons' own output, merged by taking the greater version; a
+/// report edited by hand is not, and its edit must survive another node's regeneration.
+#[test]
+fn a_report_edited_by_hand_survives_another_nodes_regeneration() {
+    let (_scratch, _bucket, c) = on(Kind::Dir);
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    let report = |t: &Tree| {
+        let cfg = t.dir.path().join("clawboard.toml");
+        t.run(&["--config", cfg.to_str().unwrap(), "report", "daily", "--date", "2026-11-20"]).ok();
+    };
+    let rel = "reports/daily/2026-11-20.md";
+    report(a);
+    sync(a, &["push"]).ok();
+    for n in &c.nodes {
+        sync(&n.t, &["pull"]).ok();
+    }
+    let note = "A note by hand: Friday's dip was the outage.";
+    let edited = format!("{}\n{note}\n", std::fs::read_to_string(a.root.join(rel)).unwrap());
+    std::fs::write(a.root.join(rel), &edited).unwrap();
+    // Regenerated a second later on b: its "Generated at" is greater than a's, so
+    // taking the greater version would drop the note.
+    std::thread::sleep(Duration::from_millis(1100));
+    report(b);
+    push_both_and_pull_everywhere(&c, a, b);
+    c.converge(1, "after the report conflict");
+    for n in &c.nodes {
+        let dir = n.t.root.join("reports/daily");
+        let versions: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().flatten().map(|e| std::fs::read_to_string(e.path()).unwrap()).collect();
+        assert_eq!(versions.len(), 2, "{}: the report and one conflict copy", n.id);
+        assert_eq!(versions.iter().filter(|v| v.contains(note)).count(), 1, "{}: the edit is kept", n.id);
+    }
+}
+
 #[rstest]
 #[case::dir(Kind::Dir)]
 #[case::s3s(Kind::S3s)]
@@ -258,14 +304,7 @@ fn the_same_file_edited_on_two_nodes_keeps_one_winner_and_one_copy_everywhere(#[
     std::fs::write(a.root.join("gm/notes.md"), "edited on a\n").unwrap();
     std::thread::sleep(Duration::from_millis(20));
     std::fs::write(b.root.join("gm/notes.md"), "edited on b, later\n").unwrap();
-    sync(a, &["push"]).ok();
-    sync(b, &["push"]).ok();
-    exchange(&c.trees(), 2);
-    for _ in 0..2 {
-        for n in &c.nodes {
-            sync(&n.t, &["pull"]).ok();
-        }
-    }
+    push_both_and_pull_everywhere(&c, a, b);
     c.converge(1, "after the conflict");
     for n in &c.nodes {
         let root = &n.t.root;

@@ -7,6 +7,7 @@
 
 mod board;
 mod escalation;
+mod generated;
 mod gm;
 mod harvest;
 mod roles;
@@ -16,6 +17,7 @@ mod team;
 
 pub use board::{BoardFile, STEP_STATES, Ty, Zone, board_schema, zone_spec};
 pub use escalation::{Decision, Escalation, Level};
+pub use generated::{is_sealed, seal};
 pub use gm::{PmPerformance, PmRecord};
 pub use harvest::{
     Cell, CrossPollination, DailyHarvest, Experience, HarvestedCell, HarvestedPollination, MemoryHarvest, WeeklyHarvest,

@@ -143,7 +143,7 @@ pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
 /// node's entry; of two versions of one node's entry, the one with the later
 /// times), `gm/decisions.md` and `gm/arbitrations.md` (the union of entries), and
 /// the recomputed `gm/pm-performance.json` and `reports/**.md` (the greater
-/// version). Deterministic, so every node computes the same bytes.
+/// version; of reports, only two sealed as a daemon wrote them). Deterministic, so every node computes the same bytes.
 pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
     use clawboard_core::formats::{MemoryQueue, QueueStatus};
     if path == "shared/knowledge-sync.json" {
@@ -154,8 +154,14 @@ pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>>
     }
     // Recomputed by every daemon from the same tree: the two versions differ only
     // by what each node had seen. Either is right; take the greater, deterministically.
-    if path == "gm/pm-performance.json" || (path.starts_with("reports/") && path.ends_with(".md")) {
+    if path == "gm/pm-performance.json" {
         return Some(ours.max(theirs).to_vec());
+    }
+    // A report edited by hand (its seal gone or broken) is no daemon's output: left to
+    // the usual rules, so the edit survives as the kept version or a conflict copy.
+    if path.starts_with("reports/") && path.ends_with(".md") {
+        use clawboard_core::formats::is_sealed;
+        return (is_sealed(ours) && is_sealed(theirs)).then(|| ours.max(theirs).to_vec());
     }
     if path != "roles/memory-queue.json" {
         return None;
@@ -968,7 +974,15 @@ mod tests {
         assert_eq!(same, ours.as_bytes(), "merging a file with itself changes nothing");
         let (a, b) = (b"{\"pms\":{}}".as_slice(), b"{\"pms\":{\"pm\":1}}".as_slice());
         assert_eq!(merge_contents("gm/pm-performance.json", a, b), merge_contents("gm/pm-performance.json", b, a));
-        assert_eq!(merge_contents("reports/daily/2026-11-21.md", b"x", b"y"), Some(b"y".to_vec()));
+        let (x, y) = (clawboard_core::formats::seal("x"), clawboard_core::formats::seal("y"));
+        let report = "reports/daily/2026-11-21.md";
+        let greater = x.as_bytes().max(y.as_bytes()).to_vec();
+        assert_eq!(merge_contents(report, x.as_bytes(), y.as_bytes()), Some(greater.clone()));
+        assert_eq!(merge_contents(report, y.as_bytes(), x.as_bytes()), Some(greater));
+        // Edited by hand on one side (or written before seals): no silent pick.
+        let by_hand = x.replace('x', "x, and a note by hand");
+        assert_eq!(merge_contents(report, by_hand.as_bytes(), y.as_bytes()), None);
+        assert_eq!(merge_contents(report, y.as_bytes(), b"y"), None);
         let edited = format!("# GM decisions\n\n- a decision written by hand\n{e1}");
         assert_eq!(merge_contents("gm/decisions.md", ours.as_bytes(), edited.as_bytes()), None, "not an append");
     }

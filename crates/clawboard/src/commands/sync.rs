@@ -28,8 +28,15 @@ Examples:
   clawboard sync verify --fix  # and repair the bucket
   clawboard sync full          # first push of an existing tree (resumable)")]
 pub enum SyncCommand {
+    /// Push now what changed since the last push
     Push(PushArgs),
     Pull(PullArgs),
+    /// Push the whole tree, every file, not only what changed: the first push of an
+    /// existing tree, or a bucket refilled from scratch. Resumable: run it again after
+    /// an interruption and it goes on from where it stopped
+    #[command(after_help = "Examples:
+  clawboard sync full          # push every file of the tree
+  clawboard sync full --json")]
     Full(PushArgs),
     Status(StatusArgs),
     Verify(VerifyArgs),

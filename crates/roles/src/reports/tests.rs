@@ -204,7 +204,9 @@ fn the_same_tree_and_clock_give_the_same_bytes() {
     assert_eq!(render(&store, p, now()).unwrap(), render(&store, p, now()).unwrap());
     let rel = super::write(&store, p, now()).unwrap();
     assert_eq!(rel, "reports/weekly/2026-W47.md");
-    assert_eq!(std::fs::read_to_string(store.root().join(rel)).unwrap(), render(&store, p, now()).unwrap());
+    let written = std::fs::read_to_string(store.root().join(rel)).unwrap();
+    assert_eq!(written, clawboard_core::formats::seal(&render(&store, p, now()).unwrap()));
+    assert!(clawboard_core::formats::is_sealed(written.as_bytes()));
 }
 
 #[test]
