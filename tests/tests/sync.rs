@@ -428,3 +428,35 @@ fn an_interrupted_full_push_resumes_where_it_stopped() {
     let puts = server.object_puts(&bucket.name);
     assert!(puts >= files && puts <= files + 2, "{puts} PUTs for {files} files: {:#?}", server.repeated(&object_puts));
 }
+
+/// A node's first pull lists the bucket, for what no change log covers. What this
+/// node pushed itself is not downloaded again: not on moto, whose listings carry
+/// ETags, and not on s3s-fs, whose listings carry none (one HEAD per object at most).
+#[rstest]
+#[case::moto(Kind::Moto)]
+#[case::s3s(Kind::S3s)]
+fn a_first_pull_after_sync_full_downloads_nothing_this_node_pushed(#[case] kind: Kind) {
+    let t = Tree::init();
+    let bucket = Bucket::new(kind, t.dir.path());
+    let sync_cfg = bucket.sync_config(t.dir.path(), "schedule = \"0 0 0 1 1 *\"");
+    t.config(&format!("{}\n{sync_cfg}", sh_config("")));
+    fill(&t.root, 40);
+    let full = sync(&t, &["full", "--no-progress"]);
+    assert_eq!(full.code, 0, "{}{}", full.stdout, full.stderr);
+    let objects = bucket.objects().len() as u64;
+    assert!(objects > 300, "{objects} objects");
+    let d = t.daemon();
+    let status = t.root.join(".clawboard/sync/status.json");
+    let mut st = serde_json::Value::Null;
+    wait_until(60, "the daemon's first pull", || {
+        st = std::fs::read(&status).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        st["thisProcess"]["pid"] == d.child.id() && st["lastPullAt"].is_string()
+    });
+    assert_eq!(st["lastPull"]["full"], true, "the first pull reconciles by listing: {st}");
+    assert_eq!(st["lastPull"]["applied"], 0, "{st}");
+    let requests = &st["thisProcess"]["requests"];
+    let log = std::fs::read_to_string(&d.log).unwrap_or_default();
+    assert_eq!(requests["get"], 0, "no object this node pushed is downloaded: {requests}\n{log}");
+    assert!(requests["head"].as_u64().unwrap() <= objects, "at most one HEAD per object: {requests}");
+    assert_eq!(d.stop(), 0);
+}

@@ -172,8 +172,11 @@ impl<R: Remote> Pusher<R> {
         for o in listed {
             let Some(node) = o.key.strip_prefix(NODES_PREFIX).and_then(|k| k.strip_suffix(".json")) else { continue };
             let cached = self.beats.lock().ok().and_then(|c| c.get(node).cloned());
-            if let (Some((etag, beat)), Some(listed)) = (&cached, &o.etag)
-                && etag == listed
+            // This node's own beat is the one it last wrote (another writer of the same
+            // id is caught by the next beat's If-Match); others are read again when their
+            // listed ETag changed, or on every listing that carries no ETag.
+            if let Some((etag, beat)) = &cached
+                && (node == self.node || o.etag.as_ref() == Some(etag))
             {
                 out.push((beat.clone(), etag.clone()));
                 continue;

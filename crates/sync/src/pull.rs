@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::log::{self, LogEntry, Op, Segment};
-use crate::push::{Pusher, log_entry, sync_dir};
+use crate::push::{Guards, Pusher, log_entry, sync_dir};
 use crate::remote::{Body, Condition, META_HLC, META_NODE, META_VV, ObjectInfo, PutOutcome, Remote};
 use crate::state::Pushed;
 use crate::version::{self, Order, Vv};
@@ -249,8 +249,9 @@ fn merge_extra(
     a
 }
 
-/// The version an object's metadata names; `None` without clawboard metadata.
-fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
+/// The author, version vector and HLC stamp an object's metadata names (HEAD or
+/// GET); `None` without clawboard metadata.
+fn stamp_of(info: &ObjectInfo) -> Option<(String, Vv, u64)> {
     let author = info.metadata.get(META_NODE)?.clone();
     clawboard_core::check_id(&author).ok()?;
     // Objects pushed before versions existed: one version by their author.
@@ -261,6 +262,12 @@ fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
     if vv.keys().any(|n| clawboard_core::check_id(n).is_err()) {
         return None;
     }
+    Some((author, vv, hlc))
+}
+
+/// The version an object's metadata names; `None` without clawboard metadata.
+fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
+    let (author, vv, hlc) = stamp_of(info)?;
     Some(Pushed {
         hash: blake3::hash(bytes).to_hex().to_string(),
         size: bytes.len() as u64,
@@ -280,11 +287,11 @@ impl<R: Remote> Pusher<R> {
     /// Applies what other nodes pushed since this node's cursors. `allow_mass_delete`
     /// overrides the mass-delete guard (after a human checked).
     pub async fn pull(&self, allow_mass_delete: bool) -> Result<PullReport> {
-        let _guards = self.exclusive().await?;
+        let mut guards = Some(self.exclusive().await?);
         self.load_state()?;
         let started = Instant::now();
         let result = match self.flush_log().await {
-            Ok(()) => self.pull_locked(allow_mass_delete).await,
+            Ok(()) => self.pull_locked(allow_mass_delete, &mut guards).await,
             Err(e) => Err(e),
         };
         let result = result.map(|mut r| {
@@ -335,12 +342,12 @@ impl<R: Remote> Pusher<R> {
         Ok(self.retry(|| self.remote.get(key)).await?)
     }
 
-    async fn pull_locked(&self, allow_mass_delete: bool) -> Result<PullReport> {
+    async fn pull_locked<'a>(&'a self, allow_mass_delete: bool, guards: &mut Option<Guards<'a>>) -> Result<PullReport> {
         let dir = sync_dir(&self.root);
         if !dir.join("pull.json").exists() {
             // A node's first pull lists the bucket: objects pushed before the change log
             // existed (or expired from it) are in no segment this node could read.
-            return self.reconcile(allow_mass_delete, Cursors::default()).await;
+            return self.reconcile(allow_mass_delete, Cursors::default(), guards).await;
         }
         let mut cursors = Cursors::load(&dir)?;
         let mut report = PullReport::default();
@@ -362,7 +369,7 @@ impl<R: Remote> Pusher<R> {
                         found = seq,
                         "the change log no longer covers this node's cursor; reconciling by listing"
                     );
-                    return self.reconcile(allow_mass_delete, cursors).await;
+                    return self.reconcile(allow_mass_delete, cursors, guards).await;
                 }
                 expect += 1;
                 let Some((bytes, _)) = self.get(&o.key).await? else {
@@ -370,7 +377,7 @@ impl<R: Remote> Pusher<R> {
                         key = o.key,
                         "a segment vanished while being read (expired); reconciling by listing"
                     );
-                    return self.reconcile(allow_mass_delete, cursors).await;
+                    return self.reconcile(allow_mass_delete, cursors, guards).await;
                 };
                 match serde_json::from_slice::<Segment>(&bytes) {
                     Ok(s) if s.node == node && s.seq == seq => pending.push(s),
@@ -842,7 +849,18 @@ impl<R: Remote> Pusher<R> {
     }
 
     /// A full reconcile by listing, when the change log does not cover a cursor.
-    async fn reconcile(&self, allow_mass_delete: bool, mut cursors: Cursors) -> Result<PullReport> {
+    ///
+    /// An object whose listed ETag is the one this node recorded is skipped; any other
+    /// is looked at with a HEAD (listings of some servers, s3s-fs among them, carry no
+    /// ETag), and fetched only when its metadata names a version this node does not
+    /// hold. Every [`RECONCILE_SLICE`] the lock is let go for a moment, so a push
+    /// waiting for it goes out while a large bucket is being compared.
+    async fn reconcile<'a>(
+        &'a self,
+        allow_mass_delete: bool,
+        mut cursors: Cursors,
+        guards: &mut Option<Guards<'a>>,
+    ) -> Result<PullReport> {
         let mut report = PullReport { full: true, ..PullReport::default() };
         // Where each node's log stands before the listing: segments after it are
         // applied by the next pull (again, harmlessly, if the listing had them).
@@ -869,28 +887,58 @@ impl<R: Remote> Pusher<R> {
         let mut gone = Vec::new();
         for (path, rec) in &synced {
             if !present.contains(path.as_str()) && !self.is_excluded(path) && !self.local(path, Some(rec))?.dirty {
-                gone.push(path.clone());
+                gone.push((path.clone(), rec.clone()));
             }
         }
         self.guard_deletes(gone.len(), allow_mass_delete)?;
-        for o in &objects {
-            let known = self.with_state(|s| Ok(s.get(&o.key).map(|r| r.etag.clone())))?;
-            if known.is_some_and(|e| Some(&e) == o.etag.as_ref() && !e.is_empty()) {
-                continue;
-            }
-            let Some((bytes, info)) = self.get(&o.key).await? else { continue };
-            match version_of(&info, &bytes) {
-                Some(record) if RelPath::new(&o.key).is_ok() => {
-                    self.apply(Incoming { path: o.key.clone(), record, body: Some(bytes) }, &mut report).await?;
+        let mut held_since = Instant::now();
+        for chunk in objects.chunks(64) {
+            let mut looked = futures_util::stream::iter(chunk.to_vec())
+                .map(|o| async move {
+                    let lacks = self.lacks(&o).await;
+                    (o, lacks)
+                })
+                .buffered(self.settings.concurrency.max(1));
+            while let Some((o, lacks)) = looked.next().await {
+                match lacks? {
+                    Lacks::No => continue,
+                    Lacks::Unversioned => {
+                        report.skipped.push(format!("{}: the object has no clawboard version", o.key));
+                        continue;
+                    }
+                    Lacks::Maybe => {}
                 }
-                _ => report.skipped.push(format!("{}: the object has no clawboard version", o.key)),
+                tracing::debug!(key = o.key, "reconcile: fetching a version this node may lack");
+                let Some((bytes, info)) = self.get(&o.key).await? else { continue };
+                match version_of(&info, &bytes) {
+                    Some(record) if RelPath::new(&o.key).is_ok() => {
+                        self.apply(Incoming { path: o.key.clone(), record, body: Some(bytes) }, &mut report).await?;
+                    }
+                    _ => report.skipped.push(format!("{}: the object has no clawboard version", o.key)),
+                }
+            }
+            drop(looked);
+            if held_since.elapsed() >= RECONCILE_SLICE {
+                self.with_state(crate::state::PushState::sync)?;
+                *guards = None;
+                // Long enough for a process blocked on the lock to take it first.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                *guards = Some(self.exclusive().await?);
+                self.load_state()?;
+                held_since = Instant::now();
             }
         }
-        for path in gone {
+        for (path, listed) in gone {
+            // Gone unless a push sent another version while the lock was let go, or
+            // the file changed here meanwhile.
+            let rec = self.with_state(|s| Ok(s.get(&path).cloned()))?;
+            if rec.as_ref() != Some(&listed) || self.local(&path, rec.as_ref())?.dirty {
+                continue;
+            }
             let rel = RelPath::new(&path)?;
             let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
             writer.remove(&rel)?;
-            let vv = self.with_state(|s| Ok(s.get(&path).map(|r| r.vv.clone())))?.unwrap_or_default();
+            let vv = listed.vv;
             self.with_state(|s| s.record(&path, Some(Pushed { vv, deleted: true, ..Pushed::default() })))?;
             report.deleted += 1;
         }
@@ -901,6 +949,41 @@ impl<R: Remote> Pusher<R> {
         Ok(report)
     }
 }
+
+/// What a reconcile's look at one listed object found.
+enum Lacks {
+    /// The version this node holds (same ETag, or a HEAD naming an older or equal version).
+    No,
+    /// Not written by clawboard (no version in its metadata): left alone.
+    Unversioned,
+    /// Perhaps a version this node lacks: fetched and applied.
+    Maybe,
+}
+
+impl<R: Remote> Pusher<R> {
+    /// Whether the listed object `o` may hold a version this node lacks, without
+    /// downloading it: by its listed ETag, else by a HEAD of its metadata.
+    async fn lacks(&self, o: &ObjectInfo) -> Result<Lacks> {
+        let Some(rec) = self.with_state(|s| Ok(s.get(&o.key).cloned()))? else { return Ok(Lacks::Maybe) };
+        match &o.etag {
+            Some(listed) if !rec.etag.is_empty() => {
+                // Another ETag than the one recorded: a version from elsewhere, fetched at once.
+                return Ok(if *listed == rec.etag { Lacks::No } else { Lacks::Maybe });
+            }
+            _ => {}
+        }
+        self.counts.head.fetch_add(1, Ordering::Relaxed);
+        let Some(info) = self.retry(|| self.remote.head(&o.key)).await? else { return Ok(Lacks::No) };
+        Ok(match stamp_of(&info) {
+            None => Lacks::Unversioned,
+            Some((_, vv, _)) if matches!(version::compare(&vv, &rec.vv), Order::Older | Order::Same) => Lacks::No,
+            Some(_) => Lacks::Maybe,
+        })
+    }
+}
+
+/// How long a reconcile holds the push lock before it lets a waiting push through.
+const RECONCILE_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The bytes of `root/rel` if it is a regular file reached through real directories
 /// (never a link, never a FIFO); `None` when it is not such a file.
@@ -1056,6 +1139,71 @@ mod failure_tests {
         async fn delete_many(&self, k: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
             self.inner.delete_many(k).await
         }
+    }
+
+    /// The directory backend as a far server whose listings carry no ETag (as
+    /// s3s-fs's): every HEAD takes 50 ms.
+    struct FarNoEtags(DirRemote);
+
+    impl Remote for FarNoEtags {
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+        async fn put(&self, k: &str, b: Body, m: &Metadata, c: &Condition) -> Result<PutOutcome, RemoteError> {
+            self.0.put(k, b, m, c).await
+        }
+        async fn get(&self, k: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
+            self.0.get(k).await
+        }
+        async fn head(&self, k: &str) -> Result<Option<ObjectInfo>, RemoteError> {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            self.0.head(k).await
+        }
+        async fn list(&self, p: &str, a: Option<&str>, m: usize) -> Result<Page, RemoteError> {
+            let mut page = self.0.list(p, a, m).await?;
+            page.objects.iter_mut().for_each(|o| o.etag = None);
+            Ok(page)
+        }
+        async fn delete(&self, k: &str) -> Result<(), RemoteError> {
+            self.0.delete(k).await
+        }
+        async fn delete_many(&self, k: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
+            self.0.delete_many(k).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_first_pull_heads_instead_of_downloading_and_lets_a_push_through() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("a");
+        let a = node(FarNoEtags(DirRemote::open(&d.path().join("bucket")).unwrap()), &root, "a");
+        for i in 0..600 {
+            std::fs::write(root.join(format!("gm/f{i:03}.md")), format!("{i}\n")).unwrap();
+        }
+        a.full().await.unwrap();
+        let before = a.counts.snapshot();
+        let started = Instant::now();
+        let pull = async {
+            let r = a.pull(false).await;
+            (r, started.elapsed())
+        };
+        let push = async {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            std::fs::write(root.join("gm/new.md"), "written during the first pull\n").unwrap();
+            let r = a.full().await;
+            (r, started.elapsed())
+        };
+        let ((pulled, pull_took), (pushed, push_took)) = tokio::join!(pull, push);
+        let pulled = pulled.unwrap();
+        assert!(pulled.full && pulled.applied == 0 && pulled.deleted == 0, "{pulled:?}");
+        assert_eq!(pushed.unwrap().uploaded, 1);
+        // 600 HEADs of 50 ms, 16 at a time, take about 1.9 s; the push waits one slice at most.
+        assert!(push_took < pull_took, "the push ({push_took:?}) waited for the whole pull ({pull_took:?})");
+        let after = a.counts.snapshot();
+        assert_eq!(after.get, before.get, "nothing this node pushed is downloaded");
+        let objects = crate::remote::list_all(a.remote().as_ref(), "").await.unwrap();
+        let objects = objects.iter().filter(|o| !a.is_excluded(&o.key)).count() as u64;
+        assert!(after.head - before.head <= objects, "one HEAD per object at most ({objects}): {after:?}");
     }
 
     fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Pusher<R> {

@@ -45,6 +45,10 @@ pub const RESERVED_PREFIXES: [&str; 3] = ["_log/", "_claims/", "_nodes/"];
 /// `roles/active.json` lists the role instances running on this node.
 pub const LOCAL_ONLY: [&str; 2] = ["shared/node-status.json", "roles/active.json"];
 
+/// This process's and every other process's exclusion from pushing and pulling:
+/// the in-process mutex and the lock on `.clawboard/sync/push.lock`.
+pub(crate) type Guards<'a> = (tokio::sync::MutexGuard<'a, ()>, File);
+
 /// Requests sent, by operation.
 #[derive(Debug, Default)]
 pub struct Counts {
@@ -370,7 +374,7 @@ impl<R: Remote> Pusher<R> {
     }
 
     /// Holds this process's sync mutex and the root's `push.lock` (one push or pull at a time).
-    pub(crate) async fn exclusive(&self) -> Result<(tokio::sync::MutexGuard<'_, ()>, File)> {
+    pub(crate) async fn exclusive(&self) -> Result<Guards<'_>> {
         let running = self.running.lock().await;
         let lock_path = sync_dir(&self.root).join("push.lock");
         let lock = tokio::task::spawn_blocking(move || -> Result<File> {
