@@ -398,3 +398,38 @@ s.serve_forever()
     assert!(result.contains("reviewed h1 over http (headers ok)"), "{result}");
     assert_eq!(d.stop(), 0);
 }
+
+/// The watcher covers the root and each directory under it but not `.clawboard/`:
+/// a directory made at the root while the daemon runs (or moved in whole) is
+/// watched from then on, and what is written deep inside it is journaled.
+#[test]
+fn directories_made_at_the_root_while_running_are_watched() {
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    let d = t.daemon();
+    let journaled = |rel: &str| {
+        std::fs::read_dir(t.root.join(".clawboard/journal"))
+            .unwrap()
+            .flatten()
+            .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|j| j.contains(&format!("\"{rel}\""))))
+    };
+    std::fs::create_dir_all(t.root.join("notes/deep")).unwrap();
+    std::fs::write(t.root.join("notes/deep/first.md"), "first\n").unwrap();
+    wait_until(10, "the file in the new directory", || journaled("notes/deep/first.md"));
+    // Made after the new directory's scan: only a watch on it sees this one.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::create_dir_all(t.root.join("notes/deeper/still")).unwrap();
+    std::fs::write(t.root.join("notes/deeper/still/later.md"), "later\n").unwrap();
+    wait_until(10, "a file written later, further down", || journaled("notes/deeper/still/later.md"));
+    let moved = t.dir.path().join("moved");
+    std::fs::create_dir_all(moved.join("sub")).unwrap();
+    std::fs::rename(&moved, t.root.join("moved")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(t.root.join("moved/sub/after.md"), "after\n").unwrap();
+    wait_until(10, "a file written into a directory moved in", || journaled("moved/sub/after.md"));
+    // The daemon's own state is never journaled.
+    std::fs::write(t.root.join(".clawboard/scratch-note"), "x").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!journaled(".clawboard/scratch-note"));
+    assert_eq!(d.stop(), 0);
+}

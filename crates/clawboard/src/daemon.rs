@@ -207,6 +207,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         let sync = sync::SyncLoop {
             pusher,
             task_ended: dispatcher.task_ended.clone(),
+            records_due: dispatcher.records_due.clone(),
             flusher: recorder.flusher(),
             checked: c.checked.subscribe(),
         };

@@ -862,23 +862,17 @@ impl<R: Remote> Pusher<R> {
         guards: &mut Option<Guards<'a>>,
     ) -> Result<PullReport> {
         let mut report = PullReport { full: true, ..PullReport::default() };
-        // Where each node's log stands before the listing: segments after it are
-        // applied by the next pull (again, harmlessly, if the listing had them).
-        let mut tops = BTreeMap::new();
-        for node in self.nodes().await? {
-            if node == self.node {
-                continue;
-            }
-            let listed = self.list_after(&log::node_prefix(&node), None).await?;
-            if let Some(seq) = listed.iter().filter_map(|o| log::seq_of(&o.key)).max() {
-                tops.insert(node, seq);
-            }
-        }
-        let objects: Vec<ObjectInfo> =
-            self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
-        let present: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+        // What this node shared before the listing: a file pushed while it runs is
+        // not taken for gone below.
         let synced: Vec<(String, Pushed)> = self
             .with_state(|s| Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect()))?;
+        // Listing a large bucket takes minutes on some servers (s3s-fs walks it for
+        // every page); it reads only the bucket, so pushes go on meanwhile.
+        *guards = None;
+        let listed = self.list_everything().await;
+        self.relock(guards).await?;
+        let (tops, objects) = listed?;
+        let present: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
         if objects.is_empty() && !synced.is_empty() && !allow_mass_delete {
             return Err(Error::Refused {
                 reason: format!("the bucket lists no files while this node has {} synced", synced.len()),
@@ -923,8 +917,7 @@ impl<R: Remote> Pusher<R> {
                 *guards = None;
                 // Long enough for a process blocked on the lock to take it first.
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                *guards = Some(self.exclusive().await?);
-                self.load_state()?;
+                self.relock(guards).await?;
                 held_since = Instant::now();
             }
         }
@@ -947,6 +940,32 @@ impl<R: Remote> Pusher<R> {
         cursors.save(&sync_dir(&self.root))?;
         self.flush_log().await?;
         Ok(report)
+    }
+}
+
+impl<R: Remote> Pusher<R> {
+    /// Where each other node's log stands, then every object of the bucket (this
+    /// node's own bookkeeping left out). Segments after a node's top are applied by
+    /// the next pull (again, harmlessly, if the listing had their objects).
+    async fn list_everything(&self) -> Result<(BTreeMap<String, u64>, Vec<ObjectInfo>)> {
+        let mut tops = BTreeMap::new();
+        for node in self.nodes().await? {
+            if node == self.node {
+                continue;
+            }
+            let listed = self.list_after(&log::node_prefix(&node), None).await?;
+            if let Some(seq) = listed.iter().filter_map(|o| log::seq_of(&o.key)).max() {
+                tops.insert(node, seq);
+            }
+        }
+        let objects = self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
+        Ok((tops, objects))
+    }
+
+    /// Takes the lock again after a reconcile let it go, and reads what a push did meanwhile.
+    async fn relock<'a>(&'a self, guards: &mut Option<Guards<'a>>) -> Result<()> {
+        *guards = Some(self.exclusive().await?);
+        self.load_state()
     }
 }
 

@@ -23,6 +23,9 @@ pub struct Dispatcher {
     pub failed: AtomicU64,
     /// Notified when a task reaches `completed` or `failed` (sync pushes at once).
     pub task_ended: Arc<Notify>,
+    /// Notified when tasks ended here or were pulled from other nodes: the GM's
+    /// records are due (see `records.rs`).
+    pub records_due: Arc<Notify>,
     /// When intake accepted each task not driven yet, for the latency histogram.
     accepted_at: Mutex<HashMap<String, std::time::Instant>>,
     pub intake_latency: super::metrics::Histogram,
@@ -59,6 +62,7 @@ impl Dispatcher {
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             task_ended: Arc::new(Notify::new()),
+            records_due: Arc::new(Notify::new()),
             accepted_at: Mutex::new(HashMap::new()),
             intake_latency: super::metrics::Histogram::new(super::metrics::LATENCY_BUCKETS),
             stopping,
@@ -140,11 +144,13 @@ impl Dispatcher {
                 self.completed.fetch_add(1, Ordering::SeqCst);
                 tracing::info!(task = %task_id, "completed");
                 self.task_ended.notify_one();
+                self.records_due.notify_one();
             }
             Ok(Outcome::Failed(why)) => {
                 self.failed.fetch_add(1, Ordering::SeqCst);
                 tracing::warn!(task = %task_id, "failed: {why}");
                 self.task_ended.notify_one();
+                self.records_due.notify_one();
             }
             Ok(Outcome::Held(ids)) => {
                 tracing::info!(task = %task_id, escalations = ?ids, "held until a human decides");

@@ -214,7 +214,7 @@ impl IntakeConsumer {
 }
 
 /// Sleeps until `at`, or forever if there is nothing to wait for.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+pub(super) async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -58,8 +58,41 @@ impl Flusher {
 pub struct Recorder {
     tx: SyncSender<Msg>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-    _watcher: notify::RecommendedWatcher,
+    _watcher: Arc<Mutex<notify::RecommendedWatcher>>,
     pub last_seq: Arc<AtomicU64>,
+}
+
+/// Watches the tree but not the daemon's own state (`.clawboard/`, whose writes would
+/// wake the watcher and the journal on every heartbeat, push and journal append):
+/// the root alone, and each of its directories with all below it.
+fn watch_tree(watcher: &mut notify::RecommendedWatcher, root: &Path) -> anyhow::Result<()> {
+    let watch = |w: &mut notify::RecommendedWatcher, p: &Path, mode| {
+        w.watch(p, mode).map_err(|e| anyhow::anyhow!("watching {}: {}", p.display(), inotify_hint(&e)))
+    };
+    watch(watcher, root, RecursiveMode::NonRecursive)?;
+    for dir in top_dirs(root)? {
+        watch(watcher, &dir, RecursiveMode::Recursive)?;
+    }
+    Ok(())
+}
+
+/// The directories [`watch_tree`] watches recursively.
+fn top_dirs(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root).with_context(|| format!("reading {}", root.display()))? {
+        let p = entry.with_context(|| format!("reading {}", root.display()))?.path();
+        if is_top_dir(&p, root) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// A real directory (not a link to one) right under `root`, other than `.clawboard/`.
+fn is_top_dir(p: &Path, root: &Path) -> bool {
+    p.parent() == Some(root)
+        && p.file_name().is_some_and(|n| n != clawboard_core::layout::STATE)
+        && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
 /// The store's [`ChangeSink`]: expectations first, then a message to the recorder.
@@ -101,6 +134,8 @@ struct State {
     overflow: Arc<AtomicBool>,
     since_snapshot: usize,
     last_seq: Arc<AtomicU64>,
+    /// To watch a directory that appears right under the root (see [`watch_tree`]).
+    watcher: Arc<Mutex<notify::RecommendedWatcher>>,
 }
 
 impl Recorder {
@@ -125,9 +160,8 @@ impl Recorder {
         .map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
         // Watch first, then scan: a change during the scan is seen by one or both,
         // and the index drops the duplicate.
-        watcher
-            .watch(root, RecursiveMode::Recursive)
-            .map_err(|e| anyhow::anyhow!("watching {}: {}", root.display(), inotify_hint(&e)))?;
+        watch_tree(&mut watcher, root)?;
+        let watcher = Arc::new(Mutex::new(watcher));
         let expected = Arc::new(Mutex::new(HashMap::new()));
         let last_seq = Arc::new(AtomicU64::new(journal.last_seq()));
         let mut state = State {
@@ -140,6 +174,7 @@ impl Recorder {
             overflow,
             since_snapshot: 0,
             last_seq: last_seq.clone(),
+            watcher: watcher.clone(),
         };
         let missed = state.index.scan(root, root, true)?;
         if !missed.is_empty() {
@@ -234,6 +269,23 @@ impl State {
                         }
                         self.classify(&ev, &mut paths, &mut dirs);
                     }
+                }
+            }
+            // A directory new right under the root is watched before its scan below, so
+            // nothing written into it falls between the two; after an overflow, all are.
+            let tops = if rescan {
+                top_dirs(&self.root)?
+            } else {
+                dirs.iter().filter(|d| is_top_dir(d, &self.root)).cloned().collect()
+            };
+            for dir in &tops {
+                match self.watcher.lock() {
+                    Ok(mut w) => {
+                        if let Err(e) = w.watch(dir, RecursiveMode::Recursive) {
+                            tracing::error!("file watcher: watching {}: {}", dir.display(), inotify_hint(&e));
+                        }
+                    }
+                    Err(_) => anyhow::bail!("the file watcher's lock is poisoned"),
                 }
             }
             let mut changes = Vec::new();
@@ -440,6 +492,7 @@ mod tests {
             overflow: Arc::new(AtomicBool::new(false)),
             since_snapshot: 0,
             last_seq: Arc::new(AtomicU64::new(0)),
+            watcher: Arc::new(Mutex::new(notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap())),
         };
         (state, rx)
     }

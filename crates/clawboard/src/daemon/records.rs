@@ -1,7 +1,8 @@
 //! The GM's records and the evolution reports, kept by the daemon:
-//! - `gm/pm-performance.json` is recomputed from `tasks/` when tasks ended here (checked
-//!   every 5 s) and every 5 minutes (for tasks other nodes ended); it is written only
-//!   when it changed.
+//! - `gm/pm-performance.json` is recomputed from `tasks/` at start, when a task ends
+//!   here, and when a pull brought files (tasks other nodes ended), at most once per
+//!   5 s; it is written only when it changed. Nothing here wakes on a timer while
+//!   nothing happens.
 //! - Each `[reports]` schedule writes the period that contains the day before (a run
 //!   just after midnight, Monday or the 1st writes the day, week or month that just
 //!   ended). Every schedule keeps its own next time, so two due in the same minute
@@ -10,7 +11,6 @@
 //! A failure is logged and the loop goes on.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -18,12 +18,14 @@ use clawboard_core::Store;
 use clawboard_roles::reports::{self, Kind, Period};
 use clawboard_sync::Schedule;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::dispatch::Dispatcher;
 use crate::config::review::ReportsResolved;
 
-const GM_CHECK: Duration = Duration::from_secs(5);
-const GM_REFRESH: Duration = Duration::from_secs(300);
+/// The least time between two recomputations of the GM's records (a burst of ended
+/// tasks is counted once).
+const GM_SPACING: Duration = Duration::from_secs(5);
 
 pub struct RecordsLoop {
     pub store: Store,
@@ -46,10 +48,6 @@ impl RecordsLoop {
         }
     }
 
-    fn ended(&self) -> u64 {
-        self.dispatcher.completed.load(Ordering::SeqCst) + self.dispatcher.failed.load(Ordering::SeqCst)
-    }
-
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
         let now = Utc::now();
         let plan: Vec<(Kind, &Schedule)> = if self.reports.enabled {
@@ -62,13 +60,13 @@ impl RecordsLoop {
             Vec::new()
         };
         let mut next: Vec<Option<DateTime<Utc>>> = plan.iter().map(|(_, s)| s.next_after(now)).collect();
-        let mut seen_ended = u64::MAX; // refresh once at start
-        let mut last_refresh = tokio::time::Instant::now();
+        // Due once at start; then when poked, no sooner than GM_SPACING after the last run.
+        let mut gm_due = Some(Instant::now());
+        let mut gm_earliest = Instant::now();
         loop {
-            let ended = self.ended();
-            if ended != seen_ended || last_refresh.elapsed() >= GM_REFRESH {
-                seen_ended = ended;
-                last_refresh = tokio::time::Instant::now();
+            if gm_due.is_some_and(|t| t <= Instant::now()) {
+                gm_due = None;
+                gm_earliest = Instant::now() + GM_SPACING;
                 if let Err(e) = tokio::task::spawn_blocking(self.refresh_gm()).await {
                     tracing::error!("the GM records update panicked: {e}");
                 }
@@ -87,17 +85,20 @@ impl RecordsLoop {
                     Err(e) => tracing::error!("the {} report for {} panicked: {e}", kind.name(), period.name()),
                 }
             }
-            let until_report =
-                next.iter().flatten().min().and_then(|t| (*t - Utc::now()).to_std().ok()).unwrap_or(GM_CHECK);
+            let report_at =
+                next.iter().flatten().min().map(|t| Instant::now() + (*t - Utc::now()).to_std().unwrap_or_default());
             tokio::select! {
                 _ = clawboard_roles::runner::fired(&mut stop) => {
-                    // Count what ended since the last check before the daemon stops.
-                    if self.ended() != seen_ended {
+                    // Count what ended since the last run before the daemon stops.
+                    if gm_due.is_some() {
                         let _ = tokio::task::spawn_blocking(self.refresh_gm()).await;
                     }
                     return Ok(());
                 }
-                _ = tokio::time::sleep(until_report.min(GM_CHECK)) => {}
+                _ = super::intake::sleep_until_some(report_at.into_iter().chain(gm_due).min()) => {}
+                _ = self.dispatcher.records_due.notified() => {
+                    gm_due.get_or_insert(gm_earliest.max(Instant::now()));
+                }
             }
         }
     }

@@ -16,6 +16,8 @@ use super::recorder::Flusher;
 pub struct SyncLoop {
     pub pusher: Arc<Pusher<AnyRemote>>,
     pub task_ended: Arc<Notify>,
+    /// Poked when a pull brought files: tasks other nodes ended count in the GM's records.
+    pub records_due: Arc<Notify>,
     pub flusher: Flusher,
     /// True once the cluster checked this node's claims (nothing is pushed before).
     pub checked: watch::Receiver<bool>,
@@ -97,6 +99,7 @@ impl SyncLoop {
                 if let Ok(r) = &result
                     && r.applied + r.deleted > 0
                 {
+                    self.records_due.notify_one();
                     tracing::info!(
                         applied = r.applied,
                         deleted = r.deleted,
