@@ -294,3 +294,43 @@ fn kill_dash_nine_during_a_burst_of_writes_keeps_the_board_equal_to_its_history(
     t.run(&["board", "set", "k1", "meta.topic", "after"]).ok();
     assert_eq!(board.load().unwrap().seq, now.seq + 1);
 }
+
+/// `config/examples/board.toml`, as the README runs it (its relative role commands
+/// made absolute, since the test does not run from the repository): the example
+/// task completes, the analyst is handed its slice and not the task, writes its
+/// notes through the API as a worker, and the CLI shows the board, its history and
+/// the slice ledger.
+#[test]
+fn the_board_example_config_runs_as_the_readme_shows() {
+    let t = Tree::init();
+    let example = std::fs::read_to_string(repo().join("config/examples/board.toml")).unwrap();
+    t.config(&example.replace("\"scripts/roles/", &format!("\"{}/scripts/roles/", repo().display())));
+    let d = t.daemon();
+    let mut task: Value =
+        serde_json::from_slice(&std::fs::read(repo().join("config/examples/task.json")).unwrap()).unwrap();
+    task["taskId"] = "ex1".into();
+    t.drop_task("ex1.json", &task.to_string());
+    wait_until(60, "the example task to end", || matches!(t.status_of("ex1").as_str(), "completed" | "failed"));
+    assert_eq!(t.status_of("ex1"), "completed", "{}", d.output());
+    let intent = task["description"].as_str().unwrap();
+    let board = t.run(&["board", "snapshot", "ex1", "--json"]).json();
+    assert_eq!(board["meta_zone"]["intent"], intent, "{board}");
+    let note = board["content_zone"]["notes"]["analyst"].as_str().unwrap();
+    assert!(note.contains(intent), "the analyst's notes come from its slice: {note}");
+    let out = output_of(&t, "ex1", "iter-1/analyst");
+    assert!(out["summary"].as_str().unwrap().contains(intent));
+    let history = t.run(&["board", "history", "ex1", "content.notes", "--json"]).json();
+    let writes = history["records"].as_array().unwrap();
+    assert_eq!(writes.len(), 1, "{history}");
+    assert_eq!(writes[0]["actor"]["role"], "analyst");
+    assert_eq!(writes[0]["component"], "worker");
+    let ledger = t.run(&["slice", "history", "ex1", "--json"]).json();
+    let slices = ledger["entries"].as_array().unwrap();
+    assert!(!slices.is_empty(), "{ledger}");
+    for s in slices {
+        assert_eq!((s["role"].as_str(), s["outcome"].as_str()), (Some("analyst"), Some("ok")), "{s}");
+        assert_eq!(s["budget"], 200);
+        assert!(s["tokens"].as_u64().unwrap() > 0 && s["tokens"].as_u64().unwrap() <= 200, "{s}");
+    }
+    assert_eq!(d.stop(), 0);
+}

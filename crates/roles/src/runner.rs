@@ -116,6 +116,10 @@ async fn run_command(
     kill: &mut watch::Receiver<bool>,
 ) -> RunOutcome {
     let mut cmd = tokio::process::Command::new(&argv[0]);
+    // The daemon's own binary, for roles that call `clawboard board …` (a role's env may say otherwise).
+    if let Ok(exe) = std::env::current_exe() {
+        cmd.env("CLAWBOARD_EXE", exe);
+    }
     cmd.args(&argv[1..])
         .envs(&role.env)
         .envs(who.env())

@@ -850,11 +850,12 @@ impl<R: Remote> Pusher<R> {
 
     /// A full reconcile by listing, when the change log does not cover a cursor.
     ///
-    /// An object whose listed ETag is the one this node recorded is skipped; any other
-    /// is looked at with a HEAD (listings of some servers, s3s-fs among them, carry no
-    /// ETag), and fetched only when its metadata names a version this node does not
-    /// hold. Every [`RECONCILE_SLICE`] the lock is let go for a moment, so a push
-    /// waiting for it goes out while a large bucket is being compared.
+    /// An object whose listed ETag is the one this node recorded is skipped; one
+    /// listed without an ETag (s3s-fs's listings carry none) is looked at with a
+    /// HEAD; only an object whose metadata names a version this node does not hold
+    /// is fetched. The listing and the HEADs run without the lock; the fetching and
+    /// applying hold it, letting go every [`RECONCILE_SLICE`] so a push waiting for
+    /// it goes out while a large bucket is being pulled.
     async fn reconcile<'a>(
         &'a self,
         allow_mass_delete: bool,
@@ -866,14 +867,15 @@ impl<R: Remote> Pusher<R> {
         // not taken for gone below.
         let synced: Vec<(String, Pushed)> = self
             .with_state(|s| Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect()))?;
-        // Listing a large bucket takes minutes on some servers (s3s-fs walks it for
-        // every page); it reads only the bucket, so pushes go on meanwhile.
+        // Listing a large bucket, and a HEAD of each object whose listing has no
+        // ETag, take minutes on some servers (s3s-fs walks the bucket for every page
+        // and hashes an object for every HEAD). Both only read the bucket, so pushes
+        // go on meanwhile; what a push records then is looked at again below.
         *guards = None;
-        let listed = self.list_everything().await;
+        let survey = self.survey().await;
         self.relock(guards).await?;
-        let (tops, objects) = listed?;
-        let present: HashSet<&str> = objects.iter().map(|o| o.key.as_str()).collect();
-        if objects.is_empty() && !synced.is_empty() && !allow_mass_delete {
+        let Survey { tops, present, wanted, unversioned } = survey?;
+        if present.is_empty() && !synced.is_empty() && !allow_mass_delete {
             return Err(Error::Refused {
                 reason: format!("the bucket lists no files while this node has {} synced", synced.len()),
             });
@@ -885,33 +887,25 @@ impl<R: Remote> Pusher<R> {
             }
         }
         self.guard_deletes(gone.len(), allow_mass_delete)?;
+        report.skipped.extend(unversioned.into_iter().map(|k| format!("{k}: the object has no clawboard version")));
+        // Fetched `sync.concurrency` at a time, applied as they arrive; every
+        // RECONCILE_SLICE the lock is let go for a moment so a waiting push goes out.
         let mut held_since = Instant::now();
-        for chunk in objects.chunks(64) {
-            let mut looked = futures_util::stream::iter(chunk.to_vec())
-                .map(|o| async move {
-                    let lacks = self.lacks(&o).await;
-                    (o, lacks)
-                })
-                .buffered(self.settings.concurrency.max(1));
-            while let Some((o, lacks)) = looked.next().await {
-                match lacks? {
-                    Lacks::No => continue,
-                    Lacks::Unversioned => {
-                        report.skipped.push(format!("{}: the object has no clawboard version", o.key));
-                        continue;
-                    }
-                    Lacks::Maybe => {}
-                }
+        let mut fetched = futures_util::stream::iter(wanted)
+            .map(|o| async move {
                 tracing::debug!(key = o.key, "reconcile: fetching a version this node may lack");
-                let Some((bytes, info)) = self.get(&o.key).await? else { continue };
-                match version_of(&info, &bytes) {
-                    Some(record) if RelPath::new(&o.key).is_ok() => {
-                        self.apply(Incoming { path: o.key.clone(), record, body: Some(bytes) }, &mut report).await?;
-                    }
-                    _ => report.skipped.push(format!("{}: the object has no clawboard version", o.key)),
+                let got = self.get(&o.key).await;
+                (o, got)
+            })
+            .buffered(self.settings.concurrency.max(1));
+        while let Some((o, got)) = fetched.next().await {
+            let Some((bytes, info)) = got? else { continue };
+            match version_of(&info, &bytes) {
+                Some(record) if RelPath::new(&o.key).is_ok() => {
+                    self.apply(Incoming { path: o.key.clone(), record, body: Some(bytes) }, &mut report).await?;
                 }
+                _ => report.skipped.push(format!("{}: the object has no clawboard version", o.key)),
             }
-            drop(looked);
             if held_since.elapsed() >= RECONCILE_SLICE {
                 self.with_state(crate::state::PushState::sync)?;
                 *guards = None;
@@ -921,6 +915,7 @@ impl<R: Remote> Pusher<R> {
                 held_since = Instant::now();
             }
         }
+        drop(fetched);
         for (path, listed) in gone {
             // Gone unless a push sent another version while the lock was let go, or
             // the file changed here meanwhile.
@@ -944,10 +939,11 @@ impl<R: Remote> Pusher<R> {
 }
 
 impl<R: Remote> Pusher<R> {
-    /// Where each other node's log stands, then every object of the bucket (this
-    /// node's own bookkeeping left out). Segments after a node's top are applied by
-    /// the next pull (again, harmlessly, if the listing had their objects).
-    async fn list_everything(&self) -> Result<(BTreeMap<String, u64>, Vec<ObjectInfo>)> {
+    /// What a reconcile needs from the bucket, read without the lock: where each
+    /// other node's log stands (segments after it are applied by the next pull, again
+    /// and harmlessly if the listing had their objects), every object's key, and
+    /// which objects may hold a version this node lacks ([`Self::lacks`]).
+    async fn survey(&self) -> Result<Survey> {
         let mut tops = BTreeMap::new();
         for node in self.nodes().await? {
             if node == self.node {
@@ -958,8 +954,24 @@ impl<R: Remote> Pusher<R> {
                 tops.insert(node, seq);
             }
         }
-        let objects = self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
-        Ok((tops, objects))
+        let objects: Vec<ObjectInfo> =
+            self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
+        let present = objects.iter().map(|o| o.key.clone()).collect();
+        let (mut wanted, mut unversioned) = (Vec::new(), Vec::new());
+        let mut looked = futures_util::stream::iter(objects)
+            .map(|o| async move {
+                let lacks = self.lacks(&o).await;
+                (o, lacks)
+            })
+            .buffered(self.settings.concurrency.max(1));
+        while let Some((o, lacks)) = looked.next().await {
+            match lacks? {
+                Lacks::No => {}
+                Lacks::Unversioned => unversioned.push(o.key),
+                Lacks::Maybe => wanted.push(o),
+            }
+        }
+        Ok(Survey { tops, present, wanted, unversioned })
     }
 
     /// Takes the lock again after a reconcile let it go, and reads what a push did meanwhile.
@@ -967,6 +979,16 @@ impl<R: Remote> Pusher<R> {
         *guards = Some(self.exclusive().await?);
         self.load_state()
     }
+}
+
+/// The bucket as a reconcile found it (see [`Pusher::survey`]).
+struct Survey {
+    tops: BTreeMap<String, u64>,
+    present: HashSet<String>,
+    /// Objects to fetch, in key order.
+    wanted: Vec<ObjectInfo>,
+    /// Keys of objects not written by clawboard.
+    unversioned: Vec<String>,
 }
 
 /// What a reconcile's look at one listed object found.
@@ -1123,6 +1145,7 @@ mod failure_tests {
     use super::*;
     use crate::dir::DirRemote;
     use crate::error::{Failure, RemoteError};
+    use crate::push::RequestCounts;
     use crate::remote::{Condition, Metadata, Page, PutOutcome};
 
     /// The directory backend, with GETs of one key failing while `fail` is set.
@@ -1161,7 +1184,7 @@ mod failure_tests {
     }
 
     /// The directory backend as a far server whose listings carry no ETag (as
-    /// s3s-fs's): every HEAD takes 50 ms.
+    /// s3s-fs's): every HEAD and GET takes 50 ms.
     struct FarNoEtags(DirRemote);
 
     impl Remote for FarNoEtags {
@@ -1172,6 +1195,7 @@ mod failure_tests {
             self.0.put(k, b, m, c).await
         }
         async fn get(&self, k: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             self.0.get(k).await
         }
         async fn head(&self, k: &str) -> Result<Option<ObjectInfo>, RemoteError> {
@@ -1191,38 +1215,58 @@ mod failure_tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_first_pull_heads_instead_of_downloading_and_lets_a_push_through() {
-        let d = tempfile::tempdir().unwrap();
-        let root = d.path().join("a");
-        let a = node(FarNoEtags(DirRemote::open(&d.path().join("bucket")).unwrap()), &root, "a");
-        for i in 0..600 {
-            std::fs::write(root.join(format!("gm/f{i:03}.md")), format!("{i}\n")).unwrap();
-        }
-        a.full().await.unwrap();
-        let before = a.counts.snapshot();
+    /// `node`'s first pull, with a push of one new file 100 ms into it: the pull's
+    /// report, how long each took from the start, and the requests of the pull and push.
+    async fn first_pull_with_a_push(node: &Pusher<FarNoEtags>, root: &Path) -> (PullReport, bool, RequestCounts) {
+        let before = node.counts.snapshot();
         let started = Instant::now();
         let pull = async {
-            let r = a.pull(false).await;
+            let r = node.pull(false).await;
             (r, started.elapsed())
         };
         let push = async {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            std::fs::write(root.join("gm/new.md"), "written during the first pull\n").unwrap();
-            let r = a.full().await;
+            std::fs::write(root.join(format!("gm/new-{}.md", node.node())), "written during the first pull\n").unwrap();
+            let r = node.full().await;
             (r, started.elapsed())
         };
         let ((pulled, pull_took), (pushed, push_took)) = tokio::join!(pull, push);
-        let pulled = pulled.unwrap();
-        assert!(pulled.full && pulled.applied == 0 && pulled.deleted == 0, "{pulled:?}");
-        assert_eq!(pushed.unwrap().uploaded, 1);
-        // 600 HEADs of 50 ms, 16 at a time, take about 1.9 s; the push waits one slice at most.
-        assert!(push_took < pull_took, "the push ({push_took:?}) waited for the whole pull ({pull_took:?})");
-        let after = a.counts.snapshot();
-        assert_eq!(after.get, before.get, "nothing this node pushed is downloaded");
+        assert!(pushed.unwrap().uploaded >= 1);
+        let new = format!("gm/new-{}.md", node.node());
+        assert!(node.remote().head(&new).await.unwrap().is_some(), "the push sent the new file");
+        let after = node.counts.snapshot();
+        let sent = RequestCounts { get: after.get - before.get, head: after.head - before.head, ..after };
+        eprintln!("pull {pull_took:?}, push {push_took:?}, {sent:?}");
+        (pulled.unwrap(), push_took < pull_took, sent)
+    }
+
+    #[tokio::test]
+    async fn a_first_pull_heads_instead_of_downloading_and_lets_a_push_through() {
+        let d = tempfile::tempdir().unwrap();
+        let bucket = d.path().join("bucket");
+        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+        let a = node(FarNoEtags(DirRemote::open(&bucket).unwrap()), &ra, "a");
+        for i in 0..600 {
+            std::fs::write(ra.join(format!("gm/f{i:03}.md")), format!("{i}\n")).unwrap();
+        }
+        a.full().await.unwrap();
         let objects = crate::remote::list_all(a.remote().as_ref(), "").await.unwrap();
         let objects = objects.iter().filter(|o| !a.is_excluded(&o.key)).count() as u64;
-        assert!(after.head - before.head <= objects, "one HEAD per object at most ({objects}): {after:?}");
+        // A's own first pull: one HEAD per object (its listing has no ETag), no GET;
+        // 600 HEADs of 50 ms, 16 at a time, hold no lock.
+        let (pulled, push_first, sent) = first_pull_with_a_push(&a, &ra).await;
+        assert!(pulled.full && pulled.applied == 0 && pulled.deleted == 0, "{pulled:?}");
+        assert!(push_first, "the push waited for the whole pull");
+        assert_eq!(sent.get, 0, "nothing this node pushed is downloaded: {sent:?}");
+        assert!(sent.head <= objects, "one HEAD per object at most ({objects}): {sent:?}");
+        // B's first pull fetches everything (it holds no version), holding the lock
+        // while it applies, and lets B's push through at the end of a slice.
+        let b = node(FarNoEtags(DirRemote::open(&bucket).unwrap()), &rb, "b");
+        let (pulled, push_first, sent) = first_pull_with_a_push(&b, &rb).await;
+        assert!(pulled.applied >= 600, "{pulled:?}");
+        assert!(push_first, "the push waited for the whole pull");
+        assert!(sent.get >= 600, "{sent:?}");
+        assert_eq!(std::fs::read_to_string(rb.join("gm/f599.md")).unwrap(), "599\n");
     }
 
     fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Pusher<R> {
