@@ -868,9 +868,9 @@ impl<R: Remote> Pusher<R> {
         let synced: Vec<(String, Pushed)> = self
             .with_state(|s| Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect()))?;
         // Listing a large bucket, and a HEAD of each object whose listing has no
-        // ETag, take minutes on some servers (s3s-fs walks the bucket for every page
-        // and hashes an object for every HEAD). Both only read the bucket, so pushes
-        // go on meanwhile; what a push records then is looked at again below.
+        // ETag, take minutes on some servers (s3s-fs: 357 s at 100,000 objects). Both
+        // only read the bucket, so pushes go on meanwhile; what a push records then
+        // is looked at again below.
         *guards = None;
         let survey = self.survey().await;
         self.relock(guards).await?;
