@@ -71,6 +71,15 @@ pub fn try_lock_root(root: &Path) -> anyhow::Result<Result<File, String>> {
     Ok(Ok(f))
 }
 
+/// Sleeps until `at`, or forever if there is nothing to wait for (a `select!` arm
+/// for the next due time of a loop that may have none).
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Holds `.clawboard/daemon.lock` for the life of the daemon.
 fn lock_root(root: &Path) -> anyhow::Result<File> {
     let mut f = match try_lock_root(root)? {

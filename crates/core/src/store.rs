@@ -32,6 +32,12 @@ use crate::validate::{self, DEFAULT_MAX_FILE_BYTES, Invalid};
 pub use atomic::{TEMP_MARK, is_temp_name};
 pub use paths::{RelPath, open_plain, plain_file, real_dir, real_dirs};
 
+/// True if a file modified at `mtime` was written less than `within` ago (or its
+/// time is in the future): a writer may still be at it.
+pub fn modified_within(mtime: std::time::SystemTime, within: std::time::Duration) -> bool {
+    mtime.elapsed().map_or(true, |age| age < within)
+}
+
 /// JSON as clawboard writes it: two-space indent, trailing newline.
 pub fn to_pretty_json<T: Serialize + ?Sized>(value: &T) -> String {
     // Serializing our own types to a String cannot fail (no non-string map keys).

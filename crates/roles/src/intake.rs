@@ -44,7 +44,7 @@ fn unsettled(path: &std::path::Path, bytes: &[u8]) -> bool {
     cut_short
         && fs::symlink_metadata(path)
             .and_then(|m| m.modified())
-            .is_ok_and(|t| !t.elapsed().is_ok_and(|age| age >= SETTLE))
+            .is_ok_and(|t| clawboard_core::store::modified_within(t, SETTLE))
 }
 
 const STAGING: &str = ".clawboard/intake";

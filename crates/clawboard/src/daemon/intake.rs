@@ -7,7 +7,6 @@
 //! then the stored cursor stays below its entry, so a crash replays it.
 
 use std::collections::BTreeMap;
-
 use std::sync::Arc;
 
 use clawboard_core::Store;
@@ -202,7 +201,7 @@ impl IntakeConsumer {
                     Some(b) => cursor = self.handle(b, cursor, &mut stored, &mut waiting).await?,
                     None => break,
                 },
-                () = sleep_until_some(next) => {
+                () = super::sleep_until_some(next) => {
                     self.retry_due(&mut waiting).await?;
                     self.maybe_store(cursor, &mut stored, &waiting, false)?;
                 }
@@ -210,13 +209,5 @@ impl IntakeConsumer {
             }
         }
         self.maybe_store(cursor, &mut stored, &waiting, true)
-    }
-}
-
-/// Sleeps until `at`, or forever if there is nothing to wait for.
-pub(super) async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

@@ -58,7 +58,6 @@ impl Flusher {
 pub struct Recorder {
     tx: SyncSender<Msg>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-    _watcher: Arc<Mutex<notify::RecommendedWatcher>>,
     pub last_seq: Arc<AtomicU64>,
 }
 
@@ -134,8 +133,9 @@ struct State {
     overflow: Arc<AtomicBool>,
     since_snapshot: usize,
     last_seq: Arc<AtomicU64>,
-    /// To watch a directory that appears right under the root (see [`watch_tree`]).
-    watcher: Arc<Mutex<notify::RecommendedWatcher>>,
+    /// Owned by the thread that reads its events: it lives as long as they are read,
+    /// and watches a directory that appears right under the root (see [`watch_tree`]).
+    watcher: notify::RecommendedWatcher,
 }
 
 impl Recorder {
@@ -161,7 +161,6 @@ impl Recorder {
         // Watch first, then scan: a change during the scan is seen by one or both,
         // and the index drops the duplicate.
         watch_tree(&mut watcher, root)?;
-        let watcher = Arc::new(Mutex::new(watcher));
         let expected = Arc::new(Mutex::new(HashMap::new()));
         let last_seq = Arc::new(AtomicU64::new(journal.last_seq()));
         let mut state = State {
@@ -174,7 +173,7 @@ impl Recorder {
             overflow,
             since_snapshot: 0,
             last_seq: last_seq.clone(),
-            watcher: watcher.clone(),
+            watcher,
         };
         let missed = state.index.scan(root, root, true)?;
         if !missed.is_empty() {
@@ -186,7 +185,7 @@ impl Recorder {
             .spawn(move || state.run(rx))
             .context("starting the journal thread")?;
         let sink = Arc::new(Sink { tx: tx.clone(), expected });
-        Ok((Recorder { tx, thread: Some(thread), _watcher: watcher, last_seq }, sink))
+        Ok((Recorder { tx, thread: Some(thread), last_seq }, sink))
     }
 
     pub fn flusher(&self) -> Flusher {
@@ -206,13 +205,10 @@ impl Recorder {
 
 /// A new file written less than [`SETTLE`] ago: perhaps still open for writing.
 fn still_written(c: &Change) -> bool {
-    let Some(mtime_ns) = c.mtime_ns.filter(|_| c.kind == clawboard_core::journal::ChangeKind::Put) else {
-        return false;
-    };
-    let now_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    now_ns.saturating_sub(mtime_ns) < i64::try_from(SETTLE.as_nanos()).unwrap_or(i64::MAX)
+    c.kind == clawboard_core::journal::ChangeKind::Put
+        && c.mtime_ns.and_then(|ns| u64::try_from(ns).ok()).is_some_and(|ns| {
+            clawboard_core::store::modified_within(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns), SETTLE)
+        })
 }
 
 impl State {
@@ -279,13 +275,8 @@ impl State {
                 dirs.iter().filter(|d| is_top_dir(d, &self.root)).cloned().collect()
             };
             for dir in &tops {
-                match self.watcher.lock() {
-                    Ok(mut w) => {
-                        if let Err(e) = w.watch(dir, RecursiveMode::Recursive) {
-                            tracing::error!("file watcher: watching {}: {}", dir.display(), inotify_hint(&e));
-                        }
-                    }
-                    Err(_) => anyhow::bail!("the file watcher's lock is poisoned"),
+                if let Err(e) = self.watcher.watch(dir, RecursiveMode::Recursive) {
+                    tracing::error!("file watcher: watching {}: {}", dir.display(), inotify_hint(&e));
                 }
             }
             let mut changes = Vec::new();
@@ -312,9 +303,8 @@ impl State {
             let quiet: Vec<String> = settling.iter().filter(|(_, t)| **t <= now).map(|(p, _)| p.clone()).collect();
             for path in quiet {
                 let busy = std::fs::symlink_metadata(self.root.join(&path))
-                    .ok()
-                    .and_then(|m| m.modified().ok())
-                    .is_some_and(|t| t.elapsed().is_ok_and(|age| age < SETTLE));
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| clawboard_core::store::modified_within(t, SETTLE));
                 if busy {
                     settling.insert(path, now + SETTLE);
                 } else {
@@ -492,7 +482,7 @@ mod tests {
             overflow: Arc::new(AtomicBool::new(false)),
             since_snapshot: 0,
             last_seq: Arc::new(AtomicU64::new(0)),
-            watcher: Arc::new(Mutex::new(notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap())),
+            watcher: notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap(),
         };
         (state, rx)
     }

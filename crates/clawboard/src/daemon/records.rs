@@ -95,7 +95,7 @@ impl RecordsLoop {
                     }
                     return Ok(());
                 }
-                _ = super::intake::sleep_until_some(report_at.into_iter().chain(gm_due).min()) => {}
+                _ = super::sleep_until_some(report_at.into_iter().chain(gm_due).min()) => {}
                 _ = self.dispatcher.records_due.notified() => {
                     gm_due.get_or_insert(gm_earliest.max(Instant::now()));
                 }
