@@ -13,6 +13,7 @@
 //! - [`journal`], [`index`]: the change journal every subsystem consumes, and the
 //!   index that lets a rescan emit only what the journal missed.
 //! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
+//! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
 
 pub mod acl;
 pub mod duration;
@@ -23,6 +24,7 @@ pub mod index;
 pub mod journal;
 pub mod kind;
 pub mod layout;
+pub mod lock;
 pub mod retention;
 pub mod schema;
 pub mod store;

@@ -9,12 +9,13 @@
 mod board;
 pub mod step;
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use clawboard_core::formats::{
     Contribution, Member, MemoryHarvest, MemoryQueue, PmDecision, QueueEntry, QueueStatus, Task, TaskResult,
     TaskStatus, TeamComposition, Validation, ValidationResult,
 };
+use clawboard_core::lock::Lock;
 use clawboard_core::{Error, Id, RelPath, Store, Timestamp, layout};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, watch};
@@ -79,20 +80,20 @@ impl Shutdown {
 /// Runs tasks' lifecycles. Cheap to share; one per daemon.
 pub struct Engine {
     pub(crate) store: Store,
-    config: RwLock<Arc<RolesConfig>>,
+    config: Lock<Arc<RolesConfig>>,
     pub(crate) roles: Arc<Semaphore>,
     pub(crate) shutdown: Shutdown,
     /// Role instances running now, for the API: (instance, role, task, step, started).
-    pub(crate) instances: Mutex<Vec<InstanceInfo>>,
+    pub(crate) instances: Lock<Vec<InstanceInfo>>,
     /// Tasks another node took over: never driven or written here again.
-    fenced: Mutex<std::collections::HashSet<String>>,
+    fenced: Lock<std::collections::HashSet<String>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
-    runs: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    runs: Lock<std::collections::BTreeMap<&'static str, u64>>,
     /// The access policy: a role's context holds only the files its R cells allow.
     /// Unset (unit tests, tools), nothing is filtered.
-    acl: RwLock<Option<Arc<clawboard_core::acl::Acl>>>,
+    acl: Lock<Option<Arc<clawboard_core::acl::Acl>>>,
     /// Slice templates by id (the seed's four unless others are loaded).
-    templates: RwLock<Arc<std::collections::BTreeMap<String, clawboard_board::Template>>>,
+    templates: Lock<Arc<std::collections::BTreeMap<String, clawboard_board::Template>>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -113,33 +114,30 @@ impl Engine {
         let roles = Arc::new(Semaphore::new(config.lifecycle.max_parallel_roles));
         Engine {
             store,
-            config: RwLock::new(Arc::new(config)),
+            config: Lock::new(Arc::new(config)),
             roles,
             shutdown,
-            instances: Mutex::new(Vec::new()),
-            fenced: Mutex::new(Default::default()),
-            runs: Mutex::new(Default::default()),
-            acl: RwLock::new(None),
-            templates: RwLock::new(Arc::new(clawboard_board::template::load(None).unwrap_or_default())),
+            instances: Lock::new(Vec::new()),
+            fenced: Lock::new(Default::default()),
+            runs: Lock::new(Default::default()),
+            acl: Lock::new(None),
+            templates: Lock::new(Arc::new(clawboard_board::template::load(None).unwrap_or_default())),
         }
     }
 
     /// Sets the slice templates roles may name.
     pub fn set_templates(&self, t: std::collections::BTreeMap<String, clawboard_board::Template>) {
-        match self.templates.write() {
-            Ok(mut g) => *g = Arc::new(t),
-            Err(p) => *p.into_inner() = Arc::new(t),
-        }
+        *self.templates.lock() = Arc::new(t);
     }
 
     pub fn templates(&self) -> Arc<std::collections::BTreeMap<String, clawboard_board::Template>> {
-        self.templates.read().map(|t| t.clone()).unwrap_or_else(|p| p.into_inner().clone())
+        self.templates.lock().clone()
     }
 
     /// The policy board writes are checked against (the seed's when none was set).
     pub fn board_acl(&self) -> Arc<clawboard_core::acl::Acl> {
         static SEED: std::sync::OnceLock<Option<Arc<clawboard_core::acl::Acl>>> = std::sync::OnceLock::new();
-        if let Some(a) = self.acl.read().ok().and_then(|a| a.clone()) {
+        if let Some(a) = self.acl.lock().clone() {
             return a;
         }
         SEED.get_or_init(|| clawboard_core::acl::Acl::seed().ok().map(Arc::new))
@@ -149,14 +147,12 @@ impl Engine {
 
     /// Sets the access policy the role contexts are filtered by.
     pub fn set_acl(&self, acl: Arc<clawboard_core::acl::Acl>) {
-        if let Ok(mut a) = self.acl.write() {
-            *a = Some(acl);
-        }
+        *self.acl.lock() = Some(acl);
     }
 
     /// May `role`, running for `task`, read `path`? `Err` holds the rule that refused it.
     pub(crate) fn may_read(&self, role: &str, task: &str, path: &str) -> Result<(), String> {
-        let acl = self.acl.read().ok().and_then(|a| a.clone());
+        let acl = self.acl.lock().clone();
         match acl {
             Some(acl) => {
                 let d = acl.check_instance(role, task, clawboard_core::acl::Op::Read, path);
@@ -168,25 +164,21 @@ impl Engine {
 
     /// Another node holds `task_id` now: its drive stops at the next step and writes nothing more.
     pub fn fence(&self, task_id: &str) {
-        if let Ok(mut f) = self.fenced.lock() {
-            f.insert(task_id.to_owned());
-        }
+        self.fenced.lock().insert(task_id.to_owned());
     }
 
     /// This node holds `task_id` again (it took the task back over).
     pub fn unfence(&self, task_id: &str) {
-        if let Ok(mut f) = self.fenced.lock() {
-            f.remove(task_id);
-        }
+        self.fenced.lock().remove(task_id);
     }
 
     pub fn is_fenced(&self, task_id: &str) -> bool {
-        self.fenced.lock().is_ok_and(|f| f.contains(task_id))
+        self.fenced.lock().contains(task_id)
     }
 
     /// The config in force; a reload takes effect at the next step.
     pub fn config(&self) -> Arc<RolesConfig> {
-        self.config.read().map(|c| c.clone()).unwrap_or_else(|p| p.into_inner().clone())
+        self.config.lock().clone()
     }
 
     /// Replaces the config (SIGHUP). Raising `max_parallel_roles` adds permits at once.
@@ -195,10 +187,7 @@ impl Engine {
         if new.lifecycle.max_parallel_roles > old.lifecycle.max_parallel_roles {
             self.roles.add_permits(new.lifecycle.max_parallel_roles - old.lifecycle.max_parallel_roles);
         }
-        match self.config.write() {
-            Ok(mut c) => *c = Arc::new(new),
-            Err(p) => *p.into_inner() = Arc::new(new),
-        }
+        *self.config.lock() = Arc::new(new);
     }
 
     pub fn store(&self) -> &Store {
@@ -214,20 +203,18 @@ impl Engine {
             S::Interrupted => "interrupted",
             S::Running => return,
         };
-        if let Ok(mut m) = self.runs.lock() {
-            *m.entry(name).or_default() += 1;
-        }
+        *self.runs.lock().entry(name).or_default() += 1;
     }
 
     /// Role runs since the engine started, by outcome.
     pub fn run_counts(&self) -> Vec<(&'static str, u64)> {
-        self.runs.lock().map(|m| m.iter().map(|(k, v)| (*k, *v)).collect()).unwrap_or_default()
+        self.runs.lock().iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     /// The running instance whose token is `token` (compared in constant time with
     /// every live token); none once the instance ended.
     pub fn instance_by_token(&self, token: &str) -> Option<InstanceInfo> {
-        let v = self.instances.lock().ok()?;
+        let v = self.instances.lock();
         let mut found = None;
         for i in v.iter() {
             if crate::constant_time_eq(i.token.as_bytes(), token.as_bytes()) && !i.token.is_empty() {
@@ -239,15 +226,13 @@ impl Engine {
 
     /// Makes `token` invalid (its instance ended).
     pub(crate) fn revoke_token(&self, token: &str) {
-        if let Ok(mut v) = self.instances.lock() {
-            for i in v.iter_mut().filter(|i| i.token == token) {
-                i.token.clear();
-            }
+        for i in self.instances.lock().iter_mut().filter(|i| i.token == token) {
+            i.token.clear();
         }
     }
 
     pub fn running_instances(&self) -> Vec<InstanceInfo> {
-        self.instances.lock().map(|v| v.clone()).unwrap_or_default()
+        self.instances.lock().clone()
     }
 
     /// Drives `task_id` as far as it can go now. An `Err` is a storage failure: the
@@ -336,8 +321,8 @@ pub(crate) struct TaskRun<'e> {
     pub(crate) engine: &'e Engine,
     pub(crate) task: Task,
     pub(crate) id: String,
-    pub(crate) attempts: Mutex<Vec<Attempt>>,
-    pub(crate) page: Mutex<Progress>,
+    pub(crate) attempts: Lock<Vec<Attempt>>,
+    pub(crate) page: Lock<Progress>,
     /// The task's board, when the config keeps boards.
     pub(crate) board: Option<clawboard_board::TaskBoard>,
 }
@@ -361,22 +346,17 @@ impl<'e> TaskRun<'e> {
             Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
         // The id is a checked task id, so the board always opens.
         let board = cfg.keeps_boards().then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok()).flatten();
-        Ok(TaskRun { engine, task, id, attempts: Mutex::new(loaded), page: Mutex::new(page), board })
+        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board })
     }
 
     /// Changes the progress page and writes it.
     pub(crate) fn progress(&self, change: impl FnOnce(&mut Progress)) {
-        if let Ok(mut p) = self.page.lock() {
-            change(&mut p);
-        }
+        change(&mut self.page.lock());
         self.flush_status();
     }
 
     fn flush_status(&self) {
-        let text = match self.page.lock() {
-            Ok(p) => status_page::render(&self.task, &p),
-            Err(_) => return,
-        };
+        let text = status_page::render(&self.task, &self.page.lock());
         if let Ok(r) = rel(&self.id, layout::STATUS_FILE)
             && let Err(e) = self.engine.store.write_bytes(&r, text.as_bytes())
         {

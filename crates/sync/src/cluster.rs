@@ -109,7 +109,7 @@ impl<R: Remote> Pusher<R> {
         let body = Bytes::from(serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?);
         let key = format!("{NODES_PREFIX}{}.json", self.node);
         let meta = Metadata::new();
-        let previous = self.own_beat.lock().ok().and_then(|b| b.clone());
+        let previous = self.own_beat.lock().clone();
         let condition = previous.map_or(Condition::None, Condition::Matches);
         self.counts.put.fetch_add(1, Ordering::Relaxed);
         let (stored, alone) =
@@ -129,12 +129,8 @@ impl<R: Remote> Pusher<R> {
             };
         // This node's own beat is not read back.
         if let PutOutcome::Stored { etag: Some(etag) } = stored {
-            if let Ok(mut own) = self.own_beat.lock() {
-                *own = Some(etag.clone());
-            }
-            if let Ok(mut c) = self.beats.lock() {
-                c.insert(self.node.clone(), (etag, beat));
-            }
+            *self.own_beat.lock() = Some(etag.clone());
+            self.beats.lock().insert(self.node.clone(), (etag, beat));
         }
         Ok(alone)
     }
@@ -171,7 +167,7 @@ impl<R: Remote> Pusher<R> {
         let mut out = Vec::new();
         for o in listed {
             let Some(node) = o.key.strip_prefix(NODES_PREFIX).and_then(|k| k.strip_suffix(".json")) else { continue };
-            let cached = self.beats.lock().ok().and_then(|c| c.get(node).cloned());
+            let cached = self.beats.lock().get(node).cloned();
             // This node's own beat is the one it last wrote (another writer of the same
             // id is caught by the next beat's If-Match); others are read again when their
             // listed ETag changed, or on every listing that carries no ETag.
@@ -186,9 +182,7 @@ impl<R: Remote> Pusher<R> {
             let etag = info.etag.unwrap_or_default();
             match serde_json::from_slice::<Heartbeat>(&bytes) {
                 Ok(b) => {
-                    if let Ok(mut c) = self.beats.lock() {
-                        c.insert(node.to_owned(), (etag.clone(), b.clone()));
-                    }
+                    self.beats.lock().insert(node.to_owned(), (etag.clone(), b.clone()));
                     out.push((b, etag));
                 }
                 Err(e) => tracing::warn!(key = o.key, "unreadable heartbeat: {e}"),
@@ -334,7 +328,7 @@ impl<R: Remote> Pusher<R> {
                 paths.push(p);
             }
         }
-        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        let writer = self.writer.lock().clone();
         let mut moved = 0;
         for path in paths {
             if self.is_excluded(&path) {

@@ -51,12 +51,6 @@ pub enum Error {
     #[error("sync config: {field}: {reason}")]
     Config { field: String, reason: String },
 
-    #[error(
-        "the journal no longer holds the changes after the push cursor (seq {cursor}; oldest kept {oldest}); \
-         run `clawboard sync full` to push the tree as it is"
-    )]
-    JournalGap { cursor: u64, oldest: u64 },
-
     /// A pull that would delete too much (or a bucket that lists empty) is not applied.
     #[error(
         "pull refused: {reason}; nothing was applied. If this is intended, run          `clawboard sync pull --allow-mass-delete`"

@@ -668,7 +668,7 @@ impl<R: Remote> Pusher<R> {
     /// Writes (or deletes) a version into the tree and records it.
     fn write_version(&self, inc: Incoming, report: &mut PullReport) -> Result<()> {
         let rel = RelPath::new(&inc.path)?;
-        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        let writer = self.writer.lock().clone();
         let mut record = inc.record;
         if record.deleted {
             writer.remove(&rel)?;
@@ -719,7 +719,7 @@ impl<R: Remote> Pusher<R> {
     /// Writes `bytes` at `path` as a new version by this node on top of history `vv`,
     /// records it and pushes it at once.
     async fn write_own(&self, path: &str, mut vv: Vv, bytes: Bytes) -> Result<()> {
-        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        let writer = self.writer.lock().clone();
         writer.write_bytes(&RelPath::new(path)?, &bytes)?;
         let abs = self.root.join(path);
         let stamp = Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
@@ -742,7 +742,7 @@ impl<R: Remote> Pusher<R> {
         if copies.len() < cap {
             return Ok(());
         }
-        let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+        let writer = self.writer.lock().clone();
         for old in &copies[..=copies.len() - cap] {
             tracing::warn!(
                 copy = old,

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use bytes::Bytes;
 use clawboard_core::index::Stamp;
 use clawboard_core::journal::{self, ChangeKind, Cursor, Origin, is_ignored};
+use clawboard_core::lock::Lock;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -189,15 +190,15 @@ pub struct Pusher<R: Remote> {
     pub(crate) clock: Clock,
     pub(crate) outbox: Outbox,
     /// Writes pulled files (with `origin = remote` when a daemon journals them).
-    pub(crate) writer: Mutex<clawboard_core::Store>,
+    pub(crate) writer: Lock<clawboard_core::Store>,
     /// This process made sure `_nodes/{node}.json` exists (pullers find nodes there).
     announced: AtomicBool,
     /// Heartbeats last read, by node: (ETag, heartbeat).
-    pub(crate) beats: Mutex<std::collections::HashMap<String, (String, crate::cluster::Heartbeat)>>,
+    pub(crate) beats: Lock<std::collections::HashMap<String, (String, crate::cluster::Heartbeat)>>,
     /// ETag of the last heartbeat this process wrote.
-    pub(crate) own_beat: Mutex<Option<String>>,
+    pub(crate) own_beat: Lock<Option<String>>,
     /// Finished tasks whose claim this process found still this node's.
-    verified: Mutex<HashSet<String>>,
+    verified: Lock<HashSet<String>>,
     running: tokio::sync::Mutex<()>,
     pub counts: Arc<Counts>,
     pub progress: Arc<Progress>,
@@ -265,11 +266,11 @@ impl<R: Remote> Pusher<R> {
             state: Mutex::new(None),
             clock: Clock::load(&dir)?,
             outbox: Outbox::new(&dir),
-            writer: Mutex::new(clawboard_core::Store::unchecked(root)),
+            writer: Lock::new(clawboard_core::Store::unchecked(root)),
             announced: AtomicBool::new(false),
-            beats: Mutex::new(Default::default()),
-            verified: Mutex::new(HashSet::new()),
-            own_beat: Mutex::new(None),
+            beats: Lock::new(Default::default()),
+            verified: Lock::new(HashSet::new()),
+            own_beat: Lock::new(None),
             running: tokio::sync::Mutex::new(()),
             counts: Arc::new(Counts::default()),
             progress: Arc::new(Progress::default()),
@@ -312,7 +313,7 @@ impl<R: Remote> Pusher<R> {
                 crate::cluster::held_generation(&self.root, task).is_some()
                     && !self.root.join(".clawboard/active").join(task).exists()
                     && !crate::cluster::is_fenced(&self.root, task)
-                    && !self.verified.lock().is_ok_and(|v| v.contains(*task))
+                    && !self.verified.lock().contains(*task)
             })
             .map(str::to_owned)
             .collect();
@@ -325,9 +326,7 @@ impl<R: Remote> Pusher<R> {
                     foreign.insert(task);
                 }
                 _ => {
-                    if let Ok(mut v) = self.verified.lock() {
-                        v.insert(task);
-                    }
+                    self.verified.lock().insert(task);
                 }
             }
         }
@@ -340,9 +339,7 @@ impl<R: Remote> Pusher<R> {
     /// Writes pulled files through `store` (the daemon's store, reporting to its
     /// journal with `origin = remote`).
     pub fn set_writer(&self, store: clawboard_core::Store) {
-        if let Ok(mut w) = self.writer.lock() {
-            *w = store;
-        }
+        *self.writer.lock() = store;
     }
 
     /// True for a path inside a task this node lost the claim on: it never pushes
@@ -437,7 +434,7 @@ impl<R: Remote> Pusher<R> {
         let mut guard = self.state.lock().map_err(|_| poisoned())?;
         match guard.as_mut() {
             Some(s) => f(s),
-            None => Err(poisoned()),
+            None => Err(Error::io("push state", std::io::Error::other("used before it was loaded"))),
         }
     }
 
@@ -898,7 +895,7 @@ pub(crate) fn log_entry(path: &str, r: &Pushed) -> LogEntry {
     }
 }
 
-pub(crate) fn poisoned() -> Error {
+fn poisoned() -> Error {
     Error::io("push state", std::io::Error::other("a push panicked while holding the push state"))
 }
 

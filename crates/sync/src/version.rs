@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+
+use clawboard_core::lock::Lock;
 
 use crate::error::{Error, Result};
 
@@ -94,9 +95,9 @@ fn wall_ms() -> u64 {
 
 /// This node's hybrid logical clock, persisted so a restart never goes back.
 pub struct Clock {
-    last: Mutex<u64>,
+    last: Lock<u64>,
     /// The value last written to disk (saving is skipped while it has not moved).
-    saved: Mutex<u64>,
+    saved: Lock<u64>,
     path: PathBuf,
 }
 
@@ -109,11 +110,11 @@ impl Clock {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(Error::io(&path, e)),
         };
-        Ok(Clock { last: Mutex::new(last), saved: Mutex::new(last), path })
+        Ok(Clock { last: Lock::new(last), saved: Lock::new(last), path })
     }
 
     fn update(&self, f: impl FnOnce(u64) -> u64) -> u64 {
-        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last = self.last.lock();
         *last = f(*last);
         *last
     }
@@ -142,8 +143,8 @@ impl Clock {
 
     /// Writes the clock (after a push or pull), unless it has not moved since.
     pub fn save(&self) -> Result<()> {
-        let last = *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut saved = self.saved.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = *self.last.lock();
+        let mut saved = self.saved.lock();
         if *saved == last {
             return Ok(());
         }

@@ -7,10 +7,11 @@
 //! only after that check, so a node that lost a task never pushes into it.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clawboard_core::formats::{NodeState, NodeStatus};
+use clawboard_core::lock::Lock;
 use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
 use clawboard_roles::claims;
 use clawboard_sync::cluster::{ClaimResult, Heartbeat};
@@ -24,16 +25,16 @@ pub struct Cluster {
     pub dispatcher: Arc<Dispatcher>,
     pub store: Store,
     /// Accepted tasks whose claim could not be tried yet (the bucket unreachable).
-    to_claim: Mutex<BTreeSet<String>>,
+    to_claim: Lock<BTreeSet<String>>,
     /// Per other node: its heartbeat's ETag and since when (local time) it has not changed.
-    seen: Mutex<HashMap<String, (String, Instant)>>,
+    seen: Lock<HashMap<String, (String, Instant)>>,
     /// Another process was found writing heartbeats under this node id (reported once).
     shared_id: std::sync::atomic::AtomicBool,
     /// Other nodes whose heartbeat went stale, as of the last beat.
-    stale: Mutex<Vec<Heartbeat>>,
+    stale: Lock<Vec<Heartbeat>>,
     /// Set once this node's claimed tasks were checked after start.
     pub checked: watch::Sender<bool>,
-    last_error: Mutex<Option<String>>,
+    last_error: Lock<Option<String>>,
 }
 
 impl Cluster {
@@ -42,12 +43,12 @@ impl Cluster {
             pusher,
             dispatcher,
             store,
-            to_claim: Mutex::new(BTreeSet::new()),
-            seen: Mutex::new(HashMap::new()),
-            stale: Mutex::new(Vec::new()),
+            to_claim: Lock::new(BTreeSet::new()),
+            seen: Lock::new(HashMap::new()),
+            stale: Lock::new(Vec::new()),
             shared_id: std::sync::atomic::AtomicBool::new(false),
             checked: watch::channel(false).0,
-            last_error: Mutex::new(None),
+            last_error: Lock::new(None),
         })
     }
 
@@ -55,9 +56,7 @@ impl Cluster {
     pub async fn accepted(&self, task: String) {
         if let Err(e) = self.try_claim(&task).await {
             tracing::warn!(task, "cannot claim the task in the bucket yet ({e}); retrying with the next heartbeat");
-            if let Ok(mut q) = self.to_claim.lock() {
-                q.insert(task);
-            }
+            self.to_claim.lock().insert(task);
         }
     }
 
@@ -132,7 +131,7 @@ impl Cluster {
         loop {
             match self.tick().await {
                 Ok(()) => {
-                    if self.last_error.lock().is_ok_and(|mut e| e.take().is_some()) {
+                    if self.last_error.lock().take().is_some() {
                         tracing::info!("cluster: the bucket answers again");
                     }
                 }
@@ -146,7 +145,7 @@ impl Cluster {
     }
 
     fn log_error(&self, msg: String) {
-        let Ok(mut last) = self.last_error.lock() else { return };
+        let mut last = self.last_error.lock();
         if last.as_deref() == Some(msg.as_str()) {
             tracing::debug!("cluster: {msg}");
         } else {
@@ -209,7 +208,7 @@ impl Cluster {
         let lease = self.pusher.settings().lease;
         let mut stale = Vec::new();
         {
-            let mut seen = self.seen.lock().map_err(|_| anyhow::anyhow!("cluster state poisoned"))?;
+            let mut seen = self.seen.lock();
             for (b, etag) in &beats {
                 let entry = seen.entry(b.node.clone()).or_insert_with(|| (etag.clone(), Instant::now()));
                 if entry.0 != *etag {
@@ -221,22 +220,18 @@ impl Cluster {
             }
         }
         self.write_node_status(&beats, &stale)?;
-        if let Ok(mut s) = self.stale.lock() {
-            *s = stale;
-        }
+        *self.stale.lock() = stale;
         Ok(())
     }
 
     /// One round of the claim loop: retry waiting claims, check own claims, take
     /// over stale nodes' tasks. One task's trouble is logged and does not stop the rest.
     async fn tick(&self) -> anyhow::Result<()> {
-        let waiting: Vec<String> = self.to_claim.lock().map(|q| q.iter().cloned().collect()).unwrap_or_default();
+        let waiting: Vec<String> = self.to_claim.lock().iter().cloned().collect();
         for task in waiting {
             match self.try_claim(&task).await {
                 Ok(()) => {
-                    if let Ok(mut q) = self.to_claim.lock() {
-                        q.remove(&task);
-                    }
+                    self.to_claim.lock().remove(&task);
                 }
                 Err(e) => tracing::debug!(task, "claim still not possible: {e:#}"),
             }
@@ -252,7 +247,7 @@ impl Cluster {
                 Err(e) => tracing::warn!(task, "cannot check this task's claim: {e}"),
             }
         }
-        let stale = self.stale.lock().map(|s| s.clone()).unwrap_or_default();
+        let stale = self.stale.lock().clone();
         for b in stale {
             self.take_over(&b).await?;
         }

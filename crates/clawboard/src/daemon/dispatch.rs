@@ -3,21 +3,22 @@
 //! escalations. A queued task costs a string, not a parked async task.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use clawboard_core::lock::Lock;
 use clawboard_roles::{Engine, Outcome};
 use tokio::sync::Notify;
 
 pub struct Dispatcher {
     pub engine: Arc<Engine>,
-    queue: Mutex<VecDeque<String>>,
+    queue: Lock<VecDeque<String>>,
     /// Queued or being driven: a task is never in the queue twice.
-    queued: Mutex<HashSet<String>>,
+    queued: Lock<HashSet<String>>,
     wake: Notify,
     workers: AtomicUsize,
-    held: Mutex<HashMap<String, String>>,
+    held: Lock<HashMap<String, String>>,
     pub running: AtomicUsize,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
@@ -27,7 +28,7 @@ pub struct Dispatcher {
     /// records are due (see `records.rs`).
     pub records_due: Arc<Notify>,
     /// When intake accepted each task not driven yet, for the latency histogram.
-    accepted_at: Mutex<HashMap<String, std::time::Instant>>,
+    accepted_at: Lock<HashMap<String, std::time::Instant>>,
     pub intake_latency: super::metrics::Histogram,
     stopping: tokio::sync::watch::Receiver<bool>,
 }
@@ -53,17 +54,17 @@ impl Dispatcher {
     fn without_workers(engine: Arc<Engine>, stopping: tokio::sync::watch::Receiver<bool>) -> Arc<Dispatcher> {
         Arc::new(Dispatcher {
             engine,
-            queue: Mutex::new(VecDeque::new()),
-            queued: Mutex::new(HashSet::new()),
+            queue: Lock::new(VecDeque::new()),
+            queued: Lock::new(HashSet::new()),
             wake: Notify::new(),
             workers: AtomicUsize::new(0),
-            held: Mutex::new(HashMap::new()),
+            held: Lock::new(HashMap::new()),
             running: AtomicUsize::new(0),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             task_ended: Arc::new(Notify::new()),
             records_due: Arc::new(Notify::new()),
-            accepted_at: Mutex::new(HashMap::new()),
+            accepted_at: Lock::new(HashMap::new()),
             intake_latency: super::metrics::Histogram::new(super::metrics::LATENCY_BUCKETS),
             stopping,
         })
@@ -81,9 +82,9 @@ impl Dispatcher {
 
     pub fn stats(&self) -> QueueStats {
         QueueStats {
-            waiting: self.queue.lock().map(|q| q.len()).unwrap_or(0),
+            waiting: self.queue.lock().len(),
             running: self.running.load(Ordering::SeqCst),
-            held: self.held.lock().map(|h| h.values().collect::<HashSet<_>>().len()).unwrap_or(0),
+            held: self.held.lock().values().collect::<HashSet<_>>().len(),
             completed_since_start: self.completed.load(Ordering::SeqCst),
             failed_since_start: self.failed.load(Ordering::SeqCst),
         }
@@ -91,23 +92,20 @@ impl Dispatcher {
 
     /// Intake accepted `task_id` now: its first drive observes the intake-to-dispatch latency.
     pub fn accepted(&self, task_id: &str) {
-        if let Ok(mut m) = self.accepted_at.lock() {
-            // Tasks another node runs are never driven here: do not let them pile up.
-            if m.len() >= 10_000 {
-                m.clear();
-            }
-            m.insert(task_id.to_owned(), std::time::Instant::now());
+        let mut m = self.accepted_at.lock();
+        // Tasks another node runs are never driven here: do not let them pile up.
+        if m.len() >= 10_000 {
+            m.clear();
         }
+        m.insert(task_id.to_owned(), std::time::Instant::now());
     }
 
     /// Queues `task_id` to be driven (no-op if it is already queued or running).
     pub fn enqueue(&self, task_id: String) {
-        if !self.queued.lock().is_ok_and(|mut q| q.insert(task_id.clone())) {
+        if !self.queued.lock().insert(task_id.clone()) {
             return;
         }
-        if let Ok(mut q) = self.queue.lock() {
-            q.push_back(task_id);
-        }
+        self.queue.lock().push_back(task_id);
         self.wake.notify_one();
     }
 
@@ -117,7 +115,7 @@ impl Dispatcher {
             if *stopping.borrow() {
                 return;
             }
-            let next = self.queue.lock().ok().and_then(|mut q| q.pop_front());
+            let next = self.queue.lock().pop_front();
             let Some(task_id) = next else {
                 tokio::select! {
                     _ = self.wake.notified() => continue,
@@ -125,15 +123,14 @@ impl Dispatcher {
                 }
             };
             self.running.fetch_add(1, Ordering::SeqCst);
-            if let Some(at) = self.accepted_at.lock().ok().and_then(|mut m| m.remove(&task_id)) {
+            let accepted = self.accepted_at.lock().remove(&task_id);
+            if let Some(at) = accepted {
                 self.intake_latency.observe(at.elapsed());
             }
             tracing::debug!(task = %task_id, "driving");
             let outcome = self.engine.drive(&task_id).await;
             self.running.fetch_sub(1, Ordering::SeqCst);
-            if let Ok(mut q) = self.queued.lock() {
-                q.remove(&task_id);
-            }
+            self.queued.lock().remove(&task_id);
             self.finished(task_id, outcome);
         }
     }
@@ -154,11 +151,7 @@ impl Dispatcher {
             }
             Ok(Outcome::Held(ids)) => {
                 tracing::info!(task = %task_id, escalations = ?ids, "held until a human decides");
-                if let Ok(mut h) = self.held.lock() {
-                    for id in &ids {
-                        h.insert(id.clone(), task_id.clone());
-                    }
-                }
+                self.held.lock().extend(ids.iter().map(|id| (id.clone(), task_id.clone())));
                 // A decision may have landed while the task was still being driven,
                 // before it was recorded as held: look once more, now that a later
                 // change would find it in `held`.
@@ -186,11 +179,9 @@ impl Dispatcher {
 
     /// An escalation file changed: a task held by it is driven again.
     pub fn escalation_changed(&self, escalation_id: &str) {
-        let task = self.held.lock().ok().and_then(|mut h| h.remove(escalation_id));
+        let task = self.held.lock().remove(escalation_id);
         if let Some(task) = task {
-            if let Ok(mut h) = self.held.lock() {
-                h.retain(|_, t| *t != task);
-            }
+            self.held.lock().retain(|_, t| *t != task);
             self.enqueue(task);
         }
     }
@@ -224,7 +215,7 @@ mod tests {
     }
 
     fn queued(d: &Dispatcher) -> Vec<String> {
-        d.queue.lock().unwrap().iter().cloned().collect()
+        d.queue.lock().iter().cloned().collect()
     }
 
     #[tokio::test]

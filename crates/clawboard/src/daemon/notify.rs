@@ -10,11 +10,12 @@
 
 use std::collections::HashSet;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 
 use clawboard_core::Store;
 use clawboard_core::journal::{ChangeKind, Entry, Origin};
+use clawboard_core::lock::Lock;
 use clawboard_roles::escalations;
 use clawboard_roles::review;
 use tokio::io::AsyncWriteExt;
@@ -26,7 +27,7 @@ pub struct Notifier {
     pub config: NotifyResolved,
     pub store: Store,
     pub counters: Arc<super::web::Counters>,
-    seen: Mutex<HashSet<String>>,
+    seen: Lock<HashSet<String>>,
     client: reqwest::Client,
     /// With sync on: this node's id. Its sync-conflict escalations are written as
     /// pulled changes, yet this node raised them.
@@ -76,7 +77,7 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .build()?;
-        Ok(Notifier { config, store, counters, seen: Mutex::new(HashSet::new()), client, node })
+        Ok(Notifier { config, store, counters, seen: Lock::new(HashSet::new()), client, node })
     }
 
     pub async fn run(
@@ -109,7 +110,7 @@ impl Notifier {
             if esc.decision.is_some() || !self.config.levels.contains(&esc.level) {
                 continue;
             }
-            if !self.seen.lock().is_ok_and(|mut s| s.insert(id.to_owned())) {
+            if !self.seen.lock().insert(id.to_owned()) {
                 continue;
             }
             let entry = review::Entry { id: id.to_owned(), escalation: esc };

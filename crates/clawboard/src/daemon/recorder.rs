@@ -6,13 +6,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clawboard_core::index::{Index, Stamp};
 use clawboard_core::journal::{Change, Entry, Journal, Origin, is_ignored};
+use clawboard_core::lock::Lock;
 use clawboard_core::store::ChangeSink;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -97,14 +98,12 @@ fn is_top_dir(p: &Path, root: &Path) -> bool {
 /// The store's [`ChangeSink`]: expectations first, then a message to the recorder.
 pub struct Sink {
     tx: SyncSender<Msg>,
-    expected: Arc<Mutex<HashMap<String, (Stamp, Origin)>>>,
+    expected: Arc<Lock<HashMap<String, (Stamp, Origin)>>>,
 }
 
 impl ChangeSink for Sink {
     fn expect(&self, path: &str, stamp: Stamp, origin: Origin) {
-        if let Ok(mut m) = self.expected.lock() {
-            m.insert(path.to_owned(), (stamp, origin));
-        }
+        self.expected.lock().insert(path.to_owned(), (stamp, origin));
     }
 
     fn changed(&self, path: &str, origin: Origin) {
@@ -128,7 +127,7 @@ struct State {
     journal: Journal,
     index: Index,
     state_dir: PathBuf,
-    expected: Arc<Mutex<HashMap<String, (Stamp, Origin)>>>,
+    expected: Arc<Lock<HashMap<String, (Stamp, Origin)>>>,
     consumers: Vec<UnboundedSender<Vec<Entry>>>,
     overflow: Arc<AtomicBool>,
     since_snapshot: usize,
@@ -161,7 +160,7 @@ impl Recorder {
         // Watch first, then scan: a change during the scan is seen by one or both,
         // and the index drops the duplicate.
         watch_tree(&mut watcher, root)?;
-        let expected = Arc::new(Mutex::new(HashMap::new()));
+        let expected = Arc::new(Lock::new(HashMap::new()));
         let last_seq = Arc::new(AtomicU64::new(journal.last_seq()));
         let mut state = State {
             root: root.to_owned(),
@@ -429,15 +428,13 @@ impl State {
             Ok(_) => return None,
             Err(_) => None,
         };
-        let expected = self.expected.lock().ok()?.remove(path);
+        let expected = self.expected.lock().remove(path);
         let origin = match (expected, now) {
             (Some((stamp, origin)), Some(n)) if stamp == n => origin,
             (Some(_), None) => hint,
             (Some(other), Some(_)) => {
                 // Written again since: keep waiting for the write we expected.
-                if let Ok(mut m) = self.expected.lock() {
-                    m.insert(path.to_owned(), other);
-                }
+                self.expected.lock().insert(path.to_owned(), other);
                 hint
             }
             (None, _) => hint,
@@ -477,7 +474,7 @@ mod tests {
             journal: Journal::open(&state_dir.join("journal")).unwrap(),
             index: Index::default(),
             state_dir,
-            expected: Arc::new(Mutex::new(HashMap::new())),
+            expected: Arc::new(Lock::new(HashMap::new())),
             consumers: vec![tx],
             overflow: Arc::new(AtomicBool::new(false)),
             since_snapshot: 0,

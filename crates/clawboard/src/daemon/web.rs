@@ -40,7 +40,7 @@ pub struct Web {
     pub token: String,
     pub csrf: String,
     /// Session ids handed out by `/?token=`, oldest first.
-    pub sessions: std::sync::Mutex<std::collections::VecDeque<String>>,
+    pub sessions: clawboard_core::lock::Lock<std::collections::VecDeque<String>>,
 }
 
 use clawboard_roles::constant_time_eq;
@@ -62,17 +62,16 @@ impl Web {
             return constant_time_eq(t.as_bytes(), self.token.as_bytes());
         }
         let Some(session) = cookie_token(headers) else { return false };
-        self.sessions.lock().is_ok_and(|s| s.iter().any(|k| constant_time_eq(k.as_bytes(), session.as_bytes())))
+        self.sessions.lock().iter().any(|k| constant_time_eq(k.as_bytes(), session.as_bytes()))
     }
 
     fn new_session(&self) -> String {
         let id = clawboard_roles::random_hex(32);
-        if let Ok(mut s) = self.sessions.lock() {
-            if s.len() >= MAX_SESSIONS {
-                s.pop_front();
-            }
-            s.push_back(id.clone());
+        let mut s = self.sessions.lock();
+        if s.len() >= MAX_SESSIONS {
+            s.pop_front();
         }
+        s.push_back(id.clone());
         id
     }
 
@@ -481,7 +480,7 @@ pub async fn serve(
         store,
         token,
         csrf: clawboard_roles::random_hex(16),
-        sessions: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        sessions: clawboard_core::lock::Lock::new(std::collections::VecDeque::new()),
     });
     let app = Router::new()
         .route("/", get(page))

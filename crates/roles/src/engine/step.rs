@@ -38,11 +38,8 @@ impl TaskRun<'_> {
         role: &str,
         check: impl Fn(&T) -> Result<(), String>,
     ) -> Result<(Attempt, T), StepError> {
-        let finished = self
-            .attempts
-            .lock()
-            .ok()
-            .and_then(|v| v.iter().rev().find(|a| a.step == info.step && a.status == AttemptStatus::Ok).cloned());
+        let finished =
+            self.attempts.lock().iter().rev().find(|a| a.step == info.step && a.status == AttemptStatus::Ok).cloned();
         if let Some(a) = finished {
             let stdout = attempts::read_stdout(&self.engine.store, &self.id, &a)?;
             match parse_output::<T>(&stdout) {
@@ -146,7 +143,7 @@ impl TaskRun<'_> {
         // Number and register in one critical section: parallel roles of a step
         // group must never share a number.
         {
-            let mut v = self.attempts.lock().map_err(|_| StepError::Failed("attempt list poisoned".into()))?;
+            let mut v = self.attempts.lock();
             attempt.number = v.iter().map(|a| a.number).max().unwrap_or(0) + 1;
             v.push(attempt.clone());
         }
@@ -217,9 +214,7 @@ impl TaskRun<'_> {
             self.slice_finished(h, attempt.status == AttemptStatus::Ok, &out.stdout)?;
         }
         self.engine.count_run(attempt.status);
-        if let Ok(mut v) = self.attempts.lock()
-            && let Some(slot) = v.iter_mut().find(|a| a.number == number)
-        {
+        if let Some(slot) = self.attempts.lock().iter_mut().find(|a| a.number == number) {
             *slot = attempt.clone();
         }
         self.instance_ended(&instance_id)?;
@@ -273,9 +268,7 @@ impl TaskRun<'_> {
             started_at: a.started_at.to_string(),
             token: token.to_owned(),
         };
-        if let Ok(mut v) = self.engine.instances.lock() {
-            v.push(info.clone());
-        }
+        self.engine.instances.lock().push(info.clone());
         self.progress(|p| {
             p.step = a.step.clone();
             p.iteration = a
@@ -303,12 +296,8 @@ impl TaskRun<'_> {
     }
 
     fn instance_ended(&self, instance_id: &str) -> Result<(), StepError> {
-        if let Ok(mut v) = self.engine.instances.lock() {
-            v.retain(|i| i.id != instance_id);
-        }
-        if let Ok(mut p) = self.page.lock() {
-            p.running.retain(|r| r.0 != instance_id);
-        }
+        self.engine.instances.lock().retain(|i| i.id != instance_id);
+        self.page.lock().running.retain(|r| r.0 != instance_id);
         self.engine.store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
             act.instances.retain(|i| i.id.as_str() != instance_id);
         })?;

@@ -92,7 +92,7 @@ impl<R: Remote> Pusher<R> {
                 continue;
             }
             let rel = RelPath::new(&path)?;
-            let writer = self.writer.lock().map_err(|_| crate::push::poisoned())?.clone();
+            let writer = self.writer.lock().clone();
             writer.remove(&rel)?;
             let vv = listed.vv;
             self.with_state(|s| s.record(&path, Some(Pushed { vv, deleted: true, ..Pushed::default() })))?;
