@@ -1,0 +1,131 @@
+//! Reading the archive back: `archive status`, `archive log`, and whether a
+//! task's memory is archived (the retention guard asks).
+
+use std::path::Path;
+
+use chrono::{TimeZone, Utc};
+use git2::{Oid, Repository};
+
+use super::{Archive, LogEntry, STATUS, Status, StatusFile, git_err, redact, rfc3339};
+use crate::Result;
+
+/// The branch head the remote last accepted, if the repository still has it.
+fn pushed_head(repo: &Repository, status: &StatusFile) -> Option<Oid> {
+    status.last_pushed.as_deref().and_then(|p| Oid::from_str(p).ok()).filter(|p| repo.find_commit(*p).is_ok())
+}
+
+impl Archive {
+    /// `clawboard archive status`.
+    pub fn status(&self) -> Result<Status> {
+        let file: StatusFile = self.read_json(STATUS);
+        let path = self.repo_path();
+        let mut status = Status {
+            repository: path.display().to_string(),
+            branch: self.settings.branch.clone(),
+            remote: self.settings.remote.as_deref().map(redact),
+            head: None,
+            commits: 0,
+            pending: 0,
+            file,
+        };
+        if !path.join("HEAD").exists() {
+            return Ok(status);
+        }
+        let repo = self.repo()?;
+        let Some(head) = self.head(&repo)? else { return Ok(status) };
+        status.head = Some(head.to_string());
+        let g = || git_err(&path, "walk the history");
+        let mut walk = repo.revwalk().map_err(g())?;
+        walk.push(head).map_err(g())?;
+        status.commits = walk.count();
+        if self.settings.remote.is_some() {
+            let mut walk = repo.revwalk().map_err(g())?;
+            walk.push(head).map_err(g())?;
+            if let Some(pushed) = pushed_head(&repo, &status.file) {
+                walk.hide(pushed).map_err(g())?;
+            }
+            status.pending = walk.count();
+        }
+        Ok(status)
+    }
+
+    /// Whether the memory of task `task_id` is safely archived: every file extraction
+    /// makes of its `memory-harvest.json` (`memory/roles/{role}/{task}.json`) is in
+    /// the branch head the remote accepted (with `archive.remote`), or in the local
+    /// head (without). `Ok(Err(why))` when not; a task without a harvest has nothing
+    /// to archive.
+    pub fn task_archived(&self, task_id: &str) -> Result<std::result::Result<(), String>> {
+        let rel = clawboard_core::RelPath::new(&clawboard_core::layout::task_file(
+            task_id,
+            clawboard_core::layout::HARVEST_FILE,
+        ))?;
+        let harvest: clawboard_core::formats::MemoryHarvest = match self.store.read(&rel) {
+            Ok(h) => h,
+            Err(clawboard_core::Error::NotFound { .. }) => return Ok(Ok(())),
+            Err(e) => return Ok(Err(format!("its memory harvest cannot be read: {e}"))),
+        };
+        let wanted: std::collections::BTreeSet<String> =
+            harvest.experiences.iter().map(|e| format!("memory/roles/{}/{task_id}.json", e.role_id)).collect();
+        if wanted.is_empty() {
+            return Ok(Ok(()));
+        }
+        let path = self.repo_path();
+        if !path.join("HEAD").exists() {
+            return Ok(Err("its memory harvest is not archived yet (no archive commit so far)".into()));
+        }
+        let repo = self.repo()?;
+        let (target, what) = if self.settings.remote.is_some() {
+            let status: StatusFile = self.read_json(STATUS);
+            (pushed_head(&repo, &status), "a pushed archive commit")
+        } else {
+            (self.head(&repo)?, "an archive commit")
+        };
+        let Some(target) = target else {
+            return Ok(Err(format!("its memory harvest is not in {what} yet (nothing pushed so far)")));
+        };
+        let tree = repo.find_commit(target).and_then(|c| c.tree()).map_err(git_err(&path, "read the archived tree"))?;
+        let missing: Vec<&String> = wanted.iter().filter(|p| tree.get_path(Path::new(p.as_str())).is_err()).collect();
+        match missing.first() {
+            None => Ok(Ok(())),
+            Some(first) => Ok(Err(format!(
+                "its memory harvest is not in {what} yet ({} of {} files missing, e.g. {first})",
+                missing.len(),
+                wanted.len()
+            ))),
+        }
+    }
+
+    /// The newest `n` commits of the branch.
+    pub fn log(&self, n: usize) -> Result<Vec<LogEntry>> {
+        let path = self.repo_path();
+        if !path.join("HEAD").exists() {
+            return Ok(Vec::new());
+        }
+        let repo = self.repo()?;
+        let Some(head) = self.head(&repo)? else { return Ok(Vec::new()) };
+        let g = || git_err(&path, "walk the history");
+        let pushed = pushed_head(&repo, &self.read_json::<StatusFile>(STATUS));
+        let mut walk = repo.revwalk().map_err(g())?;
+        walk.push(head).map_err(g())?;
+        walk.set_sorting(git2::Sort::TIME | git2::Sort::TOPOLOGICAL).map_err(g())?;
+        let mut out = Vec::new();
+        for id in walk.take(n) {
+            let id = id.map_err(g())?;
+            let c = repo.find_commit(id).map_err(g())?;
+            let tree = c.tree().map_err(g())?;
+            let parent = c.parents().next().and_then(|p| p.tree().ok());
+            let files =
+                repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), None).map(|d| d.deltas().len()).map_err(g())?;
+            let time = Utc.timestamp_opt(c.time().seconds(), 0).single().map(rfc3339).unwrap_or_default();
+            out.push(LogEntry {
+                id: id.to_string(),
+                time,
+                author: c.author().name().unwrap_or("?").to_owned(),
+                message: c.summary().unwrap_or("").to_owned(),
+                files,
+                pushed: pushed.is_some_and(|p| p == id || repo.graph_descendant_of(p, id).unwrap_or(false)),
+            });
+        }
+        Ok(out)
+    }
+}
