@@ -408,6 +408,42 @@ fn critical_escalations_run_the_hooks_with_retries_and_a_failing_hook_blocks_not
 }
 
 #[test]
+fn an_escalation_whose_notification_a_crash_cut_off_is_notified_once_after_the_restart() {
+    let t = Tree::init();
+    let tried = t.dir.path().join("tried");
+    let out = t.dir.path().join("notified");
+    // The hook's first try fails and its retry waits a minute: the daemon dies in between.
+    let hook = format!(
+        "[notify]\nlevels = [\"critical\"]\ncommand = [\"sh\", \"-c\", \"if [ ! -e {tried} ]; then touch {tried}; exit 1; fi; echo $CLAWBOARD_ESCALATION_ID >> {out}\"]\nretries = 1\nretry_delay = \"60s\"\n",
+        tried = tried.display(),
+        out = out.display()
+    );
+    t.config(&esc_config("critical", &hook));
+    let d = t.daemon();
+    t.drop_task("k1.json", &task_json("k1", "use-esc notify me"));
+    wait_until(30, "the hook's first, failing try", || tried.exists());
+    wait_until(30, "the retry's wait", || d.output().contains("retry 1 of 1"));
+    d.crash();
+    assert!(!out.exists(), "nothing was notified before the crash");
+    let esc = t.escalation_of("k1").unwrap();
+
+    let d = t.daemon();
+    wait_until(30, "the notification, sent by the restarted daemon", || out.exists());
+    assert_eq!(d.stop(), 0);
+    // A clean start after it sends nothing again.
+    let d = t.daemon();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert_eq!(d.stop(), 0);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), format!("{esc}\n"), "notified exactly once");
+
+    // Notifications off: the cursor goes, so it cannot hold back journal compaction.
+    assert!(t.root.join(".clawboard/cursors/notify").exists());
+    t.config(&esc_config("critical", ""));
+    t.daemon().stop();
+    assert!(!t.root.join(".clawboard/cursors/notify").exists());
+}
+
+#[test]
 fn gm_records_every_ended_task_and_arbitrates_a_validator_that_never_passes() {
     let t = Tree::init();
     let validator = r#"["sh", "-c", "ctx=$(cat); case \"$ctx\" in *never-good*) printf '{\"score\":3.5,\"pass\":false,\"issues\":[{\"severity\":\"high\",\"description\":\"tests fail\"}]}';; *) printf '{\"score\":9,\"pass\":true}';; esac"]"#;

@@ -52,6 +52,17 @@ pub struct DaemonState {
     pub acl: clawboard_core::acl::Acl,
 }
 
+/// Removes the journal cursor `name` of a consumer that is off: a stale cursor
+/// would hold back journal compaction forever.
+fn drop_cursor(root: &Path, name: &str, why: &str) -> anyhow::Result<()> {
+    let cursor = root.join(".clawboard/cursors").join(name);
+    if cursor.exists() {
+        std::fs::remove_file(&cursor).with_context(|| format!("removing {}", cursor.display()))?;
+        tracing::info!("{why}: dropped the {name} cursor of the journal");
+    }
+    Ok(())
+}
+
 /// Takes `.clawboard/daemon.lock` if no daemon holds it (`Err` with its pid if one does).
 /// Whoever holds it is the journal's only writer.
 pub fn try_lock_root(root: &Path) -> anyhow::Result<Result<File, String>> {
@@ -152,6 +163,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             node,
         )?))
     } else {
+        // A stale cursor would hold back journal compaction forever; without it,
+        // turning notifications on again replays the journal as it then stands.
+        drop_cursor(&root, notify::CURSOR, "notifications are off")?;
         None
     };
     let orphans = runner::kill_orphans(&root.display().to_string());
@@ -227,13 +241,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         for id in active {
             dispatcher.enqueue(id);
         }
-        // A stale push cursor would hold back journal compaction forever; without it,
-        // turning sync on again starts with a full push (which skips what is pushed).
-        let cursor = root.join(".clawboard/cursors/push");
-        if cursor.exists() {
-            std::fs::remove_file(&cursor).with_context(|| format!("removing {}", cursor.display()))?;
-            tracing::info!("sync is off: dropped its journal cursor");
-        }
+        // Without its cursor, turning sync on again starts with a full push (which
+        // skips what is pushed).
+        drop_cursor(&root, "push", "sync is off")?;
     }
     if settings.archive.enabled {
         let node =

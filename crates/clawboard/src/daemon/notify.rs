@@ -5,16 +5,21 @@
 //! `text`). Each is retried `notify.retries` times, `notify.retry_delay` apart with
 //! doubling; a failure is logged and counted, and never touches the task.
 //!
-//! It follows the journal live: escalations pulled from other nodes are theirs to
-//! notify, and each escalation is notified once per daemon run.
+//! It consumes the change journal with a durable cursor (`.clawboard/cursors/notify`):
+//! escalations pulled from other nodes are theirs to notify; an escalation raised
+//! just before a crash, or whose hook was still retrying when the daemon stopped,
+//! is notified when the daemon starts again. The cursor never passes a
+//! notification still being sent, and moves past each one as soon as it is done,
+//! so a restart does not send a finished one again (only a crash in the moment
+//! between a hook finishing and the cursor's write can).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use clawboard_core::Store;
-use clawboard_core::journal::{ChangeKind, Entry, Origin};
+use clawboard_core::journal::{self, ChangeKind, Cursor, Entry, Origin};
 use clawboard_core::lock::Lock;
 use clawboard_roles::escalations;
 use clawboard_roles::review;
@@ -23,12 +28,32 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::config::NotifyResolved;
 
+/// The notifier's cursor, in `.clawboard/cursors/` (journal compaction honours it).
+pub const CURSOR: &str = "notify";
+const CURSORS: &str = ".clawboard/cursors";
+/// Entries handled between two writes of the cursor while nothing is being sent.
+const CURSOR_EVERY: u64 = 1_000;
+
+/// Where the notifier stands in the journal.
+#[derive(Default)]
+struct Position {
+    /// The last entry handled.
+    last: u64,
+    /// What the cursor file holds.
+    stored: u64,
+    /// Entries whose notification is being sent.
+    inflight: BTreeSet<u64>,
+    /// The sending task of each.
+    running: HashMap<tokio::task::Id, u64>,
+}
+
 pub struct Notifier {
     pub config: NotifyResolved,
     pub store: Store,
     pub counters: Arc<super::web::Counters>,
     seen: Lock<HashSet<String>>,
     client: reqwest::Client,
+    cursor: Cursor,
     /// With sync on: this node's id. Its sync-conflict escalations are written as
     /// pulled changes, yet this node raised them.
     node: Option<String>,
@@ -77,27 +102,82 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .build()?;
-        Ok(Notifier { config, store, counters, seen: Lock::new(HashSet::new()), client, node })
+        let cursor = Cursor::new(&store.root().join(CURSORS), CURSOR);
+        Ok(Notifier { config, store, counters, seen: Lock::new(HashSet::new()), client, node, cursor })
     }
 
+    /// Replays what the journal holds after the cursor, then follows `live`, until
+    /// `stop`. Notifications still being sent then end with the daemon; the cursor
+    /// stays before them, so the next start sends them again.
     pub async fn run(
         self: Arc<Self>,
         mut live: UnboundedReceiver<Vec<Entry>>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
+        let start = self.cursor.load()?;
+        let mut at = Position { last: start, stored: start, ..Position::default() };
+        let mut sending = tokio::task::JoinSet::new();
+        let journal_dir = self.store.root().join(".clawboard/journal");
+        loop {
+            let batch = journal::read_after(&journal_dir, at.last, 10_000)?;
+            if batch.is_empty() {
+                break;
+            }
+            self.handle(batch, &mut at, &mut sending);
+        }
+        self.save(&mut at, false)?;
         loop {
             tokio::select! {
                 batch = live.recv() => match batch {
-                    Some(b) => self.handle(&b),
-                    None => return Ok(()),
+                    Some(b) => {
+                        self.handle(b, &mut at, &mut sending);
+                        self.save(&mut at, false)?;
+                    }
+                    None => break,
                 },
-                _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
+                Some(done) = sending.join_next_with_id() => {
+                    let id = match &done {
+                        Ok((id, ())) => *id,
+                        Err(e) => {
+                            // A panicking hook task still counts as tried: it must not hold the cursor forever.
+                            tracing::error!("a notification task failed: {e}");
+                            e.id()
+                        }
+                    };
+                    if let Some(seq) = at.running.remove(&id) {
+                        at.inflight.remove(&seq);
+                    }
+                    self.save(&mut at, true)?;
+                }
+                _ = clawboard_roles::runner::fired(&mut stop) => break,
             }
         }
+        sending.abort_all();
+        self.save(&mut at, true)
     }
 
-    fn handle(self: &Arc<Self>, batch: &[Entry]) {
-        for id in batch.iter().filter_map(|e| escalation_of(e, self.node.as_deref())) {
+    /// Stores the cursor up to just before the oldest notification still being
+    /// sent: now when `force` (a notification finished, or the daemon stops),
+    /// otherwise every [`CURSOR_EVERY`] entries (re-reading entries that notify
+    /// nothing costs nothing).
+    fn save(&self, at: &mut Position, force: bool) -> anyhow::Result<()> {
+        let storable = at.inflight.first().map_or(at.last, |seq| seq.saturating_sub(1));
+        if storable > at.stored && (force || storable - at.stored >= CURSOR_EVERY) {
+            self.cursor.store(storable)?;
+            at.stored = storable;
+        }
+        Ok(())
+    }
+
+    /// Starts a notification for every escalation in `batch` that is due one.
+    fn handle(self: &Arc<Self>, batch: Vec<Entry>, at: &mut Position, sending: &mut tokio::task::JoinSet<()>) {
+        for e in batch {
+            // A live batch may repeat what the replay read from the journal.
+            if e.seq <= at.last {
+                continue;
+            }
+            at.last = e.seq;
+            let Some(id) = escalation_of(&e, self.node.as_deref()) else { continue };
             let esc = match escalations::load(&self.store, id) {
                 Ok(e) => e,
                 Err(clawboard_core::Error::NotFound { .. }) => continue, // removed since
@@ -115,7 +195,9 @@ impl Notifier {
             }
             let entry = review::Entry { id: id.to_owned(), escalation: esc };
             let me = self.clone();
-            tokio::spawn(async move { me.notify(entry).await });
+            let task = sending.spawn(async move { me.notify(entry).await });
+            at.inflight.insert(e.seq);
+            at.running.insert(task.id(), e.seq);
         }
     }
 
