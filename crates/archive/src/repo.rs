@@ -27,6 +27,7 @@ mod status;
 
 use commit::Pack;
 pub use remote::conflict_name;
+pub use status::Archived;
 
 /// Where the archive keeps its repository and state, under the root.
 pub const DIR: &str = ".clawboard/archive";

@@ -63,9 +63,15 @@ fn drop_cursor(root: &Path, name: &str, why: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Takes `.clawboard/daemon.lock` if no daemon holds it (`Err` with its pid if one does).
-/// Whoever holds it is the journal's only writer.
-pub fn try_lock_root(root: &Path) -> anyhow::Result<Result<File, String>> {
+/// `.clawboard/daemon.lock`, taken or not. Whoever holds it is the journal's only writer.
+pub enum RootLock {
+    Taken(File),
+    /// A daemon holds it: its pid as it wrote it (empty if unreadable).
+    HeldBy(String),
+}
+
+/// Takes `.clawboard/daemon.lock` if no daemon holds it.
+pub fn try_lock_root(root: &Path) -> anyhow::Result<RootLock> {
     let path = root.join(".clawboard/daemon.lock");
     let mut f = OpenOptions::new()
         .read(true)
@@ -74,12 +80,18 @@ pub fn try_lock_root(root: &Path) -> anyhow::Result<Result<File, String>> {
         .truncate(false)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
-    if f.try_lock().is_err() {
-        let mut pid = String::new();
-        let _ = f.read_to_string(&mut pid);
-        return Ok(Err(pid.trim().to_owned()));
+    match f.try_lock() {
+        Ok(()) => Ok(RootLock::Taken(f)),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            // The pid only names the holder in a message; an unreadable one stays empty.
+            if let Err(e) = f.read_to_string(&mut pid) {
+                tracing::debug!("cannot read the pid in {}: {e}", path.display());
+            }
+            Ok(RootLock::HeldBy(pid.trim().to_owned()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", path.display())),
     }
-    Ok(Ok(f))
 }
 
 /// Sleeps until `at`, or forever if there is nothing to wait for (a `select!` arm
@@ -94,8 +106,8 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 /// Holds `.clawboard/daemon.lock` for the life of the daemon.
 fn lock_root(root: &Path) -> anyhow::Result<File> {
     let mut f = match try_lock_root(root)? {
-        Ok(f) => f,
-        Err(pid) => bail!(
+        RootLock::Taken(f) => f,
+        RootLock::HeldBy(pid) => bail!(
             "another clawboard daemon (pid {pid}) is already running on {}; stop it first (e.g. `systemctl stop clawboard`) or use another --root",
             root.display()
         ),

@@ -27,7 +27,7 @@ use crate::index::Stamp;
 use crate::journal::Origin;
 use crate::kind::{FileKind, Format};
 use crate::layout;
-use crate::validate::{self, DEFAULT_MAX_FILE_BYTES, Invalid};
+use crate::validate::{self, DEFAULT_MAX_FILE_BYTES};
 
 pub use atomic::{TEMP_MARK, is_temp_name};
 pub use paths::{RelPath, open_plain, plain_file, real_dir, real_dirs};
@@ -217,8 +217,13 @@ impl Store {
     /// Reads the raw bytes of `rel`, refusing files over the size limit.
     pub fn read_bytes(&self, rel: &RelPath) -> Result<Vec<u8>> {
         let path = self.resolve_existing(rel)?;
-        validate::read_tree_file(&path, self.max_file_bytes)?
-            .map_err(|p| Invalid { file: rel.to_string(), kind: None, problems: vec![p] }.into())
+        validate::read_tree_file(&path, self.max_file_bytes).map_err(|e| match e {
+            Error::Invalid(mut refused) => {
+                refused.file = rel.to_string();
+                Error::Invalid(refused)
+            }
+            other => other,
+        })
     }
 
     /// Reads and checks `rel` as a `T`, with the rules its path implies.

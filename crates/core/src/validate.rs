@@ -95,9 +95,15 @@ pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Va
     Ok(value)
 }
 
+/// The file at `path` refused without being read: [`Error::Invalid`] naming it as
+/// the user gave it (a caller that names it otherwise replaces `file`).
+fn refused(path: &Path, problem: Problem) -> Error {
+    Invalid { file: path.display().to_string(), kind: None, problems: vec![problem] }.into()
+}
+
 /// Reads at most `max_bytes` from `path` (a file the user named: links are followed,
-/// a pipe is read); a larger file is a problem, not a read.
-pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
+/// a pipe is read); a larger file is [`Error::Invalid`], not a read.
+pub fn read_limited(path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
     let file = std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::NotFound { path: path.display().to_string() },
         _ => Error::io(path, e),
@@ -107,8 +113,8 @@ pub fn read_limited(path: &Path, max_bytes: u64) -> Result<std::result::Result<V
 
 /// [`read_limited`] for a file in the tree, which must be a regular file: a symbolic
 /// link at `path` is not followed and a FIFO, socket or device is not opened for
-/// reading (so it cannot block); both are problems naming what the file is.
-pub fn read_tree_file(path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
+/// reading (so it cannot block); both are [`Error::Invalid`] naming what the file is.
+pub fn read_tree_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
     let file = match opened {
@@ -117,10 +123,13 @@ pub fn read_tree_file(path: &Path, max_bytes: u64) -> Result<std::result::Result
             return Err(Error::NotFound { path: path.display().to_string() });
         }
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Ok(Err(Problem::new(
-                "",
-                "the file is a symbolic link; clawboard does not follow links here (put the file itself in the tree)",
-            )));
+            return Err(refused(
+                path,
+                Problem::new(
+                    "",
+                    "the file is a symbolic link; clawboard does not follow links here (put the file itself in the tree)",
+                ),
+            ));
         }
         Err(e) => return Err(Error::io(path, e)),
     };
@@ -135,12 +144,12 @@ pub fn read_tree_file(path: &Path, max_bytes: u64) -> Result<std::result::Result
         } else {
             "a device"
         };
-        return Ok(Err(Problem::new("", format!("the file is {what}, not a regular file; it is not read"))));
+        return Err(refused(path, Problem::new("", format!("the file is {what}, not a regular file; it is not read"))));
     }
     read_opened(file, path, max_bytes)
 }
 
-fn read_opened(file: std::fs::File, path: &Path, max_bytes: u64) -> Result<std::result::Result<Vec<u8>, Problem>> {
+fn read_opened(file: std::fs::File, path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     let too_large = |size: u64| {
         Problem::new(
@@ -153,15 +162,15 @@ fn read_opened(file: std::fs::File, path: &Path, max_bytes: u64) -> Result<std::
         )
     };
     if size > max_bytes {
-        return Ok(Err(too_large(size)));
+        return Err(refused(path, too_large(size)));
     }
     let mut bytes = Vec::with_capacity(size as usize);
     // Take one byte more than allowed, in case the file grew since the stat.
     file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
     if bytes.len() as u64 > max_bytes {
-        return Ok(Err(too_large(bytes.len() as u64)));
+        return Err(refused(path, too_large(bytes.len() as u64)));
     }
-    Ok(Ok(bytes))
+    Ok(bytes)
 }
 
 /// Checks the file at `path`; `kind` is inferred from the path when not given.
@@ -176,10 +185,10 @@ pub fn check_file(path: &Path, kind: Option<FileKind>, max_bytes: u64) -> Result
         }
     };
     let invalid = |problems| Invalid { file: path.display().to_string(), kind: Some(kind.name()), problems };
-    let bytes = match read_limited(path, max_bytes)? {
-        Ok(b) => b,
-        Err(p) => return Err(invalid(vec![p]).into()),
-    };
+    let bytes = read_limited(path, max_bytes).map_err(|e| match e {
+        Error::Invalid(refused) => invalid(refused.problems).into(),
+        other => other,
+    })?;
     check_bytes(&bytes, kind, &ctx).map(|v| (kind, v)).map_err(|p| invalid(p).into())
 }
 

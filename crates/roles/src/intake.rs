@@ -67,13 +67,13 @@ pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
     let path = store.path(&rel);
     let bytes = match read_tree_file(&path, store.max_file_bytes()) {
         Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
-        Err(e) => return Err(e),
         // Too large, a symbolic link, a FIFO: refused without being read.
-        Ok(Err(problem)) => {
-            let inv = Invalid { file: format!("inbox/{name}"), kind: None, problems: vec![problem] };
-            return reject(store, path, name, &render(&inv));
+        Err(Error::Invalid(mut refused)) => {
+            refused.file = format!("inbox/{name}");
+            return reject(store, path, name, &render(&refused));
         }
-        Ok(Ok(b)) => b,
+        Err(e) => return Err(e),
+        Ok(b) => b,
     };
     if unsettled(&path, &bytes) {
         return Ok(Intake::Unsettled);

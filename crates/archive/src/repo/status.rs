@@ -14,6 +14,14 @@ fn pushed_head(repo: &Repository, status: &StatusFile) -> Option<Oid> {
     status.last_pushed.as_deref().and_then(|p| Oid::from_str(p).ok()).filter(|p| repo.find_commit(*p).is_ok())
 }
 
+/// Whether a task's memory is archived (see [`Archive::task_archived`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Archived {
+    Yes,
+    /// Not yet, and why.
+    NotYet(String),
+}
+
 impl Archive {
     /// `clawboard archive status`.
     pub fn status(&self) -> Result<Status> {
@@ -52,26 +60,25 @@ impl Archive {
     /// Whether the memory of task `task_id` is safely archived: every file extraction
     /// makes of its `memory-harvest.json` (`memory/roles/{role}/{task}.json`) is in
     /// the branch head the remote accepted (with `archive.remote`), or in the local
-    /// head (without). `Ok(Err(why))` when not; a task without a harvest has nothing
-    /// to archive.
-    pub fn task_archived(&self, task_id: &str) -> Result<std::result::Result<(), String>> {
+    /// head (without). A task without a harvest has nothing to archive.
+    pub fn task_archived(&self, task_id: &str) -> Result<Archived> {
         let rel = clawboard_core::RelPath::new(&clawboard_core::layout::task_file(
             task_id,
             clawboard_core::layout::HARVEST_FILE,
         ))?;
         let harvest: clawboard_core::formats::MemoryHarvest = match self.store.read(&rel) {
             Ok(h) => h,
-            Err(clawboard_core::Error::NotFound { .. }) => return Ok(Ok(())),
-            Err(e) => return Ok(Err(format!("its memory harvest cannot be read: {e}"))),
+            Err(clawboard_core::Error::NotFound { .. }) => return Ok(Archived::Yes),
+            Err(e) => return Ok(Archived::NotYet(format!("its memory harvest cannot be read: {e}"))),
         };
         let wanted: std::collections::BTreeSet<String> =
             harvest.experiences.iter().map(|e| format!("memory/roles/{}/{task_id}.json", e.role_id)).collect();
         if wanted.is_empty() {
-            return Ok(Ok(()));
+            return Ok(Archived::Yes);
         }
         let path = self.repo_path();
         if !path.join("HEAD").exists() {
-            return Ok(Err("its memory harvest is not archived yet (no archive commit so far)".into()));
+            return Ok(Archived::NotYet("its memory harvest is not archived yet (no archive commit so far)".into()));
         }
         let repo = self.repo()?;
         let (target, what) = if self.settings.remote.is_some() {
@@ -81,13 +88,13 @@ impl Archive {
             (self.head(&repo)?, "an archive commit")
         };
         let Some(target) = target else {
-            return Ok(Err(format!("its memory harvest is not in {what} yet (nothing pushed so far)")));
+            return Ok(Archived::NotYet(format!("its memory harvest is not in {what} yet (nothing pushed so far)")));
         };
         let tree = repo.find_commit(target).and_then(|c| c.tree()).map_err(git_err(&path, "read the archived tree"))?;
         let missing: Vec<&String> = wanted.iter().filter(|p| tree.get_path(Path::new(p.as_str())).is_err()).collect();
         match missing.first() {
-            None => Ok(Ok(())),
-            Some(first) => Ok(Err(format!(
+            None => Ok(Archived::Yes),
+            Some(first) => Ok(Archived::NotYet(format!(
                 "its memory harvest is not in {what} yet ({} of {} files missing, e.g. {first})",
                 missing.len(),
                 wanted.len()

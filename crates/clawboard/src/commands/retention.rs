@@ -74,8 +74,8 @@ impl Guard for TreeGuard {
         }
         if let Some(a) = &self.archive {
             match a.task_archived(id) {
-                Ok(Ok(())) => {}
-                Ok(Err(why)) => return Err(why),
+                Ok(clawboard_archive::repo::Archived::Yes) => {}
+                Ok(clawboard_archive::repo::Archived::NotYet(why)) => return Err(why),
                 Err(e) => return Err(format!("cannot tell whether the archive has it: {e}")),
             }
         }

@@ -129,14 +129,14 @@ pub fn user_error(e: clawboard_sync::Error) -> anyhow::Error {
 /// daemon does when it starts), holding the daemon lock so that none starts meanwhile.
 fn catch_up(root: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
     match crate::daemon::try_lock_root(root)? {
-        Ok(lock) => {
+        crate::daemon::RootLock::Taken(lock) => {
             let n = clawboard_core::index::catch_up(root)?;
             if n > 0 {
                 tracing::info!(changes = n, "journaled changes made while no daemon ran");
             }
             Ok(Some(lock))
         }
-        Err(pid) => {
+        crate::daemon::RootLock::HeldBy(pid) => {
             tracing::debug!(pid, "a daemon is running; it keeps the journal");
             Ok(None)
         }

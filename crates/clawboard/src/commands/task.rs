@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use clawboard_core::formats::{Task, TaskStatus, TaskSubmission, TaskType};
 use clawboard_core::validate::{self, read_limited};
-use clawboard_core::{Error, Id, Invalid, PathContext, RelPath, Store, Timestamp, layout};
+use clawboard_core::{Error, Id, PathContext, RelPath, Store, Timestamp, layout};
 use serde::Serialize;
 
 use crate::cli::{BadInput, EXIT_OK};
@@ -91,8 +91,7 @@ fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, 
         return Ok(("<stdin>".to_owned(), bytes));
     }
     let name = file.display().to_string();
-    let bytes = read_limited(file, max)?
-        .map_err(|p| Error::from(Invalid { file: name.clone(), kind: None, problems: vec![p] }))?;
+    let bytes = read_limited(file, max)?;
     Ok((name, bytes))
 }
 

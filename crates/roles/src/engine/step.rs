@@ -29,6 +29,17 @@ role_output!(PmOutput, WorkerOutput, ValidatorOutput, HarvestOutput);
 /// Longest fallback chain followed (a cycle in config ends here too).
 const MAX_FALLBACKS: usize = 4;
 
+/// How one attempt of a role ended, short of stopping the step.
+enum Tried<T> {
+    Done(Attempt, T),
+    /// Failed (`kind` as the board's error type, e.g. `component_timeout`): retried
+    /// while retries are left.
+    Failed {
+        kind: &'static str,
+        error: String,
+    },
+}
+
 impl TaskRun<'_> {
     /// The output of `info.step`: from its `ok` attempt if it has one, else by running
     /// `role` (then its fallbacks). `check` adds rules beyond the output's format.
@@ -99,10 +110,10 @@ impl TaskRun<'_> {
                     }
                 }
                 match self.attempt::<T>(info, role_id, role_cfg, check).await? {
-                    Ok(done) => return Ok(done),
-                    Err((kind, e)) => {
-                        self.board_attempt_failed(info, kind, &e, retry + 1)?;
-                        last_error = e;
+                    Tried::Done(attempt, output) => return Ok((attempt, output)),
+                    Tried::Failed { kind, error } => {
+                        self.board_attempt_failed(info, kind, &error, retry + 1)?;
+                        last_error = error;
                     }
                 }
             }
@@ -110,14 +121,15 @@ impl TaskRun<'_> {
         Err(StepError::Failed(format!("step {} failed: {last_error}", info.step)))
     }
 
-    /// Runs `role` once. The outer error stops the step; the inner one is a failed attempt.
+    /// Runs `role` once. An error stops the step; [`Tried::Failed`] is an attempt
+    /// that may be retried.
     async fn attempt<T: RoleOutput>(
         &self,
         info: &StepInfo,
         role_id: &str,
         role: &crate::config::RoleConfig,
         check: &impl Fn(&T) -> Result<(), String>,
-    ) -> Result<Result<(Attempt, T), (&'static str, String)>, StepError> {
+    ) -> Result<Tried<T>, StepError> {
         let store = &self.engine.store;
         let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
         if self.engine.is_fenced(&self.id) {
@@ -223,7 +235,7 @@ impl TaskRun<'_> {
             (AttemptStatus::Ok, Some(o)) => {
                 self.ensure_escalations(&attempt, o.escalations())?;
                 self.progress(|p| p.attempts += 1);
-                Ok(Ok((attempt, o)))
+                Ok(Tried::Done(attempt, o))
             }
             (AttemptStatus::Interrupted, _) => Err(StepError::Stopped),
             (_, _) => {
@@ -246,7 +258,7 @@ impl TaskRun<'_> {
                     _ if err.starts_with("invalid output") => "invalid_output",
                     _ => "attempt_failed",
                 };
-                Ok(Err((kind, format!("{role_id}: {err}"))))
+                Ok(Tried::Failed { kind, error: format!("{role_id}: {err}") })
             }
         }
     }
