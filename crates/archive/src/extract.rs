@@ -9,33 +9,14 @@
 //! | `reports/{daily,weekly,monthly}/*` | `memory/reports/…` |
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use clawboard_core::formats::{DailyHarvest, MemoryHarvest, WeeklyHarvest};
 use clawboard_core::{RelPath, Store, layout};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::Error;
-
-/// What identifies a source file's version without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub ino: u64,
-}
-
-impl Stamp {
-    pub fn of(meta: &std::fs::Metadata) -> Stamp {
-        Stamp {
-            size: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-            ino: meta.ino(),
-        }
-    }
-}
+use crate::source::{Stamp, real_dir};
 
 /// How a file on the branch takes a new version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,16 +115,6 @@ fn names(dir: &Path) -> Result<Vec<(String, std::fs::FileType)>, Error> {
     Ok(out)
 }
 
-/// True when every component of `rel` under `root` is a directory, not a symlink:
-/// the archive never follows a link out of the tree.
-pub(crate) fn real_dir(root: &Path, rel: &str) -> bool {
-    let mut at = root.to_path_buf();
-    rel.split('/').all(|c| {
-        at.push(c);
-        std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
-    })
-}
-
 fn files_in(root: &Path, dir: &str) -> Result<Vec<(String, Stamp)>, Error> {
     let mut out = Vec::new();
     if !real_dir(root, dir) {
@@ -172,7 +143,7 @@ pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, E
     }
     let rel = RelPath::new(source)?;
     if let Some(task) = source.strip_prefix("tasks/").and_then(|s| s.strip_suffix("/memory-harvest.json")) {
-        let i = crate::harvest::read_input(store, task)?;
+        let i = crate::source::read_input(store, task)?;
         return Ok(task_outputs(&i.harvest, i.task_type.map(|t| t.to_string())));
     }
     // Up to the archive's own limit (above the store's default), checked above.

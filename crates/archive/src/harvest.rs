@@ -10,14 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use clawboard_core::formats::{
-    DailyHarvest, HarvestedCell, HarvestedPollination, MemoryHarvest, MemoryQueue, QueueStatus, Task, TaskType,
-    WeeklyHarvest,
+    DailyHarvest, HarvestedCell, HarvestedPollination, MemoryQueue, QueueStatus, WeeklyHarvest,
 };
-use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
+use clawboard_core::{Id, RelPath, Store, layout};
 use serde_json::Map;
 
 use crate::Error;
-use crate::extract::Stamp;
+pub use crate::source::Input;
+use crate::source::{Stamp, read_input};
 
 /// `[harvest]`.
 #[derive(Debug, Clone)]
@@ -43,16 +43,6 @@ pub struct HarvestReport {
     pub queue_completed: usize,
     /// Inputs skipped, each naming the file and the reason.
     pub problems: Vec<String>,
-}
-
-/// One task's memory harvest.
-#[derive(Debug, Clone)]
-pub struct Input {
-    pub task_id: Id,
-    pub task_type: Option<TaskType>,
-    pub harvested_at: DateTime<Utc>,
-    pub stamp: Timestamp,
-    pub harvest: MemoryHarvest,
 }
 
 /// The ISO week `YYYY-Www` a day belongs to.
@@ -82,7 +72,7 @@ struct Index {
 /// index recorded, with a `harvestedAt` before that, is not read again.
 pub fn gather(store: &Store, since: Option<NaiveDate>, problems: &mut Vec<String>) -> Result<Vec<Input>, Error> {
     let dir = store.root().join(layout::TASKS);
-    if !crate::extract::real_dir(store.root(), layout::TASKS) {
+    if !crate::source::real_dir(store.root(), layout::TASKS) {
         return Ok(Vec::new());
     }
     let entries = match std::fs::read_dir(&dir) {
@@ -131,25 +121,6 @@ pub fn gather(store: &Store, since: Option<NaiveDate>, problems: &mut Vec<String
     }
     out.sort_by(|a, b| a.task_id.cmp(&b.task_id));
     Ok(out)
-}
-
-/// One task's memory harvest, with its task's type when `task.json` says it.
-pub fn read_input(store: &Store, task: &str) -> Result<Input, Error> {
-    let rel = RelPath::new(&layout::task_file(task, layout::HARVEST_FILE))?;
-    // The store checks the file against its schema, and its taskId against the directory.
-    let harvest: MemoryHarvest = store.read(&rel)?;
-    let task_type = RelPath::new(&layout::task_file(task, layout::TASK_FILE))
-        .ok()
-        .and_then(|r| store.read::<Task>(&r).ok())
-        .map(|t| t.kind);
-    let harvested_at = harvest.harvested_at.instant().with_timezone(&Utc);
-    Ok(Input {
-        task_id: harvest.task_id.clone(),
-        task_type,
-        harvested_at,
-        stamp: harvest.harvested_at.clone(),
-        harvest,
-    })
 }
 
 fn cells_of(i: &Input) -> impl Iterator<Item = HarvestedCell> + '_ {

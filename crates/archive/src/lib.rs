@@ -6,6 +6,7 @@ pub mod error;
 pub mod extract;
 pub mod harvest;
 pub mod repo;
+pub mod source;
 
 pub use error::{Error, Result};
 pub use harvest::{HarvestReport, HarvestSettings};

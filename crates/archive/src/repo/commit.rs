@@ -10,7 +10,8 @@ use git2::{ObjectType, Oid, Repository, Signature, Tree};
 use serde::{Deserialize, Serialize};
 
 use super::{Archive, CommitReport, SOURCES, git_err, rfc3339};
-use crate::extract::{self, Merge, Stamp};
+use crate::extract::{self, Merge};
+use crate::source::Stamp;
 use crate::{Error, Result};
 
 /// The sources cache: each source's stamp when its outputs went into `commit`.
