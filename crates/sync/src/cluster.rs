@@ -24,30 +24,13 @@ use clawboard_core::RelPath;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Failure, Result};
-use crate::pull::NODES_PREFIX;
+pub use crate::node::Heartbeat;
+use crate::node::{NODES_PREFIX, fenced_dir, remember_generation};
 use crate::push::{Pusher, sync_dir};
 use crate::remote::{Body, Condition, Metadata, PutOutcome, Remote};
+use crate::report::now_text;
 
 pub const CLAIMS_PREFIX: &str = "_claims/";
-
-/// `_nodes/{node}.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Heartbeat {
-    pub node: String,
-    pub seen_at: String,
-    pub version: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
-    #[serde(default)]
-    pub pid: u32,
-    /// Tasks with a role running now.
-    #[serde(default)]
-    pub running_tasks: Vec<String>,
-    /// Tasks this node has claimed and not finished (running, queued or held).
-    #[serde(default)]
-    pub active_tasks: Vec<String>,
-}
 
 /// `_claims/{taskId}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,31 +49,6 @@ pub struct ClaimDoc {
 pub enum ClaimResult {
     Won { generation: u64 },
     Lost { owner: String },
-}
-
-fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-fn fenced_dir(root: &Path) -> PathBuf {
-    root.join(".clawboard/fenced")
-}
-
-/// True once this node lost `task`'s claim.
-pub fn is_fenced(root: &Path, task: &str) -> bool {
-    fenced_dir(root).join(task).is_dir()
-}
-
-/// The claim generation this node holds for `task` (`.clawboard/cluster/claims/`).
-pub fn held_generation(root: &Path, task: &str) -> Option<u64> {
-    std::fs::read_to_string(root.join(".clawboard/cluster/claims").join(task)).ok()?.trim().parse().ok()
-}
-
-fn remember_generation(root: &Path, task: &str, generation: u64) -> Result<()> {
-    let dir = root.join(".clawboard/cluster/claims");
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    clawboard_core::store::write_atomic(&dir, task, format!("{generation}\n").as_bytes())?;
-    Ok(())
 }
 
 fn claim_key(task: &str) -> Result<String> {

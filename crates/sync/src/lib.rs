@@ -7,6 +7,9 @@
 //! - [`log`], [`pull`], [`version`]: the change log in the bucket, applying other
 //!   nodes' changes, and conflicts decided by version vector and HLC.
 //! - [`cluster`]: heartbeats, node status and cross-node task claims.
+//! - [`node`], [`report`]: below push, pull and cluster, what they share: this
+//!   node's heartbeat format and claim/fence marks on disk; the push and pull
+//!   reports and the status file.
 //! - [`verify`]: compare the bucket with the tree by hash, and repair.
 //! - [`settings`]: the configuration, the cron [`Schedule`], the node id.
 
@@ -14,9 +17,11 @@ pub mod cluster;
 pub mod dir;
 pub mod error;
 pub mod log;
+pub mod node;
 pub mod pull;
 pub mod push;
 pub mod remote;
+pub mod report;
 pub mod s3;
 pub mod settings;
 pub mod state;
@@ -24,7 +29,7 @@ pub mod verify;
 pub mod version;
 
 pub use error::{Error, Failure, RemoteError, Result};
-pub use pull::PullReport;
-pub use push::{PushReport, Pusher};
+pub use push::Pusher;
 pub use remote::{Body, Condition, Metadata, ObjectInfo, Remote};
+pub use report::{PullReport, PushReport};
 pub use settings::{AnyRemote, Backend, Schedule, SyncSettings, node_id};

@@ -32,42 +32,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::log::{self, LogEntry, Op, Segment};
+use crate::node::NODES_PREFIX;
 use crate::push::{Guards, Pusher, log_entry, sync_dir};
 use crate::remote::{Body, Condition, META_HLC, META_NODE, META_VV, ObjectInfo, PutOutcome, Remote};
+use crate::report::{Conflict, PullReport, now_text};
 use crate::state::Pushed;
 use crate::version::{self, Order, Vv};
 
 mod reconcile;
-
-pub const NODES_PREFIX: &str = "_nodes/";
-
-#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct PullReport {
-    /// A full reconcile by listing (the log did not cover this node's cursor).
-    pub full: bool,
-    pub segments: u64,
-    pub applied: u64,
-    pub deleted: u64,
-    /// Conflict copies written (`path → copy`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conflicts: Vec<Conflict>,
-    /// Entries left out (`path: reason`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<String>,
-    pub elapsed_ms: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Conflict {
-    pub path: String,
-    /// Where the losing version is kept (none when the loser was a delete).
-    pub copy: Option<String>,
-    pub winner: String,
-    pub loser: String,
-    pub at: String,
-}
 
 /// Per-node cursors: the last segment seq applied, in `.clawboard/sync/pull.json`.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -279,10 +251,6 @@ fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
         etag: info.etag.clone().unwrap_or_default(),
         ..Pushed::default()
     })
-}
-
-fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 impl<R: Remote> Pusher<R> {

@@ -22,13 +22,14 @@ use clawboard_core::index::Stamp;
 use clawboard_core::journal::{self, ChangeKind, Cursor, Origin, is_ignored};
 use clawboard_core::lock::Lock;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::{Error, Failure, RemoteError, Result};
 use crate::log::{LogEntry, Op, Outbox};
 use crate::remote::{
     Body, Condition, META_HASH, META_HLC, META_MTIME, META_NODE, META_VV, Metadata, PutOutcome, Remote,
 };
+use crate::report::{ProcessTotals, PullReport, PushReport, RequestCounts, StatusFile, now_text};
 use crate::settings::SyncSettings;
 use crate::state::{PushState, Pushed};
 use crate::version::{self, Clock, Vv};
@@ -73,82 +74,12 @@ impl Counts {
     }
 }
 
-/// Requests sent (attempts, retries included), by operation.
-#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RequestCounts {
-    pub put: u64,
-    pub get: u64,
-    pub head: u64,
-    pub list: u64,
-    pub delete: u64,
-}
-
-/// What the process that last wrote the status file did since it started.
-#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessTotals {
-    pub pid: u32,
-    pub requests: RequestCounts,
-    /// Uploads that succeeded (a file the bucket already had is never sent again).
-    pub uploaded: u64,
-    pub deleted: u64,
-}
-
 /// Live progress of the current push, for a progress bar.
 #[derive(Debug, Default)]
 pub struct Progress {
     pub planned: AtomicU64,
     pub done: AtomicU64,
     pub bytes: AtomicU64,
-}
-
-#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct PushReport {
-    /// A full push (a walk of the tree) rather than the journal's changes.
-    pub full: bool,
-    pub entries: u64,
-    pub uploaded: u64,
-    pub deleted: u64,
-    /// Changed paths found already pushed (same size and mtime, or same hash).
-    pub unchanged: u64,
-    /// New files whose path another node had already pushed: left for pull to resolve.
-    #[serde(default)]
-    pub deferred: u64,
-    pub bytes: u64,
-    pub cursor: u64,
-    pub elapsed_ms: u64,
-    /// Files that could not be read (`path: reason`): left out of this push rather
-    /// than holding back every other change; pushed when they change again, or by
-    /// `sync full` / `sync verify --fix`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<String>,
-}
-
-/// What `sync status` shows; kept in `.clawboard/sync/status.json`.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StatusFile {
-    pub remote: String,
-    pub node: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_push_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_push: Option<PushReport>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error_at: Option<String>,
-    #[serde(default)]
-    pub this_process: ProcessTotals,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_pull_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_pull: Option<crate::pull::PullReport>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_pull_error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_pull_error_at: Option<String>,
 }
 
 pub fn sync_dir(root: &Path) -> PathBuf {
@@ -194,7 +125,7 @@ pub struct Pusher<R: Remote> {
     /// This process made sure `_nodes/{node}.json` exists (pullers find nodes there).
     announced: AtomicBool,
     /// Heartbeats last read, by node: (ETag, heartbeat).
-    pub(crate) beats: Lock<std::collections::HashMap<String, (String, crate::cluster::Heartbeat)>>,
+    pub(crate) beats: Lock<std::collections::HashMap<String, (String, crate::node::Heartbeat)>>,
     /// ETag of the last heartbeat this process wrote.
     pub(crate) own_beat: Lock<Option<String>>,
     /// Finished tasks whose claim this process found still this node's.
@@ -216,10 +147,6 @@ fn build_excludes(patterns: &[String]) -> Result<globset::GlobSet> {
         b.add(glob);
     }
     b.build().map_err(|e| Error::config("sync.exclude", e.to_string()))
-}
-
-fn now_text() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Reads a file for upload: the bytes (small files) or a file body (large ones),
@@ -310,9 +237,9 @@ impl<R: Remote> Pusher<R> {
         let tasks: Vec<String> = touched
             .into_iter()
             .filter(|task| {
-                crate::cluster::held_generation(&self.root, task).is_some()
+                crate::node::held_generation(&self.root, task).is_some()
                     && !self.root.join(".clawboard/active").join(task).exists()
-                    && !crate::cluster::is_fenced(&self.root, task)
+                    && !crate::node::is_fenced(&self.root, task)
                     && !self.verified.lock().contains(*task)
             })
             .map(str::to_owned)
@@ -345,7 +272,7 @@ impl<R: Remote> Pusher<R> {
     /// True for a path inside a task this node lost the claim on: it never pushes
     /// there again (see [`crate::cluster`]).
     pub(crate) fn is_fenced(&self, rel: &str) -> bool {
-        task_of(rel).is_some_and(|task| crate::cluster::is_fenced(&self.root, task))
+        task_of(rel).is_some_and(|task| crate::node::is_fenced(&self.root, task))
     }
 
     /// Pushes what the journal recorded since the push cursor (a full push when the
@@ -826,7 +753,7 @@ impl<R: Remote> Pusher<R> {
         }
     }
 
-    pub(crate) fn write_pull_status(&self, result: &Result<crate::pull::PullReport>) -> Result<()> {
+    pub(crate) fn write_pull_status(&self, result: &Result<PullReport>) -> Result<()> {
         self.update_status(|status| match result {
             Ok(r) => {
                 status.last_pull_at = Some(now_text());

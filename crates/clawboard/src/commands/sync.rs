@@ -4,7 +4,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use clawboard_sync::push::{self, PushReport};
+use clawboard_sync::PushReport;
+use clawboard_sync::push;
+use clawboard_sync::report::ProcessTotals;
 use clawboard_sync::{AnyRemote, Pusher, Remote};
 use serde::Serialize;
 
@@ -253,7 +255,7 @@ struct SyncStatus {
     last_pull: Option<clawboard_sync::PullReport>,
     last_pull_error: Option<String>,
     last_pull_error_at: Option<String>,
-    this_process: push::ProcessTotals,
+    this_process: ProcessTotals,
 }
 
 fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {

@@ -4,8 +4,8 @@ use std::sync::atomic::AtomicBool;
 use super::*;
 use crate::dir::DirRemote;
 use crate::error::{Failure, RemoteError};
-use crate::push::RequestCounts;
 use crate::remote::{Condition, Metadata, Page, PutOutcome};
+use crate::report::RequestCounts;
 
 /// The directory backend, with GETs of one key failing while `fail` is set.
 #[derive(Clone)]
