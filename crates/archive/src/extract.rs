@@ -82,7 +82,7 @@ pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
         let files = files_in(root, dir)?;
         out.extend(files);
     }
-    for file in ["gm/decisions.md", "gm/arbitrations.md"] {
+    for file in [layout::GM_DECISIONS, layout::GM_ARBITRATIONS] {
         if real_dir(root, layout::GM)
             && let Ok(meta) = std::fs::symlink_metadata(root.join(file))
             && meta.is_file()

@@ -299,7 +299,7 @@ pub fn run(
 ) -> Result<HarvestReport, Error> {
     let mut report = HarvestReport::default();
     let today = now.date_naive();
-    let queue_rel = RelPath::new("roles/memory-queue.json")?;
+    let queue_rel = RelPath::new(layout::MEMORY_QUEUE)?;
     let queue: MemoryQueue = match store.read(&queue_rel) {
         Ok(q) => q,
         Err(clawboard_core::Error::NotFound { .. }) => MemoryQueue::default(),

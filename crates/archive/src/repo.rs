@@ -458,7 +458,7 @@ impl Archive {
     fn update_knowledge(&self, change: impl Fn(&mut NodeKnowledge) -> bool) -> Result<()> {
         let node = clawboard_core::Id::new(self.settings.node.as_str())
             .map_err(|e| Error::Invalid { path: "node id".into(), reason: e.to_string() })?;
-        let rel = RelPath::new("shared/knowledge-sync.json")?;
+        let rel = RelPath::new(clawboard_core::layout::KNOWLEDGE_SYNC)?;
         let mut probe = match self.store.read::<KnowledgeSync>(&rel) {
             Ok(k) => k.nodes.get(&node).cloned().unwrap_or_default(),
             Err(_) => NodeKnowledge::default(),

@@ -25,6 +25,14 @@ pub const RESULT_FILE: &str = "result.json";
 pub const VALIDATION_FILE: &str = "validation.json";
 pub const HARVEST_FILE: &str = "memory-harvest.json";
 
+/// Files every daemon updates, which sync merges rather than copies on conflict
+/// (see [`crate::merge`]).
+pub const MEMORY_QUEUE: &str = "roles/memory-queue.json";
+pub const KNOWLEDGE_SYNC: &str = "shared/knowledge-sync.json";
+pub const PM_PERFORMANCE: &str = "gm/pm-performance.json";
+pub const GM_DECISIONS: &str = "gm/decisions.md";
+pub const GM_ARBITRATIONS: &str = "gm/arbitrations.md";
+
 /// Every directory `init` creates, parents first.
 pub const DIRS: &[&str] = &[
     TASKS,
@@ -55,13 +63,13 @@ pub fn initial_files() -> Vec<(&'static str, String)> {
     }
     vec![
         ("roles/active.json", json::<ActiveInstances>()),
-        ("roles/memory-queue.json", json::<MemoryQueue>()),
+        (MEMORY_QUEUE, json::<MemoryQueue>()),
         ("shared/risk-limits.json", json::<RiskLimits>()),
         ("shared/node-status.json", json::<NodeStatus>()),
-        ("shared/knowledge-sync.json", json::<KnowledgeSync>()),
-        ("gm/pm-performance.json", json::<PmPerformance>()),
-        ("gm/decisions.md", "# GM decisions\n\nOne entry per decision, newest last.\n".to_owned()),
-        ("gm/arbitrations.md", "# Arbitrations\n\nOne entry per arbitration, newest last.\n".to_owned()),
+        (KNOWLEDGE_SYNC, json::<KnowledgeSync>()),
+        (PM_PERFORMANCE, json::<PmPerformance>()),
+        (GM_DECISIONS, "# GM decisions\n\nOne entry per decision, newest last.\n".to_owned()),
+        (GM_ARBITRATIONS, "# Arbitrations\n\nOne entry per arbitration, newest last.\n".to_owned()),
         (LAYOUT_VERSION_FILE, LAYOUT_VERSION.to_owned()),
     ]
 }

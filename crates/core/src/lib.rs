@@ -13,6 +13,7 @@
 //! - [`journal`], [`index`]: the change journal every subsystem consumes, and the
 //!   index that lets a rescan emit only what the journal missed.
 //! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
+//! - [`merge`]: how two nodes' versions of a file every daemon updates become one.
 //! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
 
 pub mod acl;
@@ -25,6 +26,7 @@ pub mod journal;
 pub mod kind;
 pub mod layout;
 pub mod lock;
+pub mod merge;
 pub mod retention;
 pub mod schema;
 pub mod store;

@@ -395,7 +395,7 @@ pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guar
         }
     }
 
-    let queue_rel = RelPath::new("roles/memory-queue.json")?;
+    let queue_rel = RelPath::new(crate::layout::MEMORY_QUEUE)?;
     match store.read::<MemoryQueue>(&queue_rel) {
         Ok(q) => {
             for e in q.queue {
@@ -465,7 +465,7 @@ pub fn execute(store: &Store, plan: &Plan, force: bool, guard: &dyn Guard) -> Re
         }
     }
     if !queue_drop.is_empty() {
-        let rel = RelPath::new("roles/memory-queue.json")?;
+        let rel = RelPath::new(crate::layout::MEMORY_QUEUE)?;
         let dropped = store.update_json(&rel, |q: &mut MemoryQueue| {
             let before = q.queue.len();
             q.queue.retain(|e| !queue_drop.iter().any(|(t, r)| e.task_id.as_str() == t && e.role_id.as_str() == r));

@@ -667,7 +667,7 @@ impl<'e> TaskRun<'e> {
             };
             self.engine.store.write_json(&r, &h)?;
         }
-        let queue = RelPath::new("roles/memory-queue.json")?;
+        let queue = RelPath::new(layout::MEMORY_QUEUE)?;
         let task_id = self.task.task_id.clone();
         let roles: Vec<Id> = o.experiences.iter().map(|e| e.role_id.clone()).collect();
         self.engine.store.update_json(&queue, |q: &mut MemoryQueue| {

@@ -78,7 +78,7 @@ pub fn decide(
         Ok(e.clone())
     })?;
     let esc = result?;
-    let decisions = RelPath::new("gm/decisions.md")?;
+    let decisions = RelPath::new(clawboard_core::layout::GM_DECISIONS)?;
     let entry = format!(
         "\n## {now} — escalation {id} {decision}\n\n- by: {by}\n- task: {}\n- level: {}\n- from: {}\n- issue: {}\n{}",
         esc.task_id.as_ref().map_or("-".to_owned(), ToString::to_string),

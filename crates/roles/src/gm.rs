@@ -5,8 +5,8 @@
 use clawboard_core::formats::{PmPerformance, PmRecord, Task, TaskStatus, Validation};
 use clawboard_core::{Error, Id, RelPath, Store, Timestamp, layout};
 
-pub const PM_PERFORMANCE: &str = "gm/pm-performance.json";
-pub const ARBITRATIONS: &str = "gm/arbitrations.md";
+pub const PM_PERFORMANCE: &str = clawboard_core::layout::PM_PERFORMANCE;
+pub const ARBITRATIONS: &str = clawboard_core::layout::GM_ARBITRATIONS;
 
 /// One ended task as the GM counts it.
 #[derive(Debug, Clone)]

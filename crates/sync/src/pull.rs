@@ -85,7 +85,7 @@ struct Local {
     dirty: bool,
 }
 
-const ARBITRATIONS: &str = "gm/arbitrations.md";
+const ARBITRATIONS: &str = clawboard_core::layout::GM_ARBITRATIONS;
 
 /// The `gm/arbitrations.md` entry for a conflict (links are relative to `gm/`).
 pub fn arbitration_entry(c: &Conflict, copy: &str) -> String {
@@ -109,118 +109,6 @@ pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
         Some((stem, ext)) if !stem.is_empty() => format!("{dir}{stem}.conflict-{node}-{stamp}.{ext}"),
         _ => format!("{dir}{file}.conflict-{node}-{stamp}"),
     }
-}
-
-/// Files every daemon updates, merged entry by entry rather than kept as conflict
-/// copies: `roles/memory-queue.json` (the union of entries by task and role; a
-/// `completed` entry beats a `pending` one), `shared/knowledge-sync.json` (each
-/// node's entry; of two versions of one node's entry, the one with the later
-/// times), `gm/decisions.md` and `gm/arbitrations.md` (the union of entries), and
-/// the recomputed `gm/pm-performance.json` and `reports/**.md` (the greater
-/// version; of reports, only two sealed as a daemon wrote them). Deterministic, so every node computes the same bytes.
-pub fn merge_contents(path: &str, ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
-    use clawboard_core::formats::{MemoryQueue, QueueStatus};
-    if path == "shared/knowledge-sync.json" {
-        return merge_knowledge(ours, theirs);
-    }
-    if path == "gm/decisions.md" || path == ARBITRATIONS {
-        return merge_entries(ours, theirs);
-    }
-    // Recomputed by every daemon from the same tree: the two versions differ only
-    // by what each node had seen. Either is right; take the greater, deterministically.
-    if path == "gm/pm-performance.json" {
-        return Some(ours.max(theirs).to_vec());
-    }
-    // A report edited by hand (its seal gone or broken) is no daemon's output: left to
-    // the usual rules, so the edit survives as the kept version or a conflict copy.
-    if path.starts_with("reports/") && path.ends_with(".md") {
-        use clawboard_core::formats::is_sealed;
-        return (is_sealed(ours) && is_sealed(theirs)).then(|| ours.max(theirs).to_vec());
-    }
-    if path != "roles/memory-queue.json" {
-        return None;
-    }
-    let a: MemoryQueue = serde_json::from_slice(ours).ok()?;
-    let b: MemoryQueue = serde_json::from_slice(theirs).ok()?;
-    let mut by: BTreeMap<(String, String), clawboard_core::formats::QueueEntry> = BTreeMap::new();
-    // A total order, so that merge(a, b) and merge(b, a) are the same bytes:
-    // completed beats pending, then the greater serialized entry.
-    let rank = |e: &clawboard_core::formats::QueueEntry| {
-        (e.status != QueueStatus::Pending, serde_json::to_string(e).unwrap_or_default())
-    };
-    for e in a.queue.into_iter().chain(b.queue) {
-        let key = (e.task_id.to_string(), e.role_id.to_string());
-        if by.get(&key).is_none_or(|old| rank(&e) > rank(old)) {
-            by.insert(key, e);
-        }
-    }
-    let merged = MemoryQueue { queue: by.into_values().collect(), extra: merge_extra(a.extra, b.extra) };
-    Some(clawboard_core::store::to_pretty_json(&merged).into_bytes())
-}
-
-/// An append-only Markdown log (`gm/decisions.md`, `gm/arbitrations.md`) whose two
-/// versions share the text above their entries: that text, then the union of the
-/// `## ` entries, sorted (each starts with its RFC 3339 time, so that is time order).
-fn merge_entries(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
-    let split = |b: &[u8]| -> Option<(String, Vec<String>)> {
-        let text = std::str::from_utf8(b).ok()?;
-        let mut parts = text.split("\n## ");
-        let header = parts.next().unwrap_or_default().trim_end().to_owned();
-        Some((header, parts.map(|e| format!("## {}", e.trim_end())).collect()))
-    };
-    let (ha, ea) = split(ours)?;
-    let (hb, eb) = split(theirs)?;
-    // Different text above the entries is an edit, not an append: left to the
-    // usual rules (a new node's default loses quietly, else a conflict copy).
-    if ha != hb {
-        return None;
-    }
-    let entries: std::collections::BTreeSet<String> = ea.into_iter().chain(eb).collect();
-    let mut out = ha;
-    out.push('\n');
-    for e in entries {
-        out.push('\n');
-        out.push_str(&e);
-        out.push('\n');
-    }
-    Some(out.into_bytes())
-}
-
-fn merge_knowledge(ours: &[u8], theirs: &[u8]) -> Option<Vec<u8>> {
-    use clawboard_core::formats::{KnowledgeSync, NodeKnowledge};
-    let a: KnowledgeSync = serde_json::from_slice(ours).ok()?;
-    let b: KnowledgeSync = serde_json::from_slice(theirs).ok()?;
-    // A total order: the latest of the entry's times, then the serialized entry.
-    let rank = |e: &NodeKnowledge| {
-        let latest = [&e.last_harvest_at, &e.last_archive_commit_at, &e.last_archive_push_at]
-            .into_iter()
-            .flatten()
-            .map(|t| t.instant())
-            .max();
-        (latest, serde_json::to_string(e).unwrap_or_default())
-    };
-    let mut nodes = a.nodes;
-    for (node, e) in b.nodes {
-        if nodes.get(&node).is_none_or(|old| rank(&e) > rank(old)) {
-            nodes.insert(node, e);
-        }
-    }
-    let extra = merge_extra(a.extra, b.extra);
-    Some(clawboard_core::store::to_pretty_json(&KnowledgeSync { nodes, extra }).into_bytes())
-}
-
-/// Fields clawboard does not know, from both sides; of two values for one key, the
-/// greater serialized one (a total order: the same either way).
-fn merge_extra(
-    mut a: clawboard_core::formats::Extra,
-    b: clawboard_core::formats::Extra,
-) -> clawboard_core::formats::Extra {
-    for (k, v) in b {
-        if a.get(&k).is_none_or(|old| serde_json::to_string(&v).ok() > serde_json::to_string(old).ok()) {
-            a.insert(k, v);
-        }
-    }
-    a
 }
 
 /// The author, version vector and HLC stamp an object's metadata names (HEAD or
@@ -563,7 +451,7 @@ impl<R: Remote> Pusher<R> {
             let abs = self.root.join(&path);
             let ours = read_plain(&self.root, &path)?
                 .ok_or_else(|| Error::io(&abs, std::io::Error::other("not a regular file in the tree")))?;
-            if let Some(both) = merge_contents(&path, &ours, theirs) {
+            if let Some(both) = clawboard_core::merge::merge(&path, &ours, theirs) {
                 return self.write_merged(&path, merged, both).await;
             }
         }
@@ -844,89 +732,6 @@ mod tests {
         assert_eq!(conflict_name(".hidden", "n", t), ".hidden.conflict-n-20251122T043403123Z");
         assert_eq!(conflict_name("a/b.tar.gz", "n", t), "a/b.tar.conflict-n-20251122T043403123Z.gz");
         assert!(conflict_name("x.md", "n", t) < conflict_name("x.md", "n", t + (1 << 16)));
-    }
-
-    #[test]
-    fn memory_queues_merge_by_task_and_role() {
-        let q = |entries: &[(&str, &str, &str)]| {
-            let queue: Vec<serde_json::Value> = entries
-                .iter()
-                .map(|(t, r, s)| {
-                    serde_json::json!({"taskId": t, "roleId": r, "status": s, "enqueuedAt": "2026-11-22T00:00:00Z"})
-                })
-                .collect();
-            serde_json::to_vec(&serde_json::json!({ "queue": queue })).unwrap()
-        };
-        let ours = q(&[("t1", "w", "pending"), ("t2", "w", "completed")]);
-        let theirs = q(&[("t1", "w", "completed"), ("t3", "pm", "pending")]);
-        let merged = merge_contents("roles/memory-queue.json", &ours, &theirs).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&merged).unwrap();
-        let got: Vec<(String, String)> = v["queue"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| (e["taskId"].as_str().unwrap().to_owned(), e["status"].as_str().unwrap().to_owned()))
-            .collect();
-        assert_eq!(
-            got,
-            vec![("t1".into(), "completed".into()), ("t2".into(), "completed".into()), ("t3".into(), "pending".into())]
-        );
-        assert_eq!(merge_contents("roles/memory-queue.json", &theirs, &ours), Some(merged), "the same either way");
-        assert_eq!(merge_contents("gm/notes.md", &ours, &theirs), None, "other files are not merged");
-        assert_eq!(merge_contents("roles/memory-queue.json", b"{", &theirs), None, "unparsable: a conflict copy");
-    }
-
-    #[test]
-    fn gm_logs_merge_as_the_union_of_their_entries_and_recomputed_files_pick_one() {
-        let head = "# GM decisions\n\nOne entry per decision, newest last.\n";
-        let e1 = "\n## 2026-11-21T10:00:00Z — escalation a approved\n\n- by: human\n";
-        let e2 = "\n## 2026-11-21T11:00:00Z — escalation b rejected\n\n- by: human\n- note: no\n";
-        let e3 = "\n## 2026-11-21T12:00:00Z — escalation c approved\n\n- by: human (web)\n";
-        let ours = format!("{head}{e1}{e2}");
-        let theirs = format!("{head}{e1}{e3}");
-        let merged = merge_contents("gm/decisions.md", ours.as_bytes(), theirs.as_bytes()).unwrap();
-        assert_eq!(String::from_utf8(merged.clone()).unwrap(), format!("{head}{e1}{e2}{e3}"));
-        assert_eq!(merge_contents("gm/decisions.md", theirs.as_bytes(), ours.as_bytes()), Some(merged));
-        let same = merge_contents("gm/arbitrations.md", ours.as_bytes(), ours.as_bytes()).unwrap();
-        assert_eq!(same, ours.as_bytes(), "merging a file with itself changes nothing");
-        let (a, b) = (b"{\"pms\":{}}".as_slice(), b"{\"pms\":{\"pm\":1}}".as_slice());
-        assert_eq!(merge_contents("gm/pm-performance.json", a, b), merge_contents("gm/pm-performance.json", b, a));
-        let (x, y) = (clawboard_core::formats::seal("x"), clawboard_core::formats::seal("y"));
-        let report = "reports/daily/2026-11-21.md";
-        let greater = x.as_bytes().max(y.as_bytes()).to_vec();
-        assert_eq!(merge_contents(report, x.as_bytes(), y.as_bytes()), Some(greater.clone()));
-        assert_eq!(merge_contents(report, y.as_bytes(), x.as_bytes()), Some(greater));
-        // Edited by hand on one side (or written before seals): no silent pick.
-        let by_hand = x.replace('x', "x, and a note by hand");
-        assert_eq!(merge_contents(report, by_hand.as_bytes(), y.as_bytes()), None);
-        assert_eq!(merge_contents(report, y.as_bytes(), b"y"), None);
-        let edited = format!("# GM decisions\n\n- a decision written by hand\n{e1}");
-        assert_eq!(merge_contents("gm/decisions.md", ours.as_bytes(), edited.as_bytes()), None, "not an append");
-    }
-
-    #[test]
-    fn knowledge_sync_merges_by_node_keeping_the_later_entry() {
-        let k = |entries: &[(&str, &str)]| {
-            let nodes: serde_json::Map<String, serde_json::Value> = entries
-                .iter()
-                .map(|(n, at)| {
-                    ((*n).to_owned(), serde_json::json!({"lastArchiveCommit": at, "lastArchiveCommitAt": at}))
-                })
-                .collect();
-            serde_json::to_vec(&serde_json::json!({ "nodes": nodes })).unwrap()
-        };
-        let ours = k(&[("a", "2026-11-22T01:00:00Z"), ("b", "2026-11-22T05:00:00Z")]);
-        let theirs = k(&[("b", "2026-11-22T03:00:00Z"), ("c", "2026-11-22T02:00:00Z")]);
-        let merged = merge_contents("shared/knowledge-sync.json", &ours, &theirs).unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&merged).unwrap();
-        let got: Vec<(&str, &str)> = v["nodes"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(n, e)| (n.as_str(), e["lastArchiveCommitAt"].as_str().unwrap()))
-            .collect();
-        assert_eq!(got, [("a", "2026-11-22T01:00:00Z"), ("b", "2026-11-22T05:00:00Z"), ("c", "2026-11-22T02:00:00Z")]);
-        assert_eq!(merge_contents("shared/knowledge-sync.json", &theirs, &ours), Some(merged), "the same either way");
     }
 }
 
