@@ -51,6 +51,21 @@ fn wait(c: &fantoccini::Client) -> fantoccini::wait::Wait<'_> {
     c.wait().at_most(Duration::from_secs(20)).every(Duration::from_millis(100))
 }
 
+/// The text of the element `css` finds. The page swaps its content in whenever the
+/// tree changes (a task writing its status), which can leave an element stale
+/// between finding and reading it: then it is found again.
+async fn text_of(c: &fantoccini::Client, css: &str) -> String {
+    for _ in 0..50 {
+        let el = wait(c).for_element(Locator::Css(css)).await.unwrap();
+        match el.text().await {
+            Ok(text) => return text,
+            Err(e) if e.is_stale_element_reference() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("{css}: {e}"),
+        }
+    }
+    panic!("{css}: still replaced after 50 tries");
+}
+
 fn shots_dir() -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&dir).unwrap();
@@ -105,24 +120,34 @@ listen = "127.0.0.1:0"
     // With it: the token becomes a cookie, the URL is clean, the escalation is there.
     c.goto(&format!("{base}/?token={token}")).await.unwrap();
     assert_eq!(c.current_url().await.unwrap().as_str(), format!("{base}/"));
-    let card = wait(&c).for_element(Locator::Css(&format!("article[data-id='{esc}']"))).await.unwrap();
-    let text = card.text().await.unwrap();
+    let card_css = format!("article[data-id='{esc}']");
+    let text = text_of(&c, &card_css).await;
     for want in ["CRITICAL", "deploy v1.2 to production?", "Task b1", "use-esc release v1.2", "holds its task"] {
         assert!(text.contains(want), "missing {want:?} in the card:\n{text}");
     }
-    let heading = c.find(Locator::Css("#escalations h3")).await.unwrap().text().await.unwrap();
+    let heading = text_of(&c, "#escalations h3").await;
     assert_eq!(heading, "Critical (1)");
     let shots = shots_dir();
     std::fs::write(shots.join("1-pending.png"), c.screenshot().await.unwrap()).unwrap();
 
-    // Approve with a note typed into the page.
-    card.find(Locator::Css("textarea[name='note']"))
-        .await
-        .unwrap()
-        .send_keys("approved from the browser")
-        .await
-        .unwrap();
-    card.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
+    // Approve with a note typed into the page (again, on a card swapped in meanwhile;
+    // while the note has the focus, the page swaps nothing).
+    for tries in 1.. {
+        let card = wait(&c).for_element(Locator::Css(&card_css)).await.unwrap();
+        let approved = async {
+            let note = card.find(Locator::Css("textarea[name='note']")).await?;
+            note.clear().await?;
+            note.send_keys("approved from the browser").await?;
+            card.find(Locator::Css("button.approve")).await?.click().await
+        };
+        match approved.await {
+            Ok(()) => break,
+            Err(e) if e.is_stale_element_reference() && tries < 50 => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("approving: {e}"),
+        }
+    }
     let flash = wait(&c).for_element(Locator::Css("#flash")).await.unwrap().text().await.unwrap();
     assert_eq!(flash, format!("Escalation {esc} approved."));
     wait_until(30, "the task to resume and complete", || t.status_of("b1") == "completed");
@@ -140,9 +165,9 @@ listen = "127.0.0.1:0"
     wait_until(30, "the second escalation", || t.escalation_of("b2").is_some());
     let esc2 = t.escalation_of("b2").unwrap();
     wait(&c).for_element(Locator::Css(&format!("article[data-id='{esc2}']"))).await.expect("the new escalation, live");
-    let row = c.find(Locator::Css("tr.task-row[data-id='b1'] td.status")).await.unwrap().text().await.unwrap();
+    let row = text_of(&c, "tr.task-row[data-id='b1'] td.status").await;
     assert_eq!(row, "completed");
-    let decided = c.find(Locator::Css(&format!("tr.decided[data-id='{esc}']"))).await.unwrap().text().await.unwrap();
+    let decided = text_of(&c, &format!("tr.decided[data-id='{esc}']")).await;
     assert!(decided.contains("approved") && decided.contains("approved from the browser"), "{decided}");
     std::fs::write(shots.join("3-live-update.png"), c.screenshot().await.unwrap()).unwrap();
     eprintln!("screenshots in {}", shots.display());

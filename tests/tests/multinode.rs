@@ -130,7 +130,25 @@ impl Cluster {
                 })
                 .collect();
             if !diff.is_empty() {
-                panic!("{when}: node-a and {} differ after {secs} s:\n{}", n.id, diff.join("\n"));
+                // The two versions of each differing file, for whoever reads a failure.
+                let show = |root: &std::path::Path, k: &str| {
+                    let text = std::fs::read_to_string(root.join(k)).unwrap_or_else(|e| format!("({e})"));
+                    text.chars().take(1500).collect::<String>()
+                };
+                let both: Vec<String> = a
+                    .keys()
+                    .chain(other.keys())
+                    .filter(|k| a.get(*k) != other.get(*k))
+                    .map(|k| {
+                        format!(
+                            "--- {k} on node-a:\n{}\n--- {k} on {}:\n{}",
+                            show(&self.nodes[0].t.root, k),
+                            n.id,
+                            show(&n.t.root, k)
+                        )
+                    })
+                    .collect();
+                panic!("{when}: node-a and {} differ after {secs} s:\n{}\n{}", n.id, diff.join("\n"), both.join("\n"));
             }
         }
     }
