@@ -121,35 +121,35 @@ impl Cluster {
         }
         let a = &last[0];
         for (n, other) in self.nodes.iter().zip(&last).skip(1) {
-            let diff: Vec<String> = a
-                .keys()
-                .chain(other.keys())
-                .filter(|k| a.get(*k) != other.get(*k))
-                .map(|k| {
-                    format!("{k}: {} {:?} vs {:?}", n.id, a.get(k).map(|h| &h[..8]), other.get(k).map(|h| &h[..8]))
-                })
-                .collect();
-            if !diff.is_empty() {
-                // The two versions of each differing file, for whoever reads a failure.
-                let show = |root: &std::path::Path, k: &str| {
-                    let text = std::fs::read_to_string(root.join(k)).unwrap_or_else(|e| format!("({e})"));
-                    text.chars().take(1500).collect::<String>()
-                };
-                let both: Vec<String> = a
-                    .keys()
-                    .chain(other.keys())
-                    .filter(|k| a.get(*k) != other.get(*k))
-                    .map(|k| {
-                        format!(
-                            "--- {k} on node-a:\n{}\n--- {k} on {}:\n{}",
-                            show(&self.nodes[0].t.root, k),
-                            n.id,
-                            show(&n.t.root, k)
-                        )
-                    })
-                    .collect();
-                panic!("{when}: node-a and {} differ after {secs} s:\n{}\n{}", n.id, diff.join("\n"), both.join("\n"));
+            let differ: std::collections::BTreeSet<&String> =
+                a.keys().chain(other.keys()).filter(|k| a.get(*k) != other.get(*k)).collect();
+            if differ.is_empty() {
+                continue;
             }
+            // Each differing file: its hashes, then both versions, for whoever reads a failure.
+            let show = |root: &std::path::Path, k: &str| {
+                let text = std::fs::read_to_string(root.join(k)).unwrap_or_else(|e| format!("({e})"));
+                text.chars().take(1500).collect::<String>()
+            };
+            let hashes = differ.iter().map(|k| {
+                format!("{k}: {} {:?} vs {:?}", n.id, a.get(*k).map(|h| &h[..8]), other.get(*k).map(|h| &h[..8]))
+            });
+            let versions = differ.iter().map(|k| {
+                format!(
+                    "--- {k} on node-a:\n{}\n--- {k} on {}:\n{}",
+                    show(&self.nodes[0].t.root, k),
+                    n.id,
+                    show(&n.t.root, k)
+                )
+            });
+            let hashes: Vec<String> = hashes.collect();
+            let versions: Vec<String> = versions.collect();
+            panic!(
+                "{when}: node-a and {} differ after {secs} s:\n{}\n{}",
+                n.id,
+                hashes.join("\n"),
+                versions.join("\n")
+            );
         }
     }
 }

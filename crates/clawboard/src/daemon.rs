@@ -55,7 +55,7 @@ pub struct DaemonState {
 /// Removes the journal cursor `name` of a consumer that is off: a stale cursor
 /// would hold back journal compaction forever.
 fn drop_cursor(root: &Path, name: &str, why: &str) -> anyhow::Result<()> {
-    let cursor = root.join(".clawboard/cursors").join(name);
+    let cursor = root.join(clawboard_core::layout::CURSORS).join(name);
     if cursor.exists() {
         std::fs::remove_file(&cursor).with_context(|| format!("removing {}", cursor.display()))?;
         tracing::info!("{why}: dropped the {name} cursor of the journal");
@@ -293,7 +293,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let consumer = intake::IntakeConsumer {
         store: store.clone(),
         dispatcher: dispatcher.clone(),
-        cursor: Cursor::new(&root.join(".clawboard/cursors"), "intake"),
+        cursor: Cursor::new(&root.join(clawboard_core::layout::CURSORS), "intake"),
         cluster,
     };
     tasks.spawn(consumer.run(intake_rx, stopping.clone()));

@@ -14,6 +14,9 @@ pub const REJECTED: &str = "inbox/rejected";
 /// The daemon's own state: never synced as content, never shown to roles.
 pub const STATE: &str = ".clawboard";
 pub const LOCKS: &str = ".clawboard/locks";
+/// The change journal, and each consumer's durable position in it.
+pub const JOURNAL: &str = ".clawboard/journal";
+pub const CURSORS: &str = ".clawboard/cursors";
 /// Layout version of the tree, for future migrations.
 pub const LAYOUT_VERSION_FILE: &str = ".clawboard/layout-version";
 pub const LAYOUT_VERSION: &str = "1\n";

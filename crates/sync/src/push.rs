@@ -87,7 +87,7 @@ pub fn sync_dir(root: &Path) -> PathBuf {
 }
 
 pub fn push_cursor(root: &Path) -> Cursor {
-    Cursor::new(&root.join(".clawboard/cursors"), "push")
+    Cursor::new(&root.join(clawboard_core::layout::CURSORS), "push")
 }
 
 enum Mode {
@@ -368,7 +368,7 @@ impl<R: Remote> Pusher<R> {
     async fn incremental(&self) -> Result<PushReport> {
         let cursor = push_cursor(&self.root);
         let mut at = cursor.load()?;
-        let journal_dir = self.root.join(".clawboard/journal");
+        let journal_dir = self.root.join(clawboard_core::layout::JOURNAL);
         let mut report = PushReport { cursor: at, ..PushReport::default() };
         if let Some((oldest, _)) = journal::bounds(&journal_dir)?
             && oldest > at + 1
@@ -405,7 +405,7 @@ impl<R: Remote> Pusher<R> {
     }
 
     async fn full_locked(&self) -> Result<PushReport> {
-        let journal_dir = self.root.join(".clawboard/journal");
+        let journal_dir = self.root.join(clawboard_core::layout::JOURNAL);
         let cursor = push_cursor(&self.root);
         // Everything journaled up to now is covered by the walk that follows.
         let upto = journal::bounds(&journal_dir)?.map_or(0, |(_, newest)| newest).max(cursor.load()?);
@@ -895,7 +895,7 @@ pub struct Pending {
 
 pub fn pending(root: &Path) -> Result<Pending> {
     let cursor = push_cursor(root).load()?;
-    let dir = root.join(".clawboard/journal");
+    let dir = root.join(clawboard_core::layout::JOURNAL);
     let newest = journal::bounds(&dir)?.map_or(0, |(_, n)| n);
     let entries = newest.saturating_sub(cursor);
     let oldest_age_secs = if entries > 0 {

@@ -186,7 +186,7 @@ impl IntakeConsumer {
         let mut cursor = self.cursor.load()?;
         let mut stored = cursor;
         let mut waiting = BTreeMap::new();
-        let journal_dir = self.store.root().join(".clawboard/journal");
+        let journal_dir = self.store.root().join(clawboard_core::layout::JOURNAL);
         loop {
             let batch = read_after(&journal_dir, cursor, 10_000)?;
             if batch.is_empty() {

@@ -13,14 +13,13 @@
 //! so a restart does not send a finished one again (only a crash in the moment
 //! between a hook finishing and the cursor's write can).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use clawboard_core::Store;
 use clawboard_core::journal::{self, ChangeKind, Cursor, Entry, Origin};
-use clawboard_core::lock::Lock;
 use clawboard_roles::escalations;
 use clawboard_roles::review;
 use tokio::io::AsyncWriteExt;
@@ -30,7 +29,6 @@ use crate::config::NotifyResolved;
 
 /// The notifier's cursor, in `.clawboard/cursors/` (journal compaction honours it).
 pub const CURSOR: &str = "notify";
-const CURSORS: &str = ".clawboard/cursors";
 /// Entries handled between two writes of the cursor while nothing is being sent.
 const CURSOR_EVERY: u64 = 1_000;
 
@@ -41,17 +39,16 @@ struct Position {
     last: u64,
     /// What the cursor file holds.
     stored: u64,
-    /// Entries whose notification is being sent.
-    inflight: BTreeSet<u64>,
-    /// The sending task of each.
-    running: HashMap<tokio::task::Id, u64>,
+    /// The notifications being sent: their task, and the entry that raised each.
+    sending: HashMap<tokio::task::Id, u64>,
+    /// Escalations notified (or being notified) by this run.
+    seen: HashSet<String>,
 }
 
 pub struct Notifier {
     pub config: NotifyResolved,
     pub store: Store,
     pub counters: Arc<super::web::Counters>,
-    seen: Lock<HashSet<String>>,
     client: reqwest::Client,
     cursor: Cursor,
     /// With sync on: this node's id. Its sync-conflict escalations are written as
@@ -102,8 +99,8 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .build()?;
-        let cursor = Cursor::new(&store.root().join(CURSORS), CURSOR);
-        Ok(Notifier { config, store, counters, seen: Lock::new(HashSet::new()), client, node, cursor })
+        let cursor = Cursor::new(&store.root().join(clawboard_core::layout::CURSORS), CURSOR);
+        Ok(Notifier { config, store, counters, client, node, cursor })
     }
 
     /// Replays what the journal holds after the cursor, then follows `live`, until
@@ -116,26 +113,26 @@ impl Notifier {
     ) -> anyhow::Result<()> {
         let start = self.cursor.load()?;
         let mut at = Position { last: start, stored: start, ..Position::default() };
-        let mut sending = tokio::task::JoinSet::new();
-        let journal_dir = self.store.root().join(".clawboard/journal");
+        let mut tasks = tokio::task::JoinSet::new();
+        let journal_dir = self.store.root().join(clawboard_core::layout::JOURNAL);
         loop {
             let batch = journal::read_after(&journal_dir, at.last, 10_000)?;
             if batch.is_empty() {
                 break;
             }
-            self.handle(batch, &mut at, &mut sending);
+            self.handle(batch, &mut at, &mut tasks);
         }
         self.save(&mut at, false)?;
         loop {
             tokio::select! {
                 batch = live.recv() => match batch {
                     Some(b) => {
-                        self.handle(b, &mut at, &mut sending);
+                        self.handle(b, &mut at, &mut tasks);
                         self.save(&mut at, false)?;
                     }
                     None => break,
                 },
-                Some(done) = sending.join_next_with_id() => {
+                Some(done) = tasks.join_next_with_id() => {
                     let id = match &done {
                         Ok((id, ())) => *id,
                         Err(e) => {
@@ -144,15 +141,13 @@ impl Notifier {
                             e.id()
                         }
                     };
-                    if let Some(seq) = at.running.remove(&id) {
-                        at.inflight.remove(&seq);
-                    }
+                    at.sending.remove(&id);
                     self.save(&mut at, true)?;
                 }
                 _ = clawboard_roles::runner::fired(&mut stop) => break,
             }
         }
-        sending.abort_all();
+        tasks.abort_all();
         self.save(&mut at, true)
     }
 
@@ -161,7 +156,7 @@ impl Notifier {
     /// otherwise every [`CURSOR_EVERY`] entries (re-reading entries that notify
     /// nothing costs nothing).
     fn save(&self, at: &mut Position, force: bool) -> anyhow::Result<()> {
-        let storable = at.inflight.first().map_or(at.last, |seq| seq.saturating_sub(1));
+        let storable = at.sending.values().min().map_or(at.last, |seq| seq.saturating_sub(1));
         if storable > at.stored && (force || storable - at.stored >= CURSOR_EVERY) {
             self.cursor.store(storable)?;
             at.stored = storable;
@@ -170,7 +165,7 @@ impl Notifier {
     }
 
     /// Starts a notification for every escalation in `batch` that is due one.
-    fn handle(self: &Arc<Self>, batch: Vec<Entry>, at: &mut Position, sending: &mut tokio::task::JoinSet<()>) {
+    fn handle(self: &Arc<Self>, batch: Vec<Entry>, at: &mut Position, tasks: &mut tokio::task::JoinSet<()>) {
         for e in batch {
             // A live batch may repeat what the replay read from the journal.
             if e.seq <= at.last {
@@ -190,14 +185,13 @@ impl Notifier {
             if esc.decision.is_some() || !self.config.levels.contains(&esc.level) {
                 continue;
             }
-            if !self.seen.lock().insert(id.to_owned()) {
+            if !at.seen.insert(id.to_owned()) {
                 continue;
             }
             let entry = review::Entry { id: id.to_owned(), escalation: esc };
             let me = self.clone();
-            let task = sending.spawn(async move { me.notify(entry).await });
-            at.inflight.insert(e.seq);
-            at.running.insert(task.id(), e.seq);
+            let task = tasks.spawn(async move { me.notify(entry).await });
+            at.sending.insert(task.id(), e.seq);
         }
     }
 
