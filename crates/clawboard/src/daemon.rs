@@ -7,6 +7,7 @@ mod archive;
 mod cluster;
 mod dispatch;
 mod intake;
+mod jobs;
 mod metrics;
 mod notify;
 mod recorder;
@@ -24,11 +25,9 @@ use std::io::{Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clawboard_core::journal::{Cursor, Origin};
+use clawboard_core::journal::Origin;
 use clawboard_core::{Store, Timestamp};
 use clawboard_roles::{Engine, Shutdown, claims, intake as roles_intake, runner};
 use tokio::signal::unix::{SignalKind, signal};
@@ -42,7 +41,8 @@ pub struct DaemonState {
     pub root: PathBuf,
     pub started_at: String,
     pub dispatcher: Arc<dispatch::Dispatcher>,
-    pub last_seq: Arc<AtomicU64>,
+    /// The last journaled sequence number.
+    pub last_seq: watch::Receiver<u64>,
     /// The daemon's store (writes are journaled as the daemon's).
     pub store: Store,
     pub counters: Arc<web::Counters>,
@@ -50,17 +50,8 @@ pub struct DaemonState {
     pub archive_enabled: bool,
     /// Who may write what through `/v1/write`.
     pub acl: clawboard_core::acl::Acl,
-}
-
-/// Removes the journal cursor `name` of a consumer that is off: a stale cursor
-/// would hold back journal compaction forever.
-fn drop_cursor(root: &Path, name: &str, why: &str) -> anyhow::Result<()> {
-    let cursor = root.join(clawboard_core::layout::CURSORS).join(name);
-    if cursor.exists() {
-        std::fs::remove_file(&cursor).with_context(|| format!("removing {}", cursor.display()))?;
-        tracing::info!("{why}: dropped the {name} cursor of the journal");
-    }
-    Ok(())
+    /// The background jobs, for `/metrics`.
+    pub jobs: Arc<jobs::Registry>,
 }
 
 /// `.clawboard/daemon.lock`, taken or not. Whoever holds it is the journal's only writer.
@@ -91,15 +82,6 @@ pub fn try_lock_root(root: &Path) -> anyhow::Result<RootLock> {
             Ok(RootLock::HeldBy(pid.trim().to_owned()))
         }
         Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", path.display())),
-    }
-}
-
-/// Sleeps until `at`, or forever if there is nothing to wait for (a `select!` arm
-/// for the next due time of a loop that may have none).
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -164,20 +146,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     let (acl, acl_source) = crate::commands::acl::load(&settings)?;
     tracing::info!(acl = %acl_source, "access control loaded");
-    let counters = Arc::new(web::Counters::default());
-    let notifier = if settings.review.notify.is_configured() {
-        let node =
-            settings.sync.enabled.then(|| clawboard_sync::node_id(&root, settings.node_id.as_deref()).ok()).flatten();
-        Some(Arc::new(notify::Notifier::new(
-            settings.review.notify.clone(),
-            Store::open(&root)?,
-            counters.clone(),
-            node,
-        )?))
+    let node = if settings.sync.enabled || settings.archive.enabled {
+        Some(clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(crate::commands::sync::user_error)?)
     } else {
-        // A stale cursor would hold back journal compaction forever; without it,
-        // turning notifications on again replays the journal as it then stands.
-        drop_cursor(&root, notify::CURSOR, "notifications are off")?;
         None
     };
     let orphans = runner::kill_orphans(&root.display().to_string());
@@ -187,13 +158,15 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
 
     let (stopping_tx, stopping) = watch::channel(false);
     let (kill_tx, kill) = watch::channel(false);
-    let (intake_tx, intake_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (notify_tx, notify_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut consumers = vec![intake_tx];
-    if notifier.is_some() {
-        consumers.push(notify_tx);
-    }
-    let (recorder, sink) = recorder::Recorder::start(&root, consumers)?;
+    let registry = Arc::new(jobs::Registry::default());
+    let (recorder, sink) = recorder::Recorder::start(&root, registry.clone())?;
+    let journal = jobs::Journal {
+        dir: root.join(clawboard_core::layout::JOURNAL),
+        cursors: root.join(clawboard_core::layout::CURSORS),
+        last_seq: recorder.last_seq.clone(),
+    };
+    let mut jobs = jobs::Runner::new(stopping.clone(), registry.clone(), journal);
+    let clock = jobs::Clock::System;
     let store =
         Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink.clone(), Origin::Daemon);
     let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
@@ -206,17 +179,19 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         Arc::new(Engine::new(store.clone(), settings.roles.clone(), Shutdown { stopping: stopping.clone(), kill }));
     engine.set_acl(Arc::new(acl.clone()));
     engine.set_templates(settings.templates.clone());
-    let dispatcher = dispatch::Dispatcher::new(engine.clone(), stopping.clone());
+    let dispatcher = dispatch::Dispatcher::new(engine.clone());
+    let counters = Arc::new(web::Counters::default());
     let state = Arc::new(DaemonState {
         root: root.clone(),
         started_at: Timestamp::now().to_string(),
         dispatcher: dispatcher.clone(),
         last_seq: recorder.last_seq.clone(),
         store: store.clone(),
-        counters,
+        counters: counters.clone(),
         sync_enabled: settings.sync.enabled,
         archive_enabled: settings.archive.enabled,
         acl,
+        jobs: registry.clone(),
     });
 
     // Finish what a crash interrupted: staged intakes, then every active task.
@@ -228,58 +203,52 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         tracing::info!(tasks = active.len(), "resuming active tasks");
     }
 
-    let mut tasks = tokio::task::JoinSet::new();
+    jobs.spawn("dispatch", dispatcher.clone().run(stopping.clone()));
     let mut cluster = None;
-    if settings.sync.enabled {
+    if let Some(node) = node.clone().filter(|_| settings.sync.enabled) {
         use crate::commands::sync::user_error;
-        let node = clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(user_error)?;
         let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await.map_err(user_error)?;
         let pusher =
             Arc::new(clawboard_sync::Pusher::new(remote, &root, settings.sync.clone(), node).map_err(user_error)?);
         pusher.set_writer(pulled);
         // Claimed tasks resume once the cluster confirmed this node still holds them.
         let c = cluster::Cluster::new(pusher.clone(), dispatcher.clone(), store.clone());
-        let sync = sync::SyncLoop {
-            pusher,
-            task_ended: dispatcher.task_ended.clone(),
-            records_due: dispatcher.records_due.clone(),
-            flusher: recorder.flusher(),
-            checked: c.checked.subscribe(),
-        };
-        tasks.spawn(c.clone().run(stopping.clone()));
-        tasks.spawn(sync.run(stopping.clone()));
+        let none = jobs::Backoff::default();
+        jobs.worker("claims", none, cluster::Claims::new(c.clone()));
+        jobs.worker("heartbeat", none, cluster::Beat::new(c.clone()));
+        let push = sync::Push::new(
+            pusher.clone(),
+            dispatcher.task_ended.clone(),
+            recorder.flusher(),
+            c.checked.subscribe(),
+            clock,
+        );
+        jobs.worker("push", none, push);
+        // The push keeps its own cursor; compaction honours it.
+        registry.add_cursor(clawboard_sync::PUSH_CURSOR);
+        if settings.sync.pull {
+            jobs.worker(
+                "pull",
+                none,
+                sync::Pull::new(pusher, dispatcher.records_due.clone(), c.checked.subscribe(), clock),
+            );
+        }
         cluster = Some(c);
     } else {
         for id in active {
             dispatcher.enqueue(id);
         }
-        // Without its cursor, turning sync on again starts with a full push (which
-        // skips what is pushed).
-        drop_cursor(&root, "push", "sync is off")?;
     }
-    if settings.archive.enabled {
-        let node =
-            clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(crate::commands::sync::user_error)?;
+    if let Some(node) = node.clone().filter(|_| settings.archive.enabled) {
         let a = &settings.archive;
         let archive = clawboard_archive::Archive::new(
             store.clone(),
             clawboard_archive::ArchiveSettings { node, ..a.settings.clone() },
         );
-        let memory = archive::ArchiveLoop {
-            archive: Arc::new(archive),
-            harvest: a.harvest.clone(),
-            schedule: a.schedule.clone(),
-            harvest_schedule: a.harvest_schedule.clone(),
-            retry: a.retry,
-        };
-        tasks.spawn(memory.run(stopping.clone()));
+        jobs.worker("archive", jobs::Backoff::default(), archive::Memory::new(archive, a, clock));
     }
-    let records = records::RecordsLoop {
-        store: store.clone(),
-        dispatcher: dispatcher.clone(),
-        reports: settings.review.reports.clone(),
-    };
-    tasks.spawn(records.run(stopping.clone()));
+    let records = records::Records::new(store.clone(), dispatcher.clone(), &settings.review.reports, clock);
+    jobs.worker("records", jobs::Backoff::default(), records);
     if settings.retention.enabled {
         match settings.retention.policy() {
             Ok((_, source)) => {
@@ -287,25 +256,28 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             }
             Err(e) => tracing::error!("retention: {e}; fix it: until then no retention run deletes anything"),
         }
-        let r = retention::RetentionLoop { store: store.clone(), settings: settings.clone() };
-        tasks.spawn(r.run(stopping.clone()));
+        let r = retention::Retention::new(store.clone(), settings.clone(), clock);
+        jobs.worker("retention", jobs::Backoff::default(), r);
     }
-    let consumer = intake::IntakeConsumer {
-        store: store.clone(),
-        dispatcher: dispatcher.clone(),
-        cursor: Cursor::new(&root.join(clawboard_core::layout::CURSORS), "intake"),
-        cluster,
-    };
-    tasks.spawn(consumer.run(intake_rx, stopping.clone()));
-    tasks.spawn(api::serve(state.clone(), stopping.clone()));
-    if let (Some(addr), Some(token)) = (settings.review.web.listen, web_token) {
-        tasks.spawn(web::serve(state.clone(), store.clone(), addr, token, stopping.clone()));
-    }
-    if let Some(n) = notifier {
+    jobs.consumer(
+        "intake",
+        jobs::Backoff::default(),
+        intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster),
+    );
+    if settings.review.notify.is_configured() {
         tracing::info!(levels = ?settings.review.notify.levels, "escalation notifications on");
-        tasks.spawn(n.run(notify_rx, stopping.clone()));
+        let sync_node = node.filter(|_| settings.sync.enabled);
+        let notifier = notify::Notifier::new(settings.review.notify.clone(), Store::open(&root)?, counters, sync_node)?;
+        jobs.consumer(notify::CURSOR, jobs::Backoff::default(), notify::Notifications::new(notifier));
     }
-    tasks.spawn({
+    // A cursor of a consumer that is off (sync or notifications turned off) would
+    // hold back journal compaction forever; turned on again, it starts over.
+    jobs.drop_unregistered_cursors()?;
+    jobs.spawn("api", api::serve(state.clone(), stopping.clone()));
+    if let (Some(addr), Some(token)) = (settings.review.web.listen, web_token) {
+        jobs.spawn("web", web::serve(state.clone(), store.clone(), addr, token, stopping.clone()));
+    }
+    jobs.spawn("watchdog", {
         let s = stopping.clone();
         async move {
             systemd::watchdog(s).await;
@@ -324,13 +296,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
             _ = hup.recv() => reload(&args, &dispatcher),
-            Some(done) = tasks.join_next() => {
-                // A subsystem ended on its own: that is a critical failure.
-                let err = match done {
-                    Ok(Ok(())) => anyhow::anyhow!("a subsystem stopped unexpectedly"),
-                    Ok(Err(e)) => e,
-                    Err(e) => anyhow::anyhow!("a subsystem panicked: {e}"),
-                };
+            Some((name, done)) = jobs.join_next() => {
+                // A job ended before the stop: that is a critical failure.
+                let err = done.err().unwrap_or_else(|| anyhow::anyhow!("{name} stopped unexpectedly"));
                 tracing::error!("{err:#}; stopping");
                 failure = Some(err);
                 break;
@@ -339,24 +307,14 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     }
 
     systemd::stopping();
-    let _ = stopping_tx.send(true);
+    stopping_tx.send_replace(true);
     let grace = settings.daemon.shutdown_grace;
-    let deadline = tokio::time::Instant::now() + grace;
-    while dispatcher.running.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    if dispatcher.running.load(Ordering::SeqCst) > 0 {
+    if tokio::time::timeout(grace, dispatcher.idle()).await.is_err() {
         tracing::warn!(?grace, "roles still running after the grace period; killing them");
-        let _ = kill_tx.send(true);
-        while dispatcher.running.load(Ordering::SeqCst) > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        kill_tx.send_replace(true);
+        dispatcher.idle().await;
     }
-    while let Some(done) = tasks.join_next().await {
-        if let Ok(Err(e)) = done {
-            tracing::warn!("while stopping: {e:#}");
-        }
-    }
+    jobs.finish().await;
     drop(engine);
     drop(dispatcher);
     drop(state);

@@ -232,6 +232,101 @@ pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// A reader that follows the journal from a position: each [`Tail::read`] goes on
+/// from the byte where the last one stopped, so a consumer woken for every new
+/// batch reads only that batch (a fresh [`read_after`] parses the whole segment).
+/// It takes only whole lines, moves on to the next segment once the writer has,
+/// and finds its place again if compaction removed the segment it was in.
+#[derive(Debug)]
+pub struct Tail {
+    dir: PathBuf,
+    /// The last entry returned (or the position it started from).
+    after: u64,
+    /// The segment being read (its first sequence number) and the byte to go on from.
+    at: Option<(u64, u64)>,
+}
+
+impl Tail {
+    /// A reader of the entries after `after` in the journal in `dir`.
+    pub fn new(dir: &Path, after: u64) -> Tail {
+        Tail { dir: dir.to_owned(), after, at: None }
+    }
+
+    /// The last entry read (or the start position).
+    pub fn position(&self) -> u64 {
+        self.after
+    }
+
+    /// Up to `max` entries after the last one read, oldest first (empty when none is there yet).
+    pub fn read(&mut self, max: usize) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some((first, offset)) = self.at.or_else(|| self.locate()) else { return Ok(out) };
+            let path = self.dir.join(segment_name(first));
+            let offset = match self.read_segment(&path, offset, max, &mut out) {
+                Ok(o) => o,
+                // Compacted away under the reader: everything in it was consumed.
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    self.at = None;
+                    if self.locate().is_none_or(|(f, _)| f == first) {
+                        return Ok(out);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.at = Some((first, offset));
+            if out.len() >= max {
+                break;
+            }
+            // The end of this segment: the writer moved on only if a later one exists,
+            // and then this one is whole (read it to its end once more first).
+            let next = segments(&self.dir)?.into_iter().find(|f| *f > first);
+            let Some(next) = next else { break };
+            let offset = self.read_segment(&path, offset, max, &mut out)?;
+            if out.len() >= max {
+                self.at = Some((first, offset));
+                break;
+            }
+            self.at = Some((next, 0));
+        }
+        Ok(out)
+    }
+
+    /// The segment holding the entry after `after` (reading from its start).
+    fn locate(&self) -> Option<(u64, u64)> {
+        let firsts = segments(&self.dir).ok()?;
+        let i = firsts.iter().rposition(|f| *f <= self.after + 1).unwrap_or(0);
+        firsts.get(i).map(|f| (*f, 0))
+    }
+
+    /// Appends the whole lines of `path` from `offset` to `out` (up to `max` in all),
+    /// skipping entries at or before the position; returns the offset after them.
+    fn read_segment(&mut self, path: &Path, offset: u64, max: usize, out: &mut Vec<Entry>) -> Result<u64> {
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        file.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(path, e))?;
+        let mut reader = BufReader::new(file);
+        let mut offset = offset;
+        let mut line = Vec::new();
+        while out.len() < max {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(|e| Error::io(path, e))?;
+            // A line still being written is taken by the next read.
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            let entry = serde_json::from_slice::<Entry>(&line)
+                .map_err(|e| Error::io(path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+            offset += n as u64;
+            if entry.seq > self.after {
+                self.after = entry.seq;
+                out.push(entry);
+            }
+        }
+        Ok(offset)
+    }
+}
+
 /// The sequence numbers of the oldest and newest entries the journal in `dir` still
 /// holds (`None` when it holds none).
 pub fn bounds(dir: &Path) -> Result<Option<(u64, u64)>> {
@@ -353,6 +448,40 @@ mod tests {
         assert_eq!(bounds(dir.path()).unwrap(), Some((1, SEGMENT_ENTRIES + 2)));
         j.compact(SEGMENT_ENTRIES).unwrap();
         assert_eq!(bounds(dir.path()).unwrap(), Some((SEGMENT_ENTRIES + 1, SEGMENT_ENTRIES + 2)));
+    }
+
+    #[test]
+    fn a_tail_goes_on_where_it_stopped_across_segments_and_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path()).unwrap();
+        let mut tail = Tail::new(dir.path(), 0);
+        assert!(tail.read(10).unwrap().is_empty());
+        j.append(vec![put("a"), put("b"), put("c")]).unwrap();
+        let seqs = |v: Vec<Entry>| v.into_iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(tail.read(2).unwrap()), vec![1, 2]);
+        assert_eq!(seqs(tail.read(10).unwrap()), vec![3]);
+        assert!(tail.read(10).unwrap().is_empty());
+        // A line being written is not taken until it is whole.
+        let seg = dir.path().join(segment_name(1));
+        let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
+        f.write_all(b"{\"seq\":4,\"path\":\"d\",\"kind\":\"put\",").unwrap();
+        assert!(tail.read(10).unwrap().is_empty());
+        f.write_all(b"\"origin\":\"local\"}\n").unwrap();
+        drop(j);
+        let mut j = Journal::open(dir.path()).unwrap();
+        assert_eq!(seqs(tail.read(10).unwrap()), vec![4]);
+        // Into the next segment, then on after the first is compacted away.
+        j.append((4..SEGMENT_ENTRIES).map(|i| put(&format!("f{i}"))).collect()).unwrap();
+        j.append(vec![put("next")]).unwrap();
+        let rest = tail.read(usize::MAX).unwrap();
+        assert_eq!(rest.len() as u64, SEGMENT_ENTRIES - 3);
+        assert_eq!(tail.position(), SEGMENT_ENTRIES + 1);
+        assert_eq!(j.compact(SEGMENT_ENTRIES + 1).unwrap(), 1);
+        j.append(vec![put("after")]).unwrap();
+        assert_eq!(seqs(tail.read(10).unwrap()), vec![SEGMENT_ENTRIES + 2]);
+        // A new reader placed mid-journal starts right after its position.
+        let mut late = Tail::new(dir.path(), SEGMENT_ENTRIES + 1);
+        assert_eq!(seqs(late.read(10).unwrap()), vec![SEGMENT_ENTRIES + 2]);
     }
 
     #[test]

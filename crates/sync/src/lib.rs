@@ -29,7 +29,7 @@ pub mod verify;
 pub mod version;
 
 pub use error::{Error, Failure, RemoteError, Result};
-pub use push::Pusher;
+pub use push::{PUSH_CURSOR, Pusher};
 pub use remote::{Body, Condition, Metadata, ObjectInfo, Remote};
 pub use report::{PullReport, PushReport};
 pub use settings::{AnyRemote, Backend, Schedule, SyncSettings, node_id};

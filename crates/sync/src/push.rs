@@ -86,8 +86,11 @@ pub fn sync_dir(root: &Path) -> PathBuf {
     root.join(".clawboard/sync")
 }
 
+/// The push's journal cursor, in `.clawboard/cursors/`.
+pub const PUSH_CURSOR: &str = "push";
+
 pub fn push_cursor(root: &Path) -> Cursor {
-    Cursor::new(&root.join(clawboard_core::layout::CURSORS), "push")
+    Cursor::new(&root.join(clawboard_core::layout::CURSORS), PUSH_CURSOR)
 }
 
 enum Mode {

@@ -40,7 +40,7 @@ async fn status(State(s): State<Arc<DaemonState>>) -> Json<Value> {
         "startedAt": s.started_at,
         "queue": s.dispatcher.stats(),
         "instances": s.dispatcher.engine.running_instances().len(),
-        "journalSeq": s.last_seq.load(Ordering::SeqCst),
+        "journalSeq": *s.last_seq.borrow(),
     }))
 }
 
@@ -90,6 +90,8 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
             web_refusals: s.counters.web_refusals.load(Ordering::Relaxed),
             acl_refusals: s.counters.acl_refusals.load(Ordering::Relaxed),
             board_refusals: s.counters.board_refusals.load(Ordering::Relaxed),
+            jobs: s.jobs.jobs(),
+            journal_seq: *s.last_seq.borrow(),
         })
     })
     .await;

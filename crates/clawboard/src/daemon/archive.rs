@@ -10,122 +10,126 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clawboard_archive::{Archive, HarvestSettings};
-use clawboard_sync::Schedule;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub struct ArchiveLoop {
-    pub archive: Arc<Archive>,
-    pub harvest: HarvestSettings,
-    pub schedule: Schedule,
-    pub harvest_schedule: Schedule,
-    pub retry: Duration,
+use super::jobs::{Clock, JobResult, Scheduled, Worker};
+use crate::config::ArchiveResolved;
+
+pub struct Memory {
+    archive: Arc<Archive>,
+    harvest: HarvestSettings,
+    harvest_due: Scheduled,
+    archive_due: Scheduled,
+    retry: Duration,
+    /// The delay of the last retry, while runs fail; and when the next run is due.
+    retrying: Option<Duration>,
+    next_run: Instant,
+    /// Whether the round that is due archives too (or only harvests).
+    archive_now: bool,
 }
 
-impl ArchiveLoop {
-    /// Runs `f` on a blocking thread; `None` when the daemon is stopping first (the
-    /// archive is then told to stop at its next step).
-    async fn blocking<T: Send + 'static>(
-        &self,
-        stop: &mut watch::Receiver<bool>,
-        f: impl FnOnce(&Archive) -> T + Send + 'static,
-    ) -> anyhow::Result<Option<T>> {
-        let archive = self.archive.clone();
-        let handle = tokio::task::spawn_blocking(move || f(&archive));
-        tokio::select! {
-            r = handle => Ok(Some(r?)),
-            _ = clawboard_roles::runner::fired(stop) => {
-                self.archive.stop_flag().store(true, Ordering::SeqCst);
-                Ok(None)
-            }
-        }
-    }
-
-    pub async fn run(self, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
-        let remote = self.archive.settings().remote.as_deref().map(clawboard_archive::repo::redact);
+impl Memory {
+    pub fn new(archive: Archive, settings: &ArchiveResolved, clock: Clock) -> Memory {
+        let archive_due = Scheduled::new(settings.schedule.clone(), clock);
+        let remote = archive.settings().remote.as_deref().map(clawboard_archive::repo::redact);
         tracing::info!(
-            schedule = %self.schedule.text,
+            schedule = %settings.schedule.text,
             remote = remote.as_deref().unwrap_or("none (local commits)"),
             "archive: memory branch {}",
-            self.archive.settings().branch
+            archive.settings().branch
         );
-        // The delay of the last retry, while runs fail; and when the next run is due.
-        let mut retry: Option<Duration> = None;
-        let mut next_run = Instant::now() + self.schedule.until_next();
-        match self.archive.status() {
+        let mut m = Memory {
+            next_run: archive_due.instant().unwrap_or_else(Instant::now),
+            archive: Arc::new(archive),
+            harvest: settings.harvest.clone(),
+            harvest_due: Scheduled::new(settings.harvest_schedule.clone(), clock),
+            archive_due,
+            retry: settings.retry,
+            retrying: None,
+            archive_now: false,
+        };
+        match m.archive.status() {
             Ok(st) if st.pending > 0 || st.file.last_error.is_some() => {
-                tracing::info!(
-                    pending = st.pending,
-                    "archive: the last run did not finish; retrying in {:?}",
-                    self.retry
-                );
-                retry = Some(self.retry);
-                next_run = next_run.min(Instant::now() + self.retry);
+                tracing::info!(pending = st.pending, "archive: the last run did not finish; retrying in {:?}", m.retry);
+                m.retrying = Some(m.retry);
+                m.next_run = m.next_run.min(Instant::now() + m.retry);
             }
             Ok(_) => {}
             Err(e) => tracing::warn!("archive: cannot read its status: {e}"),
         }
-        let mut last_error: Option<String> = None;
-        loop {
-            let archive_now = tokio::select! {
-                _ = tokio::time::sleep_until(next_run) => true,
-                _ = tokio::time::sleep(self.harvest_schedule.until_next()) => false,
-                _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
-            };
-            let settings = self.harvest.clone();
-            let Some(harvest) =
-                self.blocking(&mut stop, move |a| a.harvest(chrono::Utc::now(), &settings, None)).await?
-            else {
-                return Ok(());
-            };
-            match harvest {
-                Ok(h) => {
-                    if !h.written.is_empty() || h.queue_completed > 0 {
-                        tracing::info!(written = ?h.written, queue_completed = h.queue_completed, "harvest: done");
-                    }
-                    for p in h.problems {
-                        tracing::warn!("harvest: skipped {p}");
-                    }
+        m
+    }
+
+    /// Runs `f` on a blocking thread (git and the tree are synchronous).
+    async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Archive) -> T + Send + 'static) -> anyhow::Result<T> {
+        let archive = self.archive.clone();
+        Ok(tokio::task::spawn_blocking(move || f(&archive)).await?)
+    }
+
+    async fn harvest(&self) -> anyhow::Result<()> {
+        let settings = self.harvest.clone();
+        match self.blocking(move |a| a.harvest(chrono::Utc::now(), &settings, None)).await? {
+            Ok(h) => {
+                if !h.written.is_empty() || h.queue_completed > 0 {
+                    tracing::info!(written = ?h.written, queue_completed = h.queue_completed, "harvest: done");
                 }
-                Err(e) => tracing::error!("harvest failed: {e}"),
+                for p in h.problems {
+                    tracing::warn!("harvest: skipped {p}");
+                }
             }
-            if !archive_now {
-                continue;
+            Err(e) => tracing::error!("harvest failed: {e}"),
+        }
+        Ok(())
+    }
+}
+
+impl Worker for Memory {
+    async fn wait_for_work(&mut self) {
+        self.archive_now = tokio::select! {
+            () = tokio::time::sleep_until(self.next_run) => true,
+            () = self.harvest_due.wait() => false,
+        };
+        // Every round harvests: the harvest's next time moves on if it has come.
+        self.harvest_due.advance();
+    }
+
+    /// Harvests; archives too when that is due. A failed archive is retried after
+    /// `archive.retry`, doubling, but never later than the next scheduled run.
+    async fn work(&mut self) -> JobResult {
+        self.harvest().await?;
+        if !self.archive_now {
+            return Ok(());
+        }
+        let outcome = self.blocking(|a| a.run(chrono::Utc::now())).await?;
+        self.archive_due.advance();
+        let scheduled = self.archive_due.instant().unwrap_or_else(|| Instant::now() + Duration::from_secs(300));
+        match outcome {
+            Ok(r) => {
+                if let Some(id) = &r.commit.commit {
+                    tracing::info!(commit = %id, changed = r.commit.changed, ms = r.commit.elapsed_ms, "archive: committed");
+                }
+                if let Some(p) = r.push.as_ref().and_then(|p| p.pushed.as_ref().map(|id| (id, p))) {
+                    tracing::info!(head = %p.0, attempts = p.1.attempts, merges = p.1.merges, "archive: pushed");
+                }
+                for p in &r.commit.problems {
+                    tracing::error!("archive: {p}");
+                }
+                self.retrying = None;
+                self.next_run = scheduled;
+                Ok(())
             }
-            let Some(outcome) = self.blocking(&mut stop, |a| a.run(chrono::Utc::now())).await? else {
-                return Ok(());
-            };
-            let scheduled = Instant::now() + self.schedule.until_next();
-            match outcome {
-                Ok(r) => {
-                    if let Some(id) = &r.commit.commit {
-                        tracing::info!(commit = %id, changed = r.commit.changed, ms = r.commit.elapsed_ms, "archive: committed");
-                    }
-                    if let Some(p) = r.push.as_ref().and_then(|p| p.pushed.as_ref().map(|id| (id, p))) {
-                        tracing::info!(head = %p.0, attempts = p.1.attempts, merges = p.1.merges, "archive: pushed");
-                    }
-                    for p in &r.commit.problems {
-                        tracing::error!("archive: {p}");
-                    }
-                    if last_error.take().is_some() {
-                        tracing::info!("archive: works again");
-                    }
-                    retry = None;
-                    next_run = scheduled;
-                }
-                Err(e) => {
-                    let delay = retry.map_or(self.retry, |r| r.saturating_mul(2));
-                    let msg = e.to_string();
-                    if last_error.as_deref() == Some(msg.as_str()) {
-                        tracing::debug!("archive failed again: {msg}");
-                    } else {
-                        tracing::error!("archive failed; the commits are kept and retried in {delay:?}: {msg}");
-                    }
-                    last_error = Some(msg);
-                    retry = Some(delay);
-                    next_run = scheduled.min(Instant::now() + delay);
-                }
+            Err(e) => {
+                let delay = self.retrying.map_or(self.retry, |r| r.saturating_mul(2));
+                tracing::debug!("archive: retrying in {delay:?}");
+                self.retrying = Some(delay);
+                self.next_run = scheduled.min(Instant::now() + delay);
+                Err(anyhow::anyhow!("archive failed; the commits are kept and retried: {e}").into())
             }
         }
+    }
+
+    /// A run in progress is told to end at its next step, and is not waited for.
+    async fn stop(&mut self) {
+        self.archive.stop_flag().store(true, Ordering::SeqCst);
     }
 }

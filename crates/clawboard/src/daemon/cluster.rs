@@ -6,7 +6,7 @@
 //! is checked (another node may have taken it over meanwhile); the push loop starts
 //! only after that check, so a node that lost a task never pushes into it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,16 +16,19 @@ use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
 use clawboard_roles::claims;
 use clawboard_sync::cluster::{ClaimResult, Heartbeat};
 use clawboard_sync::{AnyRemote, Pusher};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::dispatch::Dispatcher;
+use super::jobs::{JobResult, Worker};
 
 pub struct Cluster {
     pub pusher: Arc<Pusher<AnyRemote>>,
     pub dispatcher: Arc<Dispatcher>,
     pub store: Store,
-    /// Accepted tasks whose claim could not be tried yet (the bucket unreachable).
-    to_claim: Lock<BTreeSet<String>>,
+    /// Accepted tasks to claim (and whether a try failed already: the bucket unreachable).
+    to_claim: Lock<BTreeMap<String, bool>>,
+    /// Wakes the claims worker for them.
+    claim_wake: Notify,
     /// Per other node: its heartbeat's ETag and since when (local time) it has not changed.
     seen: Lock<HashMap<String, (String, Instant)>>,
     /// Another process was found writing heartbeats under this node id (reported once).
@@ -34,7 +37,6 @@ pub struct Cluster {
     stale: Lock<Vec<Heartbeat>>,
     /// Set once this node's claimed tasks were checked after start.
     pub checked: watch::Sender<bool>,
-    last_error: Lock<Option<String>>,
 }
 
 impl Cluster {
@@ -43,20 +45,40 @@ impl Cluster {
             pusher,
             dispatcher,
             store,
-            to_claim: Lock::new(BTreeSet::new()),
+            to_claim: Lock::new(BTreeMap::new()),
+            claim_wake: Notify::new(),
             seen: Lock::new(HashMap::new()),
             stale: Lock::new(Vec::new()),
             shared_id: std::sync::atomic::AtomicBool::new(false),
             checked: watch::channel(false).0,
-            last_error: Lock::new(None),
         })
     }
 
-    /// Intake accepted `task`: claim it across nodes, and drive it if this node won.
-    pub async fn accepted(&self, task: String) {
-        if let Err(e) = self.try_claim(&task).await {
-            tracing::warn!(task, "cannot claim the task in the bucket yet ({e}); retrying with the next heartbeat");
-            self.to_claim.lock().insert(task);
+    /// Intake accepted `task`: the claims worker claims it across nodes at once,
+    /// and drives it if this node won.
+    pub fn accepted(&self, task: String) {
+        self.to_claim.lock().entry(task).or_insert(false);
+        self.claim_wake.notify_one();
+    }
+
+    /// Tries the claims of the accepted tasks; the ones the bucket cannot take yet
+    /// wait for the next round (the first failure of each is logged).
+    async fn claim_accepted(&self) {
+        let waiting: Vec<(String, bool)> = self.to_claim.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
+        for (task, failed_before) in waiting {
+            match self.try_claim(&task).await {
+                Ok(()) => {
+                    self.to_claim.lock().remove(&task);
+                }
+                Err(e) if failed_before => tracing::debug!(task, "claim still not possible: {e:#}"),
+                Err(e) => {
+                    tracing::warn!(
+                        task,
+                        "cannot claim the task in the bucket yet ({e}); retrying with the next heartbeat"
+                    );
+                    self.to_claim.lock().insert(task, true);
+                }
+            }
         }
     }
 
@@ -108,79 +130,6 @@ impl Cluster {
         Ok(())
     }
 
-    /// Runs until `stop`: checks claims once, then heartbeats every `sync.heartbeat`.
-    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
-        // Heartbeats on their own: a slow pull or claim check never holds them back.
-        let beats = self.clone();
-        let beat_stop = stop.clone();
-        tokio::spawn(async move { beats.beat_loop(beat_stop).await });
-        let every = self.pusher.settings().heartbeat;
-        loop {
-            match self.check_active().await {
-                Ok(()) => break,
-                Err(e) => {
-                    self.log_error(format!("checking this node's claims: {e:#}"));
-                    tokio::select! {
-                        _ = tokio::time::sleep(every) => {}
-                        _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
-                    }
-                }
-            }
-        }
-        self.checked.send_replace(true);
-        loop {
-            match self.tick().await {
-                Ok(()) => {
-                    if self.last_error.lock().take().is_some() {
-                        tracing::info!("cluster: the bucket answers again");
-                    }
-                }
-                Err(e) => self.log_error(format!("{e:#}")),
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
-            }
-        }
-    }
-
-    fn log_error(&self, msg: String) {
-        let mut last = self.last_error.lock();
-        if last.as_deref() == Some(msg.as_str()) {
-            tracing::debug!("cluster: {msg}");
-        } else {
-            tracing::error!("cluster: {msg} (retrying with the next heartbeat)");
-        }
-        *last = Some(msg);
-    }
-
-    /// Writes this node's heartbeat and folds everyone's into `shared/node-status.json`,
-    /// every `sync.heartbeat`, until `stop`.
-    async fn beat_loop(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
-        let every = self.pusher.settings().heartbeat;
-        let mut last_error: Option<String> = None;
-        loop {
-            match self.beat().await {
-                Ok(()) => {
-                    if last_error.take().is_some() {
-                        tracing::info!("cluster: heartbeats go through again");
-                    }
-                }
-                Err(e) => {
-                    let msg = format!("{e:#}");
-                    if last_error.as_deref() != Some(msg.as_str()) {
-                        tracing::error!("cluster: heartbeat failed (retrying every {every:?}): {msg}");
-                    }
-                    last_error = Some(msg);
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = clawboard_roles::runner::fired(&mut stop) => return,
-            }
-        }
-    }
-
     async fn beat(&self) -> anyhow::Result<()> {
         let mut running: Vec<String> =
             self.dispatcher.engine.running_instances().into_iter().map(|i| i.task_id).collect();
@@ -224,18 +173,10 @@ impl Cluster {
         Ok(())
     }
 
-    /// One round of the claim loop: retry waiting claims, check own claims, take
+    /// One round of the claims worker: retry waiting claims, check own claims, take
     /// over stale nodes' tasks. One task's trouble is logged and does not stop the rest.
     async fn tick(&self) -> anyhow::Result<()> {
-        let waiting: Vec<String> = self.to_claim.lock().iter().cloned().collect();
-        for task in waiting {
-            match self.try_claim(&task).await {
-                Ok(()) => {
-                    self.to_claim.lock().remove(&task);
-                }
-                Err(e) => tracing::debug!(task, "claim still not possible: {e:#}"),
-            }
-        }
+        self.claim_accepted().await;
         for task in claims::active(&self.store)? {
             match self.pusher.check_claim(&task).await {
                 Ok(ClaimResult::Lost { owner }) => {
@@ -307,6 +248,76 @@ impl Cluster {
         if self.store.read::<NodeStatus>(&rel).ok().as_ref() != Some(&status) {
             self.store.write_json(&rel, &status)?;
         }
+        Ok(())
+    }
+}
+
+/// Checks this node's claims once at start (nothing is pushed, pulled or resumed
+/// before), then every `sync.heartbeat`: claims of accepted tasks (at once when
+/// intake accepts one), this node's claims, and stale nodes' tasks.
+pub struct Claims {
+    cluster: Arc<Cluster>,
+    next: tokio::time::Instant,
+    /// Whether the round that is due is only for newly accepted tasks.
+    accepted_only: bool,
+}
+
+impl Claims {
+    pub fn new(cluster: Arc<Cluster>) -> Claims {
+        Claims { cluster, next: tokio::time::Instant::now(), accepted_only: false }
+    }
+}
+
+impl Worker for Claims {
+    async fn wait_for_work(&mut self) {
+        self.accepted_only = tokio::select! {
+            () = tokio::time::sleep_until(self.next) => false,
+            () = self.cluster.claim_wake.notified() => true,
+        };
+    }
+
+    async fn work(&mut self) -> JobResult {
+        let c = &self.cluster;
+        if !*c.checked.borrow() {
+            self.next = tokio::time::Instant::now() + c.pusher.settings().heartbeat;
+            c.check_active().await.map_err(|e| anyhow::anyhow!("cluster: checking this node's claims: {e:#}"))?;
+            c.checked.send_replace(true);
+        }
+        if self.accepted_only {
+            c.claim_accepted().await;
+            return Ok(());
+        }
+        self.next = tokio::time::Instant::now() + c.pusher.settings().heartbeat;
+        c.tick().await.map_err(|e| anyhow::anyhow!("cluster: {e:#} (retrying with the next heartbeat)"))?;
+        Ok(())
+    }
+}
+
+/// Writes this node's heartbeat and folds everyone's into `shared/node-status.json`,
+/// every `sync.heartbeat`; on its own, so a slow pull or claim check never holds it back.
+pub struct Beat {
+    cluster: Arc<Cluster>,
+    next: tokio::time::Instant,
+}
+
+impl Beat {
+    pub fn new(cluster: Arc<Cluster>) -> Beat {
+        Beat { cluster, next: tokio::time::Instant::now() }
+    }
+}
+
+impl Worker for Beat {
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep_until(self.next).await
+    }
+
+    async fn work(&mut self) -> JobResult {
+        let every = self.cluster.pusher.settings().heartbeat;
+        self.next = tokio::time::Instant::now() + every;
+        self.cluster
+            .beat()
+            .await
+            .map_err(|e| anyhow::anyhow!("cluster: heartbeat failed (retrying every {every:?}): {e:#}"))?;
         Ok(())
     }
 }

@@ -1,25 +1,40 @@
-//! Which tasks are driven when: a FIFO queue served by `lifecycle.max_tasks`
-//! workers, each claimed task at most once in it, and the held tasks waiting on
-//! escalations. A queued task costs a string, not a parked async task.
+//! Which tasks are driven when: a FIFO queue, each claimed task at most once in it,
+//! driven by the `dispatch` job at most `lifecycle.max_tasks` at a time (the drives
+//! are tasks of its own `JoinSet`); a drive that could not run is queued again
+//! after [`RETRY`]; the held tasks wait on escalations. A queued task costs a
+//! string, not a parked async task.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clawboard_core::lock::Lock;
 use clawboard_roles::{Engine, Outcome};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::jobs::{sleep_until_some, stopped};
+
+/// After a drive that could not run (the tree unreadable, a bug), the task is
+/// queued again this much later.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// What a drive task returns: its task and how the drive ended.
+type Drive = (String, Result<Outcome, clawboard_core::Error>);
 
 pub struct Dispatcher {
     pub engine: Arc<Engine>,
     queue: Lock<VecDeque<String>>,
     /// Queued or being driven: a task is never in the queue twice.
     queued: Lock<HashSet<String>>,
+    /// Tasks to queue again once their time comes (see [`RETRY`]).
+    retries: Lock<Vec<(Instant, String)>>,
     wake: Notify,
-    workers: AtomicUsize,
     held: Lock<HashMap<String, String>>,
-    pub running: AtomicUsize,
+    /// Tasks being driven.
+    running: watch::Sender<usize>,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
     /// Notified when a task reaches `completed` or `failed` (sync pushes at once).
@@ -30,7 +45,6 @@ pub struct Dispatcher {
     /// When intake accepted each task not driven yet, for the latency histogram.
     accepted_at: Lock<HashMap<String, std::time::Instant>>,
     pub intake_latency: super::metrics::Histogram,
-    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 #[derive(serde::Serialize)]
@@ -44,46 +58,116 @@ pub struct QueueStats {
 }
 
 impl Dispatcher {
-    /// A dispatcher with its workers started.
-    pub fn new(engine: Arc<Engine>, stopping: tokio::sync::watch::Receiver<bool>) -> Arc<Dispatcher> {
-        let d = Self::without_workers(engine, stopping);
-        d.resize();
-        d
-    }
-
-    fn without_workers(engine: Arc<Engine>, stopping: tokio::sync::watch::Receiver<bool>) -> Arc<Dispatcher> {
+    pub fn new(engine: Arc<Engine>) -> Arc<Dispatcher> {
         Arc::new(Dispatcher {
             engine,
             queue: Lock::new(VecDeque::new()),
             queued: Lock::new(HashSet::new()),
+            retries: Lock::new(Vec::new()),
             wake: Notify::new(),
-            workers: AtomicUsize::new(0),
             held: Lock::new(HashMap::new()),
-            running: AtomicUsize::new(0),
+            running: watch::channel(0).0,
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             task_ended: Arc::new(Notify::new()),
             records_due: Arc::new(Notify::new()),
             accepted_at: Lock::new(HashMap::new()),
             intake_latency: super::metrics::Histogram::new(super::metrics::LATENCY_BUCKETS),
-            stopping,
         })
     }
 
-    /// Starts workers up to `lifecycle.max_tasks` (after a reload: more take effect
-    /// at once; fewer need a restart).
-    pub fn resize(self: &Arc<Self>) {
-        let want = self.engine.config().lifecycle.max_tasks;
-        while self.workers.load(Ordering::SeqCst) < want {
-            self.workers.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(self.clone().worker());
+    /// The config changed: `lifecycle.max_tasks` is read again (fewer take effect
+    /// as drives end).
+    pub fn resize(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Drives queued tasks, at most `lifecycle.max_tasks` at once, until `stop`;
+    /// then waits for the drives under way (the engine tells them to stop, and
+    /// kills their roles after the grace period).
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let mut drives: JoinSet<Drive> = JoinSet::new();
+        let mut driving: HashMap<tokio::task::Id, String> = HashMap::new();
+        loop {
+            while drives.len() < self.engine.config().lifecycle.max_tasks {
+                let next = self.queue.lock().pop_front();
+                let Some(task_id) = next else { break };
+                let accepted = self.accepted_at.lock().remove(&task_id);
+                if let Some(at) = accepted {
+                    self.intake_latency.observe(at.elapsed());
+                }
+                tracing::debug!(task = %task_id, "driving");
+                self.running.send_modify(|n| *n += 1);
+                let engine = self.engine.clone();
+                let id = task_id.clone();
+                let handle = drives.spawn(async move {
+                    let outcome = engine.drive(&id).await;
+                    (id, outcome)
+                });
+                driving.insert(handle.id(), task_id);
+            }
+            let next_retry = self.retries.lock().iter().map(|(at, _)| *at).min();
+            tokio::select! {
+                () = self.wake.notified() => {}
+                Some(done) = drives.join_next_with_id() => self.drive_ended(done, &mut driving),
+                () = sleep_until_some(next_retry) => self.retry_due(),
+                () = stopped(&mut stop) => break,
+            }
         }
+        while let Some(done) = drives.join_next_with_id().await {
+            self.drive_ended(done, &mut driving);
+        }
+        Ok(())
+    }
+
+    fn drive_ended(
+        self: &Arc<Self>,
+        done: Result<(tokio::task::Id, Drive), tokio::task::JoinError>,
+        driving: &mut HashMap<tokio::task::Id, String>,
+    ) {
+        let (task_id, outcome) = match done {
+            Ok((id, (task_id, outcome))) => {
+                driving.remove(&id);
+                (task_id, outcome)
+            }
+            Err(e) => {
+                let Some(task_id) = driving.remove(&e.id()) else { return };
+                tracing::error!(task = %task_id, "the drive panicked: {e}; retrying in {RETRY:?}");
+                self.running.send_modify(|n| *n = n.saturating_sub(1));
+                self.queued.lock().remove(&task_id);
+                self.retries.lock().push((Instant::now() + RETRY, task_id));
+                return;
+            }
+        };
+        self.running.send_modify(|n| *n = n.saturating_sub(1));
+        self.queued.lock().remove(&task_id);
+        self.finished(task_id, outcome);
+    }
+
+    /// Queues the tasks whose retry is due.
+    fn retry_due(&self) {
+        let now = Instant::now();
+        let due: Vec<String> = {
+            let mut retries = self.retries.lock();
+            let (due, later) = retries.drain(..).partition(|(at, _)| *at <= now);
+            *retries = later;
+            due.into_iter().map(|(_, t): (Instant, String)| t).collect()
+        };
+        for task in due {
+            self.enqueue(task);
+        }
+    }
+
+    /// Resolves once no task is being driven.
+    pub async fn idle(&self) {
+        // The sender lives in `self`, so the channel cannot close while this waits.
+        let _ = self.running.subscribe().wait_for(|n| *n == 0).await;
     }
 
     pub fn stats(&self) -> QueueStats {
         QueueStats {
             waiting: self.queue.lock().len(),
-            running: self.running.load(Ordering::SeqCst),
+            running: *self.running.borrow(),
             held: self.held.lock().values().collect::<HashSet<_>>().len(),
             completed_since_start: self.completed.load(Ordering::SeqCst),
             failed_since_start: self.failed.load(Ordering::SeqCst),
@@ -107,32 +191,6 @@ impl Dispatcher {
         }
         self.queue.lock().push_back(task_id);
         self.wake.notify_one();
-    }
-
-    async fn worker(self: Arc<Self>) {
-        let mut stopping = self.stopping.clone();
-        loop {
-            if *stopping.borrow() {
-                return;
-            }
-            let next = self.queue.lock().pop_front();
-            let Some(task_id) = next else {
-                tokio::select! {
-                    _ = self.wake.notified() => continue,
-                    _ = clawboard_roles::runner::fired(&mut stopping) => return,
-                }
-            };
-            self.running.fetch_add(1, Ordering::SeqCst);
-            let accepted = self.accepted_at.lock().remove(&task_id);
-            if let Some(at) = accepted {
-                self.intake_latency.observe(at.elapsed());
-            }
-            tracing::debug!(task = %task_id, "driving");
-            let outcome = self.engine.drive(&task_id).await;
-            self.running.fetch_sub(1, Ordering::SeqCst);
-            self.queued.lock().remove(&task_id);
-            self.finished(task_id, outcome);
-        }
     }
 
     fn finished(self: &Arc<Self>, task_id: String, outcome: Result<Outcome, clawboard_core::Error>) {
@@ -165,14 +223,9 @@ impl Dispatcher {
             Ok(Outcome::Stopped) => tracing::info!(task = %task_id, "stopped; resumes on the next start"),
             Ok(Outcome::Fenced) => tracing::warn!(task = %task_id, "another node runs this task now; stopped here"),
             Err(e) => {
-                tracing::error!(task = %task_id, "cannot drive the task: {e:#}; retrying in 5 s");
-                let again = self.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    if !*again.stopping.borrow() {
-                        again.enqueue(task_id);
-                    }
-                });
+                tracing::error!(task = %task_id, "cannot drive the task: {e:#}; retrying in {RETRY:?}");
+                self.retries.lock().push((Instant::now() + RETRY, task_id));
+                self.wake.notify_one();
             }
         }
     }
@@ -197,8 +250,7 @@ mod tests {
     fn dispatcher(dir: &std::path::Path) -> Arc<Dispatcher> {
         let (store, _) = clawboard_core::Store::init(dir).unwrap();
         let engine = Arc::new(Engine::new(store, Default::default(), clawboard_roles::Shutdown::never()));
-        let (_tx, stopping) = tokio::sync::watch::channel(false);
-        Dispatcher::without_workers(engine, stopping)
+        Dispatcher::new(engine)
     }
 
     /// An escalation from `task` that needs approval; returns its id.

@@ -1,6 +1,6 @@
-//! The intake consumer of the journal: replays from its durable cursor at start,
-//! then takes live entries. Dropped task files become tasks; escalation files wake
-//! held tasks. The cursor advances only after a batch is durably handled.
+//! The intake consumer of the journal (cursor `intake`): dropped task files become
+//! tasks; escalation files wake held tasks. The runner stores the cursor only after
+//! a batch is durably handled.
 //!
 //! A task file that is empty or cut short and still fresh ([`Intake::Unsettled`]) is
 //! looked at again on its next close, or after [`intake::SETTLE`] of quiet; until
@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use clawboard_core::Store;
-use clawboard_core::journal::{ChangeKind, Cursor, Entry, Origin, read_after};
+use clawboard_core::journal::{ChangeKind, Entry, Origin};
 use clawboard_roles::intake::{self, Intake};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::dispatch::Dispatcher;
+use super::jobs::{Consumer, JobError, JobResult, sleep_until_some};
 
 /// What an entry asks of intake.
 #[derive(Clone)]
@@ -59,44 +59,30 @@ fn job(e: &Entry) -> Option<Job> {
     }
 }
 
-/// Entries between two writes of the cursor file.
-const CURSOR_EVERY: u64 = 1_000;
-
+/// The intake consumer: a runner [`Consumer`] with the cursor `intake`.
 pub struct IntakeConsumer {
     pub store: Store,
     pub dispatcher: Arc<Dispatcher>,
-    pub cursor: Cursor,
     /// With several nodes: an accepted task is driven once its claim in the bucket is won.
     pub cluster: Option<Arc<super::cluster::Cluster>>,
+    /// Files that looked unfinished, by path.
+    waiting: BTreeMap<String, Waiting>,
 }
 
 impl IntakeConsumer {
-    /// Handles entries after the cursor; returns the new cursor. The cursor file is
-    /// written every [`CURSOR_EVERY`] entries and at the end, always after the work
-    /// it covers is durable, and never past a waiting job's entry. Intake is
-    /// idempotent (a taken inbox file is gone, a claimed task is not claimed again),
-    /// so the few entries a crash replays cost nothing but a look.
-    async fn handle(
-        &self,
-        entries: Vec<Entry>,
-        cursor: u64,
-        stored: &mut u64,
-        waiting: &mut BTreeMap<String, Waiting>,
-    ) -> anyhow::Result<u64> {
-        let entries: Vec<Entry> = entries.into_iter().filter(|e| e.seq > cursor).collect();
-        let Some(last) = entries.last().map(|e| e.seq) else { return Ok(cursor) };
-        let jobs: Vec<(u64, Job)> = entries.iter().filter_map(|e| Some((e.seq, job(e)?))).collect();
-        if !jobs.is_empty() {
-            tracing::debug!(jobs = jobs.len(), "intake batch");
-            self.run_jobs(jobs, waiting).await?;
-        }
-        self.maybe_store(last, stored, waiting, false)?;
-        Ok(last)
+    pub fn new(
+        store: Store,
+        dispatcher: Arc<Dispatcher>,
+        cluster: Option<Arc<super::cluster::Cluster>>,
+    ) -> IntakeConsumer {
+        IntakeConsumer { store, dispatcher, cluster, waiting: BTreeMap::new() }
     }
 
     /// Runs jobs; a job whose file looks unfinished goes (or stays) in `waiting`,
-    /// under the older of its sequence numbers.
-    async fn run_jobs(&self, jobs: Vec<(u64, Job)>, waiting: &mut BTreeMap<String, Waiting>) -> anyhow::Result<()> {
+    /// under the older of its sequence numbers. Intake is idempotent (a taken inbox
+    /// file is gone, a claimed task is not claimed again), so the few entries a
+    /// crash replays cost nothing but a look.
+    async fn run_jobs(&mut self, jobs: Vec<(u64, Job)>) -> JobResult {
         let store = self.store.clone();
         let outcomes = tokio::task::spawn_blocking(move || {
             jobs.into_iter()
@@ -111,19 +97,21 @@ impl IntakeConsumer {
                 })
                 .collect::<Vec<_>>()
         })
-        .await?;
+        .await
+        // A bug in intake: handing the batch again would meet it again.
+        .map_err(|e| JobError::Critical(e.into()))?;
         for (seq, job, outcome) in outcomes {
             if let Some(file) = job.file() {
                 match outcome {
                     Ok(Intake::Unsettled) => {
                         let due = tokio::time::Instant::now() + intake::SETTLE;
                         tracing::debug!(file, "not finished yet; looking again on its next close or when quiet");
-                        let w = waiting.entry(file).or_insert(Waiting { seq, job: job.clone(), due });
+                        let w = self.waiting.entry(file).or_insert(Waiting { seq, job: job.clone(), due });
                         w.due = due;
                         continue;
                     }
                     _ => {
-                        waiting.remove(&file);
+                        self.waiting.remove(&file);
                     }
                 }
             }
@@ -132,10 +120,7 @@ impl IntakeConsumer {
                 (_, Ok(Intake::Accepted(id))) => {
                     self.dispatcher.accepted(&id);
                     match &self.cluster {
-                        Some(c) => {
-                            let c = c.clone();
-                            tokio::spawn(async move { c.accepted(id).await });
-                        }
+                        Some(c) => c.accepted(id),
                         None => self.dispatcher.enqueue(id),
                     }
                 }
@@ -146,68 +131,39 @@ impl IntakeConsumer {
         }
         Ok(())
     }
+}
 
-    /// Runs the waiting jobs that are due.
-    async fn retry_due(&self, waiting: &mut BTreeMap<String, Waiting>) -> anyhow::Result<()> {
-        let now = tokio::time::Instant::now();
-        let due: Vec<(u64, Job)> = waiting.values().filter(|w| w.due <= now).map(|w| (w.seq, w.job.clone())).collect();
-        // Out of the list while they run; the unsettled ones come back with their seq.
-        for (_, job) in &due {
-            if let Some(f) = job.file() {
-                waiting.remove(&f);
-            }
-        }
-        self.run_jobs(due, waiting).await
-    }
-
-    /// Stores the cursor every [`CURSOR_EVERY`] entries (or now, if `force`), never
-    /// at or past a waiting job's entry.
-    fn maybe_store(
-        &self,
-        last: u64,
-        stored: &mut u64,
-        waiting: &BTreeMap<String, Waiting>,
-        force: bool,
-    ) -> anyhow::Result<()> {
-        let storable = waiting.values().map(|w| w.seq.saturating_sub(1)).fold(last, u64::min);
-        if storable > *stored && (force || storable - *stored >= CURSOR_EVERY) {
-            self.cursor.store(storable)?;
-            *stored = storable;
+impl Consumer for IntakeConsumer {
+    async fn handle(&mut self, batch: Vec<Entry>) -> JobResult {
+        let jobs: Vec<(u64, Job)> = batch.iter().filter_map(|e| Some((e.seq, job(e)?))).collect();
+        if !jobs.is_empty() {
+            tracing::debug!(jobs = jobs.len(), "intake batch");
+            self.run_jobs(jobs).await?;
         }
         Ok(())
     }
 
-    /// Replays what the journal holds after the cursor, then follows `live`.
-    pub async fn run(
-        self,
-        mut live: UnboundedReceiver<Vec<Entry>>,
-        mut stop: tokio::sync::watch::Receiver<bool>,
-    ) -> anyhow::Result<()> {
-        let mut cursor = self.cursor.load()?;
-        let mut stored = cursor;
-        let mut waiting = BTreeMap::new();
-        let journal_dir = self.store.root().join(clawboard_core::layout::JOURNAL);
-        loop {
-            let batch = read_after(&journal_dir, cursor, 10_000)?;
-            if batch.is_empty() {
-                break;
-            }
-            cursor = self.handle(batch, cursor, &mut stored, &mut waiting).await?;
-        }
-        loop {
-            let next = waiting.values().map(|w| w.due).min();
-            tokio::select! {
-                batch = live.recv() => match batch {
-                    Some(b) => cursor = self.handle(b, cursor, &mut stored, &mut waiting).await?,
-                    None => break,
-                },
-                () = super::sleep_until_some(next) => {
-                    self.retry_due(&mut waiting).await?;
-                    self.maybe_store(cursor, &mut stored, &waiting, false)?;
-                }
-                _ = clawboard_roles::runner::fired(&mut stop) => break,
+    /// Never at or past a waiting file's entry: a crash replays it.
+    fn durable(&self, handled: u64) -> u64 {
+        self.waiting.values().map(|w| w.seq.saturating_sub(1)).fold(handled, u64::min)
+    }
+
+    async fn wait_for_work(&mut self) {
+        sleep_until_some(self.waiting.values().map(|w| w.due).min()).await
+    }
+
+    /// Looks again at the waiting files that are due.
+    async fn work(&mut self) -> JobResult {
+        let now = tokio::time::Instant::now();
+        let due: Vec<(u64, Job)> =
+            self.waiting.values().filter(|w| w.due <= now).map(|w| (w.seq, w.job.clone())).collect();
+        // Out of the list while they run; the unsettled ones come back with their seq.
+        for (_, job) in &due {
+            if let Some(f) = job.file() {
+                self.waiting.remove(&f);
             }
         }
-        self.maybe_store(cursor, &mut stored, &waiting, true)
+        self.run_jobs(due).await?;
+        Ok(())
     }
 }

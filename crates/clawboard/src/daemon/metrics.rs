@@ -76,6 +76,10 @@ pub struct Inputs<'a> {
     pub web_refusals: u64,
     pub acl_refusals: u64,
     pub board_refusals: u64,
+    /// The runner's jobs, each with its row.
+    pub jobs: Vec<(&'static str, std::sync::Arc<super::jobs::JobStats>)>,
+    /// The recorder's last sequence number (a consumer's lag is measured from it).
+    pub journal_seq: u64,
 }
 
 /// The whole exposition. Reads the tree (tasks, escalations, sync and archive state).
@@ -180,6 +184,7 @@ pub fn render(i: &Inputs) -> String {
         "Board requests of roles refused: unknown or expired token, another task, or seed 000's zone table.",
     );
     let _ = writeln!(o, "clawboard_board_refusals_total {}", i.board_refusals);
+    jobs(&mut o, i);
     family(
         &mut o,
         "clawboard_scrape_errors",
@@ -190,6 +195,28 @@ pub fn render(i: &Inputs) -> String {
         let _ = writeln!(o, "clawboard_scrape_errors{{source=\"{source}\"}} {}", u8::from(errors.contains(&source)));
     }
     o
+}
+
+/// One row per background job of the runner (see `jobs.rs`).
+fn jobs(o: &mut String, i: &Inputs) {
+    use std::sync::atomic::Ordering::Relaxed;
+    family(o, "clawboard_job_rounds_total", "counter", "Rounds (a worker's runs, a consumer's batches) per job.");
+    for (name, s) in &i.jobs {
+        let _ = writeln!(o, "clawboard_job_rounds_total{{job=\"{}\"}} {}", label(name), s.rounds.load(Relaxed));
+    }
+    family(o, "clawboard_job_failures_total", "counter", "Rounds that failed, per job.");
+    for (name, s) in &i.jobs {
+        let _ = writeln!(o, "clawboard_job_failures_total{{job=\"{}\"}} {}", label(name), s.failures.load(Relaxed));
+    }
+    family(o, "clawboard_job_failing", "gauge", "1 while a job's last round failed.");
+    for (name, s) in &i.jobs {
+        let _ = writeln!(o, "clawboard_job_failing{{job=\"{}\"}} {}", label(name), s.failing.load(Relaxed));
+    }
+    family(o, "clawboard_job_lag_entries", "gauge", "Journal entries a consumer has not handled yet.");
+    for (name, s) in i.jobs.iter().filter(|(_, s)| s.consumer) {
+        let lag = i.journal_seq.saturating_sub(s.position.load(Relaxed));
+        let _ = writeln!(o, "clawboard_job_lag_entries{{job=\"{}\"}} {lag}", label(name));
+    }
 }
 
 fn age_secs(rfc3339: &str) -> Option<f64> {

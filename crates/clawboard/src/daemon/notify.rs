@@ -19,30 +19,92 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use clawboard_core::Store;
-use clawboard_core::journal::{self, ChangeKind, Cursor, Entry, Origin};
+use clawboard_core::journal::{ChangeKind, Entry, Origin};
 use clawboard_roles::escalations;
 use clawboard_roles::review;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::JoinSet;
 
+use super::jobs::{Consumer, JobResult};
 use crate::config::NotifyResolved;
 
 /// The notifier's cursor, in `.clawboard/cursors/` (journal compaction honours it).
 pub const CURSOR: &str = "notify";
-/// Entries handled between two writes of the cursor while nothing is being sent.
-const CURSOR_EVERY: u64 = 1_000;
 
-/// Where the notifier stands in the journal.
-#[derive(Default)]
-struct Position {
-    /// The last entry handled.
-    last: u64,
-    /// What the cursor file holds.
-    stored: u64,
+/// The notifier as a journal consumer: the notifications being sent, and the
+/// escalations this run has seen.
+pub struct Notifications {
+    notifier: Arc<Notifier>,
+    tasks: JoinSet<()>,
     /// The notifications being sent: their task, and the entry that raised each.
     sending: HashMap<tokio::task::Id, u64>,
     /// Escalations notified (or being notified) by this run.
     seen: HashSet<String>,
+}
+
+impl Notifications {
+    pub fn new(notifier: Notifier) -> Notifications {
+        Notifications {
+            notifier: Arc::new(notifier),
+            tasks: JoinSet::new(),
+            sending: HashMap::new(),
+            seen: HashSet::new(),
+        }
+    }
+}
+
+/// Notifications still being sent when the daemon stops end with it (their tasks
+/// are dropped with the consumer); the cursor stays before them, so the next start
+/// sends them again.
+impl Consumer for Notifications {
+    /// Starts a notification for every escalation in `batch` that is due one.
+    async fn handle(&mut self, batch: Vec<Entry>) -> JobResult {
+        let n = &self.notifier;
+        for e in batch {
+            let Some(id) = escalation_of(&e, n.node.as_deref()) else { continue };
+            let esc = match escalations::load(&n.store, id) {
+                Ok(e) => e,
+                Err(clawboard_core::Error::NotFound { .. }) => continue, // removed since
+                Err(e) => {
+                    n.counters.notify_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(escalation = %id, "not notified: the escalation cannot be read: {e}");
+                    continue;
+                }
+            };
+            if esc.decision.is_some() || !n.config.levels.contains(&esc.level) {
+                continue;
+            }
+            if !self.seen.insert(id.to_owned()) {
+                continue;
+            }
+            let entry = review::Entry { id: id.to_owned(), escalation: esc };
+            let me = n.clone();
+            let task = self.tasks.spawn(async move { me.notify(entry).await });
+            self.sending.insert(task.id(), e.seq);
+        }
+        Ok(())
+    }
+
+    /// Just before the oldest notification still being sent.
+    fn durable(&self, handled: u64) -> u64 {
+        self.sending.values().min().map_or(handled, |seq| seq.saturating_sub(1).min(handled))
+    }
+
+    /// Returns when a notification finished (the runner then stores the cursor past it).
+    async fn wait_for_work(&mut self) {
+        let Some(done) = self.tasks.join_next_with_id().await else {
+            return std::future::pending().await;
+        };
+        let id = match &done {
+            Ok((id, ())) => *id,
+            Err(e) => {
+                // A panicking hook task still counts as tried: it must not hold the cursor forever.
+                tracing::error!("a notification task failed: {e}");
+                e.id()
+            }
+        };
+        self.sending.remove(&id);
+    }
 }
 
 pub struct Notifier {
@@ -50,7 +112,6 @@ pub struct Notifier {
     pub store: Store,
     pub counters: Arc<super::web::Counters>,
     client: reqwest::Client,
-    cursor: Cursor,
     /// With sync on: this node's id. Its sync-conflict escalations are written as
     /// pulled changes, yet this node raised them.
     node: Option<String>,
@@ -99,100 +160,7 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
             .build()?;
-        let cursor = Cursor::new(&store.root().join(clawboard_core::layout::CURSORS), CURSOR);
-        Ok(Notifier { config, store, counters, client, node, cursor })
-    }
-
-    /// Replays what the journal holds after the cursor, then follows `live`, until
-    /// `stop`. Notifications still being sent then end with the daemon; the cursor
-    /// stays before them, so the next start sends them again.
-    pub async fn run(
-        self: Arc<Self>,
-        mut live: UnboundedReceiver<Vec<Entry>>,
-        mut stop: tokio::sync::watch::Receiver<bool>,
-    ) -> anyhow::Result<()> {
-        let start = self.cursor.load()?;
-        let mut at = Position { last: start, stored: start, ..Position::default() };
-        let mut tasks = tokio::task::JoinSet::new();
-        let journal_dir = self.store.root().join(clawboard_core::layout::JOURNAL);
-        loop {
-            let batch = journal::read_after(&journal_dir, at.last, 10_000)?;
-            if batch.is_empty() {
-                break;
-            }
-            self.handle(batch, &mut at, &mut tasks);
-        }
-        self.save(&mut at, false)?;
-        loop {
-            tokio::select! {
-                batch = live.recv() => match batch {
-                    Some(b) => {
-                        self.handle(b, &mut at, &mut tasks);
-                        self.save(&mut at, false)?;
-                    }
-                    None => break,
-                },
-                Some(done) = tasks.join_next_with_id() => {
-                    let id = match &done {
-                        Ok((id, ())) => *id,
-                        Err(e) => {
-                            // A panicking hook task still counts as tried: it must not hold the cursor forever.
-                            tracing::error!("a notification task failed: {e}");
-                            e.id()
-                        }
-                    };
-                    at.sending.remove(&id);
-                    self.save(&mut at, true)?;
-                }
-                _ = clawboard_roles::runner::fired(&mut stop) => break,
-            }
-        }
-        tasks.abort_all();
-        self.save(&mut at, true)
-    }
-
-    /// Stores the cursor up to just before the oldest notification still being
-    /// sent: now when `force` (a notification finished, or the daemon stops),
-    /// otherwise every [`CURSOR_EVERY`] entries (re-reading entries that notify
-    /// nothing costs nothing).
-    fn save(&self, at: &mut Position, force: bool) -> anyhow::Result<()> {
-        let storable = at.sending.values().min().map_or(at.last, |seq| seq.saturating_sub(1));
-        if storable > at.stored && (force || storable - at.stored >= CURSOR_EVERY) {
-            self.cursor.store(storable)?;
-            at.stored = storable;
-        }
-        Ok(())
-    }
-
-    /// Starts a notification for every escalation in `batch` that is due one.
-    fn handle(self: &Arc<Self>, batch: Vec<Entry>, at: &mut Position, tasks: &mut tokio::task::JoinSet<()>) {
-        for e in batch {
-            // A live batch may repeat what the replay read from the journal.
-            if e.seq <= at.last {
-                continue;
-            }
-            at.last = e.seq;
-            let Some(id) = escalation_of(&e, self.node.as_deref()) else { continue };
-            let esc = match escalations::load(&self.store, id) {
-                Ok(e) => e,
-                Err(clawboard_core::Error::NotFound { .. }) => continue, // removed since
-                Err(e) => {
-                    self.counters.notify_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(escalation = %id, "not notified: the escalation cannot be read: {e}");
-                    continue;
-                }
-            };
-            if esc.decision.is_some() || !self.config.levels.contains(&esc.level) {
-                continue;
-            }
-            if !at.seen.insert(id.to_owned()) {
-                continue;
-            }
-            let entry = review::Entry { id: id.to_owned(), escalation: esc };
-            let me = self.clone();
-            let task = tasks.spawn(async move { me.notify(entry).await });
-            at.sending.insert(task.id(), e.seq);
-        }
+        Ok(Notifier { config, store, counters, client, node })
     }
 
     async fn notify(&self, entry: review::Entry) {

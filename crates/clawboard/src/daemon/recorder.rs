@@ -1,23 +1,25 @@
 //! The journal's single writer: turns watcher events, rescans and the store's own
-//! writes into journal entries, keeps the index, and hands new entries to the
-//! consumers. Runs on its own thread: it stats files and fsyncs, which must not
+//! writes into journal entries, keeps the index, and publishes the last sequence
+//! number, which wakes the consumers (they read the journal). Runs on its own thread: it stats files and fsyncs, which must not
 //! block the async runtime, and the notify callback only `try_send`s to it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use anyhow::Context;
 use clawboard_core::index::{Index, Stamp};
-use clawboard_core::journal::{Change, Entry, Journal, Origin, is_ignored};
+use clawboard_core::journal::{Change, Journal, Origin, is_ignored};
 use clawboard_core::lock::Lock;
 use clawboard_core::store::ChangeSink;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
+
+use super::jobs::Registry;
 
 /// Capacity of the channel into the recorder; when the watcher finds it full, the
 /// recorder falls back to a rescan (as on the kernel's own queue overflow).
@@ -59,7 +61,8 @@ impl Flusher {
 pub struct Recorder {
     tx: SyncSender<Msg>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-    pub last_seq: Arc<AtomicU64>,
+    /// The last journaled sequence number: consumers wake when it moves.
+    pub last_seq: watch::Receiver<u64>,
 }
 
 /// Watches the tree but not the daemon's own state (`.clawboard/`, whose writes would
@@ -128,10 +131,11 @@ struct State {
     index: Index,
     state_dir: PathBuf,
     expected: Arc<Lock<HashMap<String, (Stamp, Origin)>>>,
-    consumers: Vec<UnboundedSender<Vec<Entry>>>,
+    /// The cursors compaction honours.
+    registry: Arc<Registry>,
     overflow: Arc<AtomicBool>,
     since_snapshot: usize,
-    last_seq: Arc<AtomicU64>,
+    last_seq: watch::Sender<u64>,
     /// Owned by the thread that reads its events: it lives as long as they are read,
     /// and watches a directory that appears right under the root (see [`watch_tree`]).
     watcher: notify::RecommendedWatcher,
@@ -140,7 +144,7 @@ struct State {
 impl Recorder {
     /// Starts watching `root`, scans it against the index (emitting what was missed
     /// while no daemon ran), and starts the recorder thread.
-    pub fn start(root: &Path, consumers: Vec<UnboundedSender<Vec<Entry>>>) -> anyhow::Result<(Recorder, Arc<Sink>)> {
+    pub fn start(root: &Path, registry: Arc<Registry>) -> anyhow::Result<(Recorder, Arc<Sink>)> {
         let state_dir = root.join(".clawboard");
         let journal_dir = state_dir.join("journal");
         let journal = Journal::open(&journal_dir)?;
@@ -161,17 +165,17 @@ impl Recorder {
         // and the index drops the duplicate.
         watch_tree(&mut watcher, root)?;
         let expected = Arc::new(Lock::new(HashMap::new()));
-        let last_seq = Arc::new(AtomicU64::new(journal.last_seq()));
+        let (last_seq, last_seq_rx) = watch::channel(journal.last_seq());
         let mut state = State {
             root: root.to_owned(),
             journal,
             index,
             state_dir,
             expected: expected.clone(),
-            consumers,
+            registry,
             overflow,
             since_snapshot: 0,
-            last_seq: last_seq.clone(),
+            last_seq,
             watcher,
         };
         let missed = state.index.scan(root, root, true)?;
@@ -184,7 +188,7 @@ impl Recorder {
             .spawn(move || state.run(rx))
             .context("starting the journal thread")?;
         let sink = Arc::new(Sink { tx: tx.clone(), expected });
-        Ok((Recorder { tx, thread: Some(thread), last_seq }, sink))
+        Ok((Recorder { tx, thread: Some(thread), last_seq: last_seq_rx }, sink))
     }
 
     pub fn flusher(&self) -> Flusher {
@@ -336,13 +340,10 @@ impl State {
         self.index.save(&self.state_dir)?;
         self.since_snapshot = 0;
         let cursors = self.state_dir.join("cursors");
-        let mut upto = self.index.seq;
-        if let Ok(entries) = std::fs::read_dir(&cursors) {
-            for e in entries.filter_map(Result::ok) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                upto = upto.min(clawboard_core::journal::Cursor::new(&cursors, &name).load()?);
-            }
-        }
+        let upto = match self.registry.slowest(&cursors)? {
+            Some(slowest) => slowest.min(self.index.seq),
+            None => self.index.seq,
+        };
         let removed = self.journal.compact(upto)?;
         if removed > 0 {
             tracing::debug!(segments = removed, upto, "compacted the journal");
@@ -451,12 +452,11 @@ impl State {
         for e in &entries {
             self.index.apply(e);
         }
-        self.last_seq.store(self.journal.last_seq(), Ordering::SeqCst);
+        self.last_seq.send_replace(self.journal.last_seq());
         self.since_snapshot += entries.len();
         if self.since_snapshot >= SNAPSHOT_EVERY {
             self.snapshot()?;
         }
-        self.consumers.retain(|c| c.send(entries.clone()).is_ok());
         Ok(())
     }
 }
@@ -466,19 +466,19 @@ mod tests {
     use super::*;
     use clawboard_core::journal::{ChangeKind, read_after};
 
-    fn state(root: &Path) -> (State, tokio::sync::mpsc::UnboundedReceiver<Vec<Entry>>) {
+    fn state(root: &Path) -> (State, watch::Receiver<u64>) {
         let state_dir = root.join(".clawboard");
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = watch::channel(0);
         let state = State {
             root: root.to_owned(),
             journal: Journal::open(&state_dir.join("journal")).unwrap(),
             index: Index::default(),
             state_dir,
             expected: Arc::new(Lock::new(HashMap::new())),
-            consumers: vec![tx],
+            registry: Arc::new(Registry::default()),
             overflow: Arc::new(AtomicBool::new(false)),
             since_snapshot: 0,
-            last_seq: Arc::new(AtomicU64::new(0)),
+            last_seq: tx,
             watcher: notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap(),
         };
         (state, rx)
@@ -489,7 +489,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir_all(root.join("inbox")).unwrap();
-        let (state, mut consumer) = state(root);
+        let (state, last_seq) = state(root);
         // Files that appeared with no event (as when the kernel's queue overflowed).
         std::fs::write(root.join("inbox/a.json"), "{}").unwrap();
         std::fs::write(root.join("inbox/.a.json.swp"), "x").unwrap();
@@ -498,10 +498,10 @@ mod tests {
         tx.send(Msg::Fs(Ok(rescan))).unwrap();
         tx.send(Msg::Stop).unwrap();
         state.run(rx).unwrap();
-        let entries = consumer.try_recv().unwrap();
+        assert_eq!(*last_seq.borrow(), 1);
+        let entries = read_after(&root.join(".clawboard/journal"), 0, 10).unwrap();
         let paths: Vec<_> = entries.iter().map(|e| (e.change.path.as_str(), e.change.kind)).collect();
         assert_eq!(paths, vec![("inbox/a.json", ChangeKind::Put)]);
-        assert_eq!(read_after(&root.join(".clawboard/journal"), 0, 10).unwrap().len(), 1);
         assert!(root.join(".clawboard/index.json").exists(), "the index is saved on stop");
     }
 
@@ -509,7 +509,7 @@ mod tests {
     fn own_writes_are_journaled_once_with_their_origin() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let (state, mut consumer) = state(root);
+        let (state, _) = state(root);
         let expected = state.expected.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(16);
         let sink = Sink { tx: tx.clone(), expected };
@@ -522,10 +522,7 @@ mod tests {
         tx.send(Msg::Fs(Ok(close))).unwrap();
         tx.send(Msg::Stop).unwrap();
         state.run(rx).unwrap();
-        let mut all = Vec::new();
-        while let Ok(batch) = consumer.try_recv() {
-            all.extend(batch);
-        }
+        let all = read_after(&root.join(".clawboard/journal"), 0, 100).unwrap();
         let notes: Vec<_> = all.iter().filter(|e| e.change.path == "gm/note.md").collect();
         assert_eq!(notes.len(), 1, "{all:?}");
         assert_eq!(notes[0].change.origin, Origin::Remote);

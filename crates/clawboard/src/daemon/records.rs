@@ -8,36 +8,56 @@
 //!   ended). Every schedule keeps its own next time, so two due in the same minute
 //!   both run.
 //!
-//! A failure is logged and the loop goes on.
+//! A failure is logged and the worker goes on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use clawboard_core::Store;
 use clawboard_roles::reports::{self, Kind, Period};
-use clawboard_sync::Schedule;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::dispatch::Dispatcher;
+use super::jobs::{Clock, JobResult, Scheduled, Worker, sleep_until_some};
 use crate::config::review::ReportsResolved;
 
 /// The least time between two recomputations of the GM's records (a burst of ended
 /// tasks is counted once).
 const GM_SPACING: Duration = Duration::from_secs(5);
 
-pub struct RecordsLoop {
-    pub store: Store,
-    pub dispatcher: Arc<Dispatcher>,
-    pub reports: ReportsResolved,
+pub struct Records {
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    clock: Clock,
+    /// The report kinds on, each with its next time.
+    reports: Vec<(Kind, Scheduled)>,
+    /// When the GM's records are due (once at start; then when poked), and the
+    /// earliest time the next recomputation may run.
+    gm_due: Option<Instant>,
+    gm_earliest: Instant,
 }
 
-impl RecordsLoop {
-    fn refresh_gm(&self) -> impl FnOnce() + Send + 'static {
+impl Records {
+    pub fn new(store: Store, dispatcher: Arc<Dispatcher>, reports: &ReportsResolved, clock: Clock) -> Records {
+        let reports = if reports.enabled {
+            vec![
+                (Kind::Daily, Scheduled::new(reports.daily.clone(), clock)),
+                (Kind::Weekly, Scheduled::new(reports.weekly.clone(), clock)),
+                (Kind::Monthly, Scheduled::new(reports.monthly.clone(), clock)),
+            ]
+        } else {
+            Vec::new()
+        };
+        let now = Instant::now();
+        Records { store, dispatcher, clock, reports, gm_due: Some(now), gm_earliest: now }
+    }
+
+    async fn refresh_gm(&mut self) {
+        self.gm_due = None;
+        self.gm_earliest = Instant::now() + GM_SPACING;
         let store = self.store.clone();
         let engine = self.dispatcher.engine.clone();
-        move || {
+        let refresh = move || {
             let cfg = engine.config();
             let pm_for = |t: &clawboard_core::formats::Task| cfg.lifecycle.pm_for_type.get(&t.kind).cloned();
             match clawboard_roles::gm::refresh_performance(&store, pm_for) {
@@ -45,61 +65,54 @@ impl RecordsLoop {
                 Ok(false) => {}
                 Err(e) => tracing::warn!("cannot update gm/pm-performance.json: {e}"),
             }
+        };
+        if let Err(e) = tokio::task::spawn_blocking(refresh).await {
+            tracing::error!("the GM records update panicked: {e}");
         }
     }
 
-    pub async fn run(self, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
-        let now = Utc::now();
-        let plan: Vec<(Kind, &Schedule)> = if self.reports.enabled {
-            vec![
-                (Kind::Daily, &self.reports.daily),
-                (Kind::Weekly, &self.reports.weekly),
-                (Kind::Monthly, &self.reports.monthly),
-            ]
-        } else {
-            Vec::new()
-        };
-        let mut next: Vec<Option<DateTime<Utc>>> = plan.iter().map(|(_, s)| s.next_after(now)).collect();
-        // Due once at start; then when poked, no sooner than GM_SPACING after the last run.
-        let mut gm_due = Some(Instant::now());
-        let mut gm_earliest = Instant::now();
+    fn next(&self) -> Option<Instant> {
+        self.reports.iter().filter_map(|(_, s)| s.instant()).chain(self.gm_due).min()
+    }
+}
+
+impl Worker for Records {
+    async fn wait_for_work(&mut self) {
         loop {
-            if gm_due.is_some_and(|t| t <= Instant::now()) {
-                gm_due = None;
-                gm_earliest = Instant::now() + GM_SPACING;
-                if let Err(e) = tokio::task::spawn_blocking(self.refresh_gm()).await {
-                    tracing::error!("the GM records update panicked: {e}");
-                }
-            }
-            let now = Utc::now();
-            for (i, (kind, schedule)) in plan.iter().enumerate() {
-                if next[i].is_none_or(|t| t > now) {
-                    continue;
-                }
-                next[i] = schedule.next_after(now);
-                let period = Period::containing(*kind, (now - chrono::Duration::days(1)).date_naive());
-                let store = self.store.clone();
-                match tokio::task::spawn_blocking(move || reports::write(&store, period, now)).await {
-                    Ok(Ok(rel)) => tracing::info!(report = %rel, "report written"),
-                    Ok(Err(e)) => tracing::warn!("the {} report for {} failed: {e}", kind.name(), period.name()),
-                    Err(e) => tracing::error!("the {} report for {} panicked: {e}", kind.name(), period.name()),
-                }
-            }
-            let report_at =
-                next.iter().flatten().min().map(|t| Instant::now() + (*t - Utc::now()).to_std().unwrap_or_default());
             tokio::select! {
-                _ = clawboard_roles::runner::fired(&mut stop) => {
-                    // Count what ended since the last run before the daemon stops.
-                    if gm_due.is_some() {
-                        let _ = tokio::task::spawn_blocking(self.refresh_gm()).await;
-                    }
-                    return Ok(());
-                }
-                _ = super::sleep_until_some(report_at.into_iter().chain(gm_due).min()) => {}
-                _ = self.dispatcher.records_due.notified() => {
-                    gm_due.get_or_insert(gm_earliest.max(Instant::now()));
+                () = sleep_until_some(self.next()) => return,
+                () = self.dispatcher.records_due.notified() => {
+                    self.gm_due.get_or_insert(self.gm_earliest.max(Instant::now()));
                 }
             }
+        }
+    }
+
+    async fn work(&mut self) -> JobResult {
+        if self.gm_due.is_some_and(|t| t <= Instant::now()) {
+            self.refresh_gm().await;
+        }
+        let now = self.clock.now();
+        for (kind, due) in &mut self.reports {
+            if !due.is_due() {
+                continue;
+            }
+            due.advance();
+            let period = Period::containing(*kind, (now - chrono::Duration::days(1)).date_naive());
+            let store = self.store.clone();
+            match tokio::task::spawn_blocking(move || reports::write(&store, period, now)).await {
+                Ok(Ok(rel)) => tracing::info!(report = %rel, "report written"),
+                Ok(Err(e)) => tracing::warn!("the {} report for {} failed: {e}", kind.name(), period.name()),
+                Err(e) => tracing::error!("the {} report for {} panicked: {e}", kind.name(), period.name()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts what ended since the last run before the daemon stops.
+    async fn stop(&mut self) {
+        if self.gm_due.is_some() {
+            self.refresh_gm().await;
         }
     }
 }

@@ -2,23 +2,31 @@
 //! takes effect at the next run; SIGHUP checks it at once), plan with the bucket and
 //! archive guard, delete what is due through the daemon's store so every deletion is
 //! journaled and pushed as a delete. A bad policy file is logged, naming the key, and
-//! the run deletes nothing.
+//! the run deletes nothing; the runner logs it once while it repeats.
+
+use std::sync::Arc;
 
 use clawboard_core::Store;
-use tokio::sync::watch;
 
+use super::jobs::{Clock, JobResult, Scheduled, Worker};
 use crate::config::Settings;
 
-pub struct RetentionLoop {
-    pub store: Store,
-    pub settings: Settings,
+pub struct Retention {
+    store: Store,
+    settings: Arc<Settings>,
+    due: Scheduled,
 }
 
-impl RetentionLoop {
-    fn once(&self) -> anyhow::Result<()> {
-        let (policy, source) = self.settings.retention.policy()?;
-        let guard = crate::commands::retention::TreeGuard::new(&self.settings, &self.store)?;
-        let plan = clawboard_core::retention::plan(&self.store, &policy, chrono::Utc::now(), &guard)?;
+impl Retention {
+    pub fn new(store: Store, settings: Settings, clock: Clock) -> Retention {
+        let due = Scheduled::new(settings.retention.schedule.clone(), clock);
+        Retention { store, settings: Arc::new(settings), due }
+    }
+
+    fn once(store: &Store, settings: &Settings) -> anyhow::Result<()> {
+        let (policy, source) = settings.retention.policy()?;
+        let guard = crate::commands::retention::TreeGuard::new(settings, store)?;
+        let plan = clawboard_core::retention::plan(store, &policy, chrono::Utc::now(), &guard)?;
         if plan.delete.is_empty() && plan.held.is_empty() {
             tracing::debug!(policy = %source, "retention: nothing due");
             return Ok(());
@@ -26,7 +34,7 @@ impl RetentionLoop {
         for item in &plan.held {
             tracing::info!(item = %item.subject.label(), why = item.held.as_deref().unwrap_or(""), "retention: held back");
         }
-        let report = clawboard_core::retention::execute(&self.store, &plan, false, &guard)?;
+        let report = clawboard_core::retention::execute(store, &plan, false, &guard)?;
         tracing::info!(
             policy = %source,
             tasks = report.tasks,
@@ -40,22 +48,19 @@ impl RetentionLoop {
         }
         Ok(())
     }
+}
 
-    pub async fn run(self, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
-        let me = std::sync::Arc::new(self);
-        loop {
-            tokio::select! {
-                _ = clawboard_roles::runner::fired(&mut stop) => return Ok(()),
-                _ = tokio::time::sleep(me.settings.retention.schedule.until_next()) => {}
-            }
-            let m = me.clone();
-            match tokio::task::spawn_blocking(move || m.once()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!("retention: {e:#}; nothing deleted this run"),
-                Err(e) => tracing::error!("retention: the run panicked: {e}"),
-            }
-            // Past the schedule's second, so it does not fire twice.
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
+impl Worker for Retention {
+    async fn wait_for_work(&mut self) {
+        self.due.wait().await
+    }
+
+    async fn work(&mut self) -> JobResult {
+        self.due.advance();
+        let (store, settings) = (self.store.clone(), self.settings.clone());
+        tokio::task::spawn_blocking(move || Self::once(&store, &settings))
+            .await?
+            .map_err(|e| anyhow::anyhow!("retention: {e:#}; nothing deleted this run"))?;
+        Ok(())
     }
 }

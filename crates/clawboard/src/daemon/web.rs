@@ -183,7 +183,7 @@ async fn version(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
     if !w.authorized(&headers) {
         return w.refuse("no token given");
     }
-    w.daemon.last_seq.load(Ordering::SeqCst).to_string().into_response()
+    w.daemon.last_seq.borrow().to_string().into_response()
 }
 
 #[derive(Deserialize)]
