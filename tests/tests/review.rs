@@ -492,3 +492,37 @@ fn gm_records_every_ended_task_and_arbitrates_a_validator_that_never_passes() {
     bad.expect_code(2);
     assert!(bad.stderr.contains("--date \"2026-02-30\": not a date"), "{}", bad.stderr);
 }
+
+#[test]
+fn metrics_have_a_row_for_every_background_job() {
+    let t = Tree::init();
+    t.config(&esc_config("critical", "[notify]\nlevels = [\"critical\"]\ncommand = [\"true\"]\n"));
+    let d = t.daemon();
+    t.drop_task("m1.json", &task_json("m1", "use-esc"));
+    wait_until(30, "the task held", || held(&t, 1));
+    let rows = |m: &str, family: &str| -> Vec<(String, u64)> {
+        m.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{family}{{job=\"")))
+            .filter_map(|l| l.split_once("\"} "))
+            .map(|(job, n)| (job.to_owned(), n.parse().unwrap()))
+            .collect()
+    };
+    wait_until(30, "the notification round", || {
+        rows(&unix_get(&t, "/metrics"), "clawboard_job_rounds_total").iter().any(|(j, n)| j == "notify" && *n > 0)
+    });
+    let m = unix_get(&t, "/metrics");
+    let mut jobs: Vec<String> = rows(&m, "clawboard_job_rounds_total").into_iter().map(|(j, _)| j).collect();
+    jobs.sort();
+    let want = ["archive", "claims", "heartbeat", "intake", "notify", "pull", "push", "records", "retention"];
+    assert_eq!(jobs, want, "{m}");
+    assert!(rows(&m, "clawboard_job_failing").iter().all(|(_, n)| *n == 0), "{m}");
+    assert!(rows(&m, "clawboard_job_failures_total").iter().all(|(_, n)| *n == 0), "{m}");
+    // Consumers report how far behind the journal they are; workers follow no journal.
+    let lag: Vec<String> = rows(&m, "clawboard_job_lag_entries").into_iter().map(|(j, _)| j).collect();
+    assert_eq!(lag, ["intake", "notify"], "{m}");
+    assert!(
+        !m.contains("clawboard_job_lag_entries{job=\"push\"}"),
+        "the push keeps its own cursor: not a runner consumer"
+    );
+    assert_eq!(d.stop(), 0);
+}

@@ -133,3 +133,47 @@ impl Worker for Memory {
         self.archive.stop_flag().store(true, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::jobs::Backoff;
+    use crate::daemon::jobs::testing::{at, setup, until};
+    use clawboard_sync::Schedule;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_archive_is_retried_after_doubling_delays_but_never_after_its_next_scheduled_run() {
+        let mut s = setup();
+        // Nothing listens there: every push fails.
+        let remote = "http://127.0.0.1:9/memory.git".to_owned();
+        let settings = ArchiveResolved {
+            enabled: true,
+            schedule: Schedule::parse("archive.schedule", "0 * * * * *").unwrap(),
+            retry: Duration::from_secs(1),
+            settings: clawboard_archive::ArchiveSettings {
+                remote: Some(remote),
+                push_attempts: 1,
+                ..clawboard_archive::ArchiveSettings::local("n1")
+            },
+            harvest_schedule: Schedule::parse("harvest.schedule", "0 0 1 1 *").unwrap(),
+            harvest: HarvestSettings::default(),
+        };
+        std::fs::create_dir_all(s.root().join("reports/daily")).unwrap();
+        std::fs::write(s.root().join("reports/daily/2026-01-01.md"), "# a day\n").unwrap();
+        let archive = Archive::new(s.store.clone(), settings.settings.clone());
+        let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
+        s.runner.worker("archive", Backoff::default(), Memory::new(archive, &settings, clock));
+        // The run at 00:01:00 (30 s in) fails; retries 1, 2, 4, 8 and 16 s later; the
+        // next would be 32 s later, after the run the schedule has at 00:02:00.
+        let mut t = 0.0;
+        for (n, at) in [30.0, 31.0, 33.0, 37.0, 45.0, 61.0, 90.0].into_iter().enumerate() {
+            tokio::time::sleep(Duration::from_secs_f64(at - 0.5 - t)).await;
+            assert_eq!(s.rounds("archive"), n as u64, "no run before {at} s");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            t = at + 0.5;
+            until(&format!("the run at {at} s"), || s.rounds("archive") == n as u64 + 1).await;
+            assert!(s.failing("archive"));
+        }
+        s.stop().await;
+    }
+}

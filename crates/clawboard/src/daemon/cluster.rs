@@ -321,3 +321,38 @@ impl Worker for Beat {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::daemon::jobs::Backoff;
+    use crate::daemon::jobs::testing::{dispatcher, pusher, setup, until};
+
+    #[tokio::test(start_paused = true)]
+    async fn claims_are_checked_first_then_accepted_tasks_claimed_at_once_and_heartbeats_go_out_every_beat() {
+        let bucket = tempfile::tempdir().unwrap();
+        let mut s = setup();
+        let p = pusher(&s, "n1", bucket.path(), "heartbeat = \"2s\"\nlease = \"4s\"\n");
+        let d = dispatcher(&s);
+        let c = Cluster::new(p, d.clone(), s.store.clone());
+        let mut checked = c.checked.subscribe();
+        s.runner.worker("claims", Backoff::default(), Claims::new(c.clone()));
+        s.runner.worker("heartbeat", Backoff::default(), Beat::new(c.clone()));
+        checked.wait_for(|c| *c).await.unwrap();
+        until("the first heartbeat", || s.rounds("heartbeat") == 1).await;
+        until("the node status", || s.root().join("shared/node-status.json").exists()).await;
+        let status = std::fs::read_to_string(s.root().join("shared/node-status.json")).unwrap();
+        assert!(status.contains("\"n1\""), "{status}");
+        c.accepted("t1".into());
+        until("t1 claimed and queued", || d.stats().waiting == 1).await;
+        assert_eq!(claims::active(&s.store).unwrap(), ["t1"]);
+        assert_eq!(s.rounds("claims"), 2, "the claim did not wait for the next beat");
+        tokio::time::sleep(Duration::from_millis(4_100)).await;
+        until("two more heartbeats", || s.rounds("heartbeat") == 3).await;
+        until("two more claim rounds", || s.rounds("claims") == 4).await;
+        assert!(!s.failing("heartbeat") && !s.failing("claims"));
+        s.stop().await;
+    }
+}

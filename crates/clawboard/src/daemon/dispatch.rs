@@ -266,6 +266,27 @@ mod tests {
         id
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_drive_that_cannot_run_is_queued_again_after_the_retry_delay() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dispatcher(dir.path());
+        let (stop, stopped) = watch::channel(false);
+        let run = tokio::spawn(d.clone().run(stopped));
+        // No tasks/ghost/task.json: the drive cannot read its task.
+        d.enqueue("ghost".into());
+        crate::daemon::jobs::testing::until("the failed drive", || d.retries.lock().len() == 1).await;
+        let first = d.retries.lock()[0].0;
+        assert!(queued(&d).is_empty());
+        tokio::time::sleep(RETRY + Duration::from_secs(1)).await;
+        crate::daemon::jobs::testing::until("the second drive", || {
+            d.retries.lock().first().is_some_and(|(at, _)| *at >= first + RETRY)
+        })
+        .await;
+        d.idle().await;
+        stop.send_replace(true);
+        run.await.unwrap().unwrap();
+    }
+
     fn queued(d: &Dispatcher) -> Vec<String> {
         d.queue.lock().iter().cloned().collect()
     }

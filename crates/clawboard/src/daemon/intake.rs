@@ -167,3 +167,42 @@ impl Consumer for IntakeConsumer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::daemon::jobs::Backoff;
+    use crate::daemon::jobs::testing::{setup, until};
+
+    #[tokio::test(start_paused = true)]
+    async fn intake_takes_dropped_files_and_keeps_its_cursor_below_an_unfinished_one() {
+        let mut s = setup();
+        let engine = Arc::new(clawboard_roles::Engine::new(
+            s.store.clone(),
+            Default::default(),
+            clawboard_roles::Shutdown::never(),
+        ));
+        let d = Dispatcher::new(engine);
+        s.runner.consumer("intake", Backoff::default(), IntakeConsumer::new(s.store.clone(), d.clone(), None));
+        let inbox = s.root().join("inbox");
+        std::fs::write(inbox.join("a.json"), r#"{"taskId":"t-a","type":"coding","description":"x"}"#).unwrap();
+        // Cut short and still being written (its mtime stays fresh whatever the real clock does).
+        std::fs::write(inbox.join("b.json"), r#"{"taskId":"t-b","type":"cod"#).unwrap();
+        let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(inbox.join("b.json")).unwrap().set_modified(later).unwrap();
+        s.append(&["inbox/a.json", "inbox/b.json"]);
+        until("t-a queued", || d.stats().waiting == 1).await;
+        assert!(s.root().join("tasks/t-a/task.json").exists());
+        // b is looked at again after SETTLE of quiet; the cursor is stored then, below b's entry.
+        tokio::time::sleep(intake::SETTLE + Duration::from_millis(10)).await;
+        until("the cursor below b", || s.cursor("intake") == 1).await;
+        assert!(inbox.join("b.json").exists(), "an unfinished file is neither taken nor rejected");
+        std::fs::write(inbox.join("b.json"), r#"{"taskId":"t-b","type":"coding","description":"y"}"#).unwrap();
+        s.append(&["inbox/b.json"]);
+        until("t-b queued", || d.stats().waiting == 2).await;
+        s.stop().await;
+        assert_eq!(s.cursor("intake"), 3, "past both once b is taken");
+    }
+}

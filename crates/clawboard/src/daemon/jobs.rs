@@ -483,4 +483,6 @@ impl Runner {
 }
 
 #[cfg(test)]
+pub mod testing;
+#[cfg(test)]
 mod tests;

@@ -297,6 +297,51 @@ mod tests {
         assert_eq!(env_text(&"x".repeat(5000)).chars().count(), 4096);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_cursor_waits_for_a_notification_being_sent_and_each_is_sent_once() {
+        use crate::daemon::jobs::testing::{settings, setup, until};
+        let s = setup();
+        let out = s.root().join("notified");
+        let config = format!(
+            "[notify]\nlevels = [\"critical\"]\ncommand = [\"sh\", \"-c\", \"echo $CLAWBOARD_ESCALATION_ID >> {}\"]\ntimeout = \"1h\"\n",
+            out.display()
+        );
+        let notify = settings(s.root(), &config).review.notify;
+        let counters = Arc::new(crate::daemon::web::Counters::default());
+        let mut n = Notifications::new(Notifier::new(notify, s.store.clone(), counters.clone(), None).unwrap());
+        let raise = |level| {
+            let id = escalations::new_id();
+            let raised = clawboard_roles::output::RaisedEscalation {
+                level,
+                issue: "look".into(),
+                suggested_action: None,
+                requires_human_approval: false,
+            };
+            escalations::raise(&s.store, &id, "w", "t1", &raised).unwrap();
+            id
+        };
+        let (critical, normal) = (raise(Level::Critical), raise(Level::Normal));
+        let entry = |seq, path: String| Entry {
+            seq,
+            change: Change { path, kind: ChangeKind::Put, origin: Origin::Daemon, mtime_ns: None, size: None },
+        };
+        let batch = vec![
+            entry(4, format!("escalations/{critical}.json")),
+            entry(6, format!("escalations/{normal}.json")),
+            entry(7, "tasks/t1/task.json".into()),
+        ];
+        n.handle(batch).await.unwrap();
+        assert_eq!(n.durable(9), 3, "not past the notification being sent");
+        until("the hook", || std::fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))).await;
+        n.wait_for_work().await;
+        assert_eq!(n.durable(9), 9);
+        // The same escalation written again (a decision, an edit) is not notified again.
+        n.handle(vec![entry(10, format!("escalations/{critical}.json"))]).await.unwrap();
+        assert!(n.sending.is_empty());
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), format!("{critical}\n"), "only the critical level");
+        assert_eq!(counters.notify_failures.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn webhook_urls_are_shown_without_secrets() {
         assert_eq!(

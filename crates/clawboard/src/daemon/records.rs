@@ -116,3 +116,49 @@ impl Worker for Records {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::jobs::Backoff;
+    use crate::daemon::jobs::testing::{at, setup, until};
+    use clawboard_sync::Schedule;
+
+    #[tokio::test(start_paused = true)]
+    async fn records_count_at_start_when_poked_at_most_every_5_s_and_write_reports_on_time() {
+        let mut s = setup();
+        let engine = Arc::new(clawboard_roles::Engine::new(
+            s.store.clone(),
+            Default::default(),
+            clawboard_roles::Shutdown::never(),
+        ));
+        let dispatcher = Dispatcher::new(engine);
+        let never = Schedule::parse("r", "0 0 1 1 *").unwrap();
+        let reports = ReportsResolved {
+            enabled: true,
+            daily: Schedule::parse("r", "0 0 * * *").unwrap(),
+            weekly: never.clone(),
+            monthly: never,
+        };
+        let clock = Clock::tokio(at("2026-01-01T23:59:58Z"));
+        s.runner.worker(
+            "records",
+            Backoff::default(),
+            Records::new(s.store.clone(), dispatcher.clone(), &reports, clock),
+        );
+        until("the round at start", || s.rounds("records") == 1).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        until("the daily report at midnight", || s.rounds("records") == 2).await;
+        assert!(s.root().join("reports/daily/2026-01-01.md").exists(), "the day that just ended");
+        // Poked twice at 3 s, 2 s after the last recomputation: counted once, at 5 s.
+        dispatcher.records_due.notify_one();
+        dispatcher.records_due.notify_one();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(s.rounds("records"), 2);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        until("the recomputation", || s.rounds("records") == 3).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(s.rounds("records"), 3, "nothing wakes it while nothing happens");
+        s.stop().await;
+    }
+}

@@ -64,3 +64,35 @@ impl Worker for Retention {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::daemon::jobs::Backoff;
+    use crate::daemon::jobs::testing::{at, settings, setup, until};
+
+    #[tokio::test(start_paused = true)]
+    async fn retention_runs_on_its_schedule_and_a_bad_policy_fails_rounds_until_it_is_fixed() {
+        let mut s = setup();
+        let policy = s.root().join("retention.yaml");
+        std::fs::write(&policy, "tasks: [").unwrap();
+        let config = format!("[retention]\nschedule = \"0 * * * * *\"\nfile = \"{}\"\n", policy.display());
+        let settings = settings(s.root(), &config);
+        let r = Retention::new(s.store.clone(), settings, Clock::tokio(at("2026-01-01T00:00:30Z")));
+        s.runner.worker("retention", Backoff::default(), r);
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert_eq!(s.rounds("retention"), 0, "not before the schedule's time");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        until("the first round", || s.rounds("retention") == 1).await;
+        assert!(s.failing("retention"), "a bad policy fails the round");
+        std::fs::write(&policy, clawboard_core::retention::DEFAULT_POLICY).unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(s.rounds("retention"), 1, "the next round is the next minute, not a retry");
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        until("the second round", || s.rounds("retention") == 2).await;
+        assert!(!s.failing("retention"));
+        s.stop().await;
+    }
+}

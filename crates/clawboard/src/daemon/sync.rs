@@ -153,3 +153,49 @@ impl Worker for Pull {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::jobs::testing::{at, dispatcher, pusher, setup, until};
+    use crate::daemon::jobs::{Backoff, Clock};
+
+    #[tokio::test(start_paused = true)]
+    async fn push_waits_for_the_claim_check_then_runs_at_start_on_task_end_and_on_schedule_and_pull_brings_it() {
+        let bucket = tempfile::tempdir().unwrap();
+        let mut a = setup();
+        let mut b = setup();
+        let every_minute = "schedule = \"0 * * * * *\"\n";
+        let (pa, pb) = (pusher(&a, "a", bucket.path(), every_minute), pusher(&b, "b", bucket.path(), every_minute));
+        let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
+        let (checked, checked_rx) = watch::channel(false);
+        let ended = Arc::new(Notify::new());
+        let push = Push::new(pa, ended.clone(), Flusher::answering(), checked_rx.clone(), clock);
+        a.runner.worker("push", Backoff::default(), push);
+        let records_due = dispatcher(&b).records_due.clone();
+        b.runner.worker("pull", Backoff::default(), Pull::new(pb, records_due.clone(), checked_rx, clock));
+        std::fs::write(a.root().join("shared/note.md"), "from a\n").unwrap();
+        a.append(&["shared/note.md"]);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!((a.rounds("push"), b.rounds("pull")), (0, 0), "nothing before the claims are checked");
+        checked.send_replace(true);
+        until("the first push", || a.rounds("push") == 1).await;
+        until("the first pull", || b.rounds("pull") == 1).await;
+        // The pull may have run before the push landed: the scheduled one brings it.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(b.rounds("pull"), 1, "the next pull is the schedule's, at 00:01:00");
+        std::fs::write(a.root().join("shared/late.md"), "after a task\n").unwrap();
+        a.append(&["shared/late.md"]);
+        ended.notify_one();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        until("the push on task end", || a.rounds("push") == 2).await;
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        until("the scheduled pull", || b.rounds("pull") == 2).await;
+        assert!(!a.failing("push") && !b.failing("pull"));
+        assert_eq!(std::fs::read_to_string(b.root().join("shared/note.md")).unwrap(), "from a\n");
+        assert_eq!(std::fs::read_to_string(b.root().join("shared/late.md")).unwrap(), "after a task\n");
+        until("the scheduled push", || a.rounds("push") == 3).await;
+        a.stop().await;
+        b.stop().await;
+    }
+}

@@ -2,46 +2,10 @@
 
 use std::sync::Mutex;
 
-use clawboard_core::journal::{Change, ChangeKind, Journal as Log, Origin};
 use tokio::time::Instant;
 
+use super::testing::setup;
 use super::*;
-
-fn put(path: &str) -> Change {
-    Change { path: path.into(), kind: ChangeKind::Put, origin: Origin::Local, size: None, mtime_ns: None }
-}
-
-struct Setup {
-    _dir: tempfile::TempDir,
-    log: Log,
-    last_seq: watch::Sender<u64>,
-    stop: watch::Sender<bool>,
-    runner: Runner,
-    cursors: PathBuf,
-}
-
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let journal_dir = dir.path().join("journal");
-    let cursors = dir.path().join("cursors");
-    let log = Log::open(&journal_dir).unwrap();
-    let (last_seq, seq_rx) = watch::channel(log.last_seq());
-    let (stop, stop_rx) = watch::channel(false);
-    let journal = Journal { dir: journal_dir, cursors: cursors.clone(), last_seq: seq_rx };
-    let runner = Runner::new(stop_rx, Arc::new(Registry::default()), journal);
-    Setup { _dir: dir, log, last_seq, stop, runner, cursors }
-}
-
-impl Setup {
-    fn append(&mut self, paths: &[&str]) {
-        self.log.append(paths.iter().map(|p| put(p)).collect()).unwrap();
-        self.last_seq.send_replace(self.log.last_seq());
-    }
-
-    fn cursor(&self, name: &str) -> u64 {
-        Cursor::new(&self.cursors, name).load().unwrap()
-    }
-}
 
 /// A worker due every `every`, woken early by `wake`; it fails on the rounds `fail` names.
 struct Ticker {
