@@ -350,7 +350,7 @@ fn a_decision_racing_the_hold_is_not_lost() {
                 && approved.insert(id.clone())
             {
                 let decision = clawboard_core::formats::Decision::Approved;
-                clawboard_roles::escalations::decide(&store, &id, decision, "human", None).unwrap();
+                clawboard_records::escalations::decide(&store, &id, decision, "human", None).unwrap();
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(1));

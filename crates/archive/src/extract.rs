@@ -77,7 +77,13 @@ pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
             out.insert(layout::task_file(&name, layout::HARVEST_FILE), Stamp::of(&meta));
         }
     }
-    let dirs = ["harvest/daily", "harvest/weekly", "reports/daily", "reports/weekly", "reports/monthly"];
+    let dirs = [
+        layout::HARVEST_DAILY,
+        layout::HARVEST_WEEKLY,
+        layout::REPORTS_DAILY,
+        layout::REPORTS_WEEKLY,
+        layout::REPORTS_MONTHLY,
+    ];
     for dir in dirs {
         let files = files_in(root, dir)?;
         out.extend(files);

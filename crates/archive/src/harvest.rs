@@ -59,7 +59,7 @@ pub fn days_of(week: &str) -> Option<Vec<NaiveDate>> {
 
 /// Where the harvest remembers each task file's stamp and `harvestedAt`, so that a
 /// run reads only the files of the days it harvests (and the ones that changed).
-pub const INDEX: &str = ".clawboard/harvest-index.json";
+pub const INDEX: &str = layout::HARVEST_INDEX;
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Index {
@@ -338,7 +338,7 @@ pub fn run(
     let mut harvested: BTreeSet<Id> = BTreeSet::new();
     let mut dailies: Vec<DailyHarvest> = Vec::new();
     for day in &days {
-        let rel = RelPath::new(&format!("{}/daily/{}.json", layout::HARVEST, day.format("%Y-%m-%d")))?;
+        let rel = RelPath::new(&layout::daily_harvest_file(&day.format("%Y-%m-%d").to_string()))?;
         let carried = match store.read::<DailyHarvest>(&rel) {
             Ok(old) => Some(carried_over(store, old, &present)),
             Err(clawboard_core::Error::NotFound { .. }) => None,
@@ -362,7 +362,7 @@ pub fn run(
             if all.iter().any(|h| h.date == date) {
                 continue;
             }
-            let rel = RelPath::new(&format!("{}/daily/{date}.json", layout::HARVEST))?;
+            let rel = RelPath::new(&layout::daily_harvest_file(&date))?;
             match store.read::<DailyHarvest>(&rel) {
                 Ok(h) => all.push(h),
                 Err(clawboard_core::Error::NotFound { .. }) => {}
@@ -370,7 +370,7 @@ pub fn run(
             }
         }
         let Some(h) = weekly(&week, &inputs, &all, settings.top_per_role) else { continue };
-        let rel = RelPath::new(&format!("{}/weekly/{week}.json", layout::HARVEST))?;
+        let rel = RelPath::new(&layout::weekly_harvest_file(&week))?;
         save(store, &rel, &h, &mut report)?;
     }
 

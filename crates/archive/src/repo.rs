@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clawboard_core::formats::{KnowledgeSync, NodeKnowledge};
-use clawboard_core::{RelPath, Store, Timestamp};
+use clawboard_core::{RelPath, Store, Timestamp, layout};
 use git2::{ErrorCode, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +30,7 @@ pub use remote::conflict_name;
 pub use status::Archived;
 
 /// Where the archive keeps its repository and state, under the root.
-pub const DIR: &str = ".clawboard/archive";
+pub const DIR: &str = layout::ARCHIVE;
 const REPO: &str = "memory.git";
 const SOURCES: &str = "sources.json";
 const STATUS: &str = "status.json";
@@ -362,7 +362,7 @@ impl Archive {
             && let Err(e) = self.record_knowledge(&status)
         {
             // The archive itself worked; the shared record of it did not.
-            r.commit.problems.push(format!("shared/knowledge-sync.json not updated: {e}"));
+            r.commit.problems.push(format!("{} not updated: {e}", layout::KNOWLEDGE_SYNC));
         }
         match &outcome {
             Ok(r) => {
@@ -458,7 +458,7 @@ impl Archive {
     fn update_knowledge(&self, change: impl Fn(&mut NodeKnowledge) -> bool) -> Result<()> {
         let node = clawboard_core::Id::new(self.settings.node.as_str())
             .map_err(|e| Error::Invalid { path: "node id".into(), reason: e.to_string() })?;
-        let rel = RelPath::new(clawboard_core::layout::KNOWLEDGE_SYNC)?;
+        let rel = RelPath::new(layout::KNOWLEDGE_SYNC)?;
         let mut probe = match self.store.read::<KnowledgeSync>(&rel) {
             Ok(k) => k.nodes.get(&node).cloned().unwrap_or_default(),
             Err(_) => NodeKnowledge::default(),

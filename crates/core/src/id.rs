@@ -3,7 +3,8 @@
 //! One rule for all of them, so that no id can ever address anything outside the
 //! directory it names: 1 to 128 bytes of ASCII letters, digits, `.`, `_` and `-`,
 //! starting with a letter or digit. That refuses `..`, `.`, `/`, `\`, NUL, absolute
-//! paths and the empty string, each with its own reason.
+//! paths and the empty string, each with its own reason. New ids: [`random_hex`]
+//! suffixes and [`new_task_id`].
 
 use std::fmt;
 
@@ -121,6 +122,27 @@ impl JsonSchema for Id {
             "description": "1-128 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit",
         })
     }
+}
+
+/// `n` random bytes as lowercase hex (from the OS's random source), for ids that must
+/// not collide. Not for secrets: see [`crate::token::secret_hex`].
+pub fn random_hex(n: usize) -> String {
+    let mut buf = vec![0u8; n];
+    if getrandom::fill(&mut buf).is_err() {
+        // No OS randomness (never seen on Linux): fall back to time and pid, which
+        // is still unique enough for ids, though not for secrets.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (t >> ((i % 16) * 8)) as u8 ^ (std::process::id() as u8).wrapping_mul(i as u8 + 1);
+        }
+    }
+    crate::token::hex(&buf)
+}
+
+/// A fresh task id: `task-YYYYMMDD-HHMMSS-xxxxxx`.
+pub fn new_task_id() -> Id {
+    let id = format!("task-{}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"), random_hex(3));
+    Id::new(id).unwrap_or_else(|_| unreachable!("generated task ids are valid"))
 }
 
 #[cfg(test)]

@@ -8,7 +8,12 @@ pub const ROLES: &str = "roles";
 pub const ESCALATIONS: &str = "escalations";
 pub const SHARED: &str = "shared";
 pub const HARVEST: &str = "harvest";
+pub const HARVEST_DAILY: &str = "harvest/daily";
+pub const HARVEST_WEEKLY: &str = "harvest/weekly";
 pub const REPORTS: &str = "reports";
+pub const REPORTS_DAILY: &str = "reports/daily";
+pub const REPORTS_WEEKLY: &str = "reports/weekly";
+pub const REPORTS_MONTHLY: &str = "reports/monthly";
 pub const INBOX: &str = "inbox";
 pub const REJECTED: &str = "inbox/rejected";
 /// The daemon's own state: never synced as content, never shown to roles.
@@ -17,6 +22,15 @@ pub const LOCKS: &str = ".clawboard/locks";
 /// The change journal, and each consumer's durable position in it.
 pub const JOURNAL: &str = ".clawboard/journal";
 pub const CURSORS: &str = ".clawboard/cursors";
+/// Tasks this node ever claimed (one file each, created exclusively), and those of
+/// them not finished yet, which a starting daemon resumes.
+pub const CLAIMS: &str = ".clawboard/claims";
+pub const ACTIVE: &str = ".clawboard/active";
+/// Dropped files being taken in, renamed to `{id}@{name}`.
+pub const INTAKE: &str = ".clawboard/intake";
+/// The memory archive's repository and state, and the harvest's index of task files.
+pub const ARCHIVE: &str = ".clawboard/archive";
+pub const HARVEST_INDEX: &str = ".clawboard/harvest-index.json";
 /// Layout version of the tree, for future migrations.
 pub const LAYOUT_VERSION_FILE: &str = ".clawboard/layout-version";
 pub const LAYOUT_VERSION: &str = "1\n";
@@ -27,6 +41,13 @@ pub const STATUS_FILE: &str = "status.md";
 pub const RESULT_FILE: &str = "result.json";
 pub const VALIDATION_FILE: &str = "validation.json";
 pub const HARVEST_FILE: &str = "memory-harvest.json";
+/// A task's lifecycle errors, one entry per line, appended.
+pub const ERRORS_FILE: &str = "errors.log";
+/// A task's attempt records, `attempts/{NNNN}-{role}.json` with their raw output.
+pub const ATTEMPTS_DIR: &str = "attempts";
+
+/// The role instances running now, on every node.
+pub const ACTIVE_INSTANCES: &str = "roles/active.json";
 
 /// Files every daemon updates, which sync merges rather than copies on conflict
 /// (see [`crate::merge`]).
@@ -44,12 +65,12 @@ pub const DIRS: &[&str] = &[
     ESCALATIONS,
     SHARED,
     HARVEST,
-    "harvest/daily",
-    "harvest/weekly",
+    HARVEST_DAILY,
+    HARVEST_WEEKLY,
     REPORTS,
-    "reports/daily",
-    "reports/weekly",
-    "reports/monthly",
+    REPORTS_DAILY,
+    REPORTS_WEEKLY,
+    REPORTS_MONTHLY,
     INBOX,
     REJECTED,
     STATE,
@@ -65,7 +86,7 @@ pub fn initial_files() -> Vec<(&'static str, String)> {
         crate::store::to_pretty_json(&T::default())
     }
     vec![
-        ("roles/active.json", json::<ActiveInstances>()),
+        (ACTIVE_INSTANCES, json::<ActiveInstances>()),
         (MEMORY_QUEUE, json::<MemoryQueue>()),
         ("shared/risk-limits.json", json::<RiskLimits>()),
         ("shared/node-status.json", json::<NodeStatus>()),
@@ -80,4 +101,19 @@ pub fn initial_files() -> Vec<(&'static str, String)> {
 /// `tasks/{id}/{file}`.
 pub fn task_file(task_id: &str, file: &str) -> String {
     format!("{TASKS}/{task_id}/{file}")
+}
+
+/// `harvest/daily/{YYYY-MM-DD}.json`.
+pub fn daily_harvest_file(date: &str) -> String {
+    format!("{HARVEST_DAILY}/{date}.json")
+}
+
+/// `harvest/weekly/{YYYY-Www}.json`.
+pub fn weekly_harvest_file(week: &str) -> String {
+    format!("{HARVEST_WEEKLY}/{week}.json")
+}
+
+/// `reports/{kind}/{name}.md`: `kind` is `daily`, `weekly` or `monthly`.
+pub fn report_file(kind: &str, name: &str) -> String {
+    format!("{REPORTS}/{kind}/{name}.md")
 }

@@ -12,7 +12,8 @@
 //! - [`store`]: [`Store`], atomic writes under advisory locks, crash recovery.
 //! - [`journal`], [`index`]: the change journal every subsystem consumes, and the
 //!   index that lets a rescan emit only what the journal missed.
-//! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
+//! - [`id`], [`time`]: [`Id`] (safe as a path component, and new ones) and [`Timestamp`].
+//! - [`token`]: secret tokens from the OS's random source, compared in constant time.
 //! - [`merge`]: how two nodes' versions of a file every daemon updates become one.
 //! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
 
@@ -31,6 +32,7 @@ pub mod retention;
 pub mod schema;
 pub mod store;
 pub mod time;
+pub mod token;
 pub mod validate;
 
 pub use error::{Error, Result};

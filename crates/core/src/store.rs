@@ -205,6 +205,19 @@ impl Store {
         }
     }
 
+    /// Appends `text` to a text file atomically (read, add, replace) under its lock,
+    /// creating the file if it is missing (the GM's logs, a task's `errors.log`).
+    pub fn append_text(&self, rel: &RelPath, text: &str) -> Result<()> {
+        let _lock = self.lock(rel)?;
+        let mut body = match self.read_bytes(rel) {
+            Ok(b) => b,
+            Err(Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        body.extend_from_slice(text.as_bytes());
+        self.write_locked(rel, &body)
+    }
+
     /// Reads, changes and writes back a JSON file under its lock; unknown fields survive.
     pub fn update_json<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R) -> Result<R> {
         let _lock = self.lock(rel)?;

@@ -7,10 +7,11 @@ use std::fs::{self, OpenOptions};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use clawboard_core::{Error, Store, Timestamp};
+use clawboard_core::{Error, Store, Timestamp, layout};
 
-fn dir(store: &Store, name: &str) -> Result<PathBuf, Error> {
-    let d = store.root().join(".clawboard").join(name);
+/// `dir` (a `layout` constant) under the root, created if missing.
+fn dir(store: &Store, dir: &str) -> Result<PathBuf, Error> {
+    let d = store.root().join(dir);
     fs::create_dir_all(&d).map_err(|e| Error::Io { path: d.clone(), source: e })?;
     Ok(d)
 }
@@ -36,13 +37,13 @@ fn create_new(path: &Path, body: &str) -> Result<bool, Error> {
 
 /// Claims `task_id` for this node; false if it was claimed before (by anyone, ever).
 pub fn claim(store: &Store, task_id: &str) -> Result<bool, Error> {
-    let claims = dir(store, "claims")?;
+    let claims = dir(store, layout::CLAIMS)?;
     if claims.join(task_id).exists() {
         return Ok(false);
     }
     // Active first: a crash between the two leaves a task that resumes, never one
     // that is claimed and forgotten.
-    create_new(&dir(store, "active")?.join(task_id), "")?;
+    create_new(&dir(store, layout::ACTIVE)?.join(task_id), "")?;
     let body = format!("{{\"claimedAt\": \"{}\", \"pid\": {}}}\n", Timestamp::now(), std::process::id());
     create_new(&claims.join(task_id), &body)
 }
@@ -50,19 +51,19 @@ pub fn claim(store: &Store, task_id: &str) -> Result<bool, Error> {
 /// Makes `task_id` this node's (a claim won across nodes, or taken over): it is
 /// driven now and resumed after a restart.
 pub fn adopt(store: &Store, task_id: &str) -> Result<(), Error> {
-    create_new(&dir(store, "active")?.join(task_id), "")?;
+    create_new(&dir(store, layout::ACTIVE)?.join(task_id), "")?;
     let body = format!("{{\"claimedAt\": \"{}\", \"pid\": {}}}\n", Timestamp::now(), std::process::id());
-    create_new(&dir(store, "claims")?.join(task_id), &body)?;
+    create_new(&dir(store, layout::CLAIMS)?.join(task_id), &body)?;
     Ok(())
 }
 
 pub fn is_claimed(store: &Store, task_id: &str) -> bool {
-    store.root().join(".clawboard/claims").join(task_id).exists()
+    store.root().join(layout::CLAIMS).join(task_id).exists()
 }
 
 /// Claimed tasks that have not finished.
 pub fn active(store: &Store) -> Result<Vec<String>, Error> {
-    let d = dir(store, "active")?;
+    let d = dir(store, layout::ACTIVE)?;
     let mut ids: Vec<String> = fs::read_dir(&d)
         .map_err(|e| Error::Io { path: d.clone(), source: e })?
         .filter_map(Result::ok)
@@ -75,7 +76,7 @@ pub fn active(store: &Store) -> Result<Vec<String>, Error> {
 
 /// The task finished (completed or failed): it is no longer resumed.
 pub fn finish(store: &Store, task_id: &str) -> Result<(), Error> {
-    let p = dir(store, "active")?.join(task_id);
+    let p = dir(store, layout::ACTIVE)?.join(task_id);
     match fs::remove_file(&p) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),

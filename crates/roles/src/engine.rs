@@ -5,28 +5,29 @@
 //! Everything needed to resume lives in the task directory: a step is done when it
 //! has an attempt with status `ok`, so a restarted daemon continues each task from
 //! its last finished step, and no step that finished runs again.
+//!
+//! Here: [`Engine`], its settings and [`Engine::drive`]; one drive of a task and the
+//! lifecycle's order of steps in `engine/run.rs`; one step with retries, backoff and
+//! fallback in `engine/step.rs`; the products written from the attempts
+//! (`team-composition.json`, `result.json`, `validation.json`, `memory-harvest.json`,
+//! the memory queue) in `engine/products.rs`; the task's board in `engine/board.rs`.
 
 mod board;
+mod products;
+mod run;
 pub mod step;
 
 use std::sync::Arc;
 
-use clawboard_core::formats::{
-    Contribution, Member, MemoryHarvest, MemoryQueue, PmDecision, QueueEntry, QueueStatus, Task, TaskResult,
-    TaskStatus, TeamComposition, Validation, ValidationResult,
-};
+use clawboard_core::formats::{Task, TaskStatus};
 use clawboard_core::lock::Lock;
-use clawboard_core::{Error, Id, RelPath, Store, Timestamp, layout};
-use serde_json::{Map, Value, json};
+use clawboard_core::{Error, RelPath, Store, Timestamp, layout};
+use clawboard_records::attempts::AttemptStatus;
 use tokio::sync::{Semaphore, watch};
 
-use crate::attempts::{self, Attempt};
 use crate::claims;
 use crate::config::RolesConfig;
-use crate::context::StepInfo;
-use crate::escalations;
-use crate::output::{HarvestOutput, PmOutput, ValidatorOutput, WorkerOutput, check_harvest};
-use crate::status_page::{self, Progress};
+pub(crate) use run::TaskRun;
 
 /// How a drive of a task ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,8 +195,8 @@ impl Engine {
         &self.store
     }
 
-    pub(crate) fn count_run(&self, status: crate::attempts::AttemptStatus) {
-        use crate::attempts::AttemptStatus as S;
+    pub(crate) fn count_run(&self, status: AttemptStatus) {
+        use AttemptStatus as S;
         let name = match status {
             S::Ok => "ok",
             S::Failed => "failed",
@@ -217,7 +218,7 @@ impl Engine {
         let v = self.instances.lock();
         let mut found = None;
         for i in v.iter() {
-            if crate::constant_time_eq(i.token.as_bytes(), token.as_bytes()) && !i.token.is_empty() {
+            if clawboard_core::token::constant_time_eq(i.token.as_bytes(), token.as_bytes()) && !i.token.is_empty() {
                 found = Some(i.clone());
             }
         }
@@ -313,406 +314,5 @@ impl Engine {
         };
         run.flush_status();
         Ok(outcome)
-    }
-}
-
-/// One drive of one task.
-pub(crate) struct TaskRun<'e> {
-    pub(crate) engine: &'e Engine,
-    pub(crate) task: Task,
-    pub(crate) id: String,
-    pub(crate) attempts: Lock<Vec<Attempt>>,
-    pub(crate) page: Lock<Progress>,
-    /// The task's board, when the config keeps boards.
-    pub(crate) board: Option<clawboard_board::TaskBoard>,
-}
-
-fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
-    RelPath::new(&layout::task_file(task_id, file))
-}
-
-impl<'e> TaskRun<'e> {
-    fn open(engine: &'e Engine, task: Task, cfg: &RolesConfig) -> Result<TaskRun<'e>, Error> {
-        let id = task.task_id.to_string();
-        let mut loaded = attempts::load(&engine.store, &id)?;
-        // Attempts a crash cut short: record them as interrupted.
-        for a in loaded.iter_mut().filter(|a| a.status == attempts::AttemptStatus::Running) {
-            a.status = attempts::AttemptStatus::Interrupted;
-            a.error = Some("interrupted: the daemon stopped while this ran".into());
-            a.ended_at = Some(Timestamp::now());
-            attempts::save(&engine.store, &id, a)?;
-        }
-        let page =
-            Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
-        // The id is a checked task id, so the board always opens.
-        let board = cfg.keeps_boards().then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok()).flatten();
-        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board })
-    }
-
-    /// Changes the progress page and writes it.
-    pub(crate) fn progress(&self, change: impl FnOnce(&mut Progress)) {
-        change(&mut self.page.lock());
-        self.flush_status();
-    }
-
-    fn flush_status(&self) {
-        let text = status_page::render(&self.task, &self.page.lock());
-        if let Ok(r) = rel(&self.id, layout::STATUS_FILE)
-            && let Err(e) = self.engine.store.write_bytes(&r, text.as_bytes())
-        {
-            tracing::warn!(task = %self.id, "cannot write status.md: {e}");
-        }
-    }
-
-    /// Appends a line to the task's `errors.log`.
-    pub(crate) fn log_error(&self, step: &str, msg: &str) -> Result<(), Error> {
-        let line = format!("{} {step}: {}\n", Timestamp::now(), msg.replace('\n', "\n    "));
-        escalations::append_text(&self.engine.store, &rel(&self.id, "errors.log")?, &line)
-    }
-
-    /// Waits on undecided escalations that need approval; fails on a rejected one.
-    fn check_holds(&self, attempt: &Attempt) -> Result<(), StepError> {
-        let mut waiting = Vec::new();
-        for id in &attempt.escalations {
-            let e = escalations::load(&self.engine.store, id)?;
-            if !e.requires_human_approval {
-                continue;
-            }
-            match e.decision {
-                None => waiting.push(id.clone()),
-                Some(clawboard_core::formats::Decision::Rejected) => {
-                    let why = e.note.as_deref().unwrap_or("no note given");
-                    return Err(StepError::Failed(format!(
-                        "escalation {id} was rejected by {}: {why}",
-                        e.decided_by.as_deref().unwrap_or("a human")
-                    )));
-                }
-                Some(clawboard_core::formats::Decision::Approved) => {}
-            }
-        }
-        if waiting.is_empty() { Ok(()) } else { Err(StepError::Held(waiting)) }
-    }
-
-    async fn lifecycle(&self, cfg: &RolesConfig) -> Result<(), StepError> {
-        let max = cfg.lifecycle.max_iterations;
-        self.board_init()?;
-        // 1. The PM picks the team.
-        let pm = match (&self.task.assigned_pm, cfg.lifecycle.pm_for_type.get(&self.task.kind)) {
-            (Some(pm), _) => pm.to_string(),
-            (None, Some(pm)) => pm.clone(),
-            (None, None) => {
-                return Err(StepError::Failed(format!(
-                    "no PM for this task: set assignedPM in task.json or lifecycle.pm_for_type.{} in the config",
-                    self.task.kind
-                )));
-            }
-        };
-        let workers: Vec<String> = cfg.roles.keys().cloned().collect();
-        let info = StepInfo {
-            kind: "pm",
-            step: "pm".into(),
-            iteration: 0,
-            max_iterations: max,
-            extra: obj(json!({"availableRoles": workers})),
-        };
-        let roles = cfg.roles.clone();
-        let (pm_attempt, pm_out) = self
-            .step::<PmOutput>(&info, &pm, move |o| {
-                if o.team.is_empty() {
-                    return Err("stdout /team: the team is empty; name at least one role".into());
-                }
-                for (i, m) in o.team.iter().enumerate() {
-                    if !roles.contains_key(&m.role) {
-                        return Err(format!(
-                            "stdout /team/{i}/role: role {:?} is not configured under [roles]",
-                            m.role
-                        ));
-                    }
-                }
-                Ok(())
-            })
-            .await?;
-        self.check_holds(&pm_attempt)?;
-        let team_rel = rel(&self.id, layout::TEAM_FILE)?;
-        if !self.engine.store.exists(&team_rel) {
-            self.engine.store.write_json(&team_rel, &self.team_composition(&pm, &pm_out)?)?;
-        }
-        let mut groups: Vec<(u32, Vec<String>)> = Vec::new();
-        let mut picks = pm_out.team.clone();
-        picks.sort_by_key(|m| m.priority);
-        for m in picks {
-            match groups.last_mut() {
-                Some((p, roles)) if *p == m.priority => roles.push(m.role),
-                _ => groups.push((m.priority, vec![m.role])),
-            }
-        }
-
-        // 2. The team runs, the validator judges, the team iterates.
-        let mut last_validation: Option<Value> = None;
-        for i in 1..=max {
-            let mut done: Vec<(Attempt, WorkerOutput)> = Vec::new();
-            for (_, group) in &groups {
-                let previous: Vec<Value> = done
-                    .iter()
-                    .map(|(a, o)| json!({"role": a.role, "summary": o.summary, "output": o.output}))
-                    .collect();
-                let extra = obj(json!({"team": pm_out.team, "previous": previous, "validation": last_validation}));
-                let steps = group.iter().map(|role| {
-                    let info = StepInfo {
-                        kind: "team",
-                        step: format!("iter-{i}/{role}"),
-                        iteration: i,
-                        max_iterations: max,
-                        extra: extra.clone(),
-                    };
-                    let role = role.clone();
-                    async move { self.step::<WorkerOutput>(&info, &role, |_| Ok(())).await }
-                });
-                let results = futures_util::future::join_all(steps).await;
-                let mut held = Vec::new();
-                for r in results {
-                    let (a, o) = r?;
-                    if self.board.is_some() {
-                        let key = board::step_key(&a.role);
-                        self.board_write(clawboard_board::Op::write_content(
-                            "results",
-                            &key,
-                            json!({"summary": o.summary, "output": o.output, "iteration": i}),
-                        ))?;
-                    }
-                    match self.check_holds(&a) {
-                        Err(StepError::Held(ids)) => held.extend(ids),
-                        other => other?,
-                    }
-                    done.push((a, o));
-                }
-                if !held.is_empty() {
-                    return Err(StepError::Held(held));
-                }
-            }
-            let result = self.ensure_result(i, &done)?;
-            let Some(validator) = &cfg.lifecycle.validator else { break };
-            let info = StepInfo {
-                kind: "validator",
-                step: format!("iter-{i}/validator"),
-                iteration: i,
-                max_iterations: max,
-                extra: obj(json!({"result": result, "team": pm_out.team})),
-            };
-            let (va, vo) = self
-                .step::<ValidatorOutput>(&info, validator, |o| {
-                    if (0.0..=10.0).contains(&o.score) {
-                        Ok(())
-                    } else {
-                        Err(format!("stdout /score: {} is not within 0 and 10", o.score))
-                    }
-                })
-                .await?;
-            self.check_holds(&va)?;
-            self.ensure_validation(i, &va, &vo)?;
-            self.board_write(clawboard_board::Op::write_control(
-                "validation",
-                json!({"iteration": i, "score": vo.score, "pass": vo.pass}),
-            ))?;
-            if vo.pass {
-                break;
-            }
-            if i == max {
-                let issues: Vec<String> = vo.issues.iter().map(|x| x.description.clone()).collect();
-                let team: Vec<String> = pm_out.team.iter().map(|m| m.role.clone()).collect();
-                let d = crate::gm::Disagreement {
-                    task: &self.task,
-                    pm: &pm,
-                    validator,
-                    team: &team,
-                    iterations: max,
-                    score: vo.score,
-                    issues: &issues,
-                };
-                if let Err(e) = crate::gm::record_disagreement(&self.engine.store, &d) {
-                    tracing::warn!(task = %self.id, "cannot write gm/arbitrations.md: {e}");
-                }
-                return Err(StepError::Failed(format!(
-                    "validation failed {max} times (last score {}); issues: {}",
-                    vo.score,
-                    vo.issues.iter().map(|x| x.description.as_str()).collect::<Vec<_>>().join("; ")
-                )));
-            }
-            last_validation = Some(
-                json!({"iteration": i, "score": vo.score, "pass": vo.pass, "issues": vo.issues, "suggestions": vo.suggestions}),
-            );
-        }
-
-        // 3. Memory harvest.
-        if let Some(harvester) = &cfg.lifecycle.harvester {
-            let result = self
-                .engine
-                .store
-                .read_bytes(&rel(&self.id, layout::RESULT_FILE)?)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-            let info = StepInfo {
-                kind: "harvest",
-                step: "harvest".into(),
-                iteration: 0,
-                max_iterations: max,
-                extra: obj(json!({"result": result, "team": pm_out.team})),
-            };
-            let (ha, ho) = self.step::<HarvestOutput>(&info, harvester, check_harvest).await?;
-            self.check_holds(&ha)?;
-            self.ensure_harvest(&ho)?;
-        }
-        Ok(())
-    }
-
-    fn team_composition(&self, pm: &str, out: &PmOutput) -> Result<TeamComposition, StepError> {
-        let id = |s: &str| Id::new(s).map_err(|e| StepError::Failed(format!("role id {s:?} {e}")));
-        Ok(TeamComposition {
-            task_id: self.task.task_id.clone(),
-            pm_decision: PmDecision {
-                pm_id: id(pm)?,
-                decided_at: Timestamp::now(),
-                reasoning: out.reasoning.clone(),
-                extra: Map::new(),
-            },
-            team: out
-                .team
-                .iter()
-                .map(|m| {
-                    Ok(Member {
-                        role: id(&m.role)?,
-                        reason: m.reason.clone(),
-                        priority: m.priority,
-                        memory_loaded: false,
-                        instance_id: None,
-                        extra: Map::new(),
-                    })
-                })
-                .collect::<Result<_, StepError>>()?,
-            workflow: out.workflow.clone(),
-            estimated_time: out.estimated_time.clone(),
-            extra: Map::new(),
-        })
-    }
-
-    fn ensure_result(&self, iteration: u32, done: &[(Attempt, WorkerOutput)]) -> Result<TaskResult, StepError> {
-        let r = rel(&self.id, layout::RESULT_FILE)?;
-        if let Ok(existing) = self.engine.store.read::<TaskResult>(&r)
-            && existing.iteration == Some(iteration)
-        {
-            return Ok(existing);
-        }
-        let result = TaskResult {
-            task_id: self.task.task_id.clone(),
-            produced_at: Timestamp::now(),
-            summary: done.iter().map(|(a, o)| format!("{}: {}", a.role, o.summary)).collect::<Vec<_>>().join("\n"),
-            artifacts: done.iter().flat_map(|(_, o)| o.artifacts.clone()).collect(),
-            contributions: done
-                .iter()
-                .map(|(a, o)| Contribution {
-                    role: Id::new(a.role.clone()).unwrap_or_else(|_| self.task.task_id.clone()),
-                    instance_id: Id::new(a.instance_id.clone()).ok(),
-                    summary: o.summary.clone(),
-                    output: o.output.clone(),
-                    extra: Map::new(),
-                })
-                .collect(),
-            iteration: Some(iteration),
-            extra: Map::new(),
-        };
-        self.engine.store.write_json(&r, &result)?;
-        Ok(result)
-    }
-
-    fn ensure_validation(&self, iteration: u32, a: &Attempt, o: &ValidatorOutput) -> Result<(), StepError> {
-        let r = rel(&self.id, layout::VALIDATION_FILE)?;
-        self.progress(|p| {
-            if !p.scores.iter().any(|(i, _, _)| *i == iteration) {
-                p.scores.push((iteration, o.score, o.pass));
-            }
-        });
-        if let Ok(existing) = self.engine.store.read::<Validation>(&r)
-            && existing.iterations == iteration
-        {
-            return Ok(());
-        }
-        let v = Validation {
-            task_id: self.task.task_id.clone(),
-            validator_id: Id::new(a.role.clone()).map_err(|e| StepError::Failed(format!("validator id {e}")))?,
-            validated_at: Timestamp::now(),
-            iterations: iteration,
-            result: ValidationResult {
-                score: o.score,
-                pass: o.pass,
-                criteria: o.criteria.clone(),
-                issues: o.issues.clone(),
-                suggestions: o.suggestions.clone(),
-                extra: Map::new(),
-            },
-            extra: Map::new(),
-        };
-        self.engine.store.write_json(&r, &v)?;
-        Ok(())
-    }
-
-    fn ensure_harvest(&self, o: &HarvestOutput) -> Result<(), StepError> {
-        let r = rel(&self.id, layout::HARVEST_FILE)?;
-        if !self.engine.store.exists(&r) {
-            let h = MemoryHarvest {
-                task_id: self.task.task_id.clone(),
-                harvested_at: Timestamp::now(),
-                experiences: o.experiences.clone(),
-                cross_pollination_candidates: o.cross_pollination_candidates.clone(),
-                extra: Map::new(),
-            };
-            self.engine.store.write_json(&r, &h)?;
-        }
-        let queue = RelPath::new(layout::MEMORY_QUEUE)?;
-        let task_id = self.task.task_id.clone();
-        let roles: Vec<Id> = o.experiences.iter().map(|e| e.role_id.clone()).collect();
-        self.engine.store.update_json(&queue, |q: &mut MemoryQueue| {
-            for role in roles {
-                if !q.queue.iter().any(|e| e.task_id == task_id && e.role_id == role) {
-                    q.queue.push(QueueEntry {
-                        task_id: task_id.clone(),
-                        role_id: role,
-                        status: QueueStatus::Pending,
-                        enqueued_at: Timestamp::now(),
-                        extra: Map::new(),
-                    });
-                }
-            }
-        })?;
-        Ok(())
-    }
-
-    /// A failed task keeps what its team produced, marked partial, with the reason.
-    fn write_partial_result(&self, reason: &str) -> Result<(), Error> {
-        let r = rel(&self.id, layout::RESULT_FILE)?;
-        let mut result = match self.engine.store.read::<TaskResult>(&r) {
-            Ok(r) => r,
-            Err(_) => TaskResult {
-                task_id: self.task.task_id.clone(),
-                produced_at: Timestamp::now(),
-                summary: String::new(),
-                artifacts: Vec::new(),
-                contributions: Vec::new(),
-                iteration: None,
-                extra: Map::new(),
-            },
-        };
-        result.extra.insert("partial".into(), Value::Bool(true));
-        result.extra.insert("error".into(), Value::String(reason.to_owned()));
-        if result.summary.is_empty() {
-            result.summary = format!("failed: {reason}");
-        }
-        self.engine.store.write_json(&r, &result)
-    }
-}
-
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
     }
 }

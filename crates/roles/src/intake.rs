@@ -47,10 +47,13 @@ fn unsettled(path: &std::path::Path, bytes: &[u8]) -> bool {
             .is_ok_and(|t| clawboard_core::store::modified_within(t, SETTLE))
 }
 
-const STAGING: &str = ".clawboard/intake";
+/// `inbox/{name}`, as it is shown in messages.
+fn inbox_file(name: &str) -> String {
+    format!("{}/{name}", layout::INBOX)
+}
 
 fn staging_dir(store: &Store) -> Result<PathBuf, Error> {
-    let d = store.root().join(STAGING);
+    let d = store.root().join(layout::INTAKE);
     fs::create_dir_all(&d).map_err(|e| Error::Io { path: d.clone(), source: e })?;
     Ok(d)
 }
@@ -63,13 +66,13 @@ fn render(problems: &Invalid) -> String {
 
 /// Takes `inbox/{name}`.
 pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
-    let rel = RelPath::new(&format!("{}/{name}", layout::INBOX))?;
+    let rel = RelPath::new(&inbox_file(name))?;
     let path = store.path(&rel);
     let bytes = match read_tree_file(&path, store.max_file_bytes()) {
         Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
         // Too large, a symbolic link, a FIFO: refused without being read.
         Err(Error::Invalid(mut refused)) => {
-            refused.file = format!("inbox/{name}");
+            refused.file = inbox_file(name);
             return reject(store, path, name, &render(&refused));
         }
         Err(e) => return Err(e),
@@ -78,12 +81,12 @@ pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
     if unsettled(&path, &bytes) {
         return Ok(Intake::Unsettled);
     }
-    let submission: TaskSubmission = match validate::parse(&format!("inbox/{name}"), &bytes, &PathContext::default()) {
+    let submission: TaskSubmission = match validate::parse(&inbox_file(name), &bytes, &PathContext::default()) {
         Ok(s) => s,
         Err(Error::Invalid(inv)) => return reject(store, path, name, &render(&inv)),
         Err(e) => return Err(e),
     };
-    let id = submission.task_id.clone().unwrap_or_else(crate::new_task_id);
+    let id = submission.task_id.clone().unwrap_or_else(clawboard_core::id::new_task_id);
     if let Some(why) = duplicate(store, &id, name) {
         return reject(store, path, name, &why);
     }
@@ -101,8 +104,10 @@ fn duplicate(store: &Store, id: &Id, name: &str) -> Option<String> {
     let existing = store.path(&RelPath::new(&layout::task_file(id.as_str(), layout::TASK_FILE)).ok()?);
     (existing.exists() || claims::is_claimed(store, id.as_str())).then(|| {
         format!(
-            "inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json); remove taskId to get a new one\n",
-            id.as_str()
+            "{}: /taskId: task {:?} already exists ({}); remove taskId to get a new one\n",
+            inbox_file(name),
+            id.as_str(),
+            layout::task_file(id.as_str(), layout::TASK_FILE)
         )
     })
 }
@@ -116,8 +121,12 @@ fn finish_staged(store: &Store, id: &Id, name: &str, staged: PathBuf, sub: TaskS
             // Created by us before a crash (same content), or a real duplicate.
             let ours = store.read::<Task>(&rel).is_ok_and(|t| t.kind == task.kind && t.description == task.description);
             if !ours || claims::is_claimed(store, id.as_str()) && !claims::active(store)?.contains(&id.to_string()) {
-                let why =
-                    format!("inbox/{name}: /taskId: task {:?} already exists (tasks/{id}/task.json)\n", id.as_str());
+                let why = format!(
+                    "{}: /taskId: task {:?} already exists ({})\n",
+                    inbox_file(name),
+                    id.as_str(),
+                    layout::task_file(id.as_str(), layout::TASK_FILE)
+                );
                 return reject(store, staged, name, &why);
             }
         }
@@ -125,7 +134,7 @@ fn finish_staged(store: &Store, id: &Id, name: &str, staged: PathBuf, sub: TaskS
     }
     claims::claim(store, id.as_str())?;
     remove(&staged)?;
-    tracing::info!(task = %id, file = %format!("inbox/{name}"), "accepted a new task");
+    tracing::info!(task = %id, file = %inbox_file(name), "accepted a new task");
     Ok(Intake::Accepted(id.to_string()))
 }
 
@@ -138,7 +147,7 @@ pub fn recover_staged(store: &Store) -> Result<Vec<Intake>, Error> {
         let Some((id, name)) = file.split_once('@') else { continue };
         let (Ok(id), path) = (Id::new(id), e.path()) else { continue };
         let bytes = fs::read(&path).map_err(|e| Error::Io { path: path.clone(), source: e })?;
-        match validate::parse::<TaskSubmission>(&format!("inbox/{name}"), &bytes, &PathContext::default()) {
+        match validate::parse::<TaskSubmission>(&inbox_file(name), &bytes, &PathContext::default()) {
             Ok(sub) => out.push(finish_staged(store, &id, name, path, sub)?),
             Err(Error::Invalid(inv)) => out.push(reject(store, path, name, &render(&inv))?),
             Err(e) => return Err(e),
@@ -179,7 +188,9 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
             Ok(sub) => {
                 let claimed = sub.task_id.as_ref().map(|t| t.as_str().to_owned()).unwrap_or_default();
                 let why = format!(
-                    "{shown}: /taskId: {claimed:?} is not the task of its directory tasks/{task_id}/; write it to tasks/{claimed}/ or drop it in inbox/\n"
+                    "{shown}: /taskId: {claimed:?} is not the task of its directory {tasks}/{task_id}/; write it to {tasks}/{claimed}/ or drop it in {inbox}/\n",
+                    tasks = layout::TASKS,
+                    inbox = layout::INBOX,
                 );
                 return reject_in_place(store, task_id, &why);
             }
@@ -193,7 +204,7 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
     if !claims::claim(store, task.task_id.as_str())? {
         return Ok(Intake::Ignored("already claimed"));
     }
-    tracing::info!(task = %task.task_id, "accepted a task written to tasks/");
+    tracing::info!(task = %task.task_id, "accepted a task written to {}/", layout::TASKS);
     Ok(Intake::Accepted(task.task_id.to_string()))
 }
 

@@ -1,21 +1,13 @@
 //! What each kind of role prints on stdout: one JSON document, checked here with
 //! an error that names the field. Any role may add `escalations`.
 
-use clawboard_core::formats::{Artifact, Cell, Criteria, CrossPollination, Experience, Issue, Level};
+use clawboard_core::formats::{Artifact, Cell, Criteria, CrossPollination, Experience, Issue};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// An escalation a role raises in its output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RaisedEscalation {
-    pub level: Level,
-    pub issue: String,
-    #[serde(default)]
-    pub suggested_action: Option<String>,
-    #[serde(default)]
-    pub requires_human_approval: bool,
-}
+/// An escalation a role raises in its output: a record's format, so it is the
+/// records crate's.
+pub use clawboard_records::escalations::RaisedEscalation;
 
 /// A PM's output: the team to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,6 +157,7 @@ pub fn check_harvest(h: &HarvestOutput) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawboard_core::formats::Level;
 
     #[test]
     fn names_the_field() {

@@ -26,6 +26,18 @@ pub enum RunStatus {
     Interrupted,
 }
 
+impl From<RunStatus> for clawboard_records::attempts::AttemptStatus {
+    fn from(s: RunStatus) -> Self {
+        use clawboard_records::attempts::AttemptStatus;
+        match s {
+            RunStatus::Exited => AttemptStatus::Ok,
+            RunStatus::Failed => AttemptStatus::Failed,
+            RunStatus::TimedOut => AttemptStatus::TimedOut,
+            RunStatus::Interrupted => AttemptStatus::Interrupted,
+        }
+    }
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use clawboard_core::formats::{Task, TaskStatus, Validation};
 use clawboard_core::{RelPath, Store};
-use clawboard_roles::attempts::{self, AttemptStatus};
+use clawboard_records::attempts::{self, AttemptStatus};
+use clawboard_records::escalations;
 use clawboard_roles::config::LifecycleConfig;
-use clawboard_roles::{Engine, Outcome, RoleConfig, RolesConfig, Shutdown, claims, escalations, intake};
+use clawboard_roles::{Engine, Outcome, RoleConfig, RolesConfig, Shutdown, claims, intake};
 
 fn sh(script: &str) -> RoleConfig {
     let mut r: RoleConfig = serde_json::from_value(serde_json::json!({"command": ["sh", "-c", script]})).unwrap();

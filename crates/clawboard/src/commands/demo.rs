@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use clawboard_core::formats::{Decision, Escalation, Task, TaskStatus};
 use clawboard_core::{RelPath, Store, layout};
-use clawboard_roles::escalations;
+use clawboard_records::escalations;
 
 use crate::cli::{EXIT_FAILURE, EXIT_OK, GlobalArgs};
 use crate::config::Settings;
@@ -167,7 +167,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             let dir = std::env::temp_dir().join(format!(
                 "clawboard-demo-{}-{}",
                 chrono::Utc::now().format("%Y%m%d-%H%M%S"),
-                clawboard_roles::random_hex(4)
+                clawboard_core::id::random_hex(4)
             ));
             std::fs::DirBuilder::new()
                 .mode(0o700)
@@ -223,7 +223,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         None => println!("the review page did not come up; see {}\n", log_path.display()),
     }
 
-    let suffix = clawboard_roles::random_hex(2);
+    let suffix = clawboard_core::id::random_hex(2);
     let iterate = format!("demo-iterate-{suffix}");
     let escalate = format!("demo-escalate-{suffix}");
     let invalid = format!("demo-invalid-{suffix}.json");
@@ -324,7 +324,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE))?;
         let task = store.read::<Task>(&rel)?;
         ok &= task.status == TaskStatus::Completed;
-        let runs = clawboard_roles::attempts::load(&store, id)?;
+        let runs = clawboard_records::attempts::load(&store, id)?;
         println!("  tasks/{id}/  {}, {} role runs", task.status, runs.len());
     }
     println!("    task.json team-composition.json status.md result.json validation.json memory-harvest.json attempts/");
@@ -358,9 +358,9 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             root.display()
         );
     }
-    let report = clawboard_roles::reports::write(
+    let report = clawboard_records::reports::write(
         &store,
-        clawboard_roles::reports::Period::containing(clawboard_roles::reports::Kind::Daily, now.date_naive()),
+        clawboard_records::reports::Period::containing(clawboard_records::reports::Kind::Daily, now.date_naive()),
         now,
     )?;
     println!("  {report}  today's evolution report (`clawboard report daily|weekly|monthly`)");

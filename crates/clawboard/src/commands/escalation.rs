@@ -1,8 +1,8 @@
 use clap::{Args, Subcommand};
 use clawboard_core::Error;
 use clawboard_core::formats::{Decision, Level};
-use clawboard_roles::escalations::{self, DecideError};
-use clawboard_roles::review::{self, Filter};
+use clawboard_records::escalations::{self, DecideError};
+use clawboard_records::review::{self, Filter};
 use serde::Serialize;
 
 use crate::cli::{BadInput, EXIT_OK};

@@ -1,7 +1,7 @@
 //! `clawboard report daily|weekly|monthly [--date D]`: the evolution reports.
 
 use clap::{Args, ValueEnum};
-use clawboard_roles::reports::{self, Kind, Period};
+use clawboard_records::reports::{self, Kind, Period};
 
 use crate::cli::{BadInput, EXIT_OK};
 use crate::commands::open_store;

@@ -98,7 +98,7 @@ fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, 
 /// Validates a submission and writes it as `tasks/{id}/task.json`; refuses a duplicate id.
 pub fn submit_bytes(store: &Store, name: &str, bytes: &[u8]) -> anyhow::Result<Task> {
     let submission: TaskSubmission = validate::parse(name, bytes, &PathContext::default())?;
-    let id = submission.task_id.clone().unwrap_or_else(clawboard_roles::new_task_id);
+    let id = submission.task_id.clone().unwrap_or_else(clawboard_core::id::new_task_id);
     let task = submission.into_task(id, Timestamp::now(), "human");
     let rel = RelPath::new(&layout::task_file(task.task_id.as_str(), layout::TASK_FILE))?;
     match store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes()) {

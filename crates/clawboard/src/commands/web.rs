@@ -58,7 +58,7 @@ pub fn ensure_token_file(path: &Path, rotate: bool) -> anyhow::Result<(String, b
             Err(e) => return Err(e).with_context(|| format!("reading the web token {}", path.display())),
         }
     }
-    let token = clawboard_roles::random_hex(32);
+    let token = clawboard_core::id::random_hex(32);
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("web-token");

@@ -214,7 +214,7 @@ impl Dispatcher {
                 // before it was recorded as held: look once more, now that a later
                 // change would find it in `held`.
                 let decided = ids.iter().find(|id| {
-                    clawboard_roles::escalations::load(self.engine.store(), id).is_ok_and(|e| e.decision.is_some())
+                    clawboard_records::escalations::load(self.engine.store(), id).is_ok_and(|e| e.decision.is_some())
                 });
                 if let Some(id) = decided {
                     self.escalation_changed(id);
@@ -244,7 +244,7 @@ impl Dispatcher {
 mod tests {
     use super::*;
     use clawboard_core::formats::{Decision, Level};
-    use clawboard_roles::escalations;
+    use clawboard_records::escalations;
     use clawboard_roles::output::RaisedEscalation;
 
     fn dispatcher(dir: &std::path::Path) -> Arc<Dispatcher> {

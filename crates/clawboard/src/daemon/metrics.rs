@@ -133,8 +133,8 @@ pub fn render(i: &Inputs) -> String {
 
     let mut pending: BTreeMap<&str, u64> =
         [Level::Critical, Level::High, Level::Normal].iter().map(|l| (l.as_str(), 0)).collect();
-    let filter = clawboard_roles::review::Filter { level: None, pending_only: true };
-    match clawboard_roles::review::list(i.store, filter) {
+    let filter = clawboard_records::review::Filter { level: None, pending_only: true };
+    match clawboard_records::review::list(i.store, filter) {
         Ok((entries, _)) => {
             for e in entries {
                 *pending.entry(e.escalation.level.as_str()).or_default() += 1;

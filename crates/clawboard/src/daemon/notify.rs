@@ -20,8 +20,8 @@ use std::sync::atomic::Ordering;
 
 use clawboard_core::Store;
 use clawboard_core::journal::{ChangeKind, Entry, Origin};
-use clawboard_roles::escalations;
-use clawboard_roles::review;
+use clawboard_records::escalations;
+use clawboard_records::review;
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
 

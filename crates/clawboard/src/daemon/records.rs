@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawboard_core::Store;
-use clawboard_roles::reports::{self, Kind, Period};
+use clawboard_records::reports::{self, Kind, Period};
 use tokio::time::Instant;
 
 use super::dispatch::Dispatcher;
@@ -60,7 +60,7 @@ impl Records {
         let refresh = move || {
             let cfg = engine.config();
             let pm_for = |t: &clawboard_core::formats::Task| cfg.lifecycle.pm_for_type.get(&t.kind).cloned();
-            match clawboard_roles::gm::refresh_performance(&store, pm_for) {
+            match clawboard_records::gm::refresh_performance(&store, pm_for) {
                 Ok(true) => tracing::debug!("gm/pm-performance.json updated"),
                 Ok(false) => {}
                 Err(e) => tracing::warn!("cannot update gm/pm-performance.json: {e}"),

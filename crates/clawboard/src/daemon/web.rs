@@ -20,8 +20,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use clawboard_core::Store;
 use clawboard_core::formats::{Decision, Level};
-use clawboard_roles::escalations::{self, DecideError};
-use clawboard_roles::review::{self, Entry, Filter, TaskView};
+use clawboard_records::escalations::{self, DecideError};
+use clawboard_records::review::{self, Entry, Filter, TaskView};
 use serde::Deserialize;
 
 use super::DaemonState;
@@ -43,7 +43,7 @@ pub struct Web {
     pub sessions: clawboard_core::lock::Lock<std::collections::VecDeque<String>>,
 }
 
-use clawboard_roles::constant_time_eq;
+use clawboard_core::token::constant_time_eq;
 
 fn cookie_token(headers: &HeaderMap) -> Option<&str> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|kv| {
@@ -66,7 +66,7 @@ impl Web {
     }
 
     fn new_session(&self) -> String {
-        let id = clawboard_roles::random_hex(32);
+        let id = clawboard_core::id::random_hex(32);
         let mut s = self.sessions.lock();
         if s.len() >= MAX_SESSIONS {
             s.pop_front();
@@ -479,7 +479,7 @@ pub async fn serve(
         daemon,
         store,
         token,
-        csrf: clawboard_roles::random_hex(16),
+        csrf: clawboard_core::id::random_hex(16),
         sessions: clawboard_core::lock::Lock::new(std::collections::VecDeque::new()),
     });
     let app = Router::new()

@@ -2,13 +2,13 @@
 //! backoff and fallback, recording every attempt.
 
 use clawboard_core::formats::{ActiveInstances, Instance, InstanceStatus};
-use clawboard_core::{Id, RelPath, Timestamp};
+use clawboard_core::{Id, RelPath, Timestamp, layout};
+use clawboard_records::attempts::{self, Attempt, AttemptStatus};
+use clawboard_records::escalations;
 use serde::de::DeserializeOwned;
 
 use super::{InstanceInfo, StepError, TaskRun};
-use crate::attempts::{self, Attempt, AttemptStatus};
 use crate::context::{self, StepInfo};
-use crate::escalations;
 use crate::output::{HarvestOutput, PmOutput, RaisedEscalation, ValidatorOutput, WorkerOutput, parse_output};
 use crate::runner::{self, RunIdentity, RunStatus};
 
@@ -135,7 +135,7 @@ impl TaskRun<'_> {
         if self.engine.is_fenced(&self.id) {
             return Err(StepError::Fenced);
         }
-        let instance_id = format!("inst-{}", crate::random_hex(6));
+        let instance_id = format!("inst-{}", clawboard_core::id::random_hex(6));
         // A role with a scope or template is handed its slice; over budget, the step
         // fails before anything runs.
         let handed = self.slice_for(info, role_id, role, &instance_id)?;
@@ -177,7 +177,7 @@ impl TaskRun<'_> {
             role: role_id.to_owned(),
             instance_id: instance_id.clone(),
             // 128 bits from the OS; without OS randomness no token (none matches an empty one).
-            token: crate::secret_hex(16).unwrap_or_default(),
+            token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
         };
         tracing::debug!(task = %self.id, step = %info.step, role = role_id, "starting a run");
         let mut kill = self.engine.shutdown.kill.clone();
@@ -294,7 +294,7 @@ impl TaskRun<'_> {
         let (Ok(id), Ok(role)) = (Id::new(a.instance_id.clone()), Id::new(a.role.clone())) else { return Ok(()) };
         let task_id = self.task.task_id.clone();
         let started_at = a.started_at.clone();
-        self.engine.store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
+        self.engine.store.update_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
             act.instances.push(Instance {
                 id,
                 role,
@@ -310,7 +310,7 @@ impl TaskRun<'_> {
     fn instance_ended(&self, instance_id: &str) -> Result<(), StepError> {
         self.engine.instances.lock().retain(|i| i.id != instance_id);
         self.page.lock().running.retain(|r| r.0 != instance_id);
-        self.engine.store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
+        self.engine.store.update_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
             act.instances.retain(|i| i.id.as_str() != instance_id);
         })?;
         Ok(())
@@ -319,7 +319,7 @@ impl TaskRun<'_> {
 
 /// Removes every instance from `roles/active.json` (at daemon start all are stale).
 pub fn clear_active_instances(store: &clawboard_core::Store) -> Result<usize, clawboard_core::Error> {
-    store.update_json(&RelPath::new("roles/active.json")?, |act: &mut ActiveInstances| {
+    store.update_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
         let n = act.instances.len();
         act.instances.clear();
         n

@@ -5,8 +5,8 @@
 use clawboard_core::formats::{PmPerformance, PmRecord, Task, TaskStatus, Validation};
 use clawboard_core::{Error, Id, RelPath, Store, Timestamp, layout};
 
-pub const PM_PERFORMANCE: &str = clawboard_core::layout::PM_PERFORMANCE;
-pub const ARBITRATIONS: &str = clawboard_core::layout::GM_ARBITRATIONS;
+pub const PM_PERFORMANCE: &str = layout::PM_PERFORMANCE;
+pub const ARBITRATIONS: &str = layout::GM_ARBITRATIONS;
 
 /// One ended task as the GM counts it.
 #[derive(Debug, Clone)]
@@ -175,7 +175,7 @@ pub fn disagreement_entry(d: &Disagreement, now: &Timestamp) -> String {
 /// Appends a disagreement to `gm/arbitrations.md`.
 pub fn record_disagreement(store: &Store, d: &Disagreement) -> Result<(), Error> {
     let entry = disagreement_entry(d, &Timestamp::now());
-    crate::escalations::append_text(store, &RelPath::new(ARBITRATIONS)?, &entry)
+    store.append_text(&RelPath::new(ARBITRATIONS)?, &entry)
 }
 
 #[cfg(test)]

@@ -2,10 +2,22 @@
 //! `taskId`), decided by a human. One that requires approval holds its task until
 //! it is decided; approve resumes the task, reject fails it with the note.
 
-use clawboard_core::formats::{Decision, Escalation};
+use clawboard_core::formats::{Decision, Escalation, Level};
 use clawboard_core::{Error, RelPath, Store, Timestamp, check_id, layout};
+use serde::{Deserialize, Serialize};
 
-use crate::output::RaisedEscalation;
+/// An escalation a role raises in its output (the `escalations` of any role's
+/// output, see the roles crate's `output`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RaisedEscalation {
+    pub level: Level,
+    pub issue: String,
+    #[serde(default)]
+    pub suggested_action: Option<String>,
+    #[serde(default)]
+    pub requires_human_approval: bool,
+}
 
 /// `escalations/{id}.json`.
 pub fn rel(id: &str) -> Result<RelPath, Error> {
@@ -17,7 +29,7 @@ pub fn rel(id: &str) -> Result<RelPath, Error> {
 /// random suffix, so ids sort by time and never collide.
 pub fn new_id() -> String {
     let now = chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
-    format!("{now}-{}", crate::random_hex(2))
+    format!("{now}-{}", clawboard_core::id::random_hex(2))
 }
 
 /// Writes the escalation `id` unless it exists (raising is idempotent).
@@ -43,7 +55,7 @@ pub fn load(store: &Store, id: &str) -> Result<Escalation, Error> {
 pub enum DecideError {
     #[error("escalation {id} was already {decision} by {by} at {at}; a decision is final")]
     AlreadyDecided { id: String, decision: Decision, by: String, at: String },
-    #[error("no escalation {0} (looked for escalations/{0}.json)")]
+    #[error("no escalation {0} (looked for {dir}/{0}.json)", dir = layout::ESCALATIONS)]
     NotFound(String),
     #[error(transparent)]
     Store(#[from] Error),
@@ -78,7 +90,7 @@ pub fn decide(
         Ok(e.clone())
     })?;
     let esc = result?;
-    let decisions = RelPath::new(clawboard_core::layout::GM_DECISIONS)?;
+    let decisions = RelPath::new(layout::GM_DECISIONS)?;
     let entry = format!(
         "\n## {now} — escalation {id} {decision}\n\n- by: {by}\n- task: {}\n- level: {}\n- from: {}\n- issue: {}\n{}",
         esc.task_id.as_ref().map_or("-".to_owned(), ToString::to_string),
@@ -87,26 +99,13 @@ pub fn decide(
         esc.issue.replace('\n', " "),
         note.map(|n| format!("- note: {}\n", n.replace('\n', " "))).unwrap_or_default(),
     );
-    append_text(store, &decisions, &entry)?;
+    store.append_text(&decisions, &entry)?;
     Ok(esc)
-}
-
-/// Appends `text` to a text file atomically (read, add, replace) under its lock.
-pub fn append_text(store: &Store, rel: &RelPath, text: &str) -> Result<(), Error> {
-    let _lock = store.lock(rel)?;
-    let mut body = match store.read_bytes(rel) {
-        Ok(b) => b,
-        Err(Error::NotFound { .. }) => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    body.extend_from_slice(text.as_bytes());
-    store.write_bytes_locked(rel, &body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clawboard_core::formats::Level;
 
     #[test]
     fn decide_once_and_record_it() {

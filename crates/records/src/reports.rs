@@ -81,7 +81,7 @@ impl Period {
 
     /// `reports/daily/2026-11-21.md` and so on.
     pub fn rel(&self) -> String {
-        format!("{}/{}/{}.md", layout::REPORTS, self.kind.name(), self.name())
+        layout::report_file(self.kind.name(), &self.name())
     }
 
     fn bounds(&self) -> (DateTime<Utc>, DateTime<Utc>) {
@@ -243,7 +243,7 @@ fn title(p: &Period) -> String {
 fn top_cells(store: &Store, p: &Period, n: usize) -> Vec<HarvestedCell> {
     let mut best: BTreeMap<(String, String), HarvestedCell> = BTreeMap::new();
     for day in p.days() {
-        let Ok(rel) = RelPath::new(&format!("{}/daily/{}.json", layout::HARVEST, day.format("%Y-%m-%d"))) else {
+        let Ok(rel) = RelPath::new(&layout::daily_harvest_file(&day.format("%Y-%m-%d").to_string())) else {
             continue;
         };
         let Ok(h) = store.read::<DailyHarvest>(&rel) else { continue };
@@ -406,7 +406,7 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>) -> Result<Strin
     let _ = writeln!(o, "\n## Top memory cells\n");
     let cells = top_cells(store, &period, 10);
     if cells.is_empty() {
-        let _ = writeln!(o, "No memory harvested in this period (harvest/daily/ has no cells for it).");
+        let _ = writeln!(o, "No memory harvested in this period ({}/ has no cells for it).", layout::HARVEST_DAILY);
     } else {
         let _ = writeln!(o, "| value | role | kind | content | task |");
         let _ = writeln!(o, "|---:|---|---|---|---|");
@@ -446,7 +446,7 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>) -> Result<Strin
                 pct(prev),
             );
         }
-        let _ = writeln!(o, "\nAll-time figures per PM are in [gm/pm-performance.json](../../gm/pm-performance.json).");
+        let _ = writeln!(o, "\nAll-time figures per PM are in [{0}](../../{0}).", layout::PM_PERFORMANCE);
     }
     Ok(o)
 }

@@ -6,8 +6,6 @@
 use clawboard_core::{Error, RelPath, Store, Timestamp, layout};
 use serde::{Deserialize, Serialize};
 
-use crate::runner::RunStatus;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AttemptStatus {
@@ -17,17 +15,6 @@ pub enum AttemptStatus {
     Failed,
     TimedOut,
     Interrupted,
-}
-
-impl From<RunStatus> for AttemptStatus {
-    fn from(s: RunStatus) -> Self {
-        match s {
-            RunStatus::Exited => AttemptStatus::Ok,
-            RunStatus::Failed => AttemptStatus::Failed,
-            RunStatus::TimedOut => AttemptStatus::TimedOut,
-            RunStatus::Interrupted => AttemptStatus::Interrupted,
-        }
-    }
 }
 
 /// `tasks/{id}/attempts/{NNNN}-{role}.json`.
@@ -61,7 +48,7 @@ impl Attempt {
 }
 
 pub fn attempts_dir(task_id: &str) -> String {
-    layout::task_file(task_id, "attempts")
+    layout::task_file(task_id, layout::ATTEMPTS_DIR)
 }
 
 fn rel(task_id: &str, name: &str) -> Result<RelPath, Error> {

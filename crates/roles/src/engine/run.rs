@@ -1,0 +1,273 @@
+//! One drive of one task: its attempts so far, its progress page and board, and the
+//! lifecycle's steps in order (PM, the team by priority, the validator, iterations,
+//! the harvest), each one skipped when it has an `ok` attempt.
+
+use clawboard_core::formats::Task;
+use clawboard_core::lock::Lock;
+use clawboard_core::{Error, RelPath, Timestamp, layout};
+use clawboard_records::attempts::{self, Attempt};
+use clawboard_records::{escalations, gm};
+use serde_json::{Map, Value, json};
+
+use super::{Engine, StepError, board};
+use crate::config::RolesConfig;
+use crate::context::StepInfo;
+use crate::output::{HarvestOutput, PmOutput, ValidatorOutput, WorkerOutput, check_harvest};
+use crate::status_page::{self, Progress};
+
+/// One drive of one task.
+pub(crate) struct TaskRun<'e> {
+    pub(crate) engine: &'e Engine,
+    pub(crate) task: Task,
+    pub(crate) id: String,
+    pub(crate) attempts: Lock<Vec<Attempt>>,
+    pub(crate) page: Lock<Progress>,
+    /// The task's board, when the config keeps boards.
+    pub(crate) board: Option<clawboard_board::TaskBoard>,
+}
+
+pub(super) fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
+    RelPath::new(&layout::task_file(task_id, file))
+}
+
+impl<'e> TaskRun<'e> {
+    pub(super) fn open(engine: &'e Engine, task: Task, cfg: &RolesConfig) -> Result<TaskRun<'e>, Error> {
+        let id = task.task_id.to_string();
+        let mut loaded = attempts::load(&engine.store, &id)?;
+        // Attempts a crash cut short: record them as interrupted.
+        for a in loaded.iter_mut().filter(|a| a.status == attempts::AttemptStatus::Running) {
+            a.status = attempts::AttemptStatus::Interrupted;
+            a.error = Some("interrupted: the daemon stopped while this ran".into());
+            a.ended_at = Some(Timestamp::now());
+            attempts::save(&engine.store, &id, a)?;
+        }
+        let page =
+            Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
+        // The id is a checked task id, so the board always opens.
+        let board = cfg.keeps_boards().then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok()).flatten();
+        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board })
+    }
+
+    /// Changes the progress page and writes it.
+    pub(crate) fn progress(&self, change: impl FnOnce(&mut Progress)) {
+        change(&mut self.page.lock());
+        self.flush_status();
+    }
+
+    pub(super) fn flush_status(&self) {
+        let text = status_page::render(&self.task, &self.page.lock());
+        if let Ok(r) = rel(&self.id, layout::STATUS_FILE)
+            && let Err(e) = self.engine.store.write_bytes(&r, text.as_bytes())
+        {
+            tracing::warn!(task = %self.id, "cannot write status.md: {e}");
+        }
+    }
+
+    /// Appends a line to the task's `errors.log`.
+    pub(crate) fn log_error(&self, step: &str, msg: &str) -> Result<(), Error> {
+        let line = format!("{} {step}: {}\n", Timestamp::now(), msg.replace('\n', "\n    "));
+        self.engine.store.append_text(&rel(&self.id, layout::ERRORS_FILE)?, &line)
+    }
+
+    /// Waits on undecided escalations that need approval; fails on a rejected one.
+    fn check_holds(&self, attempt: &Attempt) -> Result<(), StepError> {
+        let mut waiting = Vec::new();
+        for id in &attempt.escalations {
+            let e = escalations::load(&self.engine.store, id)?;
+            if !e.requires_human_approval {
+                continue;
+            }
+            match e.decision {
+                None => waiting.push(id.clone()),
+                Some(clawboard_core::formats::Decision::Rejected) => {
+                    let why = e.note.as_deref().unwrap_or("no note given");
+                    return Err(StepError::Failed(format!(
+                        "escalation {id} was rejected by {}: {why}",
+                        e.decided_by.as_deref().unwrap_or("a human")
+                    )));
+                }
+                Some(clawboard_core::formats::Decision::Approved) => {}
+            }
+        }
+        if waiting.is_empty() { Ok(()) } else { Err(StepError::Held(waiting)) }
+    }
+
+    pub(super) async fn lifecycle(&self, cfg: &RolesConfig) -> Result<(), StepError> {
+        let max = cfg.lifecycle.max_iterations;
+        self.board_init()?;
+        // 1. The PM picks the team.
+        let pm = match (&self.task.assigned_pm, cfg.lifecycle.pm_for_type.get(&self.task.kind)) {
+            (Some(pm), _) => pm.to_string(),
+            (None, Some(pm)) => pm.clone(),
+            (None, None) => {
+                return Err(StepError::Failed(format!(
+                    "no PM for this task: set assignedPM in task.json or lifecycle.pm_for_type.{} in the config",
+                    self.task.kind
+                )));
+            }
+        };
+        let workers: Vec<String> = cfg.roles.keys().cloned().collect();
+        let info = StepInfo {
+            kind: "pm",
+            step: "pm".into(),
+            iteration: 0,
+            max_iterations: max,
+            extra: obj(json!({"availableRoles": workers})),
+        };
+        let roles = cfg.roles.clone();
+        let (pm_attempt, pm_out) = self
+            .step::<PmOutput>(&info, &pm, move |o| {
+                if o.team.is_empty() {
+                    return Err("stdout /team: the team is empty; name at least one role".into());
+                }
+                for (i, m) in o.team.iter().enumerate() {
+                    if !roles.contains_key(&m.role) {
+                        return Err(format!(
+                            "stdout /team/{i}/role: role {:?} is not configured under [roles]",
+                            m.role
+                        ));
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        self.check_holds(&pm_attempt)?;
+        let team_rel = rel(&self.id, layout::TEAM_FILE)?;
+        if !self.engine.store.exists(&team_rel) {
+            self.engine.store.write_json(&team_rel, &self.team_composition(&pm, &pm_out)?)?;
+        }
+        let mut groups: Vec<(u32, Vec<String>)> = Vec::new();
+        let mut picks = pm_out.team.clone();
+        picks.sort_by_key(|m| m.priority);
+        for m in picks {
+            match groups.last_mut() {
+                Some((p, roles)) if *p == m.priority => roles.push(m.role),
+                _ => groups.push((m.priority, vec![m.role])),
+            }
+        }
+
+        // 2. The team runs, the validator judges, the team iterates.
+        let mut last_validation: Option<Value> = None;
+        for i in 1..=max {
+            let mut done: Vec<(Attempt, WorkerOutput)> = Vec::new();
+            for (_, group) in &groups {
+                let previous: Vec<Value> = done
+                    .iter()
+                    .map(|(a, o)| json!({"role": a.role, "summary": o.summary, "output": o.output}))
+                    .collect();
+                let extra = obj(json!({"team": pm_out.team, "previous": previous, "validation": last_validation}));
+                let steps = group.iter().map(|role| {
+                    let info = StepInfo {
+                        kind: "team",
+                        step: format!("iter-{i}/{role}"),
+                        iteration: i,
+                        max_iterations: max,
+                        extra: extra.clone(),
+                    };
+                    let role = role.clone();
+                    async move { self.step::<WorkerOutput>(&info, &role, |_| Ok(())).await }
+                });
+                let results = futures_util::future::join_all(steps).await;
+                let mut held = Vec::new();
+                for r in results {
+                    let (a, o) = r?;
+                    if self.board.is_some() {
+                        let key = board::step_key(&a.role);
+                        self.board_write(clawboard_board::Op::write_content(
+                            "results",
+                            &key,
+                            json!({"summary": o.summary, "output": o.output, "iteration": i}),
+                        ))?;
+                    }
+                    match self.check_holds(&a) {
+                        Err(StepError::Held(ids)) => held.extend(ids),
+                        other => other?,
+                    }
+                    done.push((a, o));
+                }
+                if !held.is_empty() {
+                    return Err(StepError::Held(held));
+                }
+            }
+            let result = self.ensure_result(i, &done)?;
+            let Some(validator) = &cfg.lifecycle.validator else { break };
+            let info = StepInfo {
+                kind: "validator",
+                step: format!("iter-{i}/validator"),
+                iteration: i,
+                max_iterations: max,
+                extra: obj(json!({"result": result, "team": pm_out.team})),
+            };
+            let (va, vo) = self
+                .step::<ValidatorOutput>(&info, validator, |o| {
+                    if (0.0..=10.0).contains(&o.score) {
+                        Ok(())
+                    } else {
+                        Err(format!("stdout /score: {} is not within 0 and 10", o.score))
+                    }
+                })
+                .await?;
+            self.check_holds(&va)?;
+            self.ensure_validation(i, &va, &vo)?;
+            self.board_write(clawboard_board::Op::write_control(
+                "validation",
+                json!({"iteration": i, "score": vo.score, "pass": vo.pass}),
+            ))?;
+            if vo.pass {
+                break;
+            }
+            if i == max {
+                let issues: Vec<String> = vo.issues.iter().map(|x| x.description.clone()).collect();
+                let team: Vec<String> = pm_out.team.iter().map(|m| m.role.clone()).collect();
+                let d = gm::Disagreement {
+                    task: &self.task,
+                    pm: &pm,
+                    validator,
+                    team: &team,
+                    iterations: max,
+                    score: vo.score,
+                    issues: &issues,
+                };
+                if let Err(e) = gm::record_disagreement(&self.engine.store, &d) {
+                    tracing::warn!(task = %self.id, "cannot write {}: {e}", layout::GM_ARBITRATIONS);
+                }
+                return Err(StepError::Failed(format!(
+                    "validation failed {max} times (last score {}); issues: {}",
+                    vo.score,
+                    vo.issues.iter().map(|x| x.description.as_str()).collect::<Vec<_>>().join("; ")
+                )));
+            }
+            last_validation = Some(
+                json!({"iteration": i, "score": vo.score, "pass": vo.pass, "issues": vo.issues, "suggestions": vo.suggestions}),
+            );
+        }
+
+        // 3. Memory harvest.
+        if let Some(harvester) = &cfg.lifecycle.harvester {
+            let result = self
+                .engine
+                .store
+                .read_bytes(&rel(&self.id, layout::RESULT_FILE)?)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            let info = StepInfo {
+                kind: "harvest",
+                step: "harvest".into(),
+                iteration: 0,
+                max_iterations: max,
+                extra: obj(json!({"result": result, "team": pm_out.team})),
+            };
+            let (ha, ho) = self.step::<HarvestOutput>(&info, harvester, check_harvest).await?;
+            self.check_holds(&ha)?;
+            self.ensure_harvest(&ho)?;
+        }
+        Ok(())
+    }
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
