@@ -9,6 +9,8 @@ pub const ESCALATIONS: &str = "escalations";
 pub const SHARED: &str = "shared";
 pub const HARVEST: &str = "harvest";
 pub const REPORTS: &str = "reports";
+/// Blackboard entries (seed 004): `entries/{project_id}/{id}.json`.
+pub const ENTRIES: &str = "entries";
 pub const INBOX: &str = "inbox";
 pub const REJECTED: &str = "inbox/rejected";
 /// The daemon's own state: never synced as content, never shown to roles.
