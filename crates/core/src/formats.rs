@@ -6,6 +6,7 @@
 //! survive a read-modify-write round trip. Field names are the seed's (camelCase).
 
 mod board;
+mod entry;
 mod escalation;
 mod generated;
 mod gm;
@@ -16,6 +17,7 @@ mod task;
 mod team;
 
 pub use board::{BoardFile, STEP_STATES, Ty, Zone, board_schema, zone_spec};
+pub use entry::{Entry, EntryStatus, MAX_NAME_LEN, SourceRef, TargetDoc, name_problem};
 pub use escalation::{Decision, Escalation, Level};
 pub use generated::{is_sealed, seal};
 pub use gm::{PmPerformance, PmRecord};

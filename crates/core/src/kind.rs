@@ -19,8 +19,10 @@ use crate::{Id, check_id};
 pub struct PathContext {
     /// `tasks/{id}/…`: the file's `taskId` must be this.
     pub task_dir: Option<String>,
-    /// The file name without `.json`: the date or week of a harvest.
+    /// The file name without `.json`: the date or week of a harvest, an entry's id.
     pub stem: Option<String>,
+    /// `entries/{project_id}/…`: the entry's `project_id` must be this.
+    pub project_dir: Option<String>,
 }
 
 /// A typed file format.
@@ -80,6 +82,7 @@ kinds! {
     KnowledgeSync => KnowledgeSync, "knowledge-sync", "shared/knowledge-sync.json";
     PmPerformance => PmPerformance, "pm-performance", "gm/pm-performance.json";
     Board => BoardFile, "board", "tasks/{taskId}/board/board.json";
+    Entry => Entry, "entry", "entries/{project_id}/{id}.json";
 }
 
 impl std::fmt::Display for FileKind {
@@ -162,8 +165,14 @@ impl FileKind {
         let at = |back: usize| -> Option<&str> { n.checked_sub(back + 1).map(|i| comps[i]) };
         let file = at(0)?;
         let stem = file.strip_suffix(".json")?.to_owned();
-        let ctx =
-            |task_dir: Option<&str>| PathContext { task_dir: task_dir.map(str::to_owned), stem: Some(stem.clone()) };
+        let ctx = |task_dir: Option<&str>| PathContext {
+            task_dir: task_dir.map(str::to_owned),
+            stem: Some(stem.clone()),
+            project_dir: None,
+        };
+        if at(2) == Some(crate::layout::ENTRIES) {
+            return Some((FileKind::Entry, PathContext { project_dir: at(1).map(str::to_owned), ..ctx(None) }));
+        }
         if at(2) == Some("tasks") {
             let dir = at(1);
             let kind = match file {
@@ -319,6 +328,44 @@ impl Format for BoardFile {
     }
 }
 
+impl Format for Entry {
+    const KIND: FileKind = FileKind::Entry;
+    fn check(&self, ctx: &PathContext) -> Vec<Problem> {
+        let mut p = Vec::new();
+        for (field, value) in [("from", &self.from), ("to", &self.to), ("kind", &self.kind)] {
+            if let Some(why) = name_problem(value) {
+                p.push(Problem::new(format!("/{field}"), why));
+            }
+        }
+        for (i, doc) in self.target_docs.iter().enumerate() {
+            if doc.path().trim().is_empty() {
+                p.push(Problem::new(format!("/target_docs/{i}"), "has an empty path"));
+            }
+        }
+        if self.updated_at.instant() < self.created_at.instant() {
+            p.push(Problem::new(
+                "/updated_at",
+                format!("{} is before created_at {}", self.updated_at, self.created_at),
+            ));
+        }
+        if let Some(stem) = &ctx.stem
+            && ctx.project_dir.is_some()
+            && stem != self.id.as_str()
+        {
+            p.push(Problem::new("/id", format!("{:?} does not match the file name {stem}.json", self.id.as_str())));
+        }
+        if let Some(dir) = &ctx.project_dir
+            && dir != self.project_id.as_str()
+        {
+            p.push(Problem::new(
+                "/project_id",
+                format!("{:?} does not match its directory entries/{dir}/", self.project_id.as_str()),
+            ));
+        }
+        p
+    }
+}
+
 macro_rules! plain {
     ($($ty:ty => $kind:ident),+) => {$(
         impl Format for $ty { const KIND: FileKind = FileKind::$kind; }
@@ -345,6 +392,7 @@ mod tests {
     #[case("inbox/new.json", FileKind::TaskSubmission, None)]
     #[case("tasks/t1/board/board.json", FileKind::Board, Some("t1"))]
     #[case("config/examples/task.json", FileKind::TaskSubmission, None)]
+    #[case("entries/vpm-mini/e1.json", FileKind::Entry, None)]
     fn infers(#[case] path: &str, #[case] kind: FileKind, #[case] dir: Option<&str>) {
         let (k, ctx) = FileKind::infer(Path::new(path)).unwrap();
         assert_eq!(k, kind);

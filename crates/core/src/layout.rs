@@ -14,6 +14,8 @@ pub const REPORTS: &str = "reports";
 pub const REPORTS_DAILY: &str = "reports/daily";
 pub const REPORTS_WEEKLY: &str = "reports/weekly";
 pub const REPORTS_MONTHLY: &str = "reports/monthly";
+/// Blackboard entries (seed 004): `entries/{project_id}/{id}.json`.
+pub const ENTRIES: &str = "entries";
 pub const INBOX: &str = "inbox";
 pub const REJECTED: &str = "inbox/rejected";
 /// The daemon's own state: never synced as content, never shown to roles.

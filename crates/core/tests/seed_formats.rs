@@ -49,6 +49,7 @@ fn every_seed_file_validates_and_round_trips() {
             FileKind::KnowledgeSync => round_trip::<KnowledgeSync>(path),
             FileKind::PmPerformance => round_trip::<PmPerformance>(path),
             FileKind::Board => round_trip::<BoardFile>(path),
+            FileKind::Entry => round_trip::<Entry>(path),
         }
         seen.push(kind);
     }

@@ -162,7 +162,7 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
         return Ok(Intake::Ignored("already claimed"));
     }
     let rel = RelPath::new(&layout::task_file(task_id, layout::TASK_FILE))?;
-    let ctx = PathContext { task_dir: Some(task_id.to_owned()), stem: None };
+    let ctx = PathContext { task_dir: Some(task_id.to_owned()), ..PathContext::default() };
     let bytes = match store.read_bytes(&rel) {
         Err(Error::NotFound { .. }) => return Ok(Intake::Ignored("gone before intake")),
         Err(Error::Invalid(inv)) => {

@@ -1,0 +1,221 @@
+//! Entries on disk: `entries/{project_id}/{id}.json`, written through the store
+//! (atomic, locked, symlink-safe, journaled like every other file), so the daemon
+//! sees a new entry in its change journal and sync carries it to other nodes.
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use clawboard_core::formats::{Entry, EntryStatus};
+use clawboard_core::kind::FileKind;
+use clawboard_core::store::{RelPath, to_pretty_json};
+use clawboard_core::{Id, Store, Timestamp, layout, validate};
+
+use crate::error::{Error, Result};
+use crate::lifecycle::{check_transition, may_change};
+
+/// The largest entry, as written: its comment form must fit in one GitHub issue
+/// comment (65,536 characters), the seed's v1 store.
+pub const MAX_ENTRY_BYTES: usize = 65_000;
+
+fn checked_id(field: &'static str, value: &str) -> Result<Id> {
+    Id::new(value).map_err(|e| Error::BadField { field, value: value.to_owned(), why: e.to_string() })
+}
+
+/// `entries/{project}/{id}.json`, refusing a project or id that is not a plain name.
+pub fn rel_path(project: &str, id: &str) -> Result<RelPath> {
+    let project = checked_id("project_id", project)?;
+    let id = checked_id("id", id)?;
+    Ok(RelPath::new(&format!("{}/{project}/{id}.json", layout::ENTRIES))?)
+}
+
+/// The project directories under `entries/` (real directories only, sorted).
+fn projects(store: &Store) -> Result<Vec<String>> {
+    let dir = store.root().join(layout::ENTRIES);
+    let read = match std::fs::read_dir(&dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(clawboard_core::Error::io(&dir, e).into()),
+    };
+    let mut out = Vec::new();
+    for e in read {
+        let e = e.map_err(|err| clawboard_core::Error::io(&dir, err))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if Id::new(&name).is_ok()
+            && clawboard_core::store::real_dir(store.root(), &format!("{}/{name}", layout::ENTRIES))
+        {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Where entry `id` is, in whichever project holds it.
+pub fn find(store: &Store, id: &str) -> Result<Option<RelPath>> {
+    checked_id("id", id)?;
+    for project in projects(store)? {
+        let rel = rel_path(&project, id)?;
+        if store.exists(&rel) {
+            return Ok(Some(rel));
+        }
+    }
+    Ok(None)
+}
+
+/// Reads entry `id`, checked.
+pub fn read(store: &Store, id: &str) -> Result<(RelPath, Entry)> {
+    let rel = find(store, id)?.ok_or_else(|| Error::NotFound(id.to_owned()))?;
+    let entry = store.read(&rel)?;
+    Ok((rel, entry))
+}
+
+/// An entry as it is written, checked like a file read back (schema, types, the
+/// path's rules) and held to [`MAX_ENTRY_BYTES`].
+fn encode(rel: &RelPath, entry: &Entry) -> Result<String> {
+    let text = to_pretty_json(entry);
+    if text.len() > MAX_ENTRY_BYTES {
+        return Err(Error::TooLarge { id: entry.id.to_string(), size: text.len(), max: MAX_ENTRY_BYTES });
+    }
+    let ctx = FileKind::infer(rel.as_path()).map(|(_, c)| c).unwrap_or_default();
+    validate::parse::<Entry>(&rel.to_string(), text.as_bytes(), &ctx)?;
+    Ok(text)
+}
+
+/// Writes a new entry. Its id must be unused in every project.
+pub fn create(store: &Store, entry: &Entry) -> Result<RelPath> {
+    let rel = rel_path(entry.project_id.as_str(), entry.id.as_str())?;
+    let text = encode(&rel, entry)?;
+    if let Some(taken) = find(store, entry.id.as_str())? {
+        return Err(Error::Duplicate { id: entry.id.to_string(), path: taken.to_string() });
+    }
+    store.create_bytes(&rel, text.as_bytes()).map_err(|e| match e {
+        clawboard_core::Error::AlreadyExists { path } => Error::Duplicate { id: entry.id.to_string(), path },
+        other => other.into(),
+    })?;
+    Ok(rel)
+}
+
+/// A new id as the seed advises: the project, the source, and a counter one past
+/// the highest already used with that prefix in the project
+/// (`vpm-mini-issue571-1`, `vpm-mini-issue571-2`, …).
+pub fn new_id(store: &Store, project: &str, source: &str) -> Result<Id> {
+    checked_id("project_id", project)?;
+    let prefix = format!("{project}-{source}-");
+    checked_id("id", &format!("{prefix}1"))?;
+    let dir = store.root().join(layout::ENTRIES).join(project);
+    let mut highest = 0u64;
+    match std::fs::read_dir(&dir) {
+        Ok(read) => {
+            for e in read {
+                let e = e.map_err(|err| clawboard_core::Error::io(&dir, err))?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(n) = name
+                    .strip_suffix(".json")
+                    .and_then(|stem| stem.strip_prefix(&prefix))
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
+                    highest = highest.max(n);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(clawboard_core::Error::io(&dir, e).into()),
+    }
+    checked_id("id", &format!("{prefix}{}", highest.saturating_add(1)))
+}
+
+/// Which entries to list; `None` matches anything.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub project: Option<String>,
+    pub to: Option<String>,
+    pub kind: Option<String>,
+    pub status: Option<EntryStatus>,
+}
+
+impl Filter {
+    pub fn matches(&self, e: &Entry) -> bool {
+        self.project.as_deref().is_none_or(|p| p == e.project_id.as_str())
+            && self.to.as_deref().is_none_or(|t| t == e.to)
+            && self.kind.as_deref().is_none_or(|k| k == e.kind)
+            && self.status.is_none_or(|s| s == e.status)
+    }
+}
+
+/// The entries that match `filter`, oldest first (then by id), and every entry
+/// file of the listed projects that could not be read, with why.
+pub fn list(store: &Store, filter: &Filter) -> Result<(Vec<Entry>, Vec<clawboard_core::Error>)> {
+    let mut entries = Vec::new();
+    let mut broken = Vec::new();
+    for project in projects(store)? {
+        if filter.project.as_deref().is_some_and(|p| p != project) {
+            continue;
+        }
+        let dir = store.root().join(layout::ENTRIES).join(&project);
+        let read = std::fs::read_dir(&dir).map_err(|e| clawboard_core::Error::io(&dir, e))?;
+        let mut names: Vec<String> = Vec::new();
+        for e in read {
+            let e = e.map_err(|err| clawboard_core::Error::io(&dir, err))?;
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+        for name in names {
+            let Some(stem) = name.strip_suffix(".json") else { continue };
+            if clawboard_core::store::is_temp_name(&name) || Id::new(stem).is_err() {
+                continue;
+            }
+            let rel = rel_path(&project, stem)?;
+            match store.read::<Entry>(&rel) {
+                Ok(e) if filter.matches(&e) => entries.push(e),
+                Ok(_) => {}
+                Err(e) => broken.push(e),
+            }
+        }
+    }
+    entries.sort_by(|a, b| (a.created_at.instant(), a.id.as_str()).cmp(&(b.created_at.instant(), b.id.as_str())));
+    Ok((entries, broken))
+}
+
+/// The time an entry changed at `now`: `now` to the second, but always after
+/// `previous`, so `updated_at` moves on every change (and the later one wins when
+/// two copies meet).
+pub fn next_update(previous: &Timestamp, now: DateTime<Utc>) -> Timestamp {
+    let now = now.duration_trunc(TimeDelta::seconds(1)).unwrap_or(now);
+    let previous = previous.instant().with_timezone(&Utc);
+    Timestamp::from_utc(if now > previous { now } else { previous + TimeDelta::seconds(1) })
+}
+
+/// Moves entry `id` to `status` on behalf of `actor`, under the file's lock:
+/// refused (and nothing written) unless `actor` may change it and the seed allows
+/// the transition. `note`, if given, replaces the entry's note.
+pub fn set_status(
+    store: &Store,
+    id: &str,
+    actor: &str,
+    status: EntryStatus,
+    note: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<Entry> {
+    let rel = find(store, id)?.ok_or_else(|| Error::NotFound(id.to_owned()))?;
+    let _lock = store.lock(&rel)?;
+    let mut entry: Entry = store.read(&rel)?;
+    if !may_change(&entry, actor) {
+        return Err(Error::NotAllowed {
+            id: id.to_owned(),
+            actor: actor.to_owned(),
+            from: entry.from.clone(),
+            to: entry.to.clone(),
+        });
+    }
+    check_transition(entry.status, status).map_err(|why| Error::Transition {
+        id: id.to_owned(),
+        from: entry.status,
+        to: status,
+        why,
+    })?;
+    entry.status = status;
+    entry.updated_at = next_update(&entry.updated_at, now);
+    if note.is_some() {
+        entry.note = note;
+    }
+    let text = encode(&rel, &entry)?;
+    store.write_bytes_locked(&rel, text.as_bytes())?;
+    Ok(entry)
+}
