@@ -21,6 +21,7 @@ fn init_creates_the_seed_layout_and_is_idempotent() {
         "reports/daily",
         "reports/weekly",
         "reports/monthly",
+        "entries",
         "inbox",
         ".clawboard",
     ] {

@@ -92,6 +92,8 @@ pub enum Command {
     Write(commands::write::WriteArgs),
     #[command(subcommand)]
     Board(commands::board::BoardCommand),
+    #[command(subcommand, name = "entry", visible_alias = "entries")]
+    Entry(commands::entry::EntryCommand),
     #[command(subcommand)]
     Slice(commands::slice::SliceCommand),
     #[command(subcommand)]
@@ -137,6 +139,7 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
         c.downcast_ref::<clawboard_core::Error>().is_some_and(clawboard_core::Error::is_bad_input)
             || c.downcast_ref::<BadInput>().is_some()
             || c.downcast_ref::<clawboard_board::Error>().is_some_and(clawboard_board::Error::is_bad_input)
+            || c.downcast_ref::<clawboard_entries::Error>().is_some_and(clawboard_entries::Error::is_bad_input)
     });
     if bad { EXIT_BAD_INPUT } else { EXIT_FAILURE }
 }
@@ -162,6 +165,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Acl(c) => commands::acl::run(c, s),
         Command::Write(a) => commands::write::run(a, s),
         Command::Board(c) => commands::board::run(c, s),
+        Command::Entry(c) => commands::entry::run(c, s),
         Command::Slice(c) => commands::slice::run(c, s),
         Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),

@@ -73,6 +73,7 @@ pub const DIRS: &[&str] = &[
     REPORTS_DAILY,
     REPORTS_WEEKLY,
     REPORTS_MONTHLY,
+    ENTRIES,
     INBOX,
     REJECTED,
     STATE,

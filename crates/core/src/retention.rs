@@ -17,7 +17,7 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::formats::{MemoryQueue, QueueStatus, Task, TaskStatus};
+use crate::formats::{Entry, EntryStatus, MemoryQueue, QueueStatus, Task, TaskStatus};
 use crate::{Error, RelPath, Store, layout};
 
 /// The embedded default: the repository's `retention.yaml`, the seed's policy.
@@ -86,10 +86,12 @@ pub enum Rule {
     ReportsMonthly,
     QueuePending,
     QueueCompleted,
+    EntriesDone,
+    EntriesCanceled,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 9] = [
+    pub const ALL: [Rule; 11] = [
         Rule::TasksCompleted,
         Rule::TasksFailed,
         Rule::HarvestDaily,
@@ -99,6 +101,8 @@ impl Rule {
         Rule::ReportsMonthly,
         Rule::QueuePending,
         Rule::QueueCompleted,
+        Rule::EntriesDone,
+        Rule::EntriesCanceled,
     ];
 
     /// (section, key) in `retention.yaml`.
@@ -113,6 +117,8 @@ impl Rule {
             Rule::ReportsMonthly => ("reports", "monthly"),
             Rule::QueuePending => ("memory-queue", "pending"),
             Rule::QueueCompleted => ("memory-queue", "completed"),
+            Rule::EntriesDone => ("entries", "done"),
+            Rule::EntriesCanceled => ("entries", "canceled"),
         }
     }
 
@@ -125,8 +131,8 @@ impl Rule {
     fn seed(self) -> Keep {
         let days = |n: u64| Keep::For(Duration::from_secs(n * 86_400));
         match self {
-            Rule::TasksCompleted | Rule::ReportsDaily => days(30),
-            Rule::TasksFailed | Rule::HarvestDaily => days(7),
+            Rule::TasksCompleted | Rule::ReportsDaily | Rule::EntriesDone => days(30),
+            Rule::TasksFailed | Rule::HarvestDaily | Rule::EntriesCanceled => days(7),
             Rule::HarvestWeekly => days(90),
             Rule::ReportsWeekly => days(365),
             Rule::ReportsMonthly => Keep::Permanent,
@@ -190,7 +196,7 @@ impl Policy {
                 };
                 let skey = format!("retention.{section}");
                 if !Rule::ALL.iter().any(|r| r.key().0 == section) {
-                    return Err(err(&skey, "unknown key; use tasks, harvest, reports or memory-queue".into()));
+                    return Err(err(&skey, "unknown key; use tasks, harvest, reports, memory-queue or entries".into()));
                 }
                 let Yaml::Hash(fields) = sv else { return Err(err(&skey, "is not a mapping".into())) };
                 for (fk, fv) in fields {
@@ -410,7 +416,68 @@ pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guar
         Err(Error::NotFound { .. }) => {}
         Err(e) => plan.skipped.push(format!("roles/memory-queue.json: {e}")),
     }
+
+    // Entries that ended (done or canceled), aged from their last change; open,
+    // in-progress and error entries stay until someone acts on them.
+    for rel in entry_files(store, &mut plan.skipped)? {
+        let entry: Entry = match store.read(&RelPath::new(&rel)?) {
+            Ok(e) => e,
+            Err(e) => {
+                plan.skipped.push(format!("{rel}: {e}"));
+                continue;
+            }
+        };
+        let rule = match entry.status {
+            EntryStatus::Done => Rule::EntriesDone,
+            EntryStatus::Canceled => Rule::EntriesCanceled,
+            EntryStatus::Open | EntryStatus::InProgress | EntryStatus::Error => continue,
+        };
+        consider(&mut plan, Subject::File { path: rel }, rule, entry.updated_at.instant().with_timezone(&Utc), false);
+    }
     Ok(plan)
+}
+
+/// `entries/{project}/{id}.json` files, sorted; a symlinked directory is skipped
+/// (and said so), never followed.
+fn entry_files(store: &Store, skipped: &mut Vec<String>) -> Result<Vec<String>, Error> {
+    let dir = store.root().join(layout::ENTRIES);
+    let list = |path: &std::path::Path| -> Result<Vec<(String, std::fs::FileType)>, Error> {
+        let read = match std::fs::read_dir(path) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let mut out = Vec::new();
+        for e in read {
+            let e = e.map_err(|err| Error::io(path, err))?;
+            let ty = e.file_type().map_err(|err| Error::io(e.path(), err))?;
+            if let Some(name) = e.file_name().to_str() {
+                out.push((name.to_owned(), ty));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    };
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        skipped.push(format!("{}/: a symlink, not followed", layout::ENTRIES));
+        return Ok(Vec::new());
+    }
+    let mut files = Vec::new();
+    for (project, ty) in list(&dir)? {
+        if ty.is_symlink() {
+            skipped.push(format!("{}/{project}/: a symlink, not followed", layout::ENTRIES));
+            continue;
+        }
+        if !ty.is_dir() {
+            continue;
+        }
+        for (name, ty) in list(&dir.join(&project))? {
+            if ty.is_file() && name.ends_with(".json") && !crate::store::is_temp_name(&name) {
+                files.push(format!("{}/{project}/{name}", layout::ENTRIES));
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// What a run deleted.

@@ -19,7 +19,7 @@ fn every_rule_at_its_boundary() {
     let p = Policy::default();
     let now = t("2026-11-23T00:00:00Z");
     // (rule, the seed's age in seconds or None for permanent)
-    let table: [(Rule, Option<i64>); 9] = [
+    let table: [(Rule, Option<i64>); 11] = [
         (Rule::TasksCompleted, Some(30 * DAY)),
         (Rule::TasksFailed, Some(7 * DAY)),
         (Rule::HarvestDaily, Some(7 * DAY)),
@@ -29,6 +29,8 @@ fn every_rule_at_its_boundary() {
         (Rule::ReportsMonthly, None),
         (Rule::QueuePending, Some(DAY)),
         (Rule::QueueCompleted, Some(0)),
+        (Rule::EntriesDone, Some(30 * DAY)),
+        (Rule::EntriesCanceled, Some(7 * DAY)),
     ];
     for (rule, age) in table {
         match age {
@@ -244,4 +246,49 @@ fn a_tree_with_every_kind_of_item() {
     let forced = execute(&store, &again, true, &guard).unwrap();
     assert_eq!((forced.tasks, forced.forced), (1, 1));
     assert!(!r.join("tasks/held-40d").exists());
+}
+
+fn entry(root: &std::path::Path, project: &str, id: &str, status: &str, updated: &str) {
+    let e = json!({"id": id, "from": "Human", "to": "Aya", "project_id": project, "kind": "k", "status": status,
+        "payload": {}, "target_docs": [], "created_at": "2025-01-01T00:00:00Z", "updated_at": updated});
+    write(root, &format!("entries/{project}/{id}.json"), &serde_json::to_vec(&e).unwrap());
+}
+
+#[test]
+fn entries_that_ended_go_after_their_rule_from_updated_at_and_the_others_stay() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    let r = d.path();
+    let now = t("2026-11-23T00:00:00Z");
+    entry(r, "p", "done-30d", "done", "2026-10-24T09:00:00+09:00");
+    entry(r, "p", "done-30d-less-1s", "done", "2026-10-24T00:00:01Z");
+    entry(r, "p", "canceled-7d", "canceled", "2026-11-16T00:00:00Z");
+    entry(r, "p", "canceled-6d", "canceled", "2026-11-17T00:00:00Z");
+    for (id, status) in [("open-1y", "open"), ("working-1y", "in_progress"), ("failed-1y", "error")] {
+        entry(r, "q", id, status, "2025-11-01T00:00:00Z");
+    }
+    write(r, "entries/p/broken.json", b"{");
+    let outside = tempfile::tempdir().unwrap();
+    entry(outside.path(), "x", "elsewhere", "done", "2020-01-01T00:00:00Z");
+    std::os::unix::fs::symlink(outside.path().join("entries/x"), r.join("entries/x")).unwrap();
+
+    let p = plan(&store, &Policy::default(), now, &NoGuard).unwrap();
+    let v = verdicts(&p);
+    let deleted: Vec<&str> = v.keys().map(String::as_str).collect();
+    assert_eq!(deleted, ["entries/p/canceled-7d.json", "entries/p/done-30d.json"]);
+    assert_eq!(p.delete[0].because, "retention.entries.canceled: 7 days");
+    assert_eq!(p.kept, 2, "the two not yet due");
+    let skipped = p.skipped.join("\n");
+    assert!(skipped.contains("entries/p/broken.json:"), "{skipped}");
+    assert!(skipped.contains("entries/x/: a symlink, not followed"), "{skipped}");
+
+    let report = execute(&store, &p, false, &NoGuard).unwrap();
+    assert_eq!(report.files, 2);
+    assert!(!r.join("entries/p/done-30d.json").exists() && r.join("entries/p/done-30d-less-1s.json").exists());
+    assert!(outside.path().join("entries/x/elsewhere.json").exists());
+
+    let custom = Policy::parse("r.yaml", "retention:\n  entries:\n    done: permanent\n").unwrap();
+    assert_eq!(custom.keep(Rule::EntriesDone), Keep::Permanent);
+    let err = Policy::parse("r.yaml", "retention:\n  entries:\n    open: 1 day\n").unwrap_err();
+    assert_eq!(err.to_string(), "r.yaml: retention.entries.open: unknown key; entries has done, canceled");
 }
