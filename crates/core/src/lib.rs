@@ -15,8 +15,11 @@
 //! - [`id`], [`time`]: [`Id`] (safe as a path component) and [`Timestamp`].
 //! - [`merge`]: how two nodes' versions of a file every daemon updates become one.
 //! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
+//! - [`config`]: what every crate's config section shares: [`config::ConfigError`]
+//!   naming `section.key`, [`config::ByteSize`], the cron [`config::Schedule`].
 
 pub mod acl;
+pub mod config;
 pub mod duration;
 pub mod error;
 pub mod formats;
