@@ -134,12 +134,3 @@ fn every_example_config_parses() {
     }
     assert!(n >= 3, "example configs missing in {}", dir.display());
 }
-
-#[test]
-fn sizes() {
-    assert_eq!(ByteSize::parse("16 MiB"), Ok(ByteSize(16 << 20)));
-    assert_eq!(ByteSize::parse("10KB"), Ok(ByteSize(10_000)));
-    assert_eq!(ByteSize::parse("7"), Ok(ByteSize(7)));
-    assert!(ByteSize::parse("MiB").is_err());
-    assert!(ByteSize::parse("99999999999999 GiB").is_err());
-}
