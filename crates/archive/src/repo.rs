@@ -3,8 +3,8 @@
 //! one commit per run that changed something, pushed to `archive.remote` without
 //! ever forcing: a rejected push fetches, merges and tries again.
 //!
-//! Here: the settings, the run (lock, commit, push, record the outcome) and the
-//! state files. [`commit`] builds and commits trees, [`remote`] talks to the
+//! Here: the run (lock, commit, push, record the outcome) and the state files; the
+//! settings are [`crate::settings`]. [`commit`] builds and commits trees, [`remote`] talks to the
 //! remote (push, fetch, merge, credentials), [`status`] reads the archive back.
 
 use std::fs::File;
@@ -19,7 +19,7 @@ use clawboard_core::{RelPath, Store, Timestamp, layout};
 use git2::{ErrorCode, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::{ArchiveSettings, Error, Result};
 
 mod commit;
 mod remote;
@@ -36,83 +36,6 @@ const SOURCES: &str = "sources.json";
 const STATUS: &str = "status.json";
 const LOCK: &str = "lock";
 const FILE_MODE: i32 = 0o100644;
-
-/// Where the token for an HTTPS remote comes from.
-#[derive(Clone)]
-pub enum Token {
-    /// An environment variable: its name, and its value when the config was resolved.
-    Env {
-        var: String,
-        value: String,
-    },
-    /// A file holding the token (read when the remote asks, so it can be rotated).
-    File(PathBuf),
-    None,
-}
-
-/// Never prints the token.
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Token::Env { var, .. } => write!(f, "Env({var}, <redacted>)"),
-            Token::File(p) => write!(f, "File({})", p.display()),
-            Token::None => write!(f, "None"),
-        }
-    }
-}
-
-/// `[archive]`. Its `Debug` never prints the token, nor credentials in the remote URL.
-#[derive(Clone)]
-pub struct ArchiveSettings {
-    /// This node's id: in commit messages and conflict names.
-    pub node: String,
-    pub branch: String,
-    /// `https://…` or an SSH URL; `None` keeps the commits local.
-    pub remote: Option<String>,
-    pub author_name: String,
-    pub author_email: String,
-    /// The user name sent with a token (`x-access-token` suits GitHub), unless the URL has one.
-    pub username: String,
-    pub token: Token,
-    /// A private key for SSH remotes; without one, the SSH agent.
-    pub ssh_key: Option<PathBuf>,
-    /// Source files larger than this are refused (GitHub refuses 100 MiB).
-    pub max_file_bytes: u64,
-    /// Push attempts before a run gives up (each rejected one fetches and merges).
-    pub push_attempts: u32,
-    pub retry_base: Duration,
-}
-
-impl std::fmt::Debug for ArchiveSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArchiveSettings")
-            .field("node", &self.node)
-            .field("branch", &self.branch)
-            .field("remote", &self.remote.as_deref().map(redact))
-            .field("username", &self.username)
-            .field("token", &self.token)
-            .field("ssh_key", &self.ssh_key)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ArchiveSettings {
-    pub fn local(node: &str) -> ArchiveSettings {
-        ArchiveSettings {
-            node: node.to_owned(),
-            branch: "memory".into(),
-            remote: None,
-            author_name: "clawboard".into(),
-            author_email: "clawboard@localhost".into(),
-            username: "x-access-token".into(),
-            token: Token::None,
-            ssh_key: None,
-            max_file_bytes: 50 << 20,
-            push_attempts: 5,
-            retry_base: Duration::from_millis(200),
-        }
-    }
-}
 
 /// A URL without any user or password in it.
 pub fn redact(url: &str) -> String {
@@ -228,6 +151,8 @@ pub struct Archive {
     store: Store,
     dir: PathBuf,
     settings: ArchiveSettings,
+    /// This node's id: in commit messages, conflict names and `shared/knowledge-sync.json`.
+    node: String,
     /// Set when the daemon stops: a run ends at its next step or backoff.
     stop: Arc<AtomicBool>,
 }
@@ -243,10 +168,11 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 impl Archive {
-    /// The archive of the tree `store` writes to (its own files go to `.clawboard/archive/`).
-    pub fn new(store: Store, settings: ArchiveSettings) -> Archive {
+    /// The archive of the tree `store` writes to (its own files go to `.clawboard/archive/`),
+    /// kept by node `node`.
+    pub fn new(store: Store, settings: ArchiveSettings, node: String) -> Archive {
         let dir = store.root().join(DIR);
-        Archive { store, dir, settings, stop: Arc::new(AtomicBool::new(false)) }
+        Archive { store, dir, settings, node, stop: Arc::new(AtomicBool::new(false)) }
     }
 
     /// A flag that, once set, ends a run at its next step or backoff (the commits made
@@ -456,7 +382,7 @@ impl Archive {
 
     /// Changes this node's entry; writes the file only when `change` says it changed something.
     fn update_knowledge(&self, change: impl Fn(&mut NodeKnowledge) -> bool) -> Result<()> {
-        let node = clawboard_core::Id::new(self.settings.node.as_str())
+        let node = clawboard_core::Id::new(self.node.as_str())
             .map_err(|e| Error::Invalid { path: "node id".into(), reason: e.to_string() })?;
         let rel = RelPath::new(layout::KNOWLEDGE_SYNC)?;
         let mut probe = match self.store.read::<KnowledgeSync>(&rel) {

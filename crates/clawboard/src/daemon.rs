@@ -241,10 +241,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     }
     if let Some(node) = node.clone().filter(|_| settings.archive.enabled) {
         let a = &settings.archive;
-        let archive = clawboard_archive::Archive::new(
-            store.clone(),
-            clawboard_archive::ArchiveSettings { node, ..a.settings.clone() },
-        );
+        let archive = clawboard_archive::Archive::new(store.clone(), a.settings.clone(), node);
         jobs.worker("archive", jobs::Backoff::default(), archive::Memory::new(archive, a, clock));
     }
     let records = records::Records::new(store.clone(), dispatcher.clone(), &settings.review.reports, clock);

@@ -16,8 +16,11 @@
 //! - [`token`]: secret tokens from the OS's random source, compared in constant time.
 //! - [`merge`]: how two nodes' versions of a file every daemon updates become one.
 //! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
+//! - [`config`]: what every crate's config section shares: [`config::ConfigError`]
+//!   naming `section.key`, [`config::ByteSize`], the cron [`config::Schedule`].
 
 pub mod acl;
+pub mod config;
 pub mod duration;
 pub mod error;
 pub mod formats;

@@ -1,10 +1,13 @@
-//! What the daemon needs to know about roles and the lifecycle; part of the
-//! config file (`[lifecycle]`, `[roles.ID]`), parsed with unknown keys refused.
+//! What the daemon needs to know about roles and the lifecycle: `[lifecycle]` and
+//! `[roles.ID]` of the config file, deserialized here with unknown keys refused and
+//! their defaults, then checked by [`RolesConfig::resolve`] with errors naming the
+//! key (`roles.w.command`); the binary hands over the sections as read.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clawboard_core::config::ConfigError;
 use clawboard_core::duration::serde_str;
 use clawboard_core::formats::TaskType;
 use serde::Deserialize;
@@ -178,36 +181,61 @@ pub struct RolesConfig {
 }
 
 impl RolesConfig {
+    /// `[lifecycle]` and `[roles.*]` as deserialized, checked.
+    pub fn resolve(
+        lifecycle: LifecycleConfig,
+        roles: BTreeMap<String, RoleConfig>,
+    ) -> Result<RolesConfig, ConfigError> {
+        let c = RolesConfig { lifecycle, roles };
+        c.check()?;
+        Ok(c)
+    }
+
     /// Checks what serde cannot: each role has exactly one runner, and every role
     /// named anywhere is configured. Errors name the key.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         for (id, r) in &self.roles {
-            clawboard_core::check_id(id).map_err(|e| format!("roles.{id}: the role id {e}"))?;
+            clawboard_core::check_id(id)
+                .map_err(|e| ConfigError::new(format!("roles.{id}"), format!("the role id {e}")))?;
             match (&r.command, &r.http) {
-                (Some(argv), None) if argv.is_empty() => return Err(format!("roles.{id}.command: is empty")),
+                (Some(argv), None) if argv.is_empty() => {
+                    return Err(ConfigError::new(format!("roles.{id}.command"), "is empty"));
+                }
                 (Some(_), None) | (None, Some(_)) => {}
-                (None, None) => return Err(format!("roles.{id}: needs `command` or `http`")),
-                (Some(_), Some(_)) => return Err(format!("roles.{id}: has both `command` and `http`; keep one")),
+                (None, None) => return Err(ConfigError::new(format!("roles.{id}"), "needs `command` or `http`")),
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError::new(format!("roles.{id}"), "has both `command` and `http`; keep one"));
+                }
             }
             if let Some(h) = &r.http
                 && !(h.url.starts_with("http://") || h.url.starts_with("https://"))
             {
-                return Err(format!("roles.{id}.http.url: {:?} is not an http:// or https:// URL", h.url));
+                return Err(ConfigError::new(
+                    format!("roles.{id}.http.url"),
+                    format!("{:?} is not an http:// or https:// URL", h.url),
+                ));
             }
             if let Some(f) = &r.fallback {
                 self.need(f, &format!("roles.{id}.fallback"))?;
             }
             if r.scope.is_some() && r.template.is_some() {
-                return Err(format!("roles.{id}: has both `scope` and `template`; keep one"));
+                return Err(ConfigError::new(format!("roles.{id}"), "has both `scope` and `template`; keep one"));
             }
             if let Some(scope) = &r.scope {
-                clawboard_board::Scope::parse(scope).map_err(|e| format!("roles.{id}.scope: {e}"))?;
+                clawboard_board::Scope::parse(scope)
+                    .map_err(|e| ConfigError::new(format!("roles.{id}.scope"), e.to_string()))?;
             }
             if r.max_tokens == Some(0) || r.truncate_tokens == Some(0) {
-                return Err(format!("roles.{id}: max_tokens and truncate_tokens must be at least 1"));
+                return Err(ConfigError::new(
+                    format!("roles.{id}"),
+                    "max_tokens and truncate_tokens must be at least 1",
+                ));
             }
             if r.max_tokens.is_some() && !r.is_sliced() {
-                return Err(format!("roles.{id}.max_tokens: the role has no `scope` or `template` to budget"));
+                return Err(ConfigError::new(
+                    format!("roles.{id}.max_tokens"),
+                    "the role has no `scope` or `template` to budget",
+                ));
             }
         }
         for (ty, pm) in &self.lifecycle.pm_for_type {
@@ -219,11 +247,14 @@ impl RolesConfig {
         if let Some(h) = &self.lifecycle.harvester {
             self.need(h, "lifecycle.harvester")?;
         }
-        if self.lifecycle.max_tasks == 0 || self.lifecycle.max_parallel_roles == 0 {
-            return Err("lifecycle.max_tasks and lifecycle.max_parallel_roles: must be at least 1".into());
-        }
-        if self.lifecycle.max_iterations == 0 {
-            return Err("lifecycle.max_iterations: must be at least 1".into());
+        for (key, n) in [
+            ("lifecycle.max_tasks", self.lifecycle.max_tasks),
+            ("lifecycle.max_parallel_roles", self.lifecycle.max_parallel_roles),
+            ("lifecycle.max_iterations", self.lifecycle.max_iterations as usize),
+        ] {
+            if n == 0 {
+                return Err(ConfigError::new(key, "must be at least 1"));
+            }
         }
         Ok(())
     }
@@ -241,23 +272,26 @@ impl RolesConfig {
     pub fn check_templates(
         &self,
         templates: &std::collections::BTreeMap<String, clawboard_board::Template>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ConfigError> {
         for (id, r) in &self.roles {
             if let Some(t) = &r.template
                 && !templates.contains_key(t)
             {
                 let known: Vec<&str> = templates.keys().map(String::as_str).collect();
-                return Err(format!("roles.{id}.template: {t:?} is not a known template ({})", known.join(", ")));
+                return Err(ConfigError::new(
+                    format!("roles.{id}.template"),
+                    format!("{t:?} is not a known template ({})", known.join(", ")),
+                ));
             }
         }
         Ok(())
     }
 
-    fn need(&self, role: &str, key: &str) -> Result<(), String> {
+    fn need(&self, role: &str, key: &str) -> Result<(), ConfigError> {
         if self.roles.contains_key(role) {
             Ok(())
         } else {
-            Err(format!("{key}: role {role:?} is not configured under [roles]"))
+            Err(ConfigError::new(key, format!("role {role:?} is not configured under [roles]")))
         }
     }
 }

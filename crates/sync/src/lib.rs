@@ -11,7 +11,9 @@
 //!   node's heartbeat format and claim/fence marks on disk; the push and pull
 //!   reports and the status file.
 //! - [`verify`]: compare the bucket with the tree by hash, and repair.
-//! - [`settings`]: the configuration, the cron [`Schedule`], the node id.
+//! - [`settings`]: `[sync]` as written ([`SyncSection`]) and resolved, with errors
+//!   naming the key, into [`SyncSettings`]; the node id. The cron [`Schedule`] is
+//!   core's, re-exported here.
 
 pub mod cluster;
 pub mod dir;
@@ -32,4 +34,4 @@ pub use error::{Error, Failure, RemoteError, Result};
 pub use push::{PUSH_CURSOR, Pusher};
 pub use remote::{Body, Condition, Metadata, ObjectInfo, Remote};
 pub use report::{PullReport, PushReport};
-pub use settings::{AnyRemote, Backend, Schedule, SyncSettings, node_id};
+pub use settings::{AnyRemote, Backend, S3Section, Schedule, SyncSection, SyncSettings, node_id};

@@ -1,15 +1,59 @@
-//! What sync is configured to do, the backend it talks to, and this node's id.
+//! What sync is configured to do: `[sync]` as written ([`SyncSection`]) and
+//! resolved over the embedded default into [`SyncSettings`], with errors naming the
+//! key; the backend it talks to ([`AnyRemote`]), and this node's id.
+//! Adding a sync key is an edit here only: the binary hands the section over as read.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use bytes::Bytes;
+pub use clawboard_core::config::Schedule;
+use clawboard_core::config::{self, ByteSize, ConfigError};
+use serde::Deserialize;
 
 use crate::dir::DirRemote;
 use crate::error::{Error, RemoteError, Result};
 use crate::remote::{Body, Condition, Metadata, ObjectInfo, Page, PutOutcome, Remote};
-use crate::s3::{S3Config, S3Remote};
+use crate::s3::{CredentialSource, S3Config, S3Remote};
+
+/// `[sync]` as written in the config file (every key optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncSection {
+    pub enabled: Option<bool>,
+    pub schedule: Option<String>,
+    pub push_on_task_end: Option<bool>,
+    pub concurrency: Option<usize>,
+    pub exclude: Option<Vec<String>>,
+    pub retries: Option<u32>,
+    pub retry_base: Option<String>,
+    pub retry_max: Option<String>,
+    pub multipart_threshold: Option<ByteSize>,
+    pub pull: Option<bool>,
+    pub heartbeat: Option<String>,
+    pub lease: Option<String>,
+    pub mass_delete_ratio: Option<f64>,
+    pub max_conflict_copies: Option<usize>,
+    pub log_retention: Option<String>,
+    /// The local-directory backend: a path (relative to the root, or absolute).
+    pub dir: Option<String>,
+    pub s3: Option<S3Section>,
+}
+
+/// `[sync.s3]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Section {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub bucket: String,
+    pub prefix: Option<String>,
+    pub path_style: Option<bool>,
+    pub profile: Option<String>,
+    pub credentials_file: Option<String>,
+    pub request_timeout: Option<String>,
+    pub connect_timeout: Option<String>,
+}
 
 /// Where the tree is pushed.
 #[derive(Debug, Clone)]
@@ -51,67 +95,107 @@ pub struct SyncSettings {
     pub log_retention: Duration,
 }
 
+pub const DEFAULT_SCHEDULE: &str = "*/5 * * * *";
+
 impl SyncSettings {
     /// The embedded default: on, pushing to `.clawboard/bucket` every 5 minutes.
     pub fn local_default() -> Result<SyncSettings> {
+        SyncSettings::resolve(SyncSection::default(), |p: &str| PathBuf::from(p))
+            .map_err(|e| Error::config(e.key, e.reason))
+    }
+
+    /// `[sync]` over the embedded default, checked; `expand` turns a path as written
+    /// (`~/…`) into a path. Errors name the key (`sync.s3.bucket`).
+    pub fn resolve(file: SyncSection, expand: impl Fn(&str) -> PathBuf) -> Result<SyncSettings, ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::new(format!("sync.{key}"), reason);
+        let dur =
+            |key: &str, v: Option<String>, default: Duration| config::duration(&format!("sync.{key}"), v, default);
+        let schedule = Schedule::parse_or("sync.schedule", file.schedule, DEFAULT_SCHEDULE)?;
+        let concurrency = file.concurrency.unwrap_or(16);
+        if !(1..=256).contains(&concurrency) {
+            return Err(bad("concurrency", format!("{concurrency} is out of range 1..=256")));
+        }
+        let retries = file.retries.unwrap_or(5);
+        if retries > 30 {
+            return Err(bad("retries", format!("{retries} is more than 30")));
+        }
+        let retry_base = dur("retry_base", file.retry_base, Duration::from_millis(200))?;
+        let retry_max = dur("retry_max", file.retry_max, Duration::from_secs(30))?;
+        let multipart_threshold = file.multipart_threshold.map_or(16 << 20, |t| t.0);
+        if multipart_threshold < crate::s3::PART_SIZE {
+            return Err(bad("multipart_threshold", format!("{multipart_threshold} is less than the part size, 8 MiB")));
+        }
+        let heartbeat = dur("heartbeat", file.heartbeat, Duration::from_secs(30))?;
+        let lease = dur("lease", file.lease, Duration::from_secs(120))?;
+        if heartbeat.is_zero() {
+            return Err(bad("heartbeat", "must be at least 1s".into()));
+        }
+        if lease < heartbeat * 2 {
+            return Err(bad("lease", format!("{lease:?} is less than twice sync.heartbeat ({heartbeat:?})")));
+        }
+        let mass_delete_ratio = file.mass_delete_ratio.unwrap_or(0.5);
+        if !(mass_delete_ratio > 0.0 && mass_delete_ratio <= 1.0) {
+            return Err(bad("mass_delete_ratio", format!("{mass_delete_ratio} is not within (0, 1]")));
+        }
+        let max_conflict_copies = file.max_conflict_copies.unwrap_or(10);
+        if !(1..=1000).contains(&max_conflict_copies) {
+            return Err(bad("max_conflict_copies", format!("{max_conflict_copies} is out of range 1..=1000")));
+        }
+        let log_retention = dur("log_retention", file.log_retention, Duration::from_secs(7 * 24 * 3600))?;
+        let backend = match (file.dir, file.s3) {
+            (Some(_), Some(_)) => return Err(bad("dir", "set either sync.dir or [sync.s3], not both".into())),
+            (Some(d), None) => Backend::Dir(expand(&d)),
+            (None, Some(c)) => Backend::S3(resolve_s3(c, &expand)?),
+            (None, None) => Backend::Dir(PathBuf::from(".clawboard/bucket")),
+        };
         Ok(SyncSettings {
-            enabled: true,
-            backend: Backend::Dir(PathBuf::from(".clawboard/bucket")),
-            schedule: Schedule::parse("sync.schedule", DEFAULT_SCHEDULE)?,
-            push_on_task_end: true,
-            concurrency: 16,
-            exclude: Vec::new(),
-            retries: 5,
-            retry_base: Duration::from_millis(200),
-            retry_max: Duration::from_secs(30),
-            multipart_threshold: 16 << 20,
-            pull: true,
-            heartbeat: Duration::from_secs(30),
-            lease: Duration::from_secs(120),
-            mass_delete_ratio: 0.5,
-            max_conflict_copies: 10,
-            log_retention: Duration::from_secs(7 * 24 * 3600),
+            enabled: file.enabled.unwrap_or(true),
+            backend,
+            schedule,
+            push_on_task_end: file.push_on_task_end.unwrap_or(true),
+            concurrency,
+            exclude: file.exclude.unwrap_or_default(),
+            retries,
+            retry_base,
+            retry_max,
+            multipart_threshold,
+            pull: file.pull.unwrap_or(true),
+            heartbeat,
+            lease,
+            mass_delete_ratio,
+            max_conflict_copies,
+            log_retention,
         })
     }
 }
 
-pub const DEFAULT_SCHEDULE: &str = "*/5 * * * *";
-
-/// A cron schedule (the `cron` crate), accepting the usual five fields (minute
-/// first) as well as six or seven (seconds first; for tests, down to seconds).
-#[derive(Debug, Clone)]
-pub struct Schedule {
-    pub text: String,
-    inner: cron::Schedule,
-}
-
-impl Schedule {
-    pub fn parse(field: &str, text: &str) -> Result<Schedule> {
-        let fields = text.split_whitespace().count();
-        let full = match fields {
-            5 => format!("0 {text}"),
-            6 | 7 => text.to_owned(),
-            n => {
-                return Err(Error::config(
-                    field,
-                    format!("{text:?}: a cron schedule has 5 fields (or 6 with seconds), not {n}"),
-                ));
-            }
-        };
-        let inner = cron::Schedule::from_str(&full).map_err(|e| Error::config(field, format!("{text:?}: {e}")))?;
-        Ok(Schedule { text: text.to_owned(), inner })
+/// `[sync.s3]`, checked.
+fn resolve_s3(c: S3Section, expand: impl Fn(&str) -> PathBuf) -> Result<S3Config, ConfigError> {
+    let bad = |key: &str, reason: String| ConfigError::new(format!("sync.s3.{key}"), reason);
+    if c.bucket.trim().is_empty() {
+        return Err(bad("bucket", "is empty".into()));
     }
-
-    /// The first run strictly after `t`.
-    pub fn next_after(&self, t: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
-        self.inner.after(&t).next()
+    if let Some(ep) = &c.endpoint
+        && !(ep.starts_with("http://") || ep.starts_with("https://"))
+    {
+        return Err(bad("endpoint", format!("{ep:?} is not an http:// or https:// URL")));
     }
-
-    /// How long from now until the next run.
-    pub fn until_next(&self) -> Duration {
-        let now = chrono::Utc::now();
-        self.inner.after(&now).next().and_then(|t| (t - now).to_std().ok()).unwrap_or(Duration::from_secs(300))
-    }
+    let credentials = match (c.profile, c.credentials_file) {
+        (Some(_), Some(_)) => return Err(bad("profile", "set either profile or credentials_file, not both".into())),
+        (Some(p), None) => CredentialSource::Profile(p),
+        (None, Some(f)) => CredentialSource::File(expand(&f)),
+        (None, None) => CredentialSource::Env,
+    };
+    Ok(S3Config {
+        endpoint: c.endpoint,
+        region: c.region.unwrap_or_else(|| "auto".into()),
+        bucket: c.bucket,
+        prefix: c.prefix.unwrap_or_default(),
+        path_style: c.path_style.unwrap_or(false),
+        credentials,
+        request_timeout: config::duration("sync.s3.request_timeout", c.request_timeout, Duration::from_secs(60))?,
+        connect_timeout: config::duration("sync.s3.connect_timeout", c.connect_timeout, Duration::from_secs(5))?,
+    })
 }
 
 /// One of the two real backends, chosen by the config at run time.
@@ -251,18 +335,6 @@ fn node_id_try(root: &Path, configured: Option<&str>, tries: u32) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn schedules_take_five_or_six_fields() {
-        assert!(Schedule::parse("s", "*/5 * * * *").is_ok());
-        assert!(Schedule::parse("s", "*/2 * * * * *").is_ok());
-        let e = Schedule::parse("sync.schedule", "every 5 minutes").unwrap_err().to_string();
-        assert!(e.contains("sync.schedule") && e.contains("5 fields"), "{e}");
-        let e = Schedule::parse("sync.schedule", "99 * * * *").unwrap_err().to_string();
-        assert!(e.contains("sync.schedule"), "{e}");
-        let s = Schedule::parse("s", "* * * * * *").unwrap();
-        assert!(s.until_next() <= Duration::from_secs(1));
-    }
 
     #[test]
     fn node_id_is_generated_once() {

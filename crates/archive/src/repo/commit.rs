@@ -143,7 +143,7 @@ impl Archive {
             let tree_id = update.create_updated(repo, &base).map_err(git_err(&path, "build the tree"))?;
             if tree_id != base.id() {
                 let tree = repo.find_tree(tree_id).map_err(git_err(&path, "read the tree"))?;
-                let message = format!("memory: sync from {} at {}", self.settings.node, rfc3339(now));
+                let message = format!("memory: sync from {} at {}", self.node, rfc3339(now));
                 let id = self.commit_tree(repo, pack, &tree, head.into_iter().collect(), &message, now)?;
                 report.commit = Some(id.to_string());
                 new_head = Some(id);

@@ -12,9 +12,9 @@ use git2::{
     RemoteCallbacks, Repository,
 };
 
-use super::{Archive, ArchiveSettings, FILE_MODE, Pack, PushReport, Token, git_err, redact, rfc3339};
+use super::{Archive, FILE_MODE, Pack, PushReport, git_err, redact, rfc3339};
 use crate::extract::{self, Merge};
-use crate::{Error, Result};
+use crate::{ArchiveSettings, Error, Result, Token};
 
 /// Whether a refused push lost a race with another pusher (rather than being refused
 /// for good): libgit2's own fast-forward check, or receive-pack's answers when the
@@ -293,7 +293,7 @@ impl Archive {
         let tree_id = index.write_tree_to(repo).map_err(git_err(&path, "write the merged tree"))?;
         let tree = repo.find_tree(tree_id).map_err(git_err(&path, "read the merged tree"))?;
         let remote = self.settings.remote.as_deref().map(redact).unwrap_or_default();
-        let message = format!("memory: merge {} into {} at {}", remote, self.settings.node, rfc3339(now));
+        let message = format!("memory: merge {} into {} at {}", remote, self.node, rfc3339(now));
         self.commit_tree(repo, pack, &tree, vec![ours, theirs], &message, now)?;
         Ok(true)
     }
@@ -331,7 +331,7 @@ impl Archive {
                 }
                 (Some(o), Some(t)) => {
                     add(index, &file, t.id)?;
-                    add(index, &conflict_name(&file, &self.settings.node), o.id)?;
+                    add(index, &conflict_name(&file, &self.node), o.id)?;
                     tracing::warn!(file, "archive: another node archived this file differently; kept both");
                 }
                 // Nothing is ever deleted from the archive: a side that lost the file keeps the other's.
@@ -376,7 +376,7 @@ mod tests {
     }
 
     fn settings(token: Token) -> ArchiveSettings {
-        ArchiveSettings { token, ..ArchiveSettings::local("n1") }
+        ArchiveSettings { token, ..ArchiveSettings::default() }
     }
 
     #[test]

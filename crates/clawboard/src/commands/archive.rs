@@ -1,5 +1,5 @@
 use clap::{Args, Subcommand};
-use clawboard_archive::{Archive, ArchiveSettings, HarvestReport, RunReport};
+use clawboard_archive::{Archive, HarvestReport, RunReport};
 
 use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
 use crate::commands::open_store;
@@ -88,8 +88,7 @@ pub fn open(s: &Settings) -> anyhow::Result<Archive> {
     }
     let node =
         clawboard_sync::node_id(store.root(), s.node_id.as_deref()).map_err(crate::commands::sync::user_error)?;
-    let settings = ArchiveSettings { node, ..s.archive.settings.clone() };
-    Ok(Archive::new(store, settings))
+    Ok(Archive::new(store, s.archive.settings.clone(), node))
 }
 
 pub fn run(c: ArchiveCommand, s: &Settings) -> anyhow::Result<u8> {

@@ -37,8 +37,7 @@ pub fn resolve(
 ) -> Result<RetentionResolved, BadInput> {
     let bad = |key: &str, msg: String| BadInput(format!("{origin}: key {key}: {msg}"));
     let text = r.schedule.unwrap_or_else(|| RETENTION_SCHEDULE.to_owned());
-    let schedule = Schedule::parse("retention.schedule", &text)
-        .map_err(|e| bad("retention.schedule", super::without_prefix(&e)))?;
+    let schedule = Schedule::parse("retention.schedule", &text).map_err(|e| bad("retention.schedule", e.reason))?;
     let file = r.file.map(|f| expand(&f));
     let beside_config = config_file.and_then(Path::parent).map(|d| d.join("retention.yaml"));
     Ok(RetentionResolved { enabled: r.enabled.unwrap_or(true), schedule, file, beside_config })

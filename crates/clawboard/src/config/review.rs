@@ -127,7 +127,7 @@ pub fn resolve(
     };
     let schedule = |key: &str, v: Option<String>, default: &str| {
         let text = v.unwrap_or_else(|| default.to_owned());
-        Schedule::parse(key, &text).map_err(|e| bad(key, super::without_prefix(&e)))
+        Schedule::parse(key, &text).map_err(|e| bad(key, e.reason))
     };
     let reports = ReportsResolved {
         enabled: r.enabled.unwrap_or(true),

@@ -9,11 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use clawboard_archive::{Archive, HarvestSettings};
+use clawboard_archive::{Archive, ArchiveConfig, HarvestSettings};
 use tokio::time::Instant;
 
 use super::jobs::{Clock, JobResult, Scheduled, Worker};
-use crate::config::ArchiveResolved;
 
 pub struct Memory {
     archive: Arc<Archive>,
@@ -29,7 +28,7 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(archive: Archive, settings: &ArchiveResolved, clock: Clock) -> Memory {
+    pub fn new(archive: Archive, settings: &ArchiveConfig, clock: Clock) -> Memory {
         let archive_due = Scheduled::new(settings.schedule.clone(), clock);
         let remote = archive.settings().remote.as_deref().map(clawboard_archive::repo::redact);
         tracing::info!(
@@ -146,21 +145,21 @@ mod tests {
         let mut s = setup();
         // Nothing listens there: every push fails.
         let remote = "http://127.0.0.1:9/memory.git".to_owned();
-        let settings = ArchiveResolved {
+        let settings = ArchiveConfig {
             enabled: true,
             schedule: Schedule::parse("archive.schedule", "0 * * * * *").unwrap(),
             retry: Duration::from_secs(1),
             settings: clawboard_archive::ArchiveSettings {
                 remote: Some(remote),
                 push_attempts: 1,
-                ..clawboard_archive::ArchiveSettings::local("n1")
+                ..clawboard_archive::ArchiveSettings::default()
             },
             harvest_schedule: Schedule::parse("harvest.schedule", "0 0 1 1 *").unwrap(),
             harvest: HarvestSettings::default(),
         };
         std::fs::create_dir_all(s.root().join("reports/daily")).unwrap();
         std::fs::write(s.root().join("reports/daily/2026-01-01.md"), "# a day\n").unwrap();
-        let archive = Archive::new(s.store.clone(), settings.settings.clone());
+        let archive = Archive::new(s.store.clone(), settings.settings.clone(), "n1".to_owned());
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
         s.runner.worker("archive", Backoff::default(), Memory::new(archive, &settings, clock));
         // The run at 00:01:00 (30 s in) fails; retries 1, 2, 4, 8 and 16 s later; the

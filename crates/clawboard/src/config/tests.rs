@@ -1,0 +1,136 @@
+//! The config tests: precedence, `~`, errors naming the file and the key, the examples.
+
+use super::*;
+use clap::Parser;
+
+fn args(argv: &[&str]) -> GlobalArgs {
+    let mut full = vec!["clawboard"];
+    full.extend_from_slice(argv);
+    full.push("status");
+    crate::cli::Cli::parse_from(full).global
+}
+
+fn write_config(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, text).unwrap();
+    let s = p.display().to_string();
+    (dir, s)
+}
+
+#[test]
+fn cli_beats_env_beats_file_beats_default() {
+    let (_d, cfg) = write_config("root = \"/from/file\"\n[limits]\nmax_file_size = \"1 MiB\"\n");
+    let env = Env::from_pairs(&[("HOME", "/home/u"), ("CLAWBOARD_ROOT", "/from/env")]);
+    let s = resolve(&args(&["--config", &cfg, "--root", "/from/cli"]), &env).unwrap();
+    assert_eq!(s.root, PathBuf::from("/from/cli"));
+    let s = resolve(&args(&["--config", &cfg]), &env).unwrap();
+    assert_eq!(s.root, PathBuf::from("/from/env"));
+    assert_eq!(s.max_file_bytes, 1 << 20);
+    let env = Env::from_pairs(&[("HOME", "/home/u"), ("CLAWBOARD_MAX_FILE_SIZE", "2048")]);
+    let s = resolve(&args(&["--config", &cfg]), &env).unwrap();
+    assert_eq!(s.root, PathBuf::from("/from/file"));
+    assert_eq!(s.max_file_bytes, 2048);
+    let s = resolve(&args(&[]), &Env::from_pairs(&[("HOME", "/home/u")])).unwrap();
+    assert_eq!(s.root, PathBuf::from("/home/u/clawos/blackboard"));
+    assert_eq!(s.max_file_bytes, DEFAULT_MAX_FILE_BYTES);
+    assert_eq!(s.log_filter, "warn");
+}
+
+#[test]
+fn tilde_expands() {
+    let (_d, cfg) = write_config("root = \"~/bb\"\n");
+    let s = resolve(&args(&["--config", &cfg]), &Env::from_pairs(&[("HOME", "/h")])).unwrap();
+    assert_eq!(s.root, PathBuf::from("/h/bb"));
+}
+
+#[test]
+fn flags_set_log_level() {
+    let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_LOG", "info")]);
+    assert_eq!(resolve(&args(&[]), &env).unwrap().log_filter, "info");
+    assert_eq!(resolve(&args(&["-v"]), &env).unwrap().log_filter, "debug");
+    assert_eq!(resolve(&args(&["-vv"]), &env).unwrap().log_filter, "trace");
+    assert_eq!(resolve(&args(&["-q"]), &env).unwrap().log_filter, "error");
+}
+
+#[test]
+fn bad_config_names_the_key_in_one_line() {
+    let cases = [
+        ("[limits]\nmax_file_size = \"16 parsecs\"\n", "key limits.max_file_size: unknown unit"),
+        ("[limits]\nmax_size = 3\n", "key limits.max_size: unknown field `max_size`"),
+        ("rooot = \"/x\"\n", "key rooot: unknown field `rooot`"),
+        ("[log]\nformat = \"xml\"\n", "key log.format: unknown variant `xml`"),
+        ("root = \n", "line 1: "),
+    ];
+    for (text, want) in cases {
+        let err = parse_file(Path::new("c.toml"), text).unwrap_err().0;
+        assert!(err.starts_with("c.toml: "), "{err}");
+        assert!(err.contains(want), "{text:?} gave {err:?}");
+        assert!(!err.contains('\n'), "more than one line: {err:?}");
+    }
+}
+
+#[test]
+fn roles_named_anywhere_must_be_configured() {
+    let cases = [
+        ("[lifecycle]\nvalidator = \"checker\"\n", "key lifecycle.validator: role \"checker\" is not configured"),
+        ("[roles.w]\ntimeout = \"5s\"\n", "key roles.w: needs `command` or `http`"),
+        ("[roles.w]\ncommand = []\n", "key roles.w.command: is empty"),
+        ("[roles.w]\ncommand = [\"x\"]\nfallback = \"nope\"\n", "key roles.w.fallback: role \"nope\""),
+        ("[roles.w]\ncommand = [\"x\"]\ntimeout = \"soon\"\n", "key roles.w.timeout: \"soon\" is not a duration"),
+        ("[roles.w]\nhttp = { url = \"ftp://x\" }\n", "key roles.w.http.url: \"ftp://x\" is not an http"),
+        ("[lifecycle.pm_for_type]\ncooking = \"pm\"\n", "key lifecycle.pm_for_type: unknown variant `cooking`"),
+        ("[sync]\nschedule = \"hourly\"\n", "key sync.schedule: \"hourly\": a cron schedule has 5 fields"),
+        ("[sync]\nconcurrency = 0\n", "key sync.concurrency: 0 is out of range"),
+        ("[sync]\nretry_base = \"soon\"\n", "key sync.retry_base: \"soon\" is not a duration"),
+        ("[sync]\nmultipart_threshold = \"1 MiB\"\n", "key sync.multipart_threshold: 1048576 is less than"),
+        ("[sync]\ndir = \"/b\"\n[sync.s3]\nbucket = \"x\"\n", "key sync.dir: set either"),
+        ("[sync.s3]\nbucket = \"\"\n", "key sync.s3.bucket: is empty"),
+        ("[sync.s3]\nbucket = \"b\"\nendpoint = \"r2.example\"\n", "key sync.s3.endpoint: \"r2.example\" is not"),
+        ("[sync.s3]\nbucket = \"b\"\nprofile = \"p\"\ncredentials_file = \"f\"\n", "key sync.s3.profile: set either"),
+        ("[node]\nid = \"../x\"\n", "key node.id: \"../x\""),
+        ("[archive]\nremote = \"github.com/o/r\"\n", "key archive.remote: \"github.com/o/r\" is not an https://"),
+        ("[archive]\nremote = \"ftp://u:secret@h/r\"\n", "key archive.remote: \"ftp://h/r\" is not"),
+        ("[archive]\nbranch = \"a..b\"\n", "key archive.branch: \"a..b\" is not a valid branch name"),
+        ("[archive]\nschedule = \"often\"\n", "key archive.schedule: \"often\": a cron schedule has 5 fields"),
+        ("[archive]\nauthor_email = \"<x>\"\n", "key archive.author_email: \"<x>\" is empty or has"),
+        ("[archive]\nmax_file_size = \"200 MiB\"\n", "key archive.max_file_size: 209715200 is not within"),
+        ("[archive]\npush_attempts = 0\n", "key archive.push_attempts: 0 is out of range"),
+        ("[archive]\nretry = \"later\"\n", "key archive.retry: \"later\" is not a duration"),
+        ("[archive]\nremot = \"x\"\n", "key archive.remot: unknown field"),
+        ("[harvest]\ntop_per_role = 0\n", "key harvest.top_per_role: 0 is out of range"),
+        ("[harvest]\nschedule = \"* *\"\n", "key harvest.schedule: \"* *\": a cron schedule has 5 fields"),
+    ];
+    for (text, want) in cases {
+        let (_d, cfg) = write_config(text);
+        let err = resolve(&args(&["--config", &cfg]), &Env::from_pairs(&[("HOME", "/h")])).unwrap_err().to_string();
+        assert!(err.contains(want), "{text:?} gave {err:?}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
+
+#[test]
+fn bad_env_names_the_variable() {
+    let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_MAX_FILE_SIZE", "lots")]);
+    let err = resolve(&args(&[]), &env).unwrap_err().to_string();
+    assert!(err.starts_with("environment variable CLAWBOARD_MAX_FILE_SIZE: "), "{err}");
+}
+
+#[test]
+fn every_example_config_parses() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config");
+    let mut n = 0;
+    let files = std::fs::read_dir(&dir).unwrap().chain(std::fs::read_dir(dir.join("examples")).unwrap());
+    for entry in files {
+        let path = entry.unwrap().path();
+        // acl.toml is the access-control policy, not a clawboard config.
+        if path.extension().is_some_and(|e| e == "toml") && !path.ends_with("acl.toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            if let Err(e) = parse_file(&path, &text) {
+                panic!("{e}");
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 3, "example configs missing in {}", dir.display());
+}
