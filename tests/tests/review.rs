@@ -513,7 +513,18 @@ fn metrics_have_a_row_for_every_background_job() {
     let m = unix_get(&t, "/metrics");
     let mut jobs: Vec<String> = rows(&m, "clawboard_job_rounds_total").into_iter().map(|(j, _)| j).collect();
     jobs.sort();
-    let want = ["archive", "claims", "heartbeat", "intake", "notify", "pull", "push", "records", "retention"];
+    let want = [
+        "accepted-claims",
+        "archive",
+        "claims",
+        "heartbeat",
+        "intake",
+        "notify",
+        "pull",
+        "push",
+        "records",
+        "retention",
+    ];
     assert_eq!(jobs, want, "{m}");
     assert!(rows(&m, "clawboard_job_failing").iter().all(|(_, n)| *n == 0), "{m}");
     assert!(rows(&m, "clawboard_job_failures_total").iter().all(|(_, n)| *n == 0), "{m}");

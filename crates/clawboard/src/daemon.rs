@@ -215,6 +215,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         let c = cluster::Cluster::new(pusher.clone(), dispatcher.clone(), store.clone());
         let none = jobs::Backoff::default();
         jobs.worker("claims", none, cluster::Claims::new(c.clone()));
+        jobs.worker("accepted-claims", none, cluster::AcceptedClaims::new(c.clone()));
         jobs.worker("heartbeat", none, cluster::Beat::new(c.clone()));
         let push = sync::Push::new(
             pusher.clone(),

@@ -54,19 +54,40 @@ impl Cluster {
         })
     }
 
-    /// Intake accepted `task`: the claims worker claims it across nodes at once,
-    /// and drives it if this node won.
+    /// Intake accepted `task`: the accepted-claims worker claims it across nodes at
+    /// once, and drives it if this node won.
     pub fn accepted(&self, task: String) {
         self.to_claim.lock().entry(task).or_insert(false);
         self.claim_wake.notify_one();
     }
 
-    /// Tries the claims of the accepted tasks; the ones the bucket cannot take yet
-    /// wait for the next round (the first failure of each is logged).
-    async fn claim_accepted(&self) {
+    /// Tries the claims of the accepted tasks, `sync.concurrency` at a time (a burst
+    /// of dropped tasks is claimed before the push shows them to other nodes, which
+    /// would claim them in turn); the ones the bucket cannot take yet stay waiting
+    /// (the first failure of each is logged). True if some are still waiting.
+    async fn claim_accepted(self: &Arc<Self>) -> bool {
         let waiting: Vec<(String, bool)> = self.to_claim.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
-        for (task, failed_before) in waiting {
-            match self.try_claim(&task).await {
+        let limit = self.pusher.settings().concurrency.max(1);
+        let mut claims = tokio::task::JoinSet::new();
+        let mut waiting = waiting.into_iter();
+        loop {
+            while claims.len() < limit {
+                let Some((task, failed_before)) = waiting.next() else { break };
+                let c = self.clone();
+                claims.spawn(async move {
+                    let r = c.try_claim(&task).await;
+                    (task, failed_before, r)
+                });
+            }
+            let Some(done) = claims.join_next().await else { break };
+            let (task, failed_before, r) = match done {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::error!("a claim panicked: {e}; retrying with the next heartbeat");
+                    continue;
+                }
+            };
+            match r {
                 Ok(()) => {
                     self.to_claim.lock().remove(&task);
                 }
@@ -80,6 +101,7 @@ impl Cluster {
                 }
             }
         }
+        !self.to_claim.lock().is_empty()
     }
 
     async fn try_claim(&self, task: &str) -> anyhow::Result<()> {
@@ -176,7 +198,6 @@ impl Cluster {
     /// One round of the claims worker: retry waiting claims, check own claims, take
     /// over stale nodes' tasks. One task's trouble is logged and does not stop the rest.
     async fn tick(&self) -> anyhow::Result<()> {
-        self.claim_accepted().await;
         for task in claims::active(&self.store)? {
             match self.pusher.check_claim(&task).await {
                 Ok(ClaimResult::Lost { owner }) => {
@@ -253,42 +274,60 @@ impl Cluster {
 }
 
 /// Checks this node's claims once at start (nothing is pushed, pulled or resumed
-/// before), then every `sync.heartbeat`: claims of accepted tasks (at once when
-/// intake accepts one), this node's claims, and stale nodes' tasks.
+/// before), then every `sync.heartbeat`: this node's claims, and stale nodes' tasks.
 pub struct Claims {
     cluster: Arc<Cluster>,
     next: tokio::time::Instant,
-    /// Whether the round that is due is only for newly accepted tasks.
-    accepted_only: bool,
 }
 
 impl Claims {
     pub fn new(cluster: Arc<Cluster>) -> Claims {
-        Claims { cluster, next: tokio::time::Instant::now(), accepted_only: false }
+        Claims { cluster, next: tokio::time::Instant::now() }
     }
 }
 
 impl Worker for Claims {
     async fn wait_for_work(&mut self) {
-        self.accepted_only = tokio::select! {
-            () = tokio::time::sleep_until(self.next) => false,
-            () = self.cluster.claim_wake.notified() => true,
-        };
+        tokio::time::sleep_until(self.next).await
     }
 
     async fn work(&mut self) -> JobResult {
         let c = &self.cluster;
+        self.next = tokio::time::Instant::now() + c.pusher.settings().heartbeat;
         if !*c.checked.borrow() {
-            self.next = tokio::time::Instant::now() + c.pusher.settings().heartbeat;
             c.check_active().await.map_err(|e| anyhow::anyhow!("cluster: checking this node's claims: {e:#}"))?;
             c.checked.send_replace(true);
         }
-        if self.accepted_only {
-            c.claim_accepted().await;
-            return Ok(());
-        }
-        self.next = tokio::time::Instant::now() + c.pusher.settings().heartbeat;
         c.tick().await.map_err(|e| anyhow::anyhow!("cluster: {e:#} (retrying with the next heartbeat)"))?;
+        Ok(())
+    }
+}
+
+/// Claims the tasks intake accepted as soon as it accepts them (on its own, so a
+/// long claim check never holds them back), and retries the ones the bucket could
+/// not take every `sync.heartbeat`.
+pub struct AcceptedClaims {
+    cluster: Arc<Cluster>,
+    retry: Option<tokio::time::Instant>,
+}
+
+impl AcceptedClaims {
+    pub fn new(cluster: Arc<Cluster>) -> AcceptedClaims {
+        AcceptedClaims { cluster, retry: None }
+    }
+}
+
+impl Worker for AcceptedClaims {
+    async fn wait_for_work(&mut self) {
+        tokio::select! {
+            () = self.cluster.claim_wake.notified() => {}
+            () = super::jobs::sleep_until_some(self.retry) => {}
+        }
+    }
+
+    async fn work(&mut self) -> JobResult {
+        let waiting = self.cluster.claim_accepted().await;
+        self.retry = waiting.then(|| tokio::time::Instant::now() + self.cluster.pusher.settings().heartbeat);
         Ok(())
     }
 }
@@ -339,6 +378,7 @@ mod tests {
         let c = Cluster::new(p, d.clone(), s.store.clone());
         let mut checked = c.checked.subscribe();
         s.runner.worker("claims", Backoff::default(), Claims::new(c.clone()));
+        s.runner.worker("accepted-claims", Backoff::default(), AcceptedClaims::new(c.clone()));
         s.runner.worker("heartbeat", Backoff::default(), Beat::new(c.clone()));
         checked.wait_for(|c| *c).await.unwrap();
         until("the first heartbeat", || s.rounds("heartbeat") == 1).await;
@@ -348,11 +388,13 @@ mod tests {
         c.accepted("t1".into());
         until("t1 claimed and queued", || d.stats().waiting == 1).await;
         assert_eq!(claims::active(&s.store).unwrap(), ["t1"]);
-        assert_eq!(s.rounds("claims"), 2, "the claim did not wait for the next beat");
+        assert_eq!(s.rounds("accepted-claims"), 1);
+        assert_eq!(s.rounds("claims"), 1, "the claim did not wait for the next beat");
         tokio::time::sleep(Duration::from_millis(4_100)).await;
         until("two more heartbeats", || s.rounds("heartbeat") == 3).await;
-        until("two more claim rounds", || s.rounds("claims") == 4).await;
-        assert!(!s.failing("heartbeat") && !s.failing("claims"));
+        until("two more claim rounds", || s.rounds("claims") == 3).await;
+        assert_eq!(s.rounds("accepted-claims"), 1, "nothing left to retry");
+        assert!(!s.failing("heartbeat") && !s.failing("claims") && !s.failing("accepted-claims"));
         s.stop().await;
     }
 }
