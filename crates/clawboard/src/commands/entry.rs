@@ -27,7 +27,7 @@ Examples:
   clawboard entry render vpm-mini-human-1
   clawboard entry parse comment.md")]
 pub enum EntryCommand {
-    New(NewArgs),
+    New(Box<NewArgs>),
     List(ListArgs),
     Show(ShowArgs),
     Status(StatusArgs),
@@ -171,7 +171,7 @@ fn parse_status(s: &str) -> Result<EntryStatus, String> {
 
 pub fn run(c: EntryCommand, s: &Settings) -> anyhow::Result<u8> {
     match c {
-        EntryCommand::New(a) => new(a, s),
+        EntryCommand::New(a) => new(*a, s),
         EntryCommand::List(a) => list(a, s),
         EntryCommand::Show(a) => show(a, s),
         EntryCommand::Status(a) => change(s, &a.id, a.status, &a.actor, a.note),
