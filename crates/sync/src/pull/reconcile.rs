@@ -44,6 +44,16 @@ impl<R: Remote> Pusher<R> {
         let survey = self.survey().await;
         self.relock(guards).await?;
         let Survey { tops, present, wanted, unversioned } = survey?;
+        // A push that went out after the listing recorded a newer ETag than the one
+        // listed, so the survey took the listed object for another node's version;
+        // it is the one this node had recorded before the listing (at a daemon's
+        // start its first push and first pull run together).
+        let before: std::collections::HashMap<&str, &str> =
+            synced.iter().filter(|(_, r)| !r.etag.is_empty()).map(|(p, r)| (p.as_str(), r.etag.as_str())).collect();
+        let wanted: Vec<ObjectInfo> = wanted
+            .into_iter()
+            .filter(|o| o.etag.as_deref().is_none_or(|listed| before.get(o.key.as_str()) != Some(&listed)))
+            .collect();
         if present.is_empty() && !synced.is_empty() && !allow_mass_delete {
             return Err(Error::Refused {
                 reason: format!("the bucket lists no files while this node has {} synced", synced.len()),
