@@ -208,17 +208,16 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     if let Some(node) = node.clone().filter(|_| settings.sync.enabled) {
         use crate::commands::sync::user_error;
         let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await.map_err(user_error)?;
-        let pusher =
-            Arc::new(clawboard_sync::Pusher::new(remote, &root, settings.sync.clone(), node).map_err(user_error)?);
-        pusher.set_writer(pulled);
+        let client =
+            clawboard_sync::Client::open(remote, &root, settings.sync.clone(), node, pulled).map_err(user_error)?;
         // Claimed tasks resume once the cluster confirmed this node still holds them.
-        let c = cluster::Cluster::new(pusher.clone(), dispatcher.clone(), store.clone());
+        let c = cluster::Cluster::new(client.cluster, client.pull.clone(), dispatcher.clone(), store.clone());
         let none = jobs::Backoff::default();
         jobs.worker("claims", none, cluster::Claims::new(c.clone()));
         jobs.worker("accepted-claims", none, cluster::AcceptedClaims::new(c.clone()));
         jobs.worker("heartbeat", none, cluster::Beat::new(c.clone()));
         let push = sync::Push::new(
-            pusher.clone(),
+            client.push,
             dispatcher.task_ended.clone(),
             recorder.flusher(),
             c.checked.subscribe(),
@@ -231,7 +230,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             jobs.worker(
                 "pull",
                 none,
-                sync::Pull::new(pusher, dispatcher.records_due.clone(), c.checked.subscribe(), clock),
+                sync::Pull::new(client.pull, dispatcher.records_due.clone(), c.checked.subscribe(), clock),
             );
         }
         cluster = Some(c);

@@ -16,33 +16,21 @@
 //!   does not hold is moved into that marker directory (kept, not synced) and
 //!   replaced by the bucket's version.
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use clawboard_core::RelPath;
-use serde::{Deserialize, Serialize};
+use clawboard_core::lock::Lock;
 
 use crate::error::{Error, Failure, Result};
+use crate::fence::claim_key;
+pub use crate::fence::{CLAIMS_PREFIX, ClaimDoc};
 pub use crate::node::Heartbeat;
 use crate::node::{NODES_PREFIX, fenced_dir, remember_generation};
-use crate::push::{Pusher, sync_dir};
 use crate::remote::{Body, Condition, Metadata, PutOutcome, Remote};
 use crate::report::now_text;
-
-pub const CLAIMS_PREFIX: &str = "_claims/";
-
-/// `_claims/{taskId}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimDoc {
-    pub task_id: String,
-    pub node: String,
-    pub generation: u64,
-    pub claimed_at: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taken_from: Option<String>,
-}
+use crate::shared::SyncState;
 
 /// Who holds a claim after an attempt to take it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,35 +39,47 @@ pub enum ClaimResult {
     Lost { owner: String },
 }
 
-fn claim_key(task: &str) -> Result<String> {
-    clawboard_core::check_id(task).map_err(|e| Error::config("taskId", format!("{task:?}: {e}")))?;
-    Ok(format!("{CLAIMS_PREFIX}{task}"))
+/// The cluster job: this node's heartbeat, the others', and task claims.
+pub struct Cluster<R: Remote> {
+    sync: Arc<SyncState<R>>,
+    /// Heartbeats last read, by node: (ETag, heartbeat).
+    beats: Lock<HashMap<String, (String, Heartbeat)>>,
+    /// ETag of the last heartbeat this process wrote.
+    own_beat: Lock<Option<String>>,
 }
 
-impl<R: Remote> Pusher<R> {
-    /// Writes this node's heartbeat.
+impl<R: Remote> Cluster<R> {
+    pub fn new(sync: Arc<SyncState<R>>) -> Cluster<R> {
+        Cluster { sync, beats: Lock::new(HashMap::new()), own_beat: Lock::new(None) }
+    }
+
+    pub fn sync(&self) -> &SyncState<R> {
+        &self.sync
+    }
+
     /// Writes this node's heartbeat: `If-Match` on the ETag of this process's last
     /// beat, so a beat written by anyone else under this node id meanwhile is seen.
     /// Returns false when that happened (two machines share this node id).
     pub async fn heartbeat(&self, mut beat: Heartbeat) -> Result<bool> {
-        beat.node = self.node.clone();
+        beat.node = self.sync.node.clone();
         beat.seen_at = now_text();
         let body = Bytes::from(serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?);
-        let key = format!("{NODES_PREFIX}{}.json", self.node);
+        let key = format!("{NODES_PREFIX}{}.json", self.sync.node);
         let meta = Metadata::new();
         let previous = self.own_beat.lock().clone();
         let condition = previous.map_or(Condition::None, Condition::Matches);
-        self.counts.put.fetch_add(1, Ordering::Relaxed);
+        self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
         let (stored, alone) =
-            match self.retry(|| self.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
+            match self.sync.retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
                 Ok(stored) => (stored, true),
                 Err(e) if e.failure == Failure::PreconditionFailed => {
                     // Ours after all (a retried request that had landed), or another writer.
-                    self.counts.get.fetch_add(1, Ordering::Relaxed);
-                    let ours = self.retry(|| self.remote.get(&key)).await?.is_some_and(|(b, _)| b == body);
-                    self.counts.put.fetch_add(1, Ordering::Relaxed);
+                    self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
+                    let ours = self.sync.retry(|| self.sync.remote.get(&key)).await?.is_some_and(|(b, _)| b == body);
+                    self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
                     let stored = self
-                        .retry(|| self.remote.put(&key, Body::Bytes(body.clone()), &meta, &Condition::None))
+                        .sync
+                        .retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &Condition::None))
                         .await?;
                     (stored, ours)
                 }
@@ -88,40 +88,16 @@ impl<R: Remote> Pusher<R> {
         // This node's own beat is not read back.
         if let PutOutcome::Stored { etag: Some(etag) } = stored {
             *self.own_beat.lock() = Some(etag.clone());
-            self.beats.lock().insert(self.node.clone(), (etag, beat));
+            self.beats.lock().insert(self.sync.node.clone(), (etag, beat));
         }
         Ok(alone)
-    }
-
-    /// Creates this node's heartbeat object if it has none (a node that only pushes
-    /// from the command line is found by pullers all the same).
-    pub(crate) async fn announce(&self) -> Result<()> {
-        let beat = Heartbeat {
-            node: self.node.clone(),
-            seen_at: now_text(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            pid: std::process::id(),
-            ..Heartbeat::default()
-        };
-        let body = serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?;
-        let key = format!("{NODES_PREFIX}{}.json", self.node);
-        self.counts.put.fetch_add(1, Ordering::Relaxed);
-        let meta = Metadata::new();
-        match self
-            .retry(|| self.remote.put(&key, Body::Bytes(Bytes::from(body.clone())), &meta, &Condition::Absent))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.failure == Failure::PreconditionFailed => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Every node's last heartbeat, with its ETag. One listing of `_nodes/`; a
     /// heartbeat is read only when its ETag changed since this process last read it.
     pub async fn heartbeats(&self) -> Result<Vec<(Heartbeat, String)>> {
-        self.counts.list.fetch_add(1, Ordering::Relaxed);
-        let listed = self.retry(|| crate::remote::list_all(self.remote.as_ref(), NODES_PREFIX)).await?;
+        self.sync.counts.list.fetch_add(1, Ordering::Relaxed);
+        let listed = self.sync.retry(|| crate::remote::list_all(&self.sync.remote, NODES_PREFIX)).await?;
         let mut out = Vec::new();
         for o in listed {
             let Some(node) = o.key.strip_prefix(NODES_PREFIX).and_then(|k| k.strip_suffix(".json")) else { continue };
@@ -130,13 +106,13 @@ impl<R: Remote> Pusher<R> {
             // id is caught by the next beat's If-Match); others are read again when their
             // listed ETag changed, or on every listing that carries no ETag.
             if let Some((etag, beat)) = &cached
-                && (node == self.node || o.etag.as_ref() == Some(etag))
+                && (node == self.sync.node || o.etag.as_ref() == Some(etag))
             {
                 out.push((beat.clone(), etag.clone()));
                 continue;
             }
-            self.counts.get.fetch_add(1, Ordering::Relaxed);
-            let Some((bytes, info)) = self.retry(|| self.remote.get(&o.key)).await? else { continue };
+            self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
+            let Some((bytes, info)) = self.sync.retry(|| self.sync.remote.get(&o.key)).await? else { continue };
             let etag = info.etag.unwrap_or_default();
             match serde_json::from_slice::<Heartbeat>(&bytes) {
                 Ok(b) => {
@@ -151,22 +127,17 @@ impl<R: Remote> Pusher<R> {
 
     /// The claim on `task`, with its ETag.
     pub async fn claim_of(&self, task: &str) -> Result<Option<(ClaimDoc, String)>> {
-        let key = claim_key(task)?;
-        self.counts.get.fetch_add(1, Ordering::Relaxed);
-        let Some((bytes, info)) = self.retry(|| self.remote.get(&key)).await? else { return Ok(None) };
-        let doc = serde_json::from_slice::<ClaimDoc>(&bytes)
-            .map_err(|e| Error::io(&key, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
-        Ok(Some((doc, info.etag.unwrap_or_default())))
+        crate::fence::claim_of(&self.sync, task).await
     }
 
     async fn put_claim(&self, doc: &ClaimDoc, condition: Condition) -> Result<bool> {
         let key = claim_key(&doc.task_id)?;
         let body = Bytes::from(serde_json::to_vec_pretty(doc).map_err(|e| Error::io(&key, e.into()))?);
-        self.counts.put.fetch_add(1, Ordering::Relaxed);
+        self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
         let meta = Metadata::new();
-        match self.retry(|| self.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
+        match self.sync.retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
             Ok(PutOutcome::Stored { .. }) => {
-                remember_generation(&self.root, &doc.task_id, doc.generation)?;
+                remember_generation(&self.sync.root, &doc.task_id, doc.generation)?;
                 Ok(true)
             }
             Ok(PutOutcome::BodyChanged) => Ok(false),
@@ -179,7 +150,7 @@ impl<R: Remote> Pusher<R> {
     pub async fn claim(&self, task: &str) -> Result<ClaimResult> {
         let doc = ClaimDoc {
             task_id: task.to_owned(),
-            node: self.node.clone(),
+            node: self.sync.node.clone(),
             generation: 1,
             claimed_at: now_text(),
             taken_from: None,
@@ -193,8 +164,8 @@ impl<R: Remote> Pusher<R> {
     /// Who holds `task` now, from this node's point of view.
     pub async fn check_claim(&self, task: &str) -> Result<ClaimResult> {
         match self.claim_of(task).await? {
-            Some((doc, _)) if doc.node == self.node => {
-                remember_generation(&self.root, task, doc.generation)?;
+            Some((doc, _)) if doc.node == self.sync.node => {
+                remember_generation(&self.sync.root, task, doc.generation)?;
                 Ok(ClaimResult::Won { generation: doc.generation })
             }
             Some((doc, _)) => Ok(ClaimResult::Lost { owner: doc.node }),
@@ -207,11 +178,11 @@ impl<R: Remote> Pusher<R> {
     /// `.clawboard/fenced-archive/{task}-{time}/` (what it kept stays there) and its
     /// directory is pushed again.
     pub fn unfence(&self, task: &str) -> Result<()> {
-        let marker = fenced_dir(&self.root).join(task);
+        let marker = fenced_dir(&self.sync.root).join(task);
         if !marker.is_dir() {
             return Ok(());
         }
-        let archive = self.root.join(".clawboard/fenced-archive");
+        let archive = self.sync.root.join(".clawboard/fenced-archive");
         std::fs::create_dir_all(&archive).map_err(|e| Error::io(&archive, e))?;
         let dest = archive.join(format!("{task}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.6fZ")));
         std::fs::rename(&marker, &dest).map_err(|e| Error::io(&marker, e))?;
@@ -228,7 +199,7 @@ impl<R: Remote> Pusher<R> {
         }
         let next = ClaimDoc {
             task_id: task.to_owned(),
-            node: self.node.clone(),
+            node: self.sync.node.clone(),
             generation: doc.generation + 1,
             claimed_at: now_text(),
             taken_from: Some(from.to_owned()),
@@ -238,8 +209,8 @@ impl<R: Remote> Pusher<R> {
         }
         // A retried request that had landed finds the claim already ours.
         match self.claim_of(task).await? {
-            Some((d, _)) if d.node == self.node => {
-                remember_generation(&self.root, task, d.generation)?;
+            Some((d, _)) if d.node == self.sync.node => {
+                remember_generation(&self.sync.root, task, d.generation)?;
                 Ok(Some(ClaimResult::Won { generation: d.generation }))
             }
             Some((d, _)) => Ok(Some(ClaimResult::Lost { owner: d.node })),
@@ -251,100 +222,8 @@ impl<R: Remote> Pusher<R> {
     /// bucket's version of every file this node changed there (this node's versions
     /// are kept under `.clawboard/fenced/{task}/`). Returns how many files moved.
     pub async fn fence(&self, task: &str) -> Result<usize> {
-        let _guards = self.exclusive().await?;
-        self.load_state()?;
-        self.fence_locked(task).await
+        let _guards = self.sync.exclusive().await?;
+        self.sync.load_state()?;
+        crate::fence::fence_locked(&self.sync, task).await
     }
-
-    /// [`Self::fence`], for a caller that holds [`Pusher::exclusive`].
-    pub(crate) async fn fence_locked(&self, task: &str) -> Result<usize> {
-        let keep = fenced_dir(&self.root).join(task);
-        std::fs::create_dir_all(&keep).map_err(|e| Error::io(&keep, e))?;
-        let prefix = format!("tasks/{task}/");
-        let mut paths: Vec<String> = Vec::new();
-        let dir = self.root.join(&prefix);
-        // Only a real directory (not a link to one, wherever it points) is walked.
-        let real = clawboard_core::store::real_dir(&self.root, &prefix);
-        if real {
-            for entry in walkdir::WalkDir::new(&dir)
-                .follow_links(false)
-                .follow_root_links(false)
-                .into_iter()
-                .filter_map(|e| e.ok())
-            {
-                if entry.file_type().is_file()
-                    && let Ok(rel) = entry.path().strip_prefix(&self.root)
-                {
-                    paths.push(rel.to_string_lossy().into_owned());
-                }
-            }
-        }
-        let recorded: Vec<String> =
-            self.with_state(|s| Ok(s.live_paths().filter(|p| p.starts_with(&prefix)).cloned().collect()))?;
-        for p in recorded {
-            if !paths.contains(&p) {
-                paths.push(p);
-            }
-        }
-        let writer = self.writer.lock().clone();
-        let mut moved = 0;
-        for path in paths {
-            if self.is_excluded(&path) {
-                continue;
-            }
-            let rec = self.with_state(|s| Ok(s.get(&path).cloned()))?;
-            let abs = self.root.join(&path);
-            let meta = std::fs::symlink_metadata(&abs).ok().filter(std::fs::Metadata::is_file);
-            let clean = match (&meta, rec.as_ref().and_then(crate::state::Pushed::live)) {
-                (Some(m), Some(r)) => {
-                    let stamp = clawboard_core::index::Stamp::of(m);
-                    (stamp.size == r.size && stamp.mtime_ns == r.mtime_ns)
-                        || std::fs::read(&abs).is_ok_and(|b| blake3::hash(&b).to_hex().as_str() == r.hash)
-                }
-                (None, None) => true,
-                _ => false,
-            };
-            if clean {
-                continue;
-            }
-            if meta.is_some() {
-                let dest = keep.join(path.strip_prefix(&prefix).unwrap_or(&path));
-                if let Some(parent) = dest.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-                }
-                std::fs::rename(&abs, &dest).map_err(|e| Error::io(&abs, e))?;
-                writer.remove(&RelPath::new(&path)?)?; // reports the removal (already gone)
-                moved += 1;
-            }
-            // Put back what the bucket holds.
-            self.counts.get.fetch_add(1, Ordering::Relaxed);
-            if let Some((bytes, info)) = self.retry(|| self.remote.get(&path)).await? {
-                writer.write_bytes(&RelPath::new(&path)?, &bytes)?;
-                let stamp =
-                    clawboard_core::index::Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
-                let mut record = rec.clone().unwrap_or_default();
-                record.hash = blake3::hash(&bytes).to_hex().to_string();
-                record.size = stamp.size;
-                record.mtime_ns = stamp.mtime_ns;
-                record.etag = info.etag.unwrap_or_default();
-                record.deleted = false;
-                self.with_state(|s| s.record(&path, Some(record)))?;
-            }
-        }
-        self.with_state(crate::state::PushState::sync)?;
-        tracing::warn!(task, moved, kept = %keep.display(), "lost the claim on this task: fenced");
-        Ok(moved)
-    }
-
-    /// Deletes this node's change-log segments older than `sync.log_retention`.
-    pub async fn expire_log(&self) -> Result<usize> {
-        let keep_after = chrono::Utc::now()
-            - chrono::Duration::from_std(self.settings.log_retention).unwrap_or(chrono::Duration::days(7));
-        crate::log::expire(self.remote.as_ref(), &self.node, keep_after).await
-    }
-}
-
-/// The sync directory's marker of when the log was last expired.
-pub fn expired_marker(root: &Path) -> PathBuf {
-    sync_dir(root).join("log-expired-at")
 }

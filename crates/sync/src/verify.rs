@@ -16,7 +16,7 @@ use md5::Digest;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::push::Pusher;
+use crate::push::Push;
 use crate::remote::{ObjectInfo, Remote, list_all};
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
@@ -61,69 +61,67 @@ fn hashes(path: &Path) -> std::io::Result<(String, String)> {
     Ok((md5, b3.finalize().to_hex().to_string()))
 }
 
-impl<R: Remote> Pusher<R> {
-    /// Compares the bucket with the tree; with `fix`, repairs the bucket.
-    pub async fn verify(&self, fix: bool) -> Result<VerifyReport> {
-        let remote = self.remote().clone();
-        self.counts.list.fetch_add(1, Ordering::Relaxed);
-        let listed = list_all(remote.as_ref(), "").await.map_err(|e| Error::from(e).at(&remote.describe()))?;
-        let objects: BTreeMap<String, ObjectInfo> =
-            listed.into_iter().filter(|o| !self.is_excluded(&o.key)).map(|o| (o.key.clone(), o)).collect();
-        let root = self.root().to_owned();
-        let local: BTreeSet<String> = self.tree_files()?.into_iter().collect();
-        let mut report = VerifyReport::default();
-        let both: Vec<(String, ObjectInfo)> =
-            local.iter().filter_map(|p| objects.get(p).map(|o| (p.clone(), o.clone()))).collect();
-        report.missing = local.iter().filter(|p| !objects.contains_key(*p)).cloned().collect();
-        report.extra = objects.keys().filter(|k| !local.contains(*k)).cloned().collect();
+/// Compares the bucket with the tree; with `fix`, repairs the bucket through `push`.
+pub async fn verify<R: Remote>(push: &Push<R>, fix: bool) -> Result<VerifyReport> {
+    let sync = push.sync();
+    let remote = sync.remote();
+    sync.counts.list.fetch_add(1, Ordering::Relaxed);
+    let listed = list_all(remote, "").await.map_err(|e| Error::from(e).at(&remote.describe()))?;
+    let objects: BTreeMap<String, ObjectInfo> =
+        listed.into_iter().filter(|o| !sync.is_excluded(&o.key)).map(|o| (o.key.clone(), o)).collect();
+    let root = sync.root().to_owned();
+    let local: BTreeSet<String> = sync.tree_files()?.into_iter().collect();
+    let mut report = VerifyReport::default();
+    let both: Vec<(String, ObjectInfo)> =
+        local.iter().filter_map(|p| objects.get(p).map(|o| (p.clone(), o.clone()))).collect();
+    report.missing = local.iter().filter(|p| !objects.contains_key(*p)).cloned().collect();
+    report.extra = objects.keys().filter(|k| !local.contains(*k)).cloned().collect();
 
-        let concurrency = self.settings().concurrency.max(1);
-        let checks: Vec<(String, Result<bool>)> = futures_util::stream::iter(both)
-            .map(|(path, obj)| {
-                let remote = remote.clone();
-                let abs = root.join(&path);
-                async move {
-                    let r = async {
-                        let abs2 = abs.clone();
-                        let meta = std::fs::metadata(&abs).map_err(|e| Error::io(&abs, e))?;
-                        if meta.len() != obj.size {
-                            return Ok(false);
-                        }
-                        let (md5, b3) = tokio::task::spawn_blocking(move || hashes(&abs2))
-                            .await
-                            .map_err(|e| Error::io(&abs, std::io::Error::other(e)))?
-                            .map_err(|e| Error::io(&abs, e))?;
-                        if let Some(etag) = obj.etag.as_deref().filter(|e| is_plain_md5(e))
-                            && remote.md5_etags()
-                        {
-                            return Ok(etag.eq_ignore_ascii_case(&md5));
-                        }
-                        self.counts.head.fetch_add(1, Ordering::Relaxed);
-                        let head = remote.head(&path).await?;
-                        Ok(head.as_ref().and_then(ObjectInfo::blake3) == Some(b3.as_str()))
+    let concurrency = sync.settings().concurrency.max(1);
+    let checks: Vec<(String, Result<bool>)> = futures_util::stream::iter(both)
+        .map(|(path, obj)| {
+            let abs = root.join(&path);
+            async move {
+                let r = async {
+                    let abs2 = abs.clone();
+                    let meta = std::fs::metadata(&abs).map_err(|e| Error::io(&abs, e))?;
+                    if meta.len() != obj.size {
+                        return Ok(false);
                     }
-                    .await;
-                    (path, r)
+                    let (md5, b3) = tokio::task::spawn_blocking(move || hashes(&abs2))
+                        .await
+                        .map_err(|e| Error::io(&abs, std::io::Error::other(e)))?
+                        .map_err(|e| Error::io(&abs, e))?;
+                    if let Some(etag) = obj.etag.as_deref().filter(|e| is_plain_md5(e))
+                        && remote.md5_etags()
+                    {
+                        return Ok(etag.eq_ignore_ascii_case(&md5));
+                    }
+                    sync.counts.head.fetch_add(1, Ordering::Relaxed);
+                    let head = remote.head(&path).await?;
+                    Ok(head.as_ref().and_then(ObjectInfo::blake3) == Some(b3.as_str()))
                 }
-            })
-            .buffer_unordered(concurrency)
-            .collect()
-            .await;
-        for (path, r) in checks {
-            if r.map_err(|e| e.at(&remote.describe()))? {
-                report.matched += 1;
-            } else {
-                report.different.push(path);
+                .await;
+                (path, r)
             }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    for (path, r) in checks {
+        if r.map_err(|e| e.at(&remote.describe()))? {
+            report.matched += 1;
+        } else {
+            report.different.push(path);
         }
-        report.different.sort();
-        if fix && report.differences() > 0 {
-            let mut paths = report.missing.clone();
-            paths.extend(report.different.iter().cloned());
-            paths.extend(report.extra.iter().cloned());
-            let fixed = self.repair(paths).await?;
-            report.fixed = fixed.uploaded + fixed.deleted;
-        }
-        Ok(report)
     }
+    report.different.sort();
+    if fix && report.differences() > 0 {
+        let mut paths = report.missing.clone();
+        paths.extend(report.different.iter().cloned());
+        paths.extend(report.extra.iter().cloned());
+        let fixed = push.repair(paths).await?;
+        report.fixed = fixed.uploaded + fixed.deleted;
+    }
+    Ok(report)
 }

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use clawboard_sync::PushReport;
 use clawboard_sync::push;
 use clawboard_sync::report::ProcessTotals;
-use clawboard_sync::{AnyRemote, Pusher, Remote};
+use clawboard_sync::{AnyRemote, Client, Pull, Push, Remote};
 use serde::Serialize;
 
 use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
@@ -107,14 +107,17 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
         let open = || async {
             let node = clawboard_sync::node_id(&root, s.node_id.as_deref()).map_err(user_error)?;
             let remote = AnyRemote::open(&s.sync.backend, &root).await.map_err(user_error)?;
-            anyhow::Ok(Pusher::new(remote, &root, s.sync.clone(), node).map_err(user_error)?)
+            // This store reports to no journal: pulled files are journaled after the pull
+            // (`pull_now`'s catch-up, or a running daemon's watcher).
+            let writer = store.clone();
+            anyhow::Ok(Client::open(remote, &root, s.sync.clone(), node, writer).map_err(user_error)?)
         };
         match c {
-            SyncCommand::Push(a) => push_now(open().await?, s, a, false).await,
-            SyncCommand::Full(a) => push_now(open().await?, s, a, true).await,
-            SyncCommand::Pull(a) => pull_now(open().await?, s, a).await,
+            SyncCommand::Push(a) => push_now(open().await?.push, s, a, false).await,
+            SyncCommand::Full(a) => push_now(open().await?.push, s, a, true).await,
+            SyncCommand::Pull(a) => pull_now(open().await?.pull, s, a).await,
             SyncCommand::Status(_) => status(s, &root),
-            SyncCommand::Verify(a) => verify(open().await?, s, a).await,
+            SyncCommand::Verify(a) => verify(open().await?.push, s, a).await,
         }
     })
 }
@@ -145,11 +148,10 @@ fn catch_up(root: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
     }
 }
 
-async fn push_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PushArgs, full: bool) -> anyhow::Result<u8> {
-    let _lock = catch_up(pusher.root())?;
-    let pusher = Arc::new(pusher);
+async fn push_now(push: Arc<Push<AnyRemote>>, s: &Settings, a: PushArgs, full: bool) -> anyhow::Result<u8> {
+    let _lock = catch_up(push.sync().root())?;
     let bar = (!a.no_progress && !s.json && std::io::stderr().is_terminal()).then(|| {
-        let p = pusher.progress.clone();
+        let p = push.progress.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -169,10 +171,10 @@ async fn push_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PushArgs, full: bo
             }
         })
     });
-    let result = if full { pusher.full().await } else { pusher.push().await };
+    let result = if full { push.full().await } else { push.push().await };
     if let Some(bar) = bar {
         bar.abort();
-        if pusher.progress.planned.load(Ordering::Relaxed) >= 200 {
+        if push.progress.planned.load(Ordering::Relaxed) >= 200 {
             eprintln!();
         }
     }
@@ -180,31 +182,31 @@ async fn push_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PushArgs, full: bo
     if s.json {
         output::json(&report)?;
     } else {
-        println!("{}", describe(&report, &pusher.remote().describe()));
+        println!("{}", describe(&report, &push.sync().remote().describe()));
     }
     Ok(EXIT_OK)
 }
 
-async fn pull_now(pusher: Pusher<AnyRemote>, s: &Settings, a: PullArgs) -> anyhow::Result<u8> {
-    let lock = catch_up(pusher.root())?;
-    let report = match pusher.pull(a.allow_mass_delete).await {
+async fn pull_now(pull: Arc<Pull<AnyRemote>>, s: &Settings, a: PullArgs) -> anyhow::Result<u8> {
+    let lock = catch_up(pull.sync().root())?;
+    let report = match pull.pull(a.allow_mass_delete).await {
         Ok(r) => r,
         Err(e @ clawboard_sync::Error::Refused { .. }) => {
-            pusher.raise(&format!("sync pull refused on node {}: {e}", pusher.node())).await?;
+            pull.raise(&format!("sync pull refused on node {}: {e}", pull.sync().node())).await?;
             return Err(e.into());
         }
         Err(e) => return Err(e.into()),
     };
     if lock.is_some() {
         // Journal what the pull wrote (as a daemon's watcher would).
-        clawboard_core::index::catch_up(pusher.root())?;
+        clawboard_core::index::catch_up(pull.sync().root())?;
     }
     if s.json {
         output::json(&report)?;
     } else {
         println!(
             "Pulled from {}: {} segments, {} files written, {} deleted, {} conflicts{}.",
-            pusher.remote().describe(),
+            pull.sync().remote().describe(),
             report.segments,
             report.applied,
             report.deleted,
@@ -321,15 +323,15 @@ fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-async fn verify(pusher: Pusher<AnyRemote>, s: &Settings, a: VerifyArgs) -> anyhow::Result<u8> {
-    let report = pusher.verify(a.fix).await?;
+async fn verify(push: Arc<Push<AnyRemote>>, s: &Settings, a: VerifyArgs) -> anyhow::Result<u8> {
+    let report = clawboard_sync::verify::verify(&push, a.fix).await?;
     let remaining = if a.fix && report.fixed as usize >= report.differences() { 0 } else { report.differences() };
     if s.json {
         output::json(&report)?;
     } else {
         println!(
             "{}: {} match, {} missing, {} extra, {} different{}",
-            pusher.remote().describe(),
+            push.sync().remote().describe(),
             report.matched,
             report.missing.len(),
             report.extra.len(),

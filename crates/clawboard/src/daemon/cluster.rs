@@ -15,14 +15,17 @@ use clawboard_core::lock::Lock;
 use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
 use clawboard_roles::claims;
 use clawboard_sync::cluster::{ClaimResult, Heartbeat};
-use clawboard_sync::{AnyRemote, Pusher};
+use clawboard_sync::{AnyRemote, Pull};
 use tokio::sync::{Notify, watch};
 
 use super::dispatch::Dispatcher;
 use super::jobs::{JobResult, Worker};
 
 pub struct Cluster {
-    pub pusher: Arc<Pusher<AnyRemote>>,
+    /// Claims and heartbeats in the bucket.
+    nodes: Arc<clawboard_sync::Cluster<AnyRemote>>,
+    /// Brings the newest state before a takeover; raises escalations.
+    pull: Arc<Pull<AnyRemote>>,
     pub dispatcher: Arc<Dispatcher>,
     pub store: Store,
     /// Accepted tasks to claim (and whether a try failed already: the bucket unreachable).
@@ -40,9 +43,15 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(pusher: Arc<Pusher<AnyRemote>>, dispatcher: Arc<Dispatcher>, store: Store) -> Arc<Cluster> {
+    pub fn new(
+        nodes: Arc<clawboard_sync::Cluster<AnyRemote>>,
+        pull: Arc<Pull<AnyRemote>>,
+        dispatcher: Arc<Dispatcher>,
+        store: Store,
+    ) -> Arc<Cluster> {
         Arc::new(Cluster {
-            pusher,
+            nodes,
+            pull,
             dispatcher,
             store,
             to_claim: Lock::new(BTreeMap::new()),
@@ -67,7 +76,7 @@ impl Cluster {
     /// (the first failure of each is logged). True if some are still waiting.
     async fn claim_accepted(self: &Arc<Self>) -> bool {
         let waiting: Vec<(String, bool)> = self.to_claim.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
-        let limit = self.pusher.settings().concurrency.max(1);
+        let limit = self.nodes.sync().settings().concurrency.max(1);
         let mut claims = tokio::task::JoinSet::new();
         let mut waiting = waiting.into_iter();
         loop {
@@ -105,7 +114,7 @@ impl Cluster {
     }
 
     async fn try_claim(&self, task: &str) -> anyhow::Result<()> {
-        match self.pusher.claim(task).await? {
+        match self.nodes.claim(task).await? {
             ClaimResult::Won { generation } => {
                 tracing::info!(task, generation, "claimed");
                 self.drive(task)?;
@@ -120,7 +129,7 @@ impl Cluster {
 
     /// This node holds `task`: unfenced if it was, claimed locally, driven.
     fn drive(&self, task: &str) -> anyhow::Result<()> {
-        self.pusher.unfence(task)?;
+        self.nodes.unfence(task)?;
         self.dispatcher.engine.unfence(task);
         claims::adopt(&self.store, task)?;
         self.dispatcher.enqueue(task.to_owned());
@@ -133,7 +142,7 @@ impl Cluster {
     /// checked again with every heartbeat) without holding back the others.
     async fn check_active(&self) -> anyhow::Result<()> {
         for task in claims::active(&self.store)? {
-            match self.pusher.check_claim(&task).await {
+            match self.nodes.check_claim(&task).await {
                 Ok(ClaimResult::Won { .. }) => self.drive(&task)?,
                 Ok(ClaimResult::Lost { owner }) => self.fence(&task, &owner).await?,
                 Err(e @ (clawboard_sync::Error::Remote(_) | clawboard_sync::Error::At { .. })) => return Err(e.into()),
@@ -147,7 +156,7 @@ impl Cluster {
     async fn fence(&self, task: &str, owner: &str) -> anyhow::Result<()> {
         tracing::warn!(task, owner, "another node holds this task now; stopping it here without writing to it");
         self.dispatcher.engine.fence(task);
-        self.pusher.fence(task).await?;
+        self.nodes.fence(task).await?;
         claims::finish(&self.store, task)?;
         Ok(())
     }
@@ -165,18 +174,18 @@ impl Cluster {
             active_tasks: claims::active(&self.store)?,
             ..Heartbeat::default()
         };
-        if !self.pusher.heartbeat(beat).await? && !self.shared_id.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if !self.nodes.heartbeat(beat).await? && !self.shared_id.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let issue = format!(
                 "another process writes heartbeats as node {}: two machines share this node id (a cloned machine \
                  or a copied .clawboard/?). Give each machine its own [node] id (or delete .clawboard/node-id on \
                  the copy) and restart it; until then both may run the same tasks.",
-                self.pusher.node()
+                self.nodes.sync().node()
             );
             tracing::error!("cluster: {issue}");
-            self.pusher.raise(&issue).await?;
+            self.pull.raise(&issue).await?;
         }
-        let beats = self.pusher.heartbeats().await?;
-        let lease = self.pusher.settings().lease;
+        let beats = self.nodes.heartbeats().await?;
+        let lease = self.nodes.sync().settings().lease;
         let mut stale = Vec::new();
         {
             let mut seen = self.seen.lock();
@@ -185,7 +194,7 @@ impl Cluster {
                 if entry.0 != *etag {
                     *entry = (etag.clone(), Instant::now());
                 }
-                if b.node != self.pusher.node() && entry.1.elapsed() >= lease {
+                if b.node != self.nodes.sync().node() && entry.1.elapsed() >= lease {
                     stale.push(b.clone());
                 }
             }
@@ -199,7 +208,7 @@ impl Cluster {
     /// over stale nodes' tasks. One task's trouble is logged and does not stop the rest.
     async fn tick(&self) -> anyhow::Result<()> {
         for task in claims::active(&self.store)? {
-            match self.pusher.check_claim(&task).await {
+            match self.nodes.check_claim(&task).await {
                 Ok(ClaimResult::Lost { owner }) => {
                     if let Err(e) = self.fence(&task, &owner).await {
                         tracing::error!(task, "cannot fence the task: {e:#}");
@@ -225,7 +234,7 @@ impl Cluster {
             return Ok(());
         }
         // Resume from the newest state the bucket has, not from what this node last pulled.
-        self.pusher.pull(false).await?;
+        self.pull.pull(false).await?;
         for task in candidates {
             let rel = RelPath::new(&layout::task_file(task, layout::TASK_FILE))?;
             let finished = match self.store.read::<clawboard_core::formats::Task>(&rel) {
@@ -238,7 +247,7 @@ impl Cluster {
             if finished {
                 continue;
             }
-            if let Some(ClaimResult::Won { generation }) = self.pusher.take_over(task, &dead.node).await? {
+            if let Some(ClaimResult::Won { generation }) = self.nodes.take_over(task, &dead.node).await? {
                 tracing::warn!(task, from = %dead.node, generation, "took over a task from a node that stopped heart-beating");
                 self.drive(task)?;
             }
@@ -293,7 +302,7 @@ impl Worker for Claims {
 
     async fn work(&mut self) -> JobResult {
         let c = &self.cluster;
-        self.next = tokio::time::Instant::now() + c.pusher.settings().heartbeat;
+        self.next = tokio::time::Instant::now() + c.nodes.sync().settings().heartbeat;
         if !*c.checked.borrow() {
             c.check_active().await.map_err(|e| anyhow::anyhow!("cluster: checking this node's claims: {e:#}"))?;
             c.checked.send_replace(true);
@@ -327,7 +336,7 @@ impl Worker for AcceptedClaims {
 
     async fn work(&mut self) -> JobResult {
         let waiting = self.cluster.claim_accepted().await;
-        self.retry = waiting.then(|| tokio::time::Instant::now() + self.cluster.pusher.settings().heartbeat);
+        self.retry = waiting.then(|| tokio::time::Instant::now() + self.cluster.nodes.sync().settings().heartbeat);
         Ok(())
     }
 }
@@ -351,7 +360,7 @@ impl Worker for Beat {
     }
 
     async fn work(&mut self) -> JobResult {
-        let every = self.cluster.pusher.settings().heartbeat;
+        let every = self.cluster.nodes.sync().settings().heartbeat;
         self.next = tokio::time::Instant::now() + every;
         self.cluster
             .beat()
@@ -367,15 +376,15 @@ mod tests {
 
     use super::*;
     use crate::daemon::jobs::Backoff;
-    use crate::daemon::jobs::testing::{dispatcher, pusher, setup, until};
+    use crate::daemon::jobs::testing::{client, dispatcher, setup, until};
 
     #[tokio::test(start_paused = true)]
     async fn claims_are_checked_first_then_accepted_tasks_claimed_at_once_and_heartbeats_go_out_every_beat() {
         let bucket = tempfile::tempdir().unwrap();
         let mut s = setup();
-        let p = pusher(&s, "n1", bucket.path(), "heartbeat = \"2s\"\nlease = \"4s\"\n");
+        let p = client(&s, "n1", bucket.path(), "heartbeat = \"2s\"\nlease = \"4s\"\n");
         let d = dispatcher(&s);
-        let c = Cluster::new(p, d.clone(), s.store.clone());
+        let c = Cluster::new(p.cluster, p.pull, d.clone(), s.store.clone());
         let mut checked = c.checked.subscribe();
         s.runner.worker("claims", Backoff::default(), Claims::new(c.clone()));
         s.runner.worker("accepted-claims", Backoff::default(), AcceptedClaims::new(c.clone()));

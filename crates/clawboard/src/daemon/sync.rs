@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawboard_sync::{AnyRemote, Pusher, Remote};
+use clawboard_sync::{AnyRemote, Remote};
 use tokio::sync::{Notify, watch};
 
 use super::jobs::{JobResult, Scheduled, Worker};
@@ -23,7 +23,7 @@ async fn checked(checked: &mut watch::Receiver<bool>) {
 }
 
 pub struct Push {
-    pusher: Arc<Pusher<AnyRemote>>,
+    push: Arc<clawboard_sync::Push<AnyRemote>>,
     task_ended: Arc<Notify>,
     flusher: Flusher,
     checked: watch::Receiver<bool>,
@@ -34,16 +34,16 @@ pub struct Push {
 
 impl Push {
     pub fn new(
-        pusher: Arc<Pusher<AnyRemote>>,
+        push: Arc<clawboard_sync::Push<AnyRemote>>,
         task_ended: Arc<Notify>,
         flusher: Flusher,
         checked: watch::Receiver<bool>,
         clock: super::jobs::Clock,
     ) -> Push {
-        let settings = pusher.settings();
-        tracing::info!(remote = %pusher.remote().describe(), schedule = %settings.schedule.text, "sync: pushing and pulling");
+        let settings = push.sync().settings();
+        tracing::info!(remote = %push.sync().remote().describe(), schedule = %settings.schedule.text, "sync: pushing and pulling");
         let due = Scheduled::new(settings.schedule.clone(), clock);
-        Push { pusher, task_ended, flusher, checked, due, first: true, last_expiry: None }
+        Push { push, task_ended, flusher, checked, due, first: true, last_expiry: None }
     }
 }
 
@@ -52,7 +52,7 @@ impl Worker for Push {
         if std::mem::take(&mut self.first) {
             return checked(&mut self.checked).await;
         }
-        let on_task_end = self.pusher.settings().push_on_task_end;
+        let on_task_end = self.push.sync().settings().push_on_task_end;
         tokio::select! {
             () = self.due.wait() => self.due.advance(),
             () = self.task_ended.notified(), if on_task_end => tracing::debug!("sync: a task ended; pushing now"),
@@ -68,7 +68,7 @@ impl Worker for Push {
         }
         // Dropped at the stop: an interrupted push resumes from its cursor; what landed is recorded.
         let r =
-            self.pusher.push().await.map_err(|e| anyhow::anyhow!("sync: push failed; retried on the next run: {e}"))?;
+            self.push.push().await.map_err(|e| anyhow::anyhow!("sync: push failed; retried on the next run: {e}"))?;
         if r.uploaded + r.deleted > 0 {
             tracing::info!(
                 uploaded = r.uploaded,
@@ -80,7 +80,7 @@ impl Worker for Push {
         }
         if self.last_expiry.is_none_or(|t| t.elapsed() > Duration::from_secs(24 * 3600)) {
             self.last_expiry = Some(tokio::time::Instant::now());
-            match self.pusher.expire_log().await {
+            match self.push.expire_log().await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(segments = n, "sync: expired old change-log segments"),
                 Err(e) => tracing::warn!("sync: cannot expire old change-log segments: {e}"),
@@ -91,7 +91,7 @@ impl Worker for Push {
 }
 
 pub struct Pull {
-    pusher: Arc<Pusher<AnyRemote>>,
+    pull: Arc<clawboard_sync::Pull<AnyRemote>>,
     /// Poked when a pull brought files: tasks other nodes ended count in the GM's records.
     records_due: Arc<Notify>,
     checked: watch::Receiver<bool>,
@@ -103,13 +103,13 @@ pub struct Pull {
 
 impl Pull {
     pub fn new(
-        pusher: Arc<Pusher<AnyRemote>>,
+        pull: Arc<clawboard_sync::Pull<AnyRemote>>,
         records_due: Arc<Notify>,
         checked: watch::Receiver<bool>,
         clock: super::jobs::Clock,
     ) -> Pull {
-        let due = Scheduled::new(pusher.settings().schedule.clone(), clock);
-        Pull { pusher, records_due, checked, due, first: true, refused: None }
+        let due = Scheduled::new(pull.sync().settings().schedule.clone(), clock);
+        Pull { pull, records_due, checked, due, first: true, refused: None }
     }
 }
 
@@ -123,7 +123,7 @@ impl Worker for Pull {
     }
 
     async fn work(&mut self) -> JobResult {
-        let result = self.pusher.pull(false).await;
+        let result = self.pull.pull(false).await;
         let r = match result {
             Ok(r) => r,
             Err(e) => {
@@ -131,8 +131,8 @@ impl Worker for Pull {
                     && self.refused.as_deref() != Some(reason.as_str())
                 {
                     self.refused = Some(reason.clone());
-                    let issue = format!("sync pull refused on node {}: {reason}", self.pusher.node());
-                    if let Err(e) = self.pusher.raise(&issue).await {
+                    let issue = format!("sync pull refused on node {}: {reason}", self.pull.sync().node());
+                    if let Err(e) = self.pull.raise(&issue).await {
                         tracing::error!("sync: cannot raise the escalation: {e}");
                     }
                 }
@@ -157,7 +157,7 @@ impl Worker for Pull {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::jobs::testing::{at, dispatcher, pusher, setup, until};
+    use crate::daemon::jobs::testing::{at, client, dispatcher, setup, until};
     use crate::daemon::jobs::{Backoff, Clock};
 
     #[tokio::test(start_paused = true)]
@@ -166,7 +166,8 @@ mod tests {
         let mut a = setup();
         let mut b = setup();
         let every_minute = "schedule = \"0 * * * * *\"\n";
-        let (pa, pb) = (pusher(&a, "a", bucket.path(), every_minute), pusher(&b, "b", bucket.path(), every_minute));
+        let (pa, pb) =
+            (client(&a, "a", bucket.path(), every_minute).push, client(&b, "b", bucket.path(), every_minute).pull);
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
         let (checked, checked_rx) = watch::channel(false);
         let ended = Arc::new(Notify::new());

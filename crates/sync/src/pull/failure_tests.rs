@@ -2,9 +2,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use super::*;
+use crate::Client;
 use crate::dir::DirRemote;
 use crate::error::{Failure, RemoteError};
-use crate::remote::{Condition, Metadata, Page, PutOutcome};
+use crate::remote::{Body, Condition, Metadata, Page, PutOutcome};
 use crate::report::RequestCounts;
 
 /// The directory backend, with GETs of one key failing while `fail` is set.
@@ -76,24 +77,25 @@ impl Remote for FarNoEtags {
 
 /// `node`'s first pull, with a push of one new file 100 ms into it: the pull's
 /// report, whether the push finished first, and the requests of the pull and push.
-async fn first_pull_with_a_push(node: &Pusher<FarNoEtags>, root: &Path) -> (PullReport, bool, RequestCounts) {
-    let before = node.counts.snapshot();
+async fn first_pull_with_a_push(node: &Client<FarNoEtags>, root: &Path) -> (PullReport, bool, RequestCounts) {
+    let before = node.push.sync().counts.snapshot();
     let started = Instant::now();
     let pull = async {
-        let r = node.pull(false).await;
+        let r = node.pull.pull(false).await;
         (r, started.elapsed())
     };
     let push = async {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        std::fs::write(root.join(format!("gm/new-{}.md", node.node())), "written during the first pull\n").unwrap();
-        let r = node.full().await;
+        std::fs::write(root.join(format!("gm/new-{}.md", node.push.sync().node())), "written during the first pull\n")
+            .unwrap();
+        let r = node.push.full().await;
         (r, started.elapsed())
     };
     let ((pulled, pull_took), (pushed, push_took)) = tokio::join!(pull, push);
     assert!(pushed.unwrap().uploaded >= 1);
-    let new = format!("gm/new-{}.md", node.node());
-    assert!(node.remote().head(&new).await.unwrap().is_some(), "the push sent the new file");
-    let after = node.counts.snapshot();
+    let new = format!("gm/new-{}.md", node.push.sync().node());
+    assert!(node.push.sync().remote().head(&new).await.unwrap().is_some(), "the push sent the new file");
+    let after = node.push.sync().counts.snapshot();
     let sent = RequestCounts { get: after.get - before.get, head: after.head - before.head, ..after };
     eprintln!("pull {pull_took:?}, push {push_took:?}, {sent:?}");
     (pulled.unwrap(), push_took < pull_took, sent)
@@ -108,9 +110,9 @@ async fn a_first_pull_heads_instead_of_downloading_and_lets_a_push_through() {
     for i in 0..600 {
         std::fs::write(ra.join(format!("gm/f{i:03}.md")), format!("{i}\n")).unwrap();
     }
-    a.full().await.unwrap();
-    let objects = crate::remote::list_all(a.remote().as_ref(), "").await.unwrap();
-    let objects = objects.iter().filter(|o| !a.is_excluded(&o.key)).count() as u64;
+    a.push.full().await.unwrap();
+    let objects = crate::remote::list_all(a.push.sync().remote(), "").await.unwrap();
+    let objects = objects.iter().filter(|o| !a.push.sync().is_excluded(&o.key)).count() as u64;
     // A's own first pull: one HEAD per object (its listing has no ETag), no GET;
     // 600 HEADs of 50 ms, 16 at a time, hold no lock.
     let (pulled, push_first, sent) = first_pull_with_a_push(&a, &ra).await;
@@ -128,11 +130,11 @@ async fn a_first_pull_heads_instead_of_downloading_and_lets_a_push_through() {
     assert_eq!(std::fs::read_to_string(rb.join("gm/f599.md")).unwrap(), "599\n");
 }
 
-fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Pusher<R> {
+fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Client<R> {
     clawboard_core::Store::init(root).unwrap();
     let mut s = crate::SyncSettings::local_default().unwrap();
     s.retries = 0;
-    Pusher::new(remote, root, s, id.into()).unwrap()
+    Client::open(remote, root, s, id.into(), clawboard_core::Store::unchecked(root)).unwrap()
 }
 
 #[tokio::test]
@@ -145,14 +147,14 @@ async fn a_pull_that_fails_midway_applies_whole_segments_only_and_resumes() {
     let flaky = Flaky { inner: DirRemote::open(&bucket).unwrap(), key: "gm/two.md".into(), fail: fail.clone() };
     let b = node(flaky, &rb, "b");
     // B's first pull (a listing of the still empty bucket) is behind it.
-    b.pull(false).await.unwrap();
+    b.pull.pull(false).await.unwrap();
     // Three pushes, three segments; the second's file cannot be fetched at first.
     for (i, name) in ["one", "two", "three"].iter().enumerate() {
         std::fs::write(ra.join(format!("gm/{name}.md")), format!("{i}\n")).unwrap();
-        a.full().await.unwrap();
+        a.push.full().await.unwrap();
     }
     fail.store(true, Ordering::SeqCst);
-    let err = b.pull(false).await.unwrap_err();
+    let err = b.pull.pull(false).await.unwrap_err();
     assert!(err.to_string().contains("injected failure"), "{err}");
     assert_eq!(std::fs::read_to_string(rb.join("gm/one.md")).unwrap(), "0\n", "the first segment is applied");
     assert!(!rb.join("gm/two.md").exists() && !rb.join("gm/three.md").exists(), "nothing after the failure");
@@ -166,11 +168,11 @@ async fn a_pull_that_fails_midway_applies_whole_segments_only_and_resumes() {
         .collect();
     assert!(temps.is_empty(), "no half-written file: {temps:?}");
     fail.store(false, Ordering::SeqCst);
-    let r = b.pull(false).await.unwrap();
+    let r = b.pull.pull(false).await.unwrap();
     assert_eq!((r.segments, r.applied), (2, 2));
     for name in ["one", "two", "three"] {
         let p = format!("gm/{name}.md");
         assert_eq!(std::fs::read(ra.join(&p)).unwrap(), std::fs::read(rb.join(&p)).unwrap(), "{p}");
     }
-    assert_eq!(b.pull(false).await.unwrap().segments, 0, "nothing is applied twice");
+    assert_eq!(b.pull.pull(false).await.unwrap().segments, 0, "nothing is applied twice");
 }

@@ -8,15 +8,15 @@ use std::time::Instant;
 use clawboard_core::RelPath;
 use futures_util::StreamExt;
 
-use super::{Cursors, Incoming, PullReport, stamp_of, version_of};
+use super::{Cursors, Incoming, Pull, PullReport, stamp_of, version_of};
 use crate::error::{Error, Result};
 use crate::log;
-use crate::push::{Guards, Pusher, sync_dir};
 use crate::remote::{ObjectInfo, Remote};
+use crate::shared::{Guards, sync_dir};
 use crate::state::Pushed;
 use crate::version::{self, Order};
 
-impl<R: Remote> Pusher<R> {
+impl<R: Remote> Pull<R> {
     /// A full reconcile by listing, when the change log does not cover a cursor.
     ///
     /// An object whose listed ETag is the one this node recorded is skipped; one
@@ -35,6 +35,7 @@ impl<R: Remote> Pusher<R> {
         // What this node shared before the listing: a file pushed while it runs is
         // not taken for gone below.
         let synced: Vec<(String, Pushed)> = self
+            .sync
             .with_state(|s| Ok(s.iter().filter(|(_, r)| !r.deleted).map(|(p, r)| (p.clone(), r.clone())).collect()))?;
         // Listing a large bucket, and a HEAD of each object whose listing has no
         // ETag, take minutes on some servers (s3s-fs: 357 s at 100,000 objects). Both
@@ -61,7 +62,7 @@ impl<R: Remote> Pusher<R> {
         }
         let mut gone = Vec::new();
         for (path, rec) in &synced {
-            if !present.contains(path.as_str()) && !self.is_excluded(path) && !self.local(path, Some(rec))?.dirty {
+            if !present.contains(path.as_str()) && !self.sync.is_excluded(path) && !self.local(path, Some(rec))?.dirty {
                 gone.push((path.clone(), rec.clone()));
             }
         }
@@ -76,7 +77,7 @@ impl<R: Remote> Pusher<R> {
                 let got = self.get(&o.key).await;
                 (o, got)
             })
-            .buffered(self.settings.concurrency.max(1));
+            .buffered(self.sync.settings.concurrency.max(1));
         while let Some((o, got)) = fetched.next().await {
             let Some((bytes, info)) = got? else { continue };
             match version_of(&info, &bytes) {
@@ -86,7 +87,7 @@ impl<R: Remote> Pusher<R> {
                 _ => report.skipped.push(format!("{}: the object has no clawboard version", o.key)),
             }
             if held_since.elapsed() >= RECONCILE_SLICE {
-                self.with_state(crate::state::PushState::sync)?;
+                self.sync.with_state(crate::state::PushState::sync)?;
                 *guards = None;
                 // Long enough for a process blocked on the lock to take it first.
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -97,21 +98,21 @@ impl<R: Remote> Pusher<R> {
         for (path, listed) in gone {
             // Gone unless a push sent another version while the lock was let go, or
             // the file changed here meanwhile.
-            let rec = self.with_state(|s| Ok(s.get(&path).cloned()))?;
+            let rec = self.sync.with_state(|s| Ok(s.get(&path).cloned()))?;
             if rec.as_ref() != Some(&listed) || self.local(&path, rec.as_ref())?.dirty {
                 continue;
             }
             let rel = RelPath::new(&path)?;
-            let writer = self.writer.lock().clone();
+            let writer = &self.sync.writer;
             writer.remove(&rel)?;
             let vv = listed.vv;
-            self.with_state(|s| s.record(&path, Some(Pushed { vv, deleted: true, ..Pushed::default() })))?;
+            self.sync.with_state(|s| s.record(&path, Some(Pushed { vv, deleted: true, ..Pushed::default() })))?;
             report.deleted += 1;
         }
-        self.with_state(crate::state::PushState::sync)?;
+        self.sync.with_state(crate::state::PushState::sync)?;
         cursors.nodes.extend(tops);
-        cursors.save(&sync_dir(&self.root))?;
-        self.flush_log().await?;
+        cursors.save(&sync_dir(&self.sync.root))?;
+        self.sync.flush_log().await?;
         Ok(report)
     }
 
@@ -122,7 +123,7 @@ impl<R: Remote> Pusher<R> {
     async fn survey(&self) -> Result<Survey> {
         let mut tops = BTreeMap::new();
         for node in self.nodes().await? {
-            if node == self.node {
+            if node == self.sync.node {
                 continue;
             }
             let listed = self.list_after(&log::node_prefix(&node), None).await?;
@@ -131,7 +132,7 @@ impl<R: Remote> Pusher<R> {
             }
         }
         let objects: Vec<ObjectInfo> =
-            self.list_after("", None).await?.into_iter().filter(|o| !self.is_excluded(&o.key)).collect();
+            self.list_after("", None).await?.into_iter().filter(|o| !self.sync.is_excluded(&o.key)).collect();
         let present = objects.iter().map(|o| o.key.clone()).collect();
         let (mut wanted, mut unversioned) = (Vec::new(), Vec::new());
         let mut looked = futures_util::stream::iter(objects)
@@ -139,7 +140,7 @@ impl<R: Remote> Pusher<R> {
                 let lacks = self.lacks(&o).await;
                 (o, lacks)
             })
-            .buffered(self.settings.concurrency.max(1));
+            .buffered(self.sync.settings.concurrency.max(1));
         while let Some((o, lacks)) = looked.next().await {
             match lacks? {
                 Lacks::No => {}
@@ -152,14 +153,14 @@ impl<R: Remote> Pusher<R> {
 
     /// Takes the lock again after a reconcile let it go, and reads what a push did meanwhile.
     async fn relock<'a>(&'a self, guards: &mut Option<Guards<'a>>) -> Result<()> {
-        *guards = Some(self.exclusive().await?);
-        self.load_state()
+        *guards = Some(self.sync.exclusive().await?);
+        self.sync.load_state()
     }
 
     /// Whether the listed object `o` may hold a version this node lacks, without
     /// downloading it: by its listed ETag, else by a HEAD of its metadata.
     async fn lacks(&self, o: &ObjectInfo) -> Result<Lacks> {
-        let Some(rec) = self.with_state(|s| Ok(s.get(&o.key).cloned()))? else { return Ok(Lacks::Maybe) };
+        let Some(rec) = self.sync.with_state(|s| Ok(s.get(&o.key).cloned()))? else { return Ok(Lacks::Maybe) };
         match &o.etag {
             Some(listed) if !rec.etag.is_empty() => {
                 // Another ETag than the one recorded: a version from elsewhere, fetched at once.
@@ -167,8 +168,8 @@ impl<R: Remote> Pusher<R> {
             }
             _ => {}
         }
-        self.counts.head.fetch_add(1, Ordering::Relaxed);
-        let Some(info) = self.retry(|| self.remote.head(&o.key)).await? else { return Ok(Lacks::No) };
+        self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
+        let Some(info) = self.sync.retry(|| self.sync.remote.head(&o.key)).await? else { return Ok(Lacks::No) };
         Ok(match stamp_of(&info) {
             None => Lacks::Unversioned,
             Some((_, vv, _)) if matches!(version::compare(&vv, &rec.vv), Order::Older | Order::Same) => Lacks::No,
@@ -177,7 +178,7 @@ impl<R: Remote> Pusher<R> {
     }
 }
 
-/// The bucket as a reconcile found it (see [`Pusher::survey`]).
+/// The bucket as a reconcile found it (see [`Pull::survey`]).
 struct Survey {
     tops: BTreeMap<String, u64>,
     present: HashSet<String>,

@@ -104,18 +104,11 @@ pub fn at(rfc3339: &str) -> DateTime<Utc> {
 
 /// A sync client of node `node` for the tree of `s`, on the directory bucket
 /// `bucket`, with sync settings from `[sync]` lines `extra`.
-pub fn pusher(
-    s: &Setup,
-    node: &str,
-    bucket: &Path,
-    extra: &str,
-) -> Arc<clawboard_sync::Pusher<clawboard_sync::AnyRemote>> {
+pub fn client(s: &Setup, node: &str, bucket: &Path, extra: &str) -> clawboard_sync::Client<clawboard_sync::AnyRemote> {
     let config = format!("[sync]\nenabled = true\ndir = \"{}\"\n{extra}", bucket.display());
     let settings = settings(s.root(), &config);
     let remote = clawboard_sync::AnyRemote::Dir(clawboard_sync::dir::DirRemote::open(bucket).unwrap());
-    let pusher = clawboard_sync::Pusher::new(remote, s.root(), settings.sync, node.to_owned()).unwrap();
-    pusher.set_writer(s.store.clone());
-    Arc::new(pusher)
+    clawboard_sync::Client::open(remote, s.root(), settings.sync, node.to_owned(), s.store.clone()).unwrap()
 }
 
 /// A dispatcher whose engine has no roles (nothing queued is driven unless its `run` is).

@@ -1,0 +1,123 @@
+//! Below push and cluster, what both do with claims: read a task's claim in the
+//! bucket, and fence a task this node lost. Cluster fences when a claim check finds
+//! the task taken; push fences a finished task it finds taken over before it would
+//! push into it.
+
+use std::sync::atomic::Ordering;
+
+use clawboard_core::RelPath;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::node::fenced_dir;
+use crate::remote::Remote;
+use crate::shared::SyncState;
+
+pub const CLAIMS_PREFIX: &str = "_claims/";
+
+/// `_claims/{taskId}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimDoc {
+    pub task_id: String,
+    pub node: String,
+    pub generation: u64,
+    pub claimed_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_from: Option<String>,
+}
+
+pub(crate) fn claim_key(task: &str) -> Result<String> {
+    clawboard_core::check_id(task).map_err(|e| Error::config("taskId", format!("{task:?}: {e}")))?;
+    Ok(format!("{CLAIMS_PREFIX}{task}"))
+}
+
+/// The claim on `task`, with its ETag.
+pub(crate) async fn claim_of<R: Remote>(sync: &SyncState<R>, task: &str) -> Result<Option<(ClaimDoc, String)>> {
+    let key = claim_key(task)?;
+    sync.counts.get.fetch_add(1, Ordering::Relaxed);
+    let Some((bytes, info)) = sync.retry(|| sync.remote.get(&key)).await? else { return Ok(None) };
+    let doc = serde_json::from_slice::<ClaimDoc>(&bytes)
+        .map_err(|e| Error::io(&key, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    Ok(Some((doc, info.etag.unwrap_or_default())))
+}
+
+/// This node lost `task`: never push its directory again, and put back the
+/// bucket's version of every file this node changed there (this node's versions
+/// are kept under `.clawboard/fenced/{task}/`). Returns how many files moved.
+/// The caller holds [`SyncState::exclusive`] and loaded the push state.
+pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> Result<usize> {
+    let keep = fenced_dir(&sync.root).join(task);
+    std::fs::create_dir_all(&keep).map_err(|e| Error::io(&keep, e))?;
+    let prefix = format!("tasks/{task}/");
+    let mut paths: Vec<String> = Vec::new();
+    let dir = sync.root.join(&prefix);
+    // Only a real directory (not a link to one, wherever it points) is walked.
+    let real = clawboard_core::store::real_dir(&sync.root, &prefix);
+    if real {
+        for entry in
+            walkdir::WalkDir::new(&dir).follow_links(false).follow_root_links(false).into_iter().filter_map(|e| e.ok())
+        {
+            if entry.file_type().is_file()
+                && let Ok(rel) = entry.path().strip_prefix(&sync.root)
+            {
+                paths.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let recorded: Vec<String> =
+        sync.with_state(|s| Ok(s.live_paths().filter(|p| p.starts_with(&prefix)).cloned().collect()))?;
+    for p in recorded {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    let writer = &sync.writer;
+    let mut moved = 0;
+    for path in paths {
+        if sync.is_excluded(&path) {
+            continue;
+        }
+        let rec = sync.with_state(|s| Ok(s.get(&path).cloned()))?;
+        let abs = sync.root.join(&path);
+        let meta = std::fs::symlink_metadata(&abs).ok().filter(std::fs::Metadata::is_file);
+        let clean = match (&meta, rec.as_ref().and_then(crate::state::Pushed::live)) {
+            (Some(m), Some(r)) => {
+                let stamp = clawboard_core::index::Stamp::of(m);
+                (stamp.size == r.size && stamp.mtime_ns == r.mtime_ns)
+                    || std::fs::read(&abs).is_ok_and(|b| blake3::hash(&b).to_hex().as_str() == r.hash)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        if clean {
+            continue;
+        }
+        if meta.is_some() {
+            let dest = keep.join(path.strip_prefix(&prefix).unwrap_or(&path));
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            std::fs::rename(&abs, &dest).map_err(|e| Error::io(&abs, e))?;
+            writer.remove(&RelPath::new(&path)?)?; // reports the removal (already gone)
+            moved += 1;
+        }
+        // Put back what the bucket holds.
+        sync.counts.get.fetch_add(1, Ordering::Relaxed);
+        if let Some((bytes, info)) = sync.retry(|| sync.remote.get(&path)).await? {
+            writer.write_bytes(&RelPath::new(&path)?, &bytes)?;
+            let stamp =
+                clawboard_core::index::Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
+            let mut record = rec.clone().unwrap_or_default();
+            record.hash = blake3::hash(&bytes).to_hex().to_string();
+            record.size = stamp.size;
+            record.mtime_ns = stamp.mtime_ns;
+            record.etag = info.etag.unwrap_or_default();
+            record.deleted = false;
+            sync.with_state(|s| s.record(&path, Some(record)))?;
+        }
+    }
+    sync.with_state(crate::state::PushState::sync)?;
+    tracing::warn!(task, moved, kept = %keep.display(), "lost the claim on this task: fenced");
+    Ok(moved)
+}

@@ -1,0 +1,190 @@
+//! One file's upload, and the record of deletes: the part of a push that talks
+//! to the bucket per path.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use clawboard_core::index::Stamp;
+
+use super::{Done, Push};
+use crate::error::{Error, Failure, RemoteError, Result};
+use crate::remote::{Body, Condition, META_VV, PutOutcome, Remote};
+use crate::shared::log_entry;
+use crate::state::Pushed;
+use crate::version::Vv;
+
+/// Uploads of one file that keeps changing before push leaves it for the next run.
+const CHANGING_TRIES: usize = 5;
+
+/// Reads a file for upload: the bytes (small files) or a file body (large ones),
+/// its BLAKE3 hash, and its stamp before reading. `None` when it is gone or not a file.
+/// Only a regular file reached through real directories is read: never through a
+/// symbolic link, never a FIFO.
+fn read_for_upload(root: &Path, rel: &str, threshold: u64) -> std::io::Result<Option<(Body, String, Stamp)>> {
+    let abs = root.join(rel);
+    let abs = abs.as_path();
+    let mut f = match clawboard_core::store::open_plain(root, rel) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let stamp = Stamp::of(&meta);
+    if meta.len() <= threshold {
+        let mut buf = Vec::with_capacity(meta.len() as usize);
+        f.read_to_end(&mut buf)?;
+        let hash = blake3::hash(&buf).to_hex().to_string();
+        Ok(Some((Body::Bytes(Bytes::from(buf)), hash, stamp)))
+    } else {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update_reader(&mut f)?;
+        let hash = hasher.finalize().to_hex().to_string();
+        Ok(Some((Body::File { path: abs.to_owned(), size: meta.len(), blake3: hash.clone() }, hash, stamp)))
+    }
+}
+
+impl<R: Remote> Push<R> {
+    /// Uploads one file until the bucket holds bytes that match the recorded hash.
+    pub(super) async fn upload(&self, path: &str) -> Result<Done> {
+        let abs = self.sync.root.join(path);
+        for _ in 0..CHANGING_TRIES {
+            let threshold = self.sync.settings.multipart_threshold;
+            let (root, rel) = (self.sync.root.clone(), path.to_owned());
+            let read = match tokio::task::spawn_blocking(move || read_for_upload(&root, &rel, threshold))
+                .await
+                .map_err(|e| Error::io(&abs, std::io::Error::other(e)))?
+            {
+                Ok(r) => r,
+                // Unreadable (permissions, an I/O error): one file must not stop the push.
+                Err(e) => return Ok(Done::Skipped(e.to_string())),
+            };
+            let Some((body, hash, stamp)) = read else {
+                // Gone since it was planned: its delete is (or will be) in the journal.
+                let pushed = self.sync.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
+                if pushed {
+                    self.sync
+                        .retry(|| {
+                            self.sync.counts.delete.fetch_add(1, Ordering::Relaxed);
+                            self.sync.remote.delete(path)
+                        })
+                        .await?;
+                    self.record_deletes(&[&path.to_owned()])?;
+                    return Ok(Done::Deleted);
+                }
+                return Ok(Done::Unchanged);
+            };
+            let base = self.sync.with_state(|s| Ok(s.get(path).cloned()))?;
+            if let Some(b) = base.as_ref().and_then(Pushed::live)
+                && b.hash == hash
+            {
+                let record = Pushed { size: stamp.size, mtime_ns: stamp.mtime_ns, ..b.clone() };
+                self.sync.with_state(|s| s.record(path, Some(record)))?;
+                return Ok(Done::Unchanged);
+            }
+            // A new version: its history is the base's plus this node's new stamp.
+            let hlc = self.sync.clock.tick_at(u64::try_from(stamp.mtime_ns / 1_000_000).unwrap_or(0));
+            let mut vv = base.as_ref().map(|b| b.vv.clone()).unwrap_or_default();
+            vv.insert(self.sync.node.clone(), hlc);
+            let mut record = Pushed {
+                vv,
+                hlc,
+                author: self.sync.node.clone(),
+                ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns)
+            };
+            let meta = self.sync.metadata(&record);
+            let size = body.len();
+            // A path this node never shared is created only if the bucket has none: an
+            // existing object is another node's version, which pull resolves first (the
+            // bucket's version wins against a file that was never synced).
+            let condition = match (&base, &body) {
+                (Some(_), _) => Condition::None,
+                (None, Body::Bytes(_)) => Condition::Absent,
+                (None, Body::File { .. }) => {
+                    self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
+                    if self.sync.retry(|| self.sync.remote.head(path)).await?.is_some() {
+                        return Ok(Done::Deferred);
+                    }
+                    Condition::None
+                }
+            };
+            let outcome = match self
+                .sync
+                .retry(|| {
+                    self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
+                    self.sync.remote.put(path, body.clone(), &meta, &condition)
+                })
+                .await
+            {
+                Ok(o) => o,
+                Err(e) if e.failure == Failure::PreconditionFailed => {
+                    // Our own create whose response was lost (a retry finds it), another
+                    // node's version (pull resolves it), or an object without a clawboard
+                    // version (a server killed mid-write, another tool): replaced.
+                    self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
+                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
+                        Some(info) if info.blake3() == Some(hash.as_str()) => PutOutcome::Stored { etag: info.etag },
+                        Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
+                        _ => {
+                            self.sync
+                                .retry(|| {
+                                    self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
+                                    self.sync.remote.put(path, body.clone(), &meta, &Condition::None)
+                                })
+                                .await?
+                        }
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if outcome == PutOutcome::BodyChanged {
+                tracing::debug!(path, "changed while being uploaded; uploading again");
+                continue;
+            }
+            // The object now holds exactly the bytes hashed (read before the upload,
+            // or checked while streaming), so the record is true even if the file
+            // changed since; a change means one more upload, right now.
+            if let PutOutcome::Stored { etag: Some(e) } = outcome {
+                record.etag = e;
+            }
+            self.sync.outbox.append(&[log_entry(path, &record)])?;
+            self.sync.with_state(|s| s.record(path, Some(record)))?;
+            self.sync.uploaded_total.fetch_add(1, Ordering::Relaxed);
+            self.progress.bytes.fetch_add(size, Ordering::Relaxed);
+            let now = std::fs::symlink_metadata(&abs).ok().map(|m| Stamp::of(&m));
+            if now.is_none_or(|n| n == stamp) {
+                return Ok(Done::Uploaded(size));
+            }
+            tracing::debug!(path, "changed during the upload; uploading again");
+        }
+        Err(Error::Remote(RemoteError::new(
+            Failure::Retryable,
+            "PUT",
+            path,
+            format!("kept changing while being uploaded ({CHANGING_TRIES} tries); left for the next push"),
+        )))
+    }
+
+    /// Records deletes this node made: tombstones with a new version, in the outbox.
+    pub(super) fn record_deletes(&self, paths: &[&String]) -> Result<()> {
+        let mut entries = Vec::new();
+        self.sync.with_state(|s| {
+            for path in paths {
+                let hlc = self.sync.clock.now();
+                let mut vv: Vv = s.get(path).map(|b| b.vv.clone()).unwrap_or_default();
+                vv.insert(self.sync.node.clone(), hlc);
+                let record = Pushed { vv, hlc, author: self.sync.node.clone(), deleted: true, ..Pushed::default() };
+                entries.push(log_entry(path, &record));
+                s.record(path, Some(record))?;
+            }
+            Ok(())
+        })?;
+        self.sync.deleted_total.fetch_add(paths.len() as u64, Ordering::Relaxed);
+        self.sync.outbox.append(&entries)
+    }
+}
