@@ -4,6 +4,7 @@
 #
 #   scripts/bench/sync.sh                 # 100,000 files on s3s-fs, 10,000 on moto
 #   FILES_S3S=20000 FILES_MOTO=2000 scripts/bench/sync.sh   # quicker
+#   CLAWBOARD_BIN=/tmp/clawboard-old scripts/bench/sync.sh   # measure that binary, build nothing
 #
 # Needs: rclone (apt-get install rclone), /usr/bin/time (apt-get install time),
 # the test servers (scripts/s3-servers install), a release build (built here).
@@ -12,13 +13,13 @@ cd "$(dirname "$0")/../.."
 command -v rclone >/dev/null || { echo "needs rclone: apt-get install rclone" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs GNU time: apt-get install time" >&2; exit 1; }
 scripts/s3-servers install
-cargo build --release -q -p clawboard
+[ -n "${CLAWBOARD_BIN:-}" ] || cargo build --release -q -p clawboard
 exec python3 - "$@" <<'PY'
 import json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 
 REPO = Path.cwd()
-BIN = REPO / "target/release/clawboard"
+BIN = Path(os.environ.get("CLAWBOARD_BIN") or REPO / "target/release/clawboard")
 TOOLS = REPO / "target/tools"
 FILES_S3S = int(os.environ.get("FILES_S3S", "100000"))
 FILES_MOTO = int(os.environ.get("FILES_MOTO", "10000"))

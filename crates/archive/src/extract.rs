@@ -7,6 +7,7 @@
 //! | `harvest/daily/*.json`, `harvest/weekly/*.json` | `memory/harvest/daily/…`, `memory/harvest/weekly/…` |
 //! | `gm/decisions.md`, `gm/arbitrations.md` | `memory/gm/…` |
 //! | `reports/{daily,weekly,monthly}/*` | `memory/reports/…` |
+//! | `entries/{project}/{id}.json`, once done, error or canceled | `memory/entries/{project}/{id}.json` |
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -88,6 +89,14 @@ pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
         let files = files_in(root, dir)?;
         out.extend(files);
     }
+    if real_dir(root, layout::ENTRIES) {
+        for (project, kind) in names(&root.join(layout::ENTRIES))? {
+            if clawboard_core::check_id(&project).is_ok() && kind.is_dir() {
+                let files = files_in(root, &format!("{}/{project}", layout::ENTRIES))?;
+                out.extend(files.into_iter().filter(|(p, _)| p.ends_with(".json")));
+            }
+        }
+    }
     for file in [layout::GM_DECISIONS, layout::GM_ARBITRATIONS] {
         if real_dir(root, layout::GM)
             && let Ok(meta) = std::fs::symlink_metadata(root.join(file))
@@ -154,6 +163,14 @@ pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, E
     }
     // Up to the archive's own limit (above the store's default), checked above.
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    if source.starts_with("entries/") {
+        // An entry is archived once it is closed: the branch keeps how it ended,
+        // after retention removed it from the tree.
+        let entry: clawboard_core::formats::Entry = store.read(&rel)?;
+        if !entry.status.is_final() {
+            return Ok(Vec::new());
+        }
+    }
     if source.starts_with("harvest/daily/") {
         store.read::<DailyHarvest>(&rel)?;
     } else if source.starts_with("harvest/weekly/") {
@@ -265,5 +282,26 @@ mod tests {
         assert_eq!(merge_of("memory/cross-pollination/a--b.jsonl"), Merge::Lines);
         assert_eq!(merge_of("memory/roles/a/t.json"), Merge::Replace);
         assert_eq!(merge_of("memory/reports/daily/x.jsonl"), Merge::Replace);
+    }
+
+    #[test]
+    fn an_entry_is_archived_once_it_is_closed() {
+        let d = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(d.path()).unwrap();
+        let seed =
+            include_str!("../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json");
+        let dir = d.path().join("entries/vpm-mini");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("vpm-mini-docupdate-issue571-1.json"), seed).unwrap();
+        std::fs::write(dir.join("notes.txt"), "not an entry").unwrap();
+        let found: Vec<String> = scan(d.path()).unwrap().into_keys().filter(|k| k.starts_with("entries/")).collect();
+        assert_eq!(found, ["entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"], "no other file of entries/");
+        let source = &found[0];
+        assert!(extract(&store, source, 1 << 20).unwrap().is_empty(), "open: not yet");
+        std::fs::write(dir.join("vpm-mini-docupdate-issue571-1.json"), seed.replace("\"open\"", "\"done\"")).unwrap();
+        let out = extract(&store, source, 1 << 20).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].path, "memory/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json");
+        assert_eq!(out[0].merge, Merge::Replace);
     }
 }

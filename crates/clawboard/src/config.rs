@@ -5,9 +5,9 @@
 //! Each library crate defines and resolves its own sections (`[sync]` in
 //! `clawboard_sync::settings`, `[archive]` and `[harvest]` in
 //! `clawboard_archive::settings`, `[lifecycle]` and `[roles.*]` in
-//! `clawboard_roles::config`); this module only reads the file, applies the
-//! environment and the flags, hands each crate its section, and names the file in
-//! front of a `section.key` error. The binary's own sections are here (`[limits]`,
+//! `clawboard_roles::config`, `[github]` in `clawboard_github::settings`); this
+//! module only reads the file, applies the environment and the flags, hands each
+//! crate its section, and names the file in front of a `section.key` error. The binary's own sections are here (`[limits]`,
 //! `[log]`, `[daemon]`, `[node]`, `[board]`), in [`review`] and in [`retention`].
 
 use std::collections::HashMap;
@@ -58,6 +58,10 @@ pub struct FileConfig {
     pub retention: retention::RetentionConfig,
     #[serde(default)]
     pub board: BoardConfig,
+    #[serde(default)]
+    pub lanes: clawboard_entries::LanesSection,
+    #[serde(default)]
+    pub github: clawboard_github::GithubSection,
 }
 
 /// `[board]`: the task boards (seed 000) and their slices (seed 003).
@@ -128,6 +132,8 @@ pub enum LogFormat {
 #[derive(Debug, Default, Clone)]
 pub struct Env {
     vars: HashMap<String, String>,
+    /// Captured from this process: a variable the config names (a token's) is read from it.
+    process: bool,
 }
 
 impl Env {
@@ -135,16 +141,24 @@ impl Env {
         let vars = std::env::vars()
             .filter(|(k, _)| k.starts_with("CLAWBOARD_") || matches!(k.as_str(), "HOME" | "XDG_CONFIG_HOME"))
             .collect();
-        Env { vars }
+        Env { vars, process: true }
     }
 
     #[cfg(test)]
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Env {
-        Env { vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+        Env { vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), process: false }
     }
 
     fn get(&self, key: &str) -> Option<&str> {
         self.vars.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// A variable the config names (`github.token_env`): as captured, else (for an
+    /// Env of this process) read from the process now.
+    fn named(&self, key: &str) -> Option<String> {
+        self.get(key)
+            .map(str::to_owned)
+            .or_else(|| if self.process { std::env::var(key).ok().filter(|v| !v.is_empty()) } else { None })
     }
 
     fn home(&self) -> Option<PathBuf> {
@@ -174,6 +188,10 @@ pub struct Settings {
     pub retention: retention::RetentionResolved,
     /// The slice templates: the seed's four and those in `templates_dir`.
     pub templates: std::collections::BTreeMap<String, clawboard_board::Template>,
+    /// Which role picks which entries (seed 004).
+    pub lanes: clawboard_entries::Lanes,
+    /// The GitHub bridge of entries.
+    pub github: clawboard_github::GithubSettings,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -256,9 +274,17 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let templates = clawboard_board::template::load(templates_dir.as_deref())
         .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
     roles.check_templates(&templates).map_err(bad)?;
+    let lanes = clawboard_entries::Lanes::resolve(file.lanes, |r| roles.roles.contains_key(r)).map_err(bad)?;
     let sync = clawboard_sync::SyncSettings::resolve(file.sync, expand).map_err(bad)?;
+    let github = clawboard_github::GithubSettings::resolve(
+        file.github,
+        |v| env.named(v),
+        expand,
+        |l| lanes.iter().any(|(name, _)| name == l),
+    )
+    .map_err(bad)?;
     let git_token = ["CLAWBOARD_GIT_TOKEN", "GITHUB_TOKEN"].into_iter().find_map(|var| {
-        env.get(var).map(|value| clawboard_archive::Token::Env { var: var.to_owned(), value: value.to_owned() })
+        env.named(var).map(|value| clawboard_archive::Token::Env { var: var.to_owned(), value: value.to_owned() })
     });
     let archive =
         clawboard_archive::ArchiveConfig::resolve(file.archive, file.harvest, git_token, expand).map_err(bad)?;
@@ -299,6 +325,8 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         review,
         retention,
         templates,
+        lanes,
+        github,
     })
 }
 

@@ -6,8 +6,10 @@ mod api;
 mod archive;
 mod cluster;
 mod dispatch;
+mod github;
 mod intake;
 mod jobs;
+mod lanes;
 mod metrics;
 mod notify;
 mod recorder;
@@ -52,6 +54,10 @@ pub struct DaemonState {
     pub acl: clawboard_core::acl::Acl,
     /// The background jobs, for `/metrics`.
     pub jobs: Arc<jobs::Registry>,
+    /// Which role plays which actor (entries written through the API).
+    pub lanes: Arc<clawboard_entries::Lanes>,
+    /// This node's id when it shares a bucket (part of the ids of entries it makes).
+    pub node: Option<String>,
 }
 
 /// `.clawboard/daemon.lock`, taken or not. Whoever holds it is the journal's only writer.
@@ -192,6 +198,8 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         archive_enabled: settings.archive.enabled,
         acl,
         jobs: registry.clone(),
+        lanes: Arc::new(settings.lanes.clone()),
+        node: node.clone().filter(|_| settings.sync.enabled),
     });
 
     // Finish what a crash interrupted: staged intakes, then every active task.
@@ -256,11 +264,19 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         let r = retention::Retention::new(store.clone(), settings.clone(), clock);
         jobs.worker("retention", jobs::Backoff::default(), r);
     }
+    if settings.github.enabled {
+        let g = github::Github::open(store.clone(), state.lanes.clone(), settings.github.clone(), clock)?;
+        jobs.worker("github", jobs::Backoff::default(), g);
+    }
     jobs.consumer(
         "intake",
         jobs::Backoff::default(),
-        intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster),
+        intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster.clone()),
     );
+    if !settings.lanes.is_empty() {
+        let consumer = lanes::LaneConsumer::new(store.clone(), engine.clone(), state.lanes.clone(), cluster);
+        jobs.consumer(lanes::CURSOR, jobs::Backoff::default(), consumer);
+    }
     if settings.review.notify.is_configured() {
         tracing::info!(levels = ?settings.review.notify.levels, "escalation notifications on");
         let sync_node = node.filter(|_| settings.sync.enabled);

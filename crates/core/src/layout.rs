@@ -28,6 +28,8 @@ pub const CURSORS: &str = ".clawboard/cursors";
 /// them not finished yet, which a starting daemon resumes.
 pub const CLAIMS: &str = ".clawboard/claims";
 pub const ACTIVE: &str = ".clawboard/active";
+/// How this node handles each entry a lane picked: `{id}.json` (claimed, lost, ran, applied).
+pub const LANES_STATE: &str = ".clawboard/lanes";
 /// Dropped files being taken in, renamed to `{id}@{name}`.
 pub const INTAKE: &str = ".clawboard/intake";
 /// The memory archive's repository and state, and the harvest's index of task files.

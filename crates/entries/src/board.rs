@@ -3,7 +3,7 @@
 //! sees a new entry in its change journal and sync carries it to other nodes.
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use clawboard_core::formats::{Entry, EntryStatus};
+use clawboard_core::formats::{Entry, EntryStatus, SourceRef};
 use clawboard_core::kind::FileKind;
 use clawboard_core::store::{RelPath, to_pretty_json};
 use clawboard_core::{Id, Store, Timestamp, layout, validate};
@@ -63,12 +63,24 @@ pub fn find(store: &Store, id: &str) -> Result<Option<RelPath>> {
 /// Reads entry `id`, checked.
 pub fn read(store: &Store, id: &str) -> Result<(RelPath, Entry)> {
     let rel = find(store, id)?.ok_or_else(|| Error::NotFound(id.to_owned()))?;
-    let entry = store.read(&rel)?;
+    let entry = read_file(store, &rel)?;
     Ok((rel, entry))
 }
 
 /// An entry as it is written, checked like a file read back (schema, types, the
 /// path's rules) and held to [`MAX_ENTRY_BYTES`].
+/// Reads the entry file `rel`; one over [`MAX_ENTRY_BYTES`] (written by hand: the
+/// writers here refuse it) is refused before it is parsed.
+fn read_file(store: &Store, rel: &RelPath) -> Result<Entry> {
+    let path = store.root().join(rel.as_path());
+    let size = std::fs::symlink_metadata(&path).map_err(|e| clawboard_core::Error::io(&path, e))?.len();
+    if size > MAX_ENTRY_BYTES as u64 {
+        let id = rel.as_path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        return Err(Error::TooLarge { id, size: usize::try_from(size).unwrap_or(usize::MAX), max: MAX_ENTRY_BYTES });
+    }
+    Ok(store.read(rel)?)
+}
+
 fn encode(rel: &RelPath, entry: &Entry) -> Result<String> {
     let text = to_pretty_json(entry);
     if text.len() > MAX_ENTRY_BYTES {
@@ -122,6 +134,22 @@ pub fn new_id(store: &Store, project: &str, source: &str) -> Result<Id> {
     checked_id("id", &format!("{prefix}{}", highest.saturating_add(1)))
 }
 
+/// The id after `id` in its counter: `p-issue571-3` -> `p-issue571-4`.
+pub fn bump(id: &Id) -> Result<Id> {
+    let s = id.as_str();
+    let (stem, n) = match s.rsplit_once('-').and_then(|(stem, n)| Some((stem, n.parse::<u64>().ok()?))) {
+        Some((stem, n)) => (stem.to_owned(), n.saturating_add(1)),
+        None => (s.to_owned(), 2),
+    };
+    checked_id("id", &format!("{stem}-{n}"))
+}
+
+/// Checks `entry` as it would be written: every field rule and the size limit.
+pub fn check(entry: &Entry) -> Result<()> {
+    let rel = rel_path(entry.project_id.as_str(), entry.id.as_str())?;
+    encode(&rel, entry).map(|_| ())
+}
+
 /// Which entries to list; `None` matches anything.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -142,7 +170,7 @@ impl Filter {
 
 /// The entries that match `filter`, oldest first (then by id), and every entry
 /// file of the listed projects that could not be read, with why.
-pub fn list(store: &Store, filter: &Filter) -> Result<(Vec<Entry>, Vec<clawboard_core::Error>)> {
+pub fn list(store: &Store, filter: &Filter) -> Result<(Vec<Entry>, Vec<Error>)> {
     let mut entries = Vec::new();
     let mut broken = Vec::new();
     for project in projects(store)? {
@@ -162,7 +190,7 @@ pub fn list(store: &Store, filter: &Filter) -> Result<(Vec<Entry>, Vec<clawboard
                 continue;
             }
             let rel = rel_path(&project, stem)?;
-            match store.read::<Entry>(&rel) {
+            match read_file(store, &rel) {
                 Ok(e) if filter.matches(&e) => entries.push(e),
                 Ok(_) => {}
                 Err(e) => broken.push(e),
@@ -195,7 +223,7 @@ pub fn set_status(
 ) -> Result<Entry> {
     let rel = find(store, id)?.ok_or_else(|| Error::NotFound(id.to_owned()))?;
     let _lock = store.lock(&rel)?;
-    let mut entry: Entry = store.read(&rel)?;
+    let mut entry: Entry = read_file(store, &rel)?;
     if !may_change(&entry, actor) {
         return Err(Error::NotAllowed {
             id: id.to_owned(),
@@ -218,4 +246,108 @@ pub fn set_status(
     let text = encode(&rel, &entry)?;
     store.write_bytes_locked(&rel, text.as_bytes())?;
     Ok(entry)
+}
+
+/// Records where entry `id` is kept on GitHub (`source_issue`, and
+/// `source_comment_id` when given), under the file's lock and checked like any
+/// write. `updated_at` stays: where a copy is kept is no change of the entry, so
+/// the copy that is newer still wins when two meet.
+pub fn set_source(store: &Store, id: &str, issue: SourceRef, comment: Option<SourceRef>) -> Result<Entry> {
+    let rel = find(store, id)?.ok_or_else(|| Error::NotFound(id.to_owned()))?;
+    let _lock = store.lock(&rel)?;
+    let mut entry: Entry = read_file(store, &rel)?;
+    let comment =
+        comment.or_else(|| entry.source_comment_id.clone().filter(|_| entry.source_issue.as_ref() == Some(&issue)));
+    if entry.source_issue.as_ref() == Some(&issue) && entry.source_comment_id == comment {
+        return Ok(entry);
+    }
+    entry.source_issue = Some(issue);
+    entry.source_comment_id = comment;
+    let text = encode(&rel, &entry)?;
+    store.write_bytes_locked(&rel, text.as_bytes())?;
+    Ok(entry)
+}
+
+/// Writes `entry` whole over the entry of the same id if it is newer (a later
+/// `updated_at`), under the file's lock: true when written, false when the file is
+/// as new or newer (nothing written). Refused when the file is in another project:
+/// a copy never moves an entry.
+pub fn replace(store: &Store, entry: &Entry) -> Result<bool> {
+    let id = entry.id.as_str();
+    let rel = find(store, id)?.ok_or_else(|| Error::NotFound(id.to_owned()))?;
+    let wanted = rel_path(entry.project_id.as_str(), id)?;
+    if wanted != rel {
+        return Err(Error::BadField {
+            field: "project_id",
+            value: entry.project_id.to_string(),
+            why: format!("differs from the project of entry {id} ({rel}); a copy may not move it"),
+        });
+    }
+    let text = encode(&rel, entry)?;
+    let _lock = store.lock(&rel)?;
+    let current: Entry = read_file(store, &rel)?;
+    if entry.updated_at.instant() <= current.updated_at.instant() {
+        return Ok(false);
+    }
+    store.write_bytes_locked(&rel, text.as_bytes())?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    fn entry(id: &str, project: &str, updated: &str) -> Entry {
+        let text = format!(
+            r#"{{"id": "{id}", "from": "Human", "to": "Aya", "project_id": "{project}", "kind": "k",
+                "status": "open", "payload": {{"summary": "s"}}, "target_docs": [],
+                "created_at": "2025-11-30T02:30:00+09:00", "updated_at": "{updated}"}}"#
+        );
+        validate::parse("test", text.as_bytes(), &Default::default()).unwrap()
+    }
+
+    #[test]
+    fn set_source_records_the_comment_and_leaves_updated_at() {
+        let (_d, store) = tree();
+        create(&store, &entry("e1", "p", "2025-11-30T02:30:00+09:00")).unwrap();
+        let e = set_source(&store, "e1", SourceRef::Number(571), Some(SourceRef::Number(4_300_000_001))).unwrap();
+        assert_eq!(
+            (e.source_issue, e.source_comment_id),
+            (Some(SourceRef::Number(571)), Some(SourceRef::Number(4_300_000_001)))
+        );
+        let (_, read_back) = read(&store, "e1").unwrap();
+        assert_eq!(read_back.updated_at.as_str(), "2025-11-30T02:30:00+09:00");
+        assert_eq!(read_back.source_comment_id, Some(SourceRef::Number(4_300_000_001)));
+        let same_issue = set_source(&store, "e1", SourceRef::Number(571), None).unwrap();
+        assert_eq!(same_issue.source_comment_id, Some(SourceRef::Number(4_300_000_001)), "kept on the same issue");
+        let moved = set_source(&store, "e1", SourceRef::Number(9), None).unwrap();
+        assert_eq!(moved.source_comment_id, None, "another issue: the old comment id goes");
+        assert!(matches!(set_source(&store, "nope", SourceRef::Number(1), None), Err(Error::NotFound(_))));
+    }
+
+    #[test]
+    fn replace_writes_only_a_newer_copy_of_the_same_project() {
+        let (_d, store) = tree();
+        create(&store, &entry("e1", "p", "2025-11-30T02:30:00+09:00")).unwrap();
+        let mut newer = entry("e1", "p", "2025-11-30T03:00:00+09:00");
+        newer.status = EntryStatus::Done;
+        assert!(replace(&store, &newer).unwrap());
+        assert_eq!(read(&store, "e1").unwrap().1, newer);
+        assert!(!replace(&store, &entry("e1", "p", "2025-11-30T02:45:00+09:00")).unwrap(), "older: nothing written");
+        assert!(!replace(&store, &newer).unwrap(), "as new: nothing written");
+        assert_eq!(read(&store, "e1").unwrap().1.status, EntryStatus::Done);
+        let elsewhere = entry("e1", "q", "2025-12-01T00:00:00Z");
+        let err = replace(&store, &elsewhere).unwrap_err().to_string();
+        assert!(err.contains("project_id") && err.contains("entries/p/e1.json"), "{err}");
+        assert!(!store.root().join("entries/q/e1.json").exists());
+        assert!(matches!(replace(&store, &entry("e2", "p", "2025-12-01T00:00:00Z")), Err(Error::NotFound(_))));
+    }
 }

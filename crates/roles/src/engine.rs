@@ -13,6 +13,7 @@
 //! the memory queue) in `engine/products.rs`; the task's board in `engine/board.rs`.
 
 mod board;
+pub mod entry;
 mod products;
 mod run;
 pub mod step;

@@ -161,6 +161,46 @@ impl<R: Remote> Cluster<R> {
         self.check_claim(task).await
     }
 
+    /// Claims blackboard entry `id` for this node (a lane handles it once over all
+    /// nodes): `_claims/_entries/{id}`, which no task claim can be (a task id never
+    /// holds a `/`). Entries are never taken over: a node that dies holding one
+    /// leaves it `in_progress` for a person to cancel.
+    pub async fn claim_entry(&self, id: &str) -> Result<ClaimResult> {
+        clawboard_core::check_id(id).map_err(|e| Error::config("entry id", format!("{id:?}: {e}")))?;
+        let key = format!("{}_entries/{id}", crate::fence::CLAIMS_PREFIX);
+        let doc = ClaimDoc {
+            task_id: format!("_entries/{id}"),
+            node: self.sync.node.clone(),
+            generation: 1,
+            claimed_at: now_text(),
+            taken_from: None,
+        };
+        let body = Bytes::from(serde_json::to_vec_pretty(&doc).map_err(|e| Error::io(&key, e.into()))?);
+        self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
+        let meta = Metadata::new();
+        let put =
+            self.sync.retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &Condition::Absent)).await;
+        match put {
+            Ok(PutOutcome::Stored { .. }) => return Ok(ClaimResult::Won { generation: 1 }),
+            Ok(PutOutcome::BodyChanged) => {}
+            Err(e) if e.failure == Failure::PreconditionFailed => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
+        let got = self.sync.retry(|| self.sync.remote.get(&key)).await?;
+        let owner = match got {
+            Some((bytes, _)) => {
+                serde_json::from_slice::<ClaimDoc>(&bytes)
+                    .map_err(|e| Error::io(&key, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?
+                    .node
+            }
+            None => {
+                return Err(Error::config("entry claim", format!("{key} was refused as existing but cannot be read")));
+            }
+        };
+        Ok(if owner == self.sync.node { ClaimResult::Won { generation: 1 } } else { ClaimResult::Lost { owner } })
+    }
+
     /// Who holds `task` now, from this node's point of view.
     pub async fn check_claim(&self, task: &str) -> Result<ClaimResult> {
         match self.claim_of(task).await? {

@@ -1,3 +1,5 @@
+mod lap;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -22,18 +24,21 @@ const ROLES: &[(&str, &str)] = &[
     ("validator.py", include_str!("../../../../scripts/roles/validator.py")),
     ("harvester.py", include_str!("../../../../scripts/roles/harvester.py")),
     ("escalate.py", include_str!("../../../../scripts/roles/escalate.py")),
+    ("doc_update.py", include_str!("../../../../scripts/roles/doc_update.py")),
 ];
 
 /// How long the demo waits for its tasks before it gives up.
 const DEADLINE: Duration = Duration::from_secs(25);
 
-/// See the whole lifecycle: a real daemon, three tasks, an escalation approved
+/// See the whole lifecycle: a real daemon, three tasks, an escalation approved, a Doc Update lap
 #[derive(Debug, Args)]
 #[command(after_help = "Starts a real daemon on a fresh tree (a new temporary directory unless
 --root is given) with the example roles of scripts/roles/ (Python 3, no network),
 drops three tasks into inbox/ (one the validator fails once so the team iterates,
 one that asks a human to approve and is approved by the demo, one invalid that is
-rejected), streams their progress and ends with where everything is.
+rejected) and writes a Doc Update request for Aya (seed 004's lane: Aya proposes,
+Sho reviews, Tsugu applies, Gen reports back to Human), streams their progress and
+ends with where everything is.
 
 The daemon serves the review page on 127.0.0.1 while the demo runs; the demo
 prints its URL (with the token). With --review, the demo waits for you to approve
@@ -100,7 +105,8 @@ timeout = "20s"
 [roles.harvester]
 command = {harvester}
 timeout = "20s"
-"#,
+{lanes}"#,
+        lanes = lap::config(&script("doc_update.py")),
         pm = script("pm.py"),
         worker = script("worker.py"),
         escalate = script("escalate.py"),
@@ -252,12 +258,19 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             "type": "coding", "priority": "urgent", "description": "This one has a bad priority"
         }),
     )?;
-    println!("dropped 3 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}\n");
+    println!("dropped 3 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}");
+    let request = lap::start(&store, 571)?;
+    println!(
+        "wrote entry {request}: Human asks Aya to update projects/{}/{} (the Doc Update lane)\n",
+        lap::PROJECT,
+        lap::DOC
+    );
 
     let t0 = Instant::now();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let mut rejected = None;
     let mut approved = Vec::new();
+    let mut entries_seen = BTreeMap::new();
     let say = |what: &str| println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
     loop {
         for id in [&iterate, &escalate] {
@@ -269,6 +282,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
                 seen.insert(id.clone(), state);
             }
         }
+        let lap_done = lap::follow(&store, &mut entries_seen, &say);
         let error_file = root.join(format!("{}/{invalid}.error.txt", layout::REJECTED));
         if rejected.is_none()
             && let Ok(reason) = std::fs::read_to_string(&error_file)
@@ -303,7 +317,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
                 .and_then(|rel| store.read::<Task>(&rel))
                 .is_ok_and(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Failed))
         };
-        if done(&iterate) && done(&escalate) && rejected.is_some() {
+        if done(&iterate) && done(&escalate) && rejected.is_some() && lap_done {
             break;
         }
         if t0.elapsed() > DEADLINE && !a.review {
@@ -335,6 +349,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     }
     println!("  gm/pm-performance.json  the PM's tasks, pass rate, mean score and iterations");
     println!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it");
+    ok &= lap::summary(&store, &root)?;
     // The memory archive, as the daemon does it every 6 hours: harvest, then commit
     // to the local `memory` branch (no remote in the demo).
     let node = clawboard_sync::node_id(&root, None).map_err(crate::commands::sync::user_error)?;
@@ -366,5 +381,6 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     println!("  {report}  today's evolution report (`clawboard report daily|weekly|monthly`)");
     println!("\nlook around:  clawboard --root {} task list", root.display());
     println!("              clawboard --root {} escalations list", root.display());
+    println!("              clawboard --root {} entry list --project {}", root.display(), lap::PROJECT);
     Ok(if ok && status.success() { EXIT_OK } else { EXIT_FAILURE })
 }

@@ -14,6 +14,8 @@ use crate::commands::open_store;
 use crate::config::Settings;
 use crate::output::{self, Table, truncate};
 
+mod github;
+
 /// Blackboard entries: addressed messages between roles (seed 004)
 #[derive(Debug, Subcommand)]
 #[command(after_help = "An entry is a file, entries/PROJECT/ID.json. Only its from actor, its to
@@ -25,7 +27,8 @@ Examples:
   clawboard entry list --to Aya --status open
   clawboard entry status vpm-mini-human-1 in_progress --as Aya
   clawboard entry render vpm-mini-human-1
-  clawboard entry parse comment.md")]
+  clawboard entry parse comment.md
+  clawboard entry github sync")]
 pub enum EntryCommand {
     New(Box<NewArgs>),
     List(ListArgs),
@@ -34,6 +37,8 @@ pub enum EntryCommand {
     Cancel(CancelArgs),
     Render(RenderArgs),
     Parse(ParseArgs),
+    #[command(subcommand)]
+    Github(github::GithubCommand),
 }
 
 /// Write a new entry (status open)
@@ -47,7 +52,7 @@ Examples:
   clawboard entry new --file entry.json")]
 pub struct NewArgs {
     /// A whole entry as JSON (a file, or - for standard input) instead of the flags
-    #[arg(long, conflicts_with_all = ["project", "from", "to", "kind", "summary", "details", "refs", "target_doc", "id", "source", "note"])]
+    #[arg(long, conflicts_with_all = ["project", "from", "to", "kind", "summary", "details", "refs", "target_doc", "issue", "id", "source", "note"])]
     pub file: Option<String>,
     #[arg(long, required_unless_present = "file")]
     pub project: Option<String>,
@@ -68,9 +73,12 @@ pub struct NewArgs {
     /// payload.refs, a JSON object
     #[arg(long)]
     pub refs: Option<String>,
-    /// A document it is about (repeat for several)
+    /// A document it is about, `PATH` or `PATH#SECTION` (repeat for several)
     #[arg(long = "target-doc")]
     pub target_doc: Vec<String>,
+    /// The GitHub issue it belongs to (source_issue; the id's source defaults to issueN)
+    #[arg(long)]
+    pub issue: Option<u64>,
     /// Its id (default: PROJECT-SOURCE-N)
     #[arg(long)]
     pub id: Option<String>,
@@ -146,9 +154,10 @@ pub struct CancelArgs {
   clawboard entry render vpm-mini-docupdate-issue571-1 --marker blackboard:release_v1")]
 pub struct RenderArgs {
     pub id: String,
-    /// The marker of line 1
-    #[arg(long, default_value = entries::DEFAULT_MARKER)]
-    pub marker: String,
+    /// The marker of line 1 (default: the marker of the entry's lane in [lanes], else
+    /// blackboard:doc_update_v1)
+    #[arg(long)]
+    pub marker: Option<String>,
 }
 
 /// Read an entry from a GitHub comment (a file, or - for standard input)
@@ -178,6 +187,7 @@ pub fn run(c: EntryCommand, s: &Settings) -> anyhow::Result<u8> {
         EntryCommand::Cancel(a) => change(s, &a.id, EntryStatus::Canceled, &a.actor, a.note),
         EntryCommand::Render(a) => render(a, s),
         EntryCommand::Parse(a) => parse(a, s),
+        EntryCommand::Github(c) => github::run(c, s),
     }
 }
 
@@ -204,6 +214,16 @@ fn bad_field(field: &str, value: &str, why: impl std::fmt::Display) -> anyhow::E
     BadInput(format!("entry field {field}: {value:?} {why}")).into()
 }
 
+/// `PATH` or `PATH#SECTION`.
+fn target_doc(text: &str) -> TargetDoc {
+    match text.split_once('#') {
+        Some((path, section)) if !section.is_empty() => {
+            TargetDoc::Section { path: path.to_owned(), section: Some(section.to_owned()), extra: Extra::new() }
+        }
+        _ => TargetDoc::Path(text.to_owned()),
+    }
+}
+
 fn from_flags(a: NewArgs, store: &clawboard_core::Store) -> anyhow::Result<Entry> {
     let (Some(project), Some(from), Some(to), Some(kind)) = (a.project, a.from, a.to, a.kind) else {
         return Err(BadInput("--project, --from, --to and --kind are required without --file".into()).into());
@@ -220,7 +240,8 @@ fn from_flags(a: NewArgs, store: &clawboard_core::Store) -> anyhow::Result<Entry
     let id = match a.id {
         Some(id) => Id::new(&id).map_err(|e| bad_field("id", &id, e))?,
         None => {
-            let source = a.source.unwrap_or_else(|| from.to_lowercase());
+            let source =
+                a.source.or_else(|| a.issue.map(|n| format!("issue{n}"))).unwrap_or_else(|| from.to_lowercase());
             entries::new_id(store, &project, &source)?
         }
     };
@@ -234,10 +255,10 @@ fn from_flags(a: NewArgs, store: &clawboard_core::Store) -> anyhow::Result<Entry
         kind,
         status: EntryStatus::Open,
         payload,
-        target_docs: a.target_doc.into_iter().map(TargetDoc::Path).collect(),
+        target_docs: a.target_doc.into_iter().map(|d| target_doc(&d)).collect(),
         created_at: now.clone(),
         updated_at: now,
-        source_issue: None,
+        source_issue: a.issue.map(entries::SourceRef::Number),
         source_comment_id: None,
         source_run_id: None,
         note: a.note,
@@ -316,13 +337,14 @@ fn change(s: &Settings, id: &str, status: EntryStatus, actor: &str, note: Option
 }
 
 fn render(a: RenderArgs, s: &Settings) -> anyhow::Result<u8> {
-    if !a.marker.starts_with("blackboard:") || a.marker.contains(char::is_whitespace) || a.marker.contains("--") {
-        return Err(
-            BadInput(format!("--marker {:?}: a marker is blackboard:NAME, with no spaces or --", a.marker)).into()
-        );
+    if let Some(m) = &a.marker
+        && (!m.starts_with("blackboard:") || m.contains(char::is_whitespace) || m.contains("--"))
+    {
+        return Err(BadInput(format!("--marker {m:?}: a marker is blackboard:NAME, with no spaces or --")).into());
     }
     let (_, entry) = entries::read(&open_store(s)?, &a.id)?;
-    print!("{}", entries::render(&entry, &a.marker));
+    let marker = a.marker.as_deref().unwrap_or_else(|| s.lanes.marker_of(&entry));
+    print!("{}", entries::render(&entry, marker));
     Ok(EXIT_OK)
 }
 

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 use super::DaemonState;
 
+mod entries;
+
 pub const SOCKET: &str = ".clawboard/api.sock";
 
 pub fn socket_path(root: &Path) -> PathBuf {
@@ -103,6 +105,11 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
 
 /// Why `path` is the task lifecycle's own file (written by the engine only), if it is.
 fn daemon_owned(path: &str) -> Option<String> {
+    if path.starts_with("entries/") {
+        return Some(format!(
+            "{path} is a blackboard entry: a role writes entries through POST /v1/entries, which sets their from"
+        ));
+    }
     let rest = path.strip_prefix("tasks/")?;
     let (_, file) = rest.split_once('/')?;
     if file == "board" || file.starts_with("board/") {
@@ -321,6 +328,8 @@ pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiv
         .route("/metrics", get(metrics))
         .route("/v1/write", axum::routing::post(write))
         .route("/v1/board", axum::routing::post(board))
+        .route("/v1/entries", axum::routing::post(entries::create))
+        .route("/v1/entries/status", axum::routing::post(entries::status))
         .layer(axum::extract::DefaultBodyLimit::max(
             usize::try_from(state.store.max_file_bytes()).unwrap_or(usize::MAX).saturating_add(1),
         ))

@@ -113,6 +113,16 @@ impl Cluster {
         !self.to_claim.lock().is_empty()
     }
 
+    /// Claims blackboard entry `id` across nodes (a lane handles it once).
+    pub async fn claim_entry(&self, id: &str) -> anyhow::Result<ClaimResult> {
+        Ok(self.nodes.claim_entry(id).await?)
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> &str {
+        self.nodes.sync().node()
+    }
+
     async fn try_claim(&self, task: &str) -> anyhow::Result<()> {
         match self.nodes.claim(task).await? {
             ClaimResult::Won { generation } => {

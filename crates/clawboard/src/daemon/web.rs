@@ -26,6 +26,8 @@ use serde::Deserialize;
 
 use super::DaemonState;
 
+mod entries;
+
 /// The session cookie: a random id made at login, known only to this daemon run
 /// (the token itself never goes into a cookie, which every port of the host would see).
 pub const COOKIE: &str = "clawboard_session";
@@ -92,6 +94,15 @@ impl Web {
         (status, Html(body)).into_response()
     }
 
+    /// The refusal of a form POST without the token, from another site, or without
+    /// the page's CSRF token; `None` lets it through.
+    fn refuse_post(&self, headers: &HeaderMap, csrf: &str) -> Option<Response> {
+        if !self.authorized(headers) {
+            return Some(self.refuse("no token given"));
+        }
+        self.cross_site(headers, csrf).map(|why| self.refuse_with(StatusCode::FORBIDDEN, why))
+    }
+
     /// A POST from another site, or without the page's CSRF token, is refused.
     fn cross_site(&self, headers: &HeaderMap, csrf: &str) -> Option<&'static str> {
         if !constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
@@ -124,6 +135,8 @@ struct PageQuery {
     decided: Option<String>,
     outcome: Option<String>,
     error: Option<String>,
+    /// An entry closed on the page (with `outcome`).
+    entry: Option<String>,
 }
 
 async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<PageQuery>) -> Response {
@@ -148,6 +161,9 @@ async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<Pag
     }
     let flash = match (&q.decided, &q.outcome, &q.error) {
         (_, _, Some(e)) => format!("<p class=\"flash error\" id=\"flash\">{}</p>", esc(e)),
+        (None, Some(o), None) if q.entry.is_some() => {
+            format!("<p class=\"flash\" id=\"flash\">Entry {} {}.</p>", esc(q.entry.as_deref().unwrap_or("")), esc(o))
+        }
         (Some(id), Some(o), None) => format!("<p class=\"flash\" id=\"flash\">Escalation {} {}.</p>", esc(id), esc(o)),
         _ => String::new(),
     };
@@ -187,11 +203,11 @@ async fn version(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
 }
 
 #[derive(Deserialize)]
-struct DecideForm {
+pub(super) struct DecideForm {
     #[serde(default)]
-    note: String,
+    pub note: String,
     #[serde(default)]
-    csrf: String,
+    pub csrf: String,
 }
 
 async fn decide(
@@ -200,11 +216,8 @@ async fn decide(
     Path((id, action)): Path<(String, String)>,
     Form(f): Form<DecideForm>,
 ) -> Response {
-    if !w.authorized(&headers) {
-        return w.refuse("no token given");
-    }
-    if let Some(why) = w.cross_site(&headers, &f.csrf) {
-        return w.refuse_with(StatusCode::FORBIDDEN, why);
+    if let Some(refused) = w.refuse_post(&headers, &f.csrf) {
+        return refused;
     }
     let decision = match action.as_str() {
         "approve" => Decision::Approved,
@@ -348,7 +361,9 @@ fn fragment(w: &Web) -> String {
         }
         o.push_str("</ul></details>");
     }
-    o.push_str("</section><section id=\"decided\"><h2>Recent decisions</h2>");
+    o.push_str("</section>");
+    o.push_str(&entries::section(w));
+    o.push_str("<section id=\"decided\"><h2>Recent decisions</h2>");
     let mut decided: Vec<&Entry> = all.iter().filter(|e| !e.is_pending()).collect();
     decided.sort_by(|a, b| {
         b.escalation
@@ -488,6 +503,7 @@ pub async fn serve(
         .route("/version", get(version))
         .route("/metrics", get(metrics))
         .route("/escalations/{id}/{action}", post(decide))
+        .route("/entries/{id}/{action}", post(entries::act))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(web);
     axum::serve(listener, app)

@@ -53,6 +53,14 @@ impl TargetDoc {
             TargetDoc::Path(p) | TargetDoc::Section { path: p, .. } => p,
         }
     }
+
+    /// The section named, if any.
+    pub fn section(&self) -> Option<&str> {
+        match self {
+            TargetDoc::Path(_) => None,
+            TargetDoc::Section { section, .. } => section.as_deref(),
+        }
+    }
 }
 
 /// A GitHub issue, comment or run an entry came from: a number or a string.

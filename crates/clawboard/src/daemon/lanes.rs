@@ -1,0 +1,339 @@
+//! The lanes consumer of the journal (cursor `lanes`): an entry written to
+//! `entries/{project}/{id}.json` (by a person, the API, a role's output, another
+//! node) that a lane picks is claimed, marked `in_progress`, handed to its role,
+//! and the role's output applied (see `clawboard_entries::handling` for the
+//! durable steps). Entries run concurrently, each in this consumer's own
+//! `JoinSet`; the cursor stays below the entry of every one not yet handled, so a
+//! crash replays it and the handling resumes where it stopped.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clawboard_core::Store;
+use clawboard_core::journal::{ChangeKind, Entry as Change};
+use clawboard_entries::handling::{self, Handling, State};
+use clawboard_entries::{LaneOutput, Lanes, Pick};
+use clawboard_roles::Engine;
+use clawboard_roles::engine::entry::EntryRun;
+use clawboard_sync::cluster::ClaimResult;
+use tokio::task::JoinSet;
+
+use super::cluster::Cluster;
+use super::jobs::{Consumer, JobResult};
+
+pub const CURSOR: &str = "lanes";
+
+/// A failed handling (the bucket unreachable for a claim, a full disk) is tried
+/// again after this.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// How far a handling went.
+#[derive(Debug, PartialEq)]
+enum Handled {
+    /// As far as it goes (handled, or not this node's).
+    Done,
+    /// Stopped by the daemon's stop: the entry stays pending (a restart replays it).
+    Stopped,
+}
+
+pub struct LaneConsumer {
+    ctx: Arc<Ctx>,
+    /// Entries being handled: id -> the journal entry that started it.
+    pending: BTreeMap<String, u64>,
+    running: JoinSet<(String, anyhow::Result<Handled>)>,
+}
+
+struct Ctx {
+    store: Store,
+    engine: Arc<Engine>,
+    lanes: Arc<Lanes>,
+    cluster: Option<Arc<Cluster>>,
+    /// This node's id with several nodes: part of the ids of the entries it makes.
+    node: Option<String>,
+    /// The ids of the plans not yet applied, taken one plan at a time, so two entries
+    /// handled at once never pick the same new id. (After a restart the set starts
+    /// empty; an id a replayed plan holds that another took meanwhile is caught when
+    /// it is applied, and replaced.)
+    planning: tokio::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl LaneConsumer {
+    pub fn new(store: Store, engine: Arc<Engine>, lanes: Arc<Lanes>, cluster: Option<Arc<Cluster>>) -> LaneConsumer {
+        LaneConsumer {
+            ctx: Arc::new(Ctx {
+                store,
+                engine,
+                lanes,
+                node: cluster.as_ref().map(|c| c.node().to_owned()),
+                cluster,
+                planning: tokio::sync::Mutex::new(Default::default()),
+            }),
+            pending: BTreeMap::new(),
+            running: JoinSet::new(),
+        }
+    }
+
+    fn start(&mut self, id: String, seq: u64, delay: Duration) {
+        if self.pending.contains_key(&id) {
+            return;
+        }
+        self.pending.insert(id.clone(), seq);
+        let ctx = self.ctx.clone();
+        self.running.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let r = ctx.handle(&id).await;
+            (id, r)
+        });
+    }
+}
+
+/// The entry id of a journal entry about an entry file.
+fn entry_id(c: &Change) -> Option<String> {
+    if c.change.kind != ChangeKind::Put {
+        return None;
+    }
+    match c.change.path.split('/').collect::<Vec<_>>().as_slice() {
+        [clawboard_core::layout::ENTRIES, _, name] => name.strip_suffix(".json").map(str::to_owned),
+        _ => None,
+    }
+}
+
+impl Consumer for LaneConsumer {
+    async fn handle(&mut self, batch: Vec<Change>) -> JobResult {
+        for c in &batch {
+            if let Some(id) = entry_id(c) {
+                self.start(id, c.seq, Duration::ZERO);
+            }
+        }
+        Ok(())
+    }
+
+    /// Never at or past the entry of one still being handled.
+    fn durable(&self, handled: u64) -> u64 {
+        self.pending.values().map(|s| s.saturating_sub(1)).fold(handled, u64::min)
+    }
+
+    async fn wait_for_work(&mut self) {
+        if self.running.is_empty() {
+            return std::future::pending().await;
+        }
+        // join_next is cancel safe: a finished handling waits for the next call.
+        if let Some(done) = self.running.join_next().await {
+            let (id, r) = match done {
+                Ok(d) => d,
+                Err(e) if e.is_cancelled() => return,
+                Err(e) => {
+                    // A panic in one handling: the daemon goes on; the entry waits for a restart.
+                    tracing::error!("a lane handling panicked: {e}");
+                    return;
+                }
+            };
+            match r {
+                Ok(Handled::Done) => {
+                    self.pending.remove(&id);
+                }
+                Ok(Handled::Stopped) => {}
+                Err(e) => {
+                    tracing::warn!(entry = id, "lane: {e:#}; trying again in {RETRY:?}");
+                    let seq = self.pending.remove(&id).unwrap_or_default();
+                    self.start(id, seq, RETRY);
+                }
+            }
+        }
+    }
+}
+
+impl Ctx {
+    /// Handles entry `id` as far as it goes: every step found done is skipped.
+    async fn handle(&self, id: &str) -> anyhow::Result<Handled> {
+        let store = self.store.clone();
+        let lanes = self.lanes.clone();
+        let looked = {
+            let id = id.to_owned();
+            tokio::task::spawn_blocking(move || look(&store, &lanes, &id)).await??
+        };
+        let Some((entry, pick, record)) = looked else { return Ok(Handled::Done) };
+        let mut h = match record {
+            Some(h) => h,
+            None => {
+                let Some(h) = self.claim(&entry, &pick).await? else { return Ok(Handled::Done) };
+                h
+            }
+        };
+        if h.state == State::Lost || h.state == State::Applied {
+            return Ok(Handled::Done);
+        }
+        let store = self.store.clone();
+        let begun = {
+            let (store, pick) = (store.clone(), pick.clone());
+            tokio::task::spawn_blocking(move || handling::begin(&store, entry, &pick, chrono::Utc::now())).await??
+        };
+        if begun.status.is_final() {
+            // A person closed it meanwhile: nothing to run.
+            tracing::info!(entry = id, status = %begun.status, "entry closed before its role ran");
+            h.state = State::Applied;
+            handling::save(&store, &h)?;
+            return Ok(Handled::Done);
+        }
+        if h.state == State::Claimed {
+            self.run(&begun, &pick, &mut h).await?;
+            if h.state == State::Claimed {
+                return Ok(Handled::Stopped);
+            }
+        }
+        let (store, pick) = (store.clone(), pick.clone());
+        let planned: Vec<String> = h.planned.iter().map(|p| p.id.to_string()).collect();
+        let node = self.node.clone();
+        tokio::task::spawn_blocking(move || {
+            handling::apply(&store, &mut h, &pick, node.as_deref(), chrono::Utc::now())
+        })
+        .await?
+        .with_context(|| format!("applying the output for entry {id}"))?;
+        let mut reserved = self.planning.lock().await;
+        for p in &planned {
+            reserved.remove(p);
+        }
+        tracing::info!(entry = id, "entry handled");
+        Ok(Handled::Done)
+    }
+
+    /// Claims the entry (across nodes first, with several); `None` if another node
+    /// holds it or it is not open any more.
+    async fn claim(&self, entry: &clawboard_entries::Entry, pick: &Pick) -> anyhow::Result<Option<Handling>> {
+        if entry.status != clawboard_entries::EntryStatus::Open {
+            return Ok(None);
+        }
+        let mut owner = None;
+        if let Some(c) = &self.cluster {
+            match c.claim_entry(entry.id.as_str()).await? {
+                ClaimResult::Won { .. } => owner = Some(c.node().to_owned()),
+                ClaimResult::Lost { owner } => {
+                    tracing::debug!(entry = %entry.id, owner, "entry claimed by another node");
+                    handling::claim(&self.store, &Handling::new(entry, pick, State::Lost, Some(owner)))?;
+                    return Ok(None);
+                }
+            }
+        }
+        let h = Handling::new(entry, pick, State::Claimed, owner);
+        if !handling::claim(&self.store, &h)? {
+            // Claimed before (a replay): the record says where it stands.
+            return Ok(handling::load(&self.store, entry.id.as_str())?);
+        }
+        tracing::info!(entry = %entry.id, actor = pick.actor, role = pick.config.role, "entry claimed");
+        Ok(Some(h))
+    }
+
+    /// Runs the role and records its checked output and plan (`ran`); a role that
+    /// keeps failing is recorded as an `error` output with the reason.
+    async fn run(&self, entry: &clawboard_entries::Entry, pick: &Pick, h: &mut Handling) -> anyhow::Result<()> {
+        let ctx = handling::context(&self.store, entry, pick);
+        let check = |stdout: &[u8]| LaneOutput::parse(stdout).and_then(|o| o.check(entry, pick));
+        let (output, runs) = match self.engine.run_for_entry(&pick.config.role, entry.id.as_str(), &ctx, check).await {
+            EntryRun::Stopped => return Ok(()),
+            EntryRun::Done { stdout, runs } => (LaneOutput::parse(&stdout).map_err(anyhow::Error::msg)?, runs),
+            EntryRun::Failed { error, runs } => {
+                let note = format!("{} could not handle it: {error}", pick.actor);
+                (
+                    LaneOutput {
+                        status: Some(clawboard_entries::EntryStatus::Error),
+                        note: Some(note),
+                        ..Default::default()
+                    },
+                    runs,
+                )
+            }
+        };
+        let mut reserved = self.planning.lock().await;
+        let store = self.store.clone();
+        let (entry, pick, mut record) = (entry.clone(), pick.clone(), h.clone());
+        let taken: Vec<String> = reserved.iter().cloned().collect();
+        let node = self.node.clone();
+        let record = tokio::task::spawn_blocking(move || -> anyhow::Result<Handling> {
+            let reserved = taken;
+            record.planned =
+                handling::plan(&store, &entry, &pick, &output, &reserved, node.as_deref(), chrono::Utc::now())?;
+            record.output = Some(output);
+            record.runs.extend(runs);
+            record.state = State::Ran;
+            handling::save(&store, &record)?;
+            Ok(record)
+        })
+        .await??;
+        reserved.extend(record.planned.iter().map(|p| p.id.to_string()));
+        *h = record;
+        Ok(())
+    }
+}
+
+/// The entry, the lane that picks it and this node's record, if a lane picks it.
+fn look(
+    store: &Store,
+    lanes: &Lanes,
+    id: &str,
+) -> anyhow::Result<Option<(clawboard_entries::Entry, Pick, Option<Handling>)>> {
+    let entry = match clawboard_entries::read(store, id) {
+        Ok((_, e)) => e,
+        Err(clawboard_entries::Error::NotFound(_)) => return Ok(None),
+        Err(e) if e.is_bad_input() => {
+            // `clawboard validate` and the review page show a broken entry; a lane skips it.
+            tracing::warn!(entry = id, "lane: skipping an entry that does not read: {e}");
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(pick) = lanes.pick(&entry) else { return Ok(None) };
+    let record = handling::load(store, id)?;
+    Ok(Some((entry, pick, record)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::jobs::Backoff;
+    use crate::daemon::jobs::testing::{settings, setup, until};
+
+    /// In real time, not under a paused clock: a paused clock jumps to the role's
+    /// timeout while the runtime waits for the role process (see notify's test).
+    #[tokio::test]
+    async fn an_open_entry_is_run_once_and_its_output_applied_and_the_cursor_follows() {
+        let mut s = setup();
+        let out = r#"{"note":"seen","entries":[{"to":"Human","kind":"answer","payload":{"summary":"hi"}}]}"#;
+        let config = format!(
+            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; printf '%s' '{out}'\"]\n\
+             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
+            runs = s.root().join("runs").display(),
+            out = out.replace('"', "\\\""),
+        );
+        let cfg = settings(s.root(), &config);
+        let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
+        let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None);
+        s.runner.consumer(CURSOR, Backoff::default(), consumer);
+        let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
+        ))
+        .unwrap();
+        e.to = "Bot".into();
+        clawboard_entries::create(&s.store, &e).unwrap();
+        let path = "entries/vpm-mini/vpm-mini-docupdate-issue571-1.json";
+        // The same entry journaled twice (a replay) is still run once.
+        s.append(&[path, path]);
+        let store = s.store.clone();
+        let status = move || clawboard_entries::read(&store, e.id.as_str()).unwrap().1.status;
+        until("the entry done", || status() == clawboard_entries::EntryStatus::Done).await;
+        let store = s.store.clone();
+        let (list, _) = clawboard_entries::list(&store, &Default::default()).unwrap();
+        assert_eq!(list.len(), 2);
+        let answer = &list[1];
+        assert_eq!((answer.from.as_str(), answer.to.as_str(), answer.kind.as_str()), ("Bot", "Human", "answer"));
+        assert_eq!(answer.id.as_str(), "vpm-mini-l-issue571-1");
+        // The answer's own entry is journaled too: picked by nobody, so nothing runs.
+        s.append(&["entries/vpm-mini/vpm-mini-l-issue571-1.json"]);
+        until("the cursor past every entry", || s.cursor(CURSOR) == 3).await;
+        s.stop().await;
+        assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n");
+        let h = handling::load(&s.store, "vpm-mini-docupdate-issue571-1").unwrap().unwrap();
+        assert_eq!(h.state, State::Applied);
+    }
+}

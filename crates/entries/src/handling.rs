@@ -1,0 +1,263 @@
+//! How this node handles one entry a lane picked, in steps that each leave a
+//! durable mark, so that an entry is handled exactly once across a `kill -9`:
+//!
+//! 1. **claim**: `.clawboard/lanes/{id}.json` created exclusively (with several
+//!    nodes, after the claim in the bucket was won; a lost one is recorded too);
+//! 2. **begin**: the entry goes `open → in_progress` (by its `to` actor);
+//! 3. **run**: the role runs (again after a crash: a run is not a side effect the
+//!    daemon can see); its checked output and the full entries it will create, ids
+//!    included, are recorded (`ran`);
+//! 4. **apply**: documents written, entries created (an id already holding the
+//!    same entry is skipped), the handled entry's status set; then `applied`.
+//!
+//! A step found done is skipped, so replaying the journal after a crash resumes
+//! an entry where it stopped.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use clawboard_core::formats::{Entry, EntryStatus, Extra, SourceRef};
+use clawboard_core::{Id, Store, Timestamp, layout};
+use serde::{Deserialize, Serialize};
+
+use crate::board;
+use crate::error::{Error, Result};
+use crate::lanes::{LaneOutput, Pick, doc_path};
+
+/// Where this node stands with one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// This node holds the entry; its role has not finished.
+    Claimed,
+    /// Another node holds it.
+    Lost,
+    /// The role finished; its output is recorded, not yet applied.
+    Ran,
+    /// Handled.
+    Applied,
+}
+
+/// `.clawboard/lanes/{id}.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handling {
+    pub entry: String,
+    pub lane: String,
+    pub actor: String,
+    pub role: String,
+    pub state: State,
+    pub claimed_at: Timestamp,
+    /// The node that holds the entry (with several nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The role's checked output (a failed run is an `error` output with the reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<LaneOutput>,
+    /// The entries the output creates, whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planned: Vec<Entry>,
+    /// Role runs, newest last: one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+}
+
+impl Handling {
+    pub fn new(entry: &Entry, pick: &Pick, state: State, owner: Option<String>) -> Handling {
+        Handling {
+            entry: entry.id.to_string(),
+            lane: pick.lane.clone(),
+            actor: pick.actor.clone(),
+            role: pick.config.role.clone(),
+            state,
+            claimed_at: Timestamp::now(),
+            owner,
+            output: None,
+            planned: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+}
+
+fn dir(store: &Store) -> PathBuf {
+    store.root().join(layout::LANES_STATE)
+}
+
+fn name(id: &str) -> Result<String> {
+    Ok(format!(
+        "{}.json",
+        Id::new(id).map_err(|e| Error::BadField { field: "id", value: id.to_owned(), why: e.to_string() })?
+    ))
+}
+
+/// The record of entry `id`, if this node has one.
+pub fn load(store: &Store, id: &str) -> Result<Option<Handling>> {
+    let path = dir(store).join(name(id)?);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            clawboard_core::Error::io(&path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)).into()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(clawboard_core::Error::io(&path, e).into()),
+    }
+}
+
+/// Creates the record; false if one exists (the entry was claimed before).
+pub fn claim(store: &Store, h: &Handling) -> Result<bool> {
+    let d = dir(store);
+    std::fs::create_dir_all(&d).map_err(|e| clawboard_core::Error::io(&d, e))?;
+    Ok(clawboard_core::store::create_atomic(&d, &name(&h.entry)?, &encode(h), 0o644)?)
+}
+
+/// Replaces the record.
+pub fn save(store: &Store, h: &Handling) -> Result<()> {
+    Ok(clawboard_core::store::write_atomic(&dir(store), &name(&h.entry)?, &encode(h))?)
+}
+
+fn encode(h: &Handling) -> Vec<u8> {
+    clawboard_core::store::to_pretty_json(h).into_bytes()
+}
+
+/// Step 2: the entry goes `in_progress` if it is still `open`. Returns the entry
+/// as it is now (a person may have canceled it meanwhile).
+pub fn begin(store: &Store, entry: Entry, pick: &Pick, now: DateTime<Utc>) -> Result<Entry> {
+    if entry.status != EntryStatus::Open {
+        return Ok(entry);
+    }
+    match board::set_status(store, entry.id.as_str(), &pick.actor, EntryStatus::InProgress, None, now) {
+        Ok(e) => Ok(e),
+        // Changed between the read and the lock: take it as it is.
+        Err(Error::Transition { .. }) => Ok(board::read(store, entry.id.as_str())?.1),
+        Err(e) => Err(e),
+    }
+}
+
+/// What the role is handed on stdin: the entry, the lane's rules for the actor,
+/// and the content of every target doc (null when it does not exist yet).
+pub fn context(store: &Store, entry: &Entry, pick: &Pick) -> serde_json::Value {
+    let docs: Vec<serde_json::Value> = entry
+        .target_docs
+        .iter()
+        .map(|t| {
+            let (file, content) = match doc_path(&pick.docs, t.path()) {
+                Ok(rel) => {
+                    let content = store.read_bytes(&rel).ok().map(|b| String::from_utf8_lossy(&b).into_owned());
+                    (Some(rel.to_string()), content)
+                }
+                Err(_) => (None, None),
+            };
+            serde_json::json!({"path": t.path(), "section": t.section(), "file": file, "content": content})
+        })
+        .collect();
+    serde_json::json!({
+        "lane": pick.lane,
+        "actor": pick.actor,
+        "allowedKinds": pick.config.allowed_kinds,
+        "writesDocs": pick.config.writes_docs,
+        "entry": entry,
+        "targetDocs": docs,
+    })
+}
+
+/// The id source of entries made while handling `entry`: its lane and issue (or
+/// run), and with several nodes the node's id, so that two nodes never count up
+/// the same prefix.
+pub fn source(entry: &Entry, lane: &str, node: Option<&str>) -> String {
+    let lane = lane.replace('_', "");
+    let base = match (&entry.source_issue, &entry.source_run_id) {
+        (Some(SourceRef::Number(n)), _) => format!("{lane}-issue{n}"),
+        (Some(SourceRef::Text(t)), _) if Id::new(t).is_ok() => format!("{lane}-issue{t}"),
+        (_, Some(SourceRef::Number(n))) => format!("{lane}-run{n}"),
+        _ => lane,
+    };
+    match node {
+        Some(node) => format!("{base}-{node}"),
+        None => base,
+    }
+}
+
+/// Step 3's plan: the entries `out` creates, whole, with fresh ids (none of them
+/// taken, and none in `reserved`, the ids other unapplied plans hold).
+pub fn plan(
+    store: &Store,
+    handled: &Entry,
+    pick: &Pick,
+    out: &LaneOutput,
+    reserved: &[String],
+    node: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Entry>> {
+    let now = board::next_update(&Timestamp::from_utc(now), now);
+    let src = source(handled, &pick.lane, node);
+    let mut planned: Vec<Entry> = Vec::new();
+    for e in &out.entries {
+        let mut id = board::new_id(store, handled.project_id.as_str(), &src)?;
+        while reserved.iter().map(String::as_str).chain(planned.iter().map(|p| p.id.as_str())).any(|r| r == id.as_str())
+        {
+            id = board::bump(&id)?;
+        }
+        planned.push(Entry {
+            id,
+            from: pick.actor.clone(),
+            to: e.to.clone(),
+            project_id: handled.project_id.clone(),
+            kind: e.kind.clone(),
+            status: EntryStatus::Open,
+            payload: e.payload.clone(),
+            target_docs: e.target_docs.clone().unwrap_or_else(|| handled.target_docs.clone()),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+            source_issue: handled.source_issue.clone(),
+            source_comment_id: None,
+            source_run_id: handled.source_run_id.clone(),
+            note: e.note.clone(),
+            extra: Extra::new(),
+        });
+    }
+    for p in &planned {
+        board::check(p)?;
+    }
+    Ok(planned)
+}
+
+/// Step 4: writes the documents, creates the planned entries and sets the handled
+/// entry's status. Each part is skipped when found done.
+pub fn apply(store: &Store, h: &mut Handling, pick: &Pick, node: Option<&str>, now: DateTime<Utc>) -> Result<()> {
+    let out = h.output.clone().unwrap_or_default();
+    for d in &out.docs {
+        let rel = doc_path(&pick.docs, &d.path).map_err(|why| Error::BadField {
+            field: "docs.path",
+            value: d.path.clone(),
+            why,
+        })?;
+        if store.read_bytes(&rel).ok().as_deref() != Some(d.content.as_bytes()) {
+            store.write_bytes(&rel, d.content.as_bytes())?;
+        }
+    }
+    for i in 0..h.planned.len() {
+        let p = h.planned[i].clone();
+        match board::find(store, p.id.as_str())? {
+            None => {
+                board::create(store, &p)?;
+            }
+            Some(_) => {
+                let (_, there) = board::read(store, p.id.as_str())?;
+                let ours = there.from == p.from && there.kind == p.kind && there.created_at == p.created_at;
+                if !ours {
+                    // Someone else took the id before it was created: a new one, recorded first.
+                    let mut fresh = p.clone();
+                    fresh.id = board::new_id(store, p.project_id.as_str(), &source(&p, &h.lane, node))?;
+                    h.planned[i] = fresh.clone();
+                    save(store, h)?;
+                    board::create(store, &fresh)?;
+                }
+            }
+        }
+    }
+    let (_, current) = board::read(store, &h.entry)?;
+    if !current.status.is_final() {
+        board::set_status(store, &h.entry, &pick.actor, out.final_status(), out.note.clone(), now)?;
+    }
+    h.state = State::Applied;
+    save(store, h)
+}

@@ -1,0 +1,359 @@
+//! `[github]`: the GitHub bridge as written in the config file ([`GithubSection`])
+//! and resolved into [`GithubSettings`], with errors naming the key
+//! (`github.repository: "x" is not OWNER/NAME`). The binary hands over the section
+//! as read and a way to look up an environment variable (the token's).
+//!
+//! The token: `token_file` (a file of mode 600 or stricter, read at every run so it
+//! can be rotated) or the variable `token_env` names (`GITHUB_TOKEN` by default),
+//! not both: giving `token_env` and `token_file` together is refused, so which one
+//! is used is never a guess. It is held in a [`Secret`], whose `Debug` prints `***`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawboard_core::config::{self, ConfigError, Schedule};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// `[github]` as written (every key optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GithubSection {
+    pub enabled: Option<bool>,
+    pub api: Option<String>,
+    pub repository: Option<String>,
+    pub token_env: Option<String>,
+    pub token_file: Option<String>,
+    pub schedule: Option<String>,
+    pub max_wait: Option<String>,
+    #[serde(default)]
+    pub issues: Vec<IssuesSection>,
+}
+
+/// One `[[github.issues]]` (or `issues = [{ … }]`): a lane's issues, by number, by
+/// label (its open issues), or both.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuesSection {
+    pub lane: Option<String>,
+    #[serde(default)]
+    pub numbers: Vec<u64>,
+    pub label: Option<String>,
+}
+
+pub const DEFAULT_API: &str = "https://api.github.com";
+pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";
+pub const DEFAULT_SCHEDULE: &str = "*/5 * * * *";
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// A token. Never printed: `Debug` shows `***`, and it has no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(token: impl Into<String>) -> Secret {
+        Secret(token.into())
+    }
+
+    /// The token itself, for the `Authorization` header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Where the token comes from.
+#[derive(Debug, Clone)]
+pub enum TokenSource {
+    /// An environment variable: its name, and its value when the config was read.
+    Env { var: String, value: Option<Secret> },
+    /// A file holding the token (mode 600 or stricter), read at every run.
+    File(PathBuf),
+}
+
+impl TokenSource {
+    /// The token now; an error says where it was looked for.
+    pub fn token(&self) -> Result<Secret> {
+        match self {
+            TokenSource::Env { value: Some(v), .. } => Ok(v.clone()),
+            TokenSource::Env { var, value: None } => Err(Error::NoToken(format!(
+                "${var} is not set (github.token_env); set it, or point github.token_file at a file holding the token"
+            ))),
+            TokenSource::File(path) => read_token_file(path),
+        }
+    }
+}
+
+/// Reads a token file, refusing one that others may read or write.
+fn read_token_file(path: &Path) -> Result<Secret> {
+    let bad = |why: String| Error::NoToken(format!("github.token_file {}: {why}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if !meta.is_file() {
+        return Err(bad("is not a file".into()));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(bad(format!(
+            "mode {mode:03o} lets other users at the token; it must be 600 or stricter (chmod 600 {})",
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(bad("is empty".into()));
+    }
+    if token.contains(char::is_whitespace) || token.chars().any(char::is_control) {
+        return Err(bad("holds more than one line or word; it must hold the token only".into()));
+    }
+    Ok(Secret::new(token))
+}
+
+/// `owner/name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repository {
+    pub owner: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for Repository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.owner, self.name)
+    }
+}
+
+/// One group of issues, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueSet {
+    /// The lane whose entries they carry (shown in the report), if named.
+    pub lane: Option<String>,
+    pub numbers: Vec<u64>,
+    /// Open issues with this label are bridged too.
+    pub label: Option<String>,
+}
+
+/// `[github]`, resolved.
+#[derive(Debug, Clone)]
+pub struct GithubSettings {
+    /// Whether the daemon runs the bridge on `schedule` (`clawboard entry github
+    /// sync` runs once whatever this says).
+    pub enabled: bool,
+    /// The REST API root without a trailing `/` (`https://api.github.com`, or
+    /// `https://HOST/api/v3` for GitHub Enterprise).
+    pub api: String,
+    /// Required when enabled.
+    pub repository: Option<Repository>,
+    pub token: TokenSource,
+    pub schedule: Schedule,
+    pub issues: Vec<IssueSet>,
+    /// The longest a request waits out rate limits, in all, before it fails.
+    pub max_wait: Duration,
+}
+
+impl GithubSettings {
+    /// `[github]` checked; `env` looks up an environment variable (the token's),
+    /// `expand` turns a path as written (`~/…`) into a path, `has_lane` says whether
+    /// a `[lanes.NAME]` exists. Errors name the key.
+    pub fn resolve(
+        s: GithubSection,
+        env: impl Fn(&str) -> Option<String>,
+        expand: impl Fn(&str) -> PathBuf,
+        has_lane: impl Fn(&str) -> bool,
+    ) -> Result<GithubSettings, ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::new(format!("github.{key}"), reason);
+        let enabled = s.enabled.unwrap_or(false);
+        let api = s.api.unwrap_or_else(|| DEFAULT_API.to_owned());
+        let api = api.trim_end_matches('/').to_owned();
+        let host = api.strip_prefix("https://").or_else(|| api.strip_prefix("http://"));
+        if host.is_none_or(|h| h.is_empty() || h.starts_with('/') || h.contains(['?', '#', ' ', '@'])) {
+            return Err(bad(
+                "api",
+                format!("{api:?} is not an http:// or https:// URL (https://api.github.com, or https://HOST/api/v3)"),
+            ));
+        }
+        let repository = match s.repository {
+            Some(r) => Some(repository(&r).ok_or_else(|| bad("repository", format!("{r:?} is not OWNER/NAME")))?),
+            None if enabled => return Err(bad("repository", "is required when github.enabled is true".into())),
+            None => None,
+        };
+        let token = match (s.token_env, s.token_file) {
+            (Some(_), Some(_)) => {
+                return Err(bad("token_file", "set either github.token_env or github.token_file, not both".into()));
+            }
+            (_, Some(f)) if f.trim().is_empty() => return Err(bad("token_file", "is empty".into())),
+            (_, Some(f)) => TokenSource::File(expand(&f)),
+            (var, None) => {
+                let var = var.unwrap_or_else(|| DEFAULT_TOKEN_ENV.to_owned());
+                if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(bad("token_env", format!("{var:?} is not an environment variable name")));
+                }
+                let value = env(&var).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()).map(Secret::new);
+                TokenSource::Env { var, value }
+            }
+        };
+        let schedule = Schedule::parse_or("github.schedule", s.schedule, DEFAULT_SCHEDULE)?;
+        let max_wait = config::duration("github.max_wait", s.max_wait, DEFAULT_MAX_WAIT)?;
+        let mut issues = Vec::new();
+        for (i, g) in s.issues.into_iter().enumerate() {
+            let key = |k: &str| format!("issues[{i}]{k}");
+            if let Some(lane) = &g.lane
+                && !has_lane(lane)
+            {
+                return Err(bad(&key(".lane"), format!("{lane:?} is not configured under [lanes]")));
+            }
+            if g.numbers.is_empty() && g.label.is_none() {
+                return Err(bad(&key(""), "give numbers, a label, or both".into()));
+            }
+            if g.numbers.contains(&0) {
+                return Err(bad(&key(".numbers"), "0 is not an issue number".into()));
+            }
+            if let Some(l) = &g.label
+                && (l.trim().is_empty() || l.contains(',') || l.chars().any(char::is_control))
+            {
+                return Err(bad(&key(".label"), format!("{l:?} is not a label name (no commas)")));
+            }
+            issues.push(IssueSet { lane: g.lane, numbers: g.numbers, label: g.label });
+        }
+        if enabled && issues.is_empty() {
+            return Err(bad("issues", "is empty: name the issues to bridge (numbers or a label)".into()));
+        }
+        Ok(GithubSettings { enabled, api, repository, token, schedule, issues, max_wait })
+    }
+
+    /// The repository, or an error naming the key (for a run while it is unset).
+    pub fn repository(&self) -> Result<&Repository> {
+        self.repository.as_ref().ok_or_else(|| Error::Config("github.repository is not set (OWNER/NAME)".into()))
+    }
+}
+
+/// `owner/name` with GitHub's characters, else `None`.
+fn repository(text: &str) -> Option<Repository> {
+    let (owner, name) = text.split_once('/')?;
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    (ok(owner) && ok(name)).then(|| Repository { owner: owner.to_owned(), name: name.to_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn section(text: &str) -> GithubSection {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct F {
+            github: GithubSection,
+        }
+        toml::from_str::<F>(text).unwrap().github
+    }
+
+    fn resolve(text: &str) -> Result<GithubSettings, ConfigError> {
+        let env = |k: &str| (k == "GITHUB_TOKEN").then(|| "ghp_secret".to_owned());
+        GithubSettings::resolve(section(text), env, |p: &str| PathBuf::from(p), |l| l == "doc_update")
+    }
+
+    fn err(text: &str) -> String {
+        resolve(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_default_is_off_against_api_github_com_every_five_minutes() {
+        let s = resolve("[github]").unwrap();
+        assert!(!s.enabled && s.repository.is_none() && s.issues.is_empty());
+        assert_eq!((s.api.as_str(), s.schedule.text.as_str()), (DEFAULT_API, DEFAULT_SCHEDULE));
+        assert_eq!(s.max_wait, Duration::from_secs(60));
+        assert!(matches!(&s.token, TokenSource::Env { var, value: Some(_) } if var == "GITHUB_TOKEN"));
+    }
+
+    #[test]
+    fn a_full_section_resolves() {
+        let s = resolve(
+            r#"[github]
+enabled = true
+api = "https://ghe.example.com/api/v3/"
+repository = "octo-org/vpm.mini"
+token_env = "MY_TOKEN"
+schedule = "*/2 * * * * *"
+max_wait = "2m"
+issues = [{ lane = "doc_update", numbers = [571, 572], label = "blackboard" }, { label = "other" }]"#,
+        )
+        .unwrap();
+        assert_eq!(s.api, "https://ghe.example.com/api/v3");
+        assert_eq!(s.repository.unwrap().to_string(), "octo-org/vpm.mini");
+        assert_eq!(s.issues[0].numbers, [571, 572]);
+        assert_eq!(s.issues[1].label.as_deref(), Some("other"));
+        assert_eq!(s.max_wait, Duration::from_secs(120));
+        assert!(matches!(&s.token, TokenSource::Env { var, value: None } if var == "MY_TOKEN"));
+        let e = s.token.token().unwrap_err().to_string();
+        assert!(e.contains("$MY_TOKEN is not set"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        assert_eq!(err("[github]\nrepository = \"x\""), "github.repository: \"x\" is not OWNER/NAME");
+        assert!(err("[github]\nrepository = \"a/b/c\"").starts_with("github.repository: "));
+        assert!(
+            err("[github]\nenabled = true\nissues = [{numbers = [1]}]").starts_with("github.repository: is required")
+        );
+        assert!(err("[github]\nenabled = true\nrepository = \"o/r\"").starts_with("github.issues: is empty"));
+        assert!(err("[github]\napi = \"api.github.com\"").starts_with("github.api: "));
+        assert!(err("[github]\ntoken_env = \"A\"\ntoken_file = \"/t\"").contains("not both"));
+        assert!(err("[github]\ntoken_env = \"A-B\"").starts_with("github.token_env: "));
+        assert!(err("[github]\nschedule = \"often\"").starts_with("github.schedule: "));
+        assert!(err("[github]\nmax_wait = \"soon\"").starts_with("github.max_wait: "));
+        assert_eq!(
+            err("[github]\nissues = [{lane = \"doc_update\"}]"),
+            "github.issues[0]: give numbers, a label, or both"
+        );
+        assert!(
+            err("[github]\nissues = [{lane = \"ghost\", numbers = [1]}]")
+                .starts_with("github.issues[0].lane: \"ghost\"")
+        );
+        assert!(err("[github]\nissues = [{numbers = [0]}]").starts_with("github.issues[0].numbers: "));
+        assert!(err("[github]\nissues = [{label = \"a,b\"}]").starts_with("github.issues[0].label: "));
+        let unknown = toml::from_str::<toml::Value>("[github]\nrepo = \"o/r\"").unwrap();
+        let typed: Result<GithubSection, _> = unknown.get("github").unwrap().clone().try_into();
+        assert!(typed.unwrap_err().to_string().contains("unknown field `repo`"));
+    }
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let s = resolve("[github]\nrepository = \"o/r\"").unwrap();
+        let shown = format!("{s:?} {:?} {:?}", s.token, s.token.token().unwrap());
+        assert!(!shown.contains("ghp_secret"), "{shown}");
+        assert!(shown.contains("***"), "{shown}");
+        assert_eq!(s.token.token().unwrap().expose(), "ghp_secret");
+    }
+
+    #[test]
+    fn a_token_file_must_be_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "ghp_filetoken\n").unwrap();
+        let source = TokenSource::File(path.clone());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = source.token().unwrap_err().to_string();
+        assert!(e.contains("mode 644") && e.contains("600 or stricter") && !e.contains("ghp_filetoken"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(source.token().unwrap().expose(), "ghp_filetoken");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(source.token().unwrap().expose(), "ghp_filetoken");
+        let missing = TokenSource::File(dir.path().join("nope")).token().unwrap_err().to_string();
+        assert!(missing.contains("cannot read it"), "{missing}");
+        let s = resolve(&format!("[github]\ntoken_file = \"{}\"", path.display())).unwrap();
+        assert!(matches!(s.token, TokenSource::File(p) if p == path), "the file, not $GITHUB_TOKEN");
+    }
+}

@@ -1,0 +1,416 @@
+//! Lanes (seed 004): entries addressed to a role are handled by a real daemon
+//! with real role processes. The Doc Update lap (Human -> Aya -> Sho -> Tsugu ->
+//! Gen -> Human) with the example roles; a review that refuses; output beyond a
+//! role's rights; a role writing entries through the API with its token; and
+//! exactly once across `kill -9`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use clawboard_tests::{Tree, repo, wait_until};
+
+/// The Doc Update lane of config/examples/doc-update.toml, its roles run from the repository.
+fn doc_update_config() -> String {
+    let text = std::fs::read_to_string(repo().join("config/examples/doc-update.toml")).unwrap();
+    text.replace("\"scripts/roles/", &format!("\"{}/scripts/roles/", repo().display()))
+}
+
+fn entries(t: &Tree) -> Vec<serde_json::Value> {
+    let r = t.run(&["--json", "entry", "list"]);
+    r.ok();
+    r.json().as_array().unwrap().clone()
+}
+
+fn write_doc(t: &Tree) {
+    let dir = t.root.join("projects/vpm-mini/STATE");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("current_state.md"),
+        "# current state\n\n## 差分（δ）\n- Phase 1 done\n\n## Next\n- more\n",
+    )
+    .unwrap();
+}
+
+fn ask_aya(t: &Tree, summary: &str) -> String {
+    let r = t.run(&[
+        "--json",
+        "entry",
+        "new",
+        "--project",
+        "vpm-mini",
+        "--issue",
+        "571",
+        "--from",
+        "Human",
+        "--to",
+        "Aya",
+        "--kind",
+        "doc_update_proposal_request",
+        "--summary",
+        summary,
+        "--target-doc",
+        "STATE/current_state.md#差分（δ）",
+    ]);
+    r.ok();
+    r.json()["id"].as_str().unwrap().to_owned()
+}
+
+fn by_kind<'a>(list: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    list.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+#[test]
+fn the_doc_update_lap_runs_through_a_real_daemon() {
+    let t = Tree::init();
+    t.config(&doc_update_config());
+    write_doc(&t);
+    let d = t.daemon();
+    let request = ask_aya(&t, "Phase 2 done");
+    assert_eq!(request, "vpm-mini-issue571-1");
+    wait_until(30, "Gen's report to Human", || entries(&t).iter().any(|e| e["kind"] == "doc_update_report"));
+    wait_until(10, "Gen's entry done", || entries(&t).iter().filter(|e| e["status"] == "done").count() == 4);
+    assert_eq!(d.stop(), 0);
+
+    let list = entries(&t);
+    assert_eq!(list.len(), 5, "{list:#?}");
+    let hops: Vec<(&str, &str, &str, &str)> = list
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap(),
+                e["kind"].as_str().unwrap(),
+                e["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        hops,
+        [
+            ("Human", "Aya", "doc_update_proposal_request", "done"),
+            ("Aya", "Sho", "doc_update_review_request", "done"),
+            ("Sho", "Tsugu", "doc_update_apply_request", "done"),
+            ("Tsugu", "Gen", "doc_update_report_request", "done"),
+            ("Gen", "Human", "doc_update_report", "open"),
+        ]
+    );
+    for e in &list {
+        assert_eq!(e["source_issue"], 571, "every hop keeps the issue: {e}");
+        assert!(e["id"].as_str().unwrap().starts_with("vpm-mini-"), "{e}");
+    }
+    assert_eq!(list[0]["note"], "proposed 1 change(s) to Sho");
+    assert_eq!(list[4]["payload"]["summary"], "Doc Update done: Phase 2 done");
+    let doc = std::fs::read_to_string(t.root.join("projects/vpm-mini/STATE/current_state.md")).unwrap();
+    assert_eq!(doc, "# current state\n\n## 差分（δ）\n- Phase 1 done\n- Phase 2 done\n\n## Next\n- more\n");
+    // Each entry handled once: one record each, applied, one role run.
+    for e in &list[..4] {
+        let rec: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(t.root.join(format!(".clawboard/lanes/{}.json", e["id"].as_str().unwrap()))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(rec["state"], "applied");
+        assert_eq!(rec["runs"].as_array().unwrap().len(), 1, "{rec}");
+    }
+    // Human closes the report; the comment form of the request is the seed's.
+    t.run(&["entry", "status", list[4]["id"].as_str().unwrap(), "done"]).ok();
+    let comment = t.run(&["entry", "render", &request]);
+    comment.ok();
+    assert!(comment.stdout.starts_with("<!-- blackboard:doc_update_v1 -->\n\njson\n{"), "{}", comment.stdout);
+}
+
+#[test]
+fn a_refused_review_reaches_human_and_nothing_is_applied() {
+    let t = Tree::init();
+    t.config(&doc_update_config());
+    write_doc(&t);
+    let before = std::fs::read(t.root.join("projects/vpm-mini/STATE/current_state.md")).unwrap();
+    let d = t.daemon();
+    ask_aya(&t, "please reject this one");
+    wait_until(30, "Sho's refusal to Human", || entries(&t).iter().any(|e| e["kind"] == "doc_update_error"));
+    wait_until(10, "the review done", || by_kind(&entries(&t), "doc_update_review_request")[0]["status"] == "done");
+    assert_eq!(d.stop(), 0);
+    let list = entries(&t);
+    let error = by_kind(&list, "doc_update_error");
+    assert_eq!((error[0]["from"].as_str(), error[0]["to"].as_str()), (Some("Sho"), Some("Human")));
+    assert!(by_kind(&list, "doc_update_apply_request").is_empty());
+    assert_eq!(std::fs::read(t.root.join("projects/vpm-mini/STATE/current_state.md")).unwrap(), before);
+}
+
+/// A lane whose one actor, `Bot`, is `sh -c SCRIPT`; it may write `ok_kind` entries.
+fn bot_config(script: &str, extra: &str) -> String {
+    let script = script.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+    format!(
+        r#"[roles.bot]
+command = ["sh", "-c", "{script}"]
+timeout = "20s"
+max_retries = 0
+{extra}
+[lanes.l]
+docs = "projects/{{project_id}}"
+[lanes.l.actors.Bot]
+role = "bot"
+allowed_kinds = ["ok_kind"]
+"#
+    )
+}
+
+fn ask(t: &Tree, to: &str, kind: &str) -> String {
+    let r = t.run(&[
+        "--json",
+        "entry",
+        "new",
+        "--project",
+        "p",
+        "--from",
+        "Human",
+        "--to",
+        to,
+        "--kind",
+        kind,
+        "--target-doc",
+        "a.md",
+    ]);
+    r.ok();
+    r.json()["id"].as_str().unwrap().to_owned()
+}
+
+fn entry(t: &Tree, id: &str) -> serde_json::Value {
+    let r = t.run(&["--json", "entry", "show", id]);
+    r.ok();
+    r.json()
+}
+
+#[test]
+fn output_beyond_the_roles_rights_ends_the_entry_in_error_and_writes_nothing() {
+    let cases = [
+        (r#"{"entries":[{"to":"Human","kind":"secret_kind"}]}"#, "entries[0].kind: Bot may not write \"secret_kind\""),
+        (r#"{"docs":[{"path":"a.md","content":"x"}]}"#, "docs[0]: Bot may not change documents"),
+        (r#"{"from":"Human","entries":[]}"#, "unknown field `from`"),
+        (r#"{"status":"open"}"#, "status: open"),
+        ("not json", "invalid output"),
+    ];
+    for (out, why) in cases {
+        let t = Tree::init();
+        t.config(&bot_config(&format!("cat >/dev/null; printf '%s' '{out}'"), ""));
+        let d = t.daemon();
+        let id = ask(&t, "Bot", "anything");
+        wait_until(20, "the entry to end", || entry(&t, &id)["status"] == "error");
+        assert_eq!(d.stop(), 0);
+        let e = entry(&t, &id);
+        assert!(e["note"].as_str().unwrap().contains(why), "{out}: {e}");
+        assert_eq!(entries(&t).len(), 1, "{out}: no entry written");
+        assert!(!t.root.join("projects/p/a.md").exists());
+    }
+}
+
+/// Python that posts `body` to the daemon's API as this role and prints the status.
+fn post(path: &str, body: &str) -> String {
+    format!(
+        r#"python3 -c 'import http.client,json,os,socket,sys
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock=socket.socket(socket.AF_UNIX); self.sock.connect(os.environ["CLAWBOARD_ROOT"]+"/.clawboard/api.sock")
+c=C("x"); c.request("POST","{path}",body=sys.argv[1],headers={{"Authorization":"Bearer "+os.environ.get("TOKEN_OVERRIDE",os.environ["CLAWBOARD_TOKEN"])}})
+r=c.getresponse(); print(r.status, r.read().decode().replace(chr(10)," "), file=sys.stderr); print(r.status)' '{body}'"#
+    )
+}
+
+#[test]
+fn a_role_writes_entries_through_the_api_with_its_token() {
+    let t = Tree::init();
+    let script = format!(
+        "cat >/dev/null; a=$({}); b=$({}); c=$({}); d=$(TOKEN_OVERRIDE=forged {}); printf '{{\"note\":\"%s %s %s %s\"}}' $a $b $c $d",
+        post("/v1/entries", r#"{"to":"Human","kind":"ok_kind","payload":{"summary":"via the API"}}"#),
+        post("/v1/entries", r#"{"to":"Human","kind":"secret_kind"}"#),
+        post("/v1/write?path=entries/p/forged.json", r#"{}"#),
+        post("/v1/entries", r#"{"to":"Human","kind":"ok_kind"}"#),
+    );
+    t.config(&bot_config(&script, ""));
+    let d = t.daemon();
+    let id = ask(&t, "Bot", "anything");
+    wait_until(20, "the entry handled", || entry(&t, &id)["status"] == "done");
+    let log = d.output();
+    assert_eq!(d.stop(), 0);
+    assert_eq!(entry(&t, &id)["note"], "201 403 403 401", "{log}");
+    let list = entries(&t);
+    assert_eq!(list.len(), 2, "{list:#?}");
+    let made = &list[1];
+    assert_eq!((made["from"].as_str(), made["to"].as_str()), (Some("Bot"), Some("Human")), "from is forced");
+    assert_eq!(made["payload"]["summary"], "via the API");
+    assert_eq!(made["target_docs"][0], "a.md", "the handled entry's docs by default");
+    assert!(!t.root.join("entries/p/forged.json").exists());
+}
+
+/// Ids of the entries in `list` that answer `request` (their payload's refs.request).
+fn answers<'a>(list: &'a [serde_json::Value], request: &str) -> Vec<&'a serde_json::Value> {
+    list.iter().filter(|e| e["payload"]["refs"]["request"] == request).collect()
+}
+
+fn records(root: &Path) -> usize {
+    std::fs::read_dir(root.join(".clawboard/lanes")).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn every_entry_is_handled_exactly_once_across_kill_9() {
+    let t = Tree::init();
+    // Bot answers each request with one entry naming it, after a while.
+    let script = r#"ctx=$(cat); id=$(printf '%s' "$ctx" | python3 -c 'import json,sys; print(json.load(sys.stdin)["entry"]["id"])'); sleep 0.3; printf '{"entries":[{"to":"Human","kind":"ok_kind","payload":{"refs":{"request":"%s"}}}]}' "$id""#;
+    t.config(&bot_config(script, "").replace("[roles.bot]", "[lifecycle]\nmax_parallel_roles = 4\n\n[roles.bot]"));
+    let n = 24;
+    let requests: Vec<String> = (0..n).map(|_| ask(&t, "Bot", "req")).collect();
+    let mut kills = 0;
+    for round in 0..6 {
+        let d = t.daemon();
+        std::thread::sleep(std::time::Duration::from_millis(400 + 150 * round));
+        let done = requests.iter().filter(|r| entry(&t, r)["status"] == "done").count();
+        if done == n {
+            d.stop();
+            break;
+        }
+        d.crash();
+        kills += 1;
+    }
+    let d = t.daemon();
+    wait_until(60, "every request done", || requests.iter().all(|r| entry(&t, r)["status"] == "done"));
+    assert_eq!(d.stop(), 0);
+    assert!(kills >= 2, "the daemon was killed while it worked ({kills} times)");
+    let list = entries(&t);
+    for r in &requests {
+        assert_eq!(answers(&list, r).len(), 1, "request {r} answered once: {list:#?}");
+    }
+    assert_eq!(list.len(), 2 * n);
+    assert_eq!(records(&t.root), n);
+}
+
+/// Two nodes on one bucket, both running the lane: every request, written on
+/// either node, is handled by exactly one of them (the cross-node claim), and the
+/// other records it as lost.
+#[rstest::rstest]
+#[case::dir(clawboard_tests::s3::Kind::Dir)]
+#[case::s3s(clawboard_tests::s3::Kind::S3s)]
+fn two_nodes_handle_every_entry_once(#[case] kind: clawboard_tests::s3::Kind) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = clawboard_tests::s3::Bucket::new(kind, scratch.path());
+    let runlog = scratch.path().join("runs.log");
+    std::fs::write(&runlog, "").unwrap();
+    let script = format!(
+        r#"ctx=$(cat); id=$(printf '%s' "$ctx" | python3 -c 'import json,sys; print(json.load(sys.stdin)["entry"]["id"])'); echo "$id $CLAWBOARD_ROOT" >> {}; printf '{{"entries":[{{"to":"Human","kind":"ok_kind","payload":{{"refs":{{"request":"%s"}}}}}}]}}' "$id""#,
+        runlog.display()
+    );
+    let nodes: Vec<Tree> = ["node-a", "node-b"]
+        .iter()
+        .map(|id| {
+            let t = Tree::init();
+            let sync = bucket.sync_config(
+                t.dir.path(),
+                "schedule = \"* * * * * *\"\nheartbeat = \"1s\"\nlease = \"4s\"\nretry_base = \"50ms\"\nretries = 2",
+            );
+            t.config(&format!("[node]\nid = \"{id}\"\n\n{}\n{sync}", bot_config(&script, "")));
+            t
+        })
+        .collect();
+    let daemons: Vec<_> = nodes.iter().map(Tree::daemon).collect();
+    let mut requests = Vec::new();
+    for i in 0..6 {
+        let t = &nodes[i % 2];
+        let r = t.run(&[
+            "--json",
+            "entry",
+            "new",
+            "--project",
+            "p",
+            "--from",
+            "Human",
+            "--to",
+            "Bot",
+            "--kind",
+            "req",
+            "--source",
+            &format!("n{}", i % 2),
+        ]);
+        r.ok();
+        requests.push(r.json()["id"].as_str().unwrap().to_owned());
+    }
+    let settled = |t: &Tree| {
+        let list = entries(t);
+        requests.iter().all(|r| list.iter().any(|e| e["id"] == r.as_str() && e["status"] == "done"))
+            && requests.iter().all(|r| answers(&list, r).len() == 1)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !nodes.iter().all(settled) {
+        if std::time::Instant::now() > deadline {
+            let lists: Vec<String> = nodes
+                .iter()
+                .map(|t| {
+                    let ids: Vec<String> = entries(t)
+                        .iter()
+                        .map(|e| format!("{} {} {}", e["id"], e["status"], e["payload"]["refs"]["request"]))
+                        .collect();
+                    ids.join("\n")
+                })
+                .collect();
+            let logs: Vec<String> = daemons.iter().map(|d| d.output()).collect();
+            panic!(
+                "not settled after 90 s\nnode-a:\n{}\nnode-b:\n{}\nlogs:\n{}",
+                lists[0],
+                lists[1],
+                logs.join("\n-----\n")
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
+    let runs = std::fs::read_to_string(&runlog).unwrap();
+    for r in &requests {
+        let n = runs.lines().filter(|l| l.split(' ').next() == Some(r.as_str())).count();
+        assert_eq!(n, 1, "{r} ran once over both nodes:\n{runs}");
+        let states: Vec<String> = nodes
+            .iter()
+            .filter_map(|t| std::fs::read(t.root.join(format!(".clawboard/lanes/{r}.json"))).ok())
+            .map(|b| serde_json::from_slice::<serde_json::Value>(&b).unwrap()["state"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(states.iter().filter(|s| *s == "applied").count() == 1, "{r}: {states:?}");
+        assert!(states.iter().all(|s| s == "applied" || s == "lost"), "{r}: {states:?}");
+    }
+}
+
+#[test]
+fn hostile_entry_files_are_skipped_and_change_nothing() {
+    let t = Tree::init();
+    t.config(&bot_config("cat >/dev/null; echo '{}'", ""));
+    let d = t.daemon();
+    let dir = t.root.join("entries/p");
+    std::fs::create_dir_all(&dir).unwrap();
+    let seed = std::fs::read_to_string(
+        repo().join("tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"),
+    )
+    .unwrap()
+    .replace("\"vpm-mini\"", "\"p\"")
+    .replace("vpm-mini-docupdate-issue571-1", "PLACEHOLDER")
+    .replace("\"Aya\"", "\"Bot\"");
+    let hostile: Vec<(&str, Vec<u8>)> = vec![
+        ("wrong-types", seed.replace("PLACEHOLDER", "wrong-types").replace("\"open\"", "42").into_bytes()),
+        ("huge", {
+            let pad = "x".repeat(10 * 1024 * 1024);
+            seed.replace("PLACEHOLDER", "huge").replace("\"Phase 2 完了\"", &format!("\"{pad}\"")).into_bytes()
+        }),
+        ("other-id", seed.replace("PLACEHOLDER", "not-this-file").into_bytes()),
+        ("not-json", b"{\"id\": ".to_vec()),
+    ];
+    for (name, bytes) in &hostile {
+        std::fs::write(dir.join(format!("{name}.json")), bytes).unwrap();
+    }
+    let good = ask(&t, "Bot", "anything");
+    wait_until(20, "the good entry handled", || entry(&t, &good)["status"] == "done");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = d.output();
+    assert_eq!(d.stop(), 0, "{log}");
+    for (name, bytes) in &hostile {
+        assert_eq!(&std::fs::read(dir.join(format!("{name}.json"))).unwrap(), bytes, "{name} untouched");
+        assert!(!t.root.join(format!(".clawboard/lanes/{name}.json")).exists(), "{name} never claimed");
+    }
+    assert!(log.contains("skipping an entry that does not read"), "{log}");
+}
