@@ -5,6 +5,7 @@
 //! Without the token the page refuses; with it, a pending escalation is shown with
 //! its task, approved with a note typed into the page, the task resumes, and
 //! `gm/decisions.md` has the entry. A second escalation appears without a reload.
+//! An entry addressed to Human appears beside them and is closed from the page.
 //! Screenshots go to `target/tmp/browser/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -170,6 +171,58 @@ listen = "127.0.0.1:0"
     let decided = text_of(&c, &format!("tr.decided[data-id='{esc}']")).await;
     assert!(decided.contains("approved") && decided.contains("approved from the browser"), "{decided}");
     std::fs::write(shots.join("3-live-update.png"), c.screenshot().await.unwrap()).unwrap();
+
+    // An entry addressed to Human (seed 004) shows up beside the escalations, live,
+    // and is closed from the page.
+    let r = t.run(&[
+        "--json",
+        "entry",
+        "new",
+        "--project",
+        "vpm-mini",
+        "--from",
+        "Gen",
+        "--to",
+        "Human",
+        "--kind",
+        "doc_update_report",
+        "--summary",
+        "Doc Update done: phase 2",
+    ]);
+    r.ok();
+    let entry = r.json()["id"].as_str().unwrap().to_owned();
+    let row_css = format!("tr.entry-row[data-id='{entry}']");
+    let row = text_of(&c, &row_css).await;
+    for want in ["Gen", "doc_update_report", "open", "Doc Update done: phase 2"] {
+        assert!(row.contains(want), "missing {want:?} in the entry's row:\n{row}");
+    }
+    assert_eq!(text_of(&c, "#entries h2").await, "Entries for Human (1)");
+    for tries in 1.. {
+        let row = wait(&c).for_element(Locator::Css(&row_css)).await.unwrap();
+        let clicked = async { row.find(Locator::Css("button.approve")).await?.click().await };
+        match clicked.await {
+            Ok(()) => break,
+            Err(e) if e.is_stale_element_reference() && tries < 50 => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("closing the entry: {e}"),
+        }
+    }
+    // The old page's flash stays until the browser has followed the redirect.
+    let (want, mut flash) = (format!("Entry {entry} done."), String::new());
+    for _ in 0..200 {
+        flash = text_of(&c, "#flash").await;
+        if flash == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(flash, want);
+    let shown = t.run(&["--json", "entry", "show", &entry]);
+    shown.ok();
+    assert_eq!(shown.json()["status"], "done");
+    assert_eq!(text_of(&c, "#entries h2").await, "Entries for Human (0)");
+    std::fs::write(shots.join("4-entry-closed.png"), c.screenshot().await.unwrap()).unwrap();
     eprintln!("screenshots in {}", shots.display());
 
     c.close().await.unwrap();
