@@ -98,6 +98,7 @@ pub enum Command {
     Slice(commands::slice::SliceCommand),
     #[command(subcommand)]
     Web(commands::web::WebCommand),
+    Run(commands::run::RunArgs),
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
@@ -167,6 +168,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Board(c) => commands::board::run(c, s),
         Command::Entry(c) => commands::entry::run(c, s),
         Command::Slice(c) => commands::slice::run(c, s),
+        Command::Run(a) => commands::run::run(a, s),
         Command::Web(c) => commands::web::run(c, s),
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),

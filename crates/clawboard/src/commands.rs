@@ -12,6 +12,7 @@ pub mod init;
 pub mod man;
 pub mod report;
 pub mod retention;
+pub mod run;
 pub mod slice;
 pub mod status;
 pub mod sync;

@@ -62,6 +62,21 @@ pub struct FileConfig {
     pub lanes: clawboard_entries::LanesSection,
     #[serde(default)]
     pub github: clawboard_github::GithubSection,
+    #[serde(default)]
+    pub blueprints: BlueprintsConfig,
+}
+
+/// `[blueprints]`: where more blueprints are (seed 001), and the middleware's
+/// word lists and platform rules; each table given replaces the shipped one
+/// (`config/blueprints/middleware.toml`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlueprintsConfig {
+    /// A directory of blueprints (`ID.json`), beside the four built in.
+    pub dir: Option<String>,
+    pub sensitive_words: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    pub replacements: Option<std::collections::BTreeMap<String, String>>,
+    pub platforms: Option<std::collections::BTreeMap<String, clawboard_blueprint::middleware::PlatformLimits>>,
 }
 
 /// `[board]`: the task boards (seed 000) and their slices (seed 003).
@@ -192,6 +207,8 @@ pub struct Settings {
     pub lanes: clawboard_entries::Lanes,
     /// The GitHub bridge of entries.
     pub github: clawboard_github::GithubSettings,
+    /// The blueprints tasks may name, and their middleware config (seed 001).
+    pub blueprints: clawboard_blueprint::Catalog,
 }
 
 /// `~` and `~/…` to the home directory.
@@ -274,6 +291,15 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let templates = clawboard_board::template::load(templates_dir.as_deref())
         .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
     roles.check_templates(&templates).map_err(bad)?;
+    let relative_to_config = |d: &str| {
+        let p = expand(d);
+        match (&config_file, p.is_relative()) {
+            (Some(cfg), true) => cfg.parent().unwrap_or(Path::new(".")).join(p),
+            _ => p,
+        }
+    };
+    let blueprints = blueprints(file.blueprints, &roles, &templates, relative_to_config)
+        .map_err(|e| BadInput(format!("{origin}: key blueprints: {e}")))?;
     let lanes = clawboard_entries::Lanes::resolve(file.lanes, |r| roles.roles.contains_key(r)).map_err(bad)?;
     let sync = clawboard_sync::SyncSettings::resolve(file.sync, expand).map_err(bad)?;
     let github = clawboard_github::GithubSettings::resolve(
@@ -327,7 +353,33 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         templates,
         lanes,
         github,
+        blueprints,
     })
+}
+
+/// The catalog of blueprints: the built-ins and `[blueprints] dir`, checked
+/// against the roles and templates, with the middleware config.
+fn blueprints(
+    section: BlueprintsConfig,
+    roles: &clawboard_roles::RolesConfig,
+    templates: &std::collections::BTreeMap<String, clawboard_board::Template>,
+    dir_of: impl Fn(&str) -> PathBuf,
+) -> Result<clawboard_blueprint::Catalog, clawboard_blueprint::Error> {
+    let mut mw = clawboard_blueprint::middleware::MiddlewareConfig::shipped()?;
+    if let Some(w) = section.sensitive_words {
+        mw.sensitive_words = w;
+    }
+    if let Some(r) = section.replacements {
+        mw.replacements = r;
+    }
+    if let Some(p) = section.platforms {
+        mw.platforms = p;
+    }
+    mw.check()?;
+    let has_role = |r: &str| roles.roles.contains_key(r);
+    let known = clawboard_blueprint::format::Known { roles: &has_role, templates };
+    let dir = section.dir.as_deref().map(dir_of);
+    clawboard_blueprint::Catalog::load(dir.as_deref(), mw, &known)
 }
 
 #[cfg(test)]

@@ -185,6 +185,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         Arc::new(Engine::new(store.clone(), settings.roles.clone(), Shutdown { stopping: stopping.clone(), kill }));
     engine.set_acl(Arc::new(acl.clone()));
     engine.set_templates(settings.templates.clone());
+    engine.set_blueprints(settings.blueprints.clone());
     let dispatcher = dispatch::Dispatcher::new(engine.clone());
     let counters = Arc::new(web::Counters::default());
     let state = Arc::new(DaemonState {
@@ -344,6 +345,7 @@ fn reload(args: &GlobalArgs, dispatcher: &Arc<dispatch::Dispatcher>) {
     match config::resolve(args, &config::Env::from_process()) {
         Ok(s) => {
             dispatcher.engine.set_templates(s.templates.clone());
+            dispatcher.engine.set_blueprints(s.blueprints.clone());
             dispatcher.engine.reload(s.roles);
             dispatcher.resize();
             tracing::info!("SIGHUP: config reloaded (roles, lifecycle)");

@@ -2,6 +2,7 @@
 //! `[roles.ID]` of the config file, deserialized here with unknown keys refused and
 //! their defaults, then checked by [`RolesConfig::resolve`] with errors naming the
 //! key (`roles.w.command`); the binary hands over the sections as read.
+//! `[roles.ID.llm]` is [`llm`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +12,10 @@ use clawboard_core::config::ConfigError;
 use clawboard_core::duration::serde_str;
 use clawboard_core::formats::TaskType;
 use serde::Deserialize;
+
+pub mod llm;
+
+pub use llm::{ApiKey, LlmConfig};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -91,6 +96,9 @@ pub struct RoleConfig {
     /// Or call an HTTP endpoint with the context as the POST body.
     #[serde(default)]
     pub http: Option<HttpConfig>,
+    /// Or ask an OpenAI-compatible chat-completions endpoint (docs/LLM.md).
+    #[serde(default)]
+    pub llm: Option<LlmConfig>,
     /// Extra environment for a command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -197,15 +205,23 @@ impl RolesConfig {
         for (id, r) in &self.roles {
             clawboard_core::check_id(id)
                 .map_err(|e| ConfigError::new(format!("roles.{id}"), format!("the role id {e}")))?;
-            match (&r.command, &r.http) {
-                (Some(argv), None) if argv.is_empty() => {
-                    return Err(ConfigError::new(format!("roles.{id}.command"), "is empty"));
+            let runners: Vec<&str> =
+                [("command", r.command.is_some()), ("http", r.http.is_some()), ("llm", r.llm.is_some())]
+                    .into_iter()
+                    .filter_map(|(name, set)| set.then_some(name))
+                    .collect();
+            match runners.as_slice() {
+                [] => return Err(ConfigError::new(format!("roles.{id}"), "needs `command`, `http` or `llm`")),
+                [_] => {}
+                [a, b, ..] => {
+                    return Err(ConfigError::new(format!("roles.{id}"), format!("has both `{a}` and `{b}`; keep one")));
                 }
-                (Some(_), None) | (None, Some(_)) => {}
-                (None, None) => return Err(ConfigError::new(format!("roles.{id}"), "needs `command` or `http`")),
-                (Some(_), Some(_)) => {
-                    return Err(ConfigError::new(format!("roles.{id}"), "has both `command` and `http`; keep one"));
-                }
+            }
+            if r.command.as_ref().is_some_and(Vec::is_empty) {
+                return Err(ConfigError::new(format!("roles.{id}.command"), "is empty"));
+            }
+            if let Some(l) = &r.llm {
+                l.check(id)?;
             }
             if let Some(h) = &r.http
                 && !(h.url.starts_with("http://") || h.url.starts_with("https://"))
@@ -293,5 +309,80 @@ impl RolesConfig {
         } else {
             Err(ConfigError::new(key, format!("role {role:?} is not configured under [roles]")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn llm_role(llm: serde_json::Value) -> serde_json::Value {
+        json!({"llm": llm})
+    }
+
+    #[rstest]
+    #[case::no_runner(json!({"timeout": "5s"}), "roles.w: needs `command`, `http` or `llm`")]
+    #[case::two_runners(
+        json!({"command": ["x"], "llm": {"base_url": "http://h/v1", "model": "m"}}),
+        "roles.w: has both `command` and `llm`; keep one"
+    )]
+    #[case::http_and_llm(
+        json!({"http": {"url": "http://h/run"}, "llm": {"base_url": "http://h/v1", "model": "m"}}),
+        "roles.w: has both `http` and `llm`; keep one"
+    )]
+    #[case::empty_model(llm_role(json!({"base_url": "http://h/v1", "model": " "})), "roles.w.llm.model: is empty")]
+    #[case::bad_base_url(
+        llm_role(json!({"base_url": "127.0.0.1:11434/v1", "model": "m"})),
+        "roles.w.llm.base_url: \"127.0.0.1:11434/v1\" is not an http:// or https:// URL"
+    )]
+    #[case::no_host(llm_role(json!({"base_url": "https:///v1", "model": "m"})), "roles.w.llm.base_url: \"https:///v1\" has no host")]
+    #[case::credentials_in_url(
+        llm_role(json!({"base_url": "https://u:sk-x@h/v1", "model": "m"})),
+        "roles.w.llm.base_url: carries credentials"
+    )]
+    #[case::both_key_sources(
+        llm_role(json!({"base_url": "http://h/v1", "model": "m", "api_key_env": "K", "api_key_file": "/k"})),
+        "roles.w.llm.api_key_file: set api_key_env or api_key_file, not both"
+    )]
+    #[case::temperature_3(
+        llm_role(json!({"base_url": "http://h/v1", "model": "m", "temperature": 3.0})),
+        "roles.w.llm.temperature: 3 is out of range 0..=2"
+    )]
+    #[case::too_many_http_retries(
+        llm_role(json!({"base_url": "http://h/v1", "model": "m", "http_retries": 11})),
+        "roles.w.llm.http_retries: 11 is out of range 0..=10"
+    )]
+    fn bad_runners_are_refused_naming_the_key(#[case] role: serde_json::Value, #[case] want: &str) {
+        let role: RoleConfig = serde_json::from_value(role).unwrap();
+        let err = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), role)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(want), "got {err:?}, want {want:?}");
+    }
+
+    #[test]
+    fn llm_without_model_or_with_unknown_fields_does_not_parse() {
+        let no_model = serde_json::from_value::<RoleConfig>(llm_role(json!({"base_url": "http://h/v1"})));
+        assert!(no_model.unwrap_err().to_string().contains("missing field `model`"));
+        let typo = serde_json::from_value::<RoleConfig>(llm_role(
+            json!({"base_url": "http://h/v1", "model": "m", "modle": "x"}),
+        ));
+        assert!(typo.unwrap_err().to_string().contains("unknown field `modle`"));
+    }
+
+    #[test]
+    fn a_complete_llm_role_passes() {
+        let role: RoleConfig = serde_json::from_value(json!({
+            "llm": {"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY",
+                    "temperature": 0.2, "system_prompt": "JSON only.", "json_response": true, "output_key": "output",
+                    "max_wait": "30s", "http_retries": 2},
+            "timeout": "90s", "max_retries": 1, "scope": ["meta.intent"], "max_tokens": 300
+        }))
+        .unwrap();
+        let c = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), role)])).unwrap();
+        let llm = c.roles["w"].llm.as_ref().unwrap();
+        assert_eq!((llm.max_wait, llm.http_retries), (Duration::from_secs(30), 2));
     }
 }

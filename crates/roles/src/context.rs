@@ -17,6 +17,19 @@ pub struct StepInfo {
     pub max_iterations: u32,
     /// Step-specific fields (team so far, the result to validate, the last validation …).
     pub extra: Map<String, Value>,
+    /// A blueprint step's own slice, retries and fallback, in place of its role's.
+    pub plan: Option<StepPlan>,
+}
+
+/// What a blueprint step sets for itself (seed 001) instead of taking it from its
+/// role's config: the slice, the retries, and the one fallback (none: none at all).
+#[derive(Debug, Clone, Default)]
+pub struct StepPlan {
+    pub scope: Option<Vec<String>>,
+    pub template: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub retries: u32,
+    pub fallback: Option<String>,
 }
 
 /// The context for `role_id` at `step`: the task (its assignment), the step, the
@@ -70,8 +83,11 @@ pub fn build(
 
 /// The context of a role handed a slice of the board (seed 003): the step, and the
 /// slice with its counted tokens and budget, instead of the task and its files.
+/// A blueprint step (seed 001) also gets its own small fields (`step_id`,
+/// `round`, `candidate` …); a seed-002 step's fields (the team so far …) are
+/// exactly what a slice replaces, so they are left out.
 pub fn sliced(task_id: &str, role_id: &str, info: &StepInfo, slice: &Value, tokens: u64, budget: Option<u64>) -> Value {
-    json!({
+    let mut ctx = json!({
         "taskId": task_id,
         "role": role_id,
         "step": info.step,
@@ -82,7 +98,13 @@ pub fn sliced(task_id: &str, role_id: &str, info: &StepInfo, slice: &Value, toke
         "sliceTokens": tokens,
         "budget": budget,
         "tokenizer": clawboard_board::tokens::TOKENIZER,
-    })
+    });
+    if info.plan.is_some()
+        && let Some(o) = ctx.as_object_mut()
+    {
+        o.extend(info.extra.clone());
+    }
+    ctx
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! (`team-composition.json`, `result.json`, `validation.json`, `memory-harvest.json`,
 //! the memory queue) in `engine/products.rs`; the task's board in `engine/board.rs`.
 
+mod blueprint;
 mod board;
 pub mod entry;
 mod products;
@@ -96,6 +97,8 @@ pub struct Engine {
     acl: Lock<Option<Arc<clawboard_core::acl::Acl>>>,
     /// Slice templates by id (the seed's four unless others are loaded).
     templates: Lock<Arc<std::collections::BTreeMap<String, clawboard_board::Template>>>,
+    /// The blueprints tasks may name (seed 001), with their middleware config.
+    blueprints: Lock<Arc<clawboard_blueprint::Catalog>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -124,7 +127,17 @@ impl Engine {
             runs: Lock::new(Default::default()),
             acl: Lock::new(None),
             templates: Lock::new(Arc::new(clawboard_board::template::load(None).unwrap_or_default())),
+            blueprints: Lock::new(Arc::new(clawboard_blueprint::Catalog::default())),
         }
+    }
+
+    /// Sets the blueprints tasks may name.
+    pub fn set_blueprints(&self, c: clawboard_blueprint::Catalog) {
+        *self.blueprints.lock() = Arc::new(c);
+    }
+
+    pub fn blueprints(&self) -> Arc<clawboard_blueprint::Catalog> {
+        self.blueprints.lock().clone()
     }
 
     /// Sets the slice templates roles may name.

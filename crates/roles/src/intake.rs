@@ -11,6 +11,8 @@
 use std::fs;
 use std::path::PathBuf;
 
+use clawboard_blueprint::Catalog;
+use clawboard_blueprint::contract::Input;
 use clawboard_core::formats::{Task, TaskStatus, TaskSubmission};
 use clawboard_core::validate::{self, read_tree_file};
 use clawboard_core::{Error, Id, Invalid, PathContext, RelPath, Store, Timestamp, layout};
@@ -64,8 +66,23 @@ fn render(problems: &Invalid) -> String {
     s
 }
 
-/// Takes `inbox/{name}`.
-pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
+/// Why a task's blueprint input (seed 001) is refused, if the task has one and it is.
+fn blueprint_refusal(file: &str, extra: &clawboard_core::formats::Extra, blueprints: &Catalog) -> Option<String> {
+    match Input::from_task_extra(file, extra, &blueprints.ids()) {
+        Ok(_) => None,
+        Err(e) => {
+            // A built-in that cannot run here says why, not just "unknown".
+            let id = extra.get("blueprint_id").and_then(serde_json::Value::as_str).unwrap_or_default();
+            match blueprints.unavailable.get(id) {
+                Some(why) => Some(format!("{file}: /blueprint_id: blueprint {id:?} cannot run here: {why}\n")),
+                None => Some(format!("{e}\n")),
+            }
+        }
+    }
+}
+
+/// Takes `inbox/{name}`; a blueprint task's input is checked against `blueprints`.
+pub fn take_inbox_file(store: &Store, name: &str, blueprints: &Catalog) -> Result<Intake, Error> {
     let rel = RelPath::new(&inbox_file(name))?;
     let path = store.path(&rel);
     let bytes = match read_tree_file(&path, store.max_file_bytes()) {
@@ -86,6 +103,9 @@ pub fn take_inbox_file(store: &Store, name: &str) -> Result<Intake, Error> {
         Err(Error::Invalid(inv)) => return reject(store, path, name, &render(&inv)),
         Err(e) => return Err(e),
     };
+    if let Some(why) = blueprint_refusal(&inbox_file(name), &submission.extra, blueprints) {
+        return reject(store, path, name, &why);
+    }
     let id = submission.task_id.clone().unwrap_or_else(clawboard_core::id::new_task_id);
     if let Some(why) = duplicate(store, &id, name) {
         return reject(store, path, name, &why);
@@ -157,7 +177,7 @@ pub fn recover_staged(store: &Store) -> Result<Vec<Intake>, Error> {
 }
 
 /// Takes `tasks/{id}/task.json` written by someone other than this daemon.
-pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
+pub fn take_task_file(store: &Store, task_id: &str, blueprints: &Catalog) -> Result<Intake, Error> {
     if claims::is_claimed(store, task_id) {
         return Ok(Intake::Ignored("already claimed"));
     }
@@ -201,6 +221,9 @@ pub fn take_task_file(store: &Store, task_id: &str) -> Result<Intake, Error> {
         },
         Err(e) => return Err(e),
     };
+    if let Some(why) = blueprint_refusal(&shown, &task.extra, blueprints) {
+        return reject_in_place(store, task_id, &why);
+    }
     if !claims::claim(store, task.task_id.as_str())? {
         return Ok(Intake::Ignored("already claimed"));
     }
@@ -302,11 +325,11 @@ mod tests {
     fn a_dropped_task_is_accepted_once() {
         let (d, store) = tree();
         fs::write(d.path().join("inbox/a.json"), r#"{"taskId":"t-a","type":"coding","description":"x"}"#).unwrap();
-        assert_eq!(take_inbox_file(&store, "a.json").unwrap(), Intake::Accepted("t-a".into()));
+        assert_eq!(take_inbox_file(&store, "a.json", &Catalog::default()).unwrap(), Intake::Accepted("t-a".into()));
         assert!(!d.path().join("inbox/a.json").exists());
         assert!(claims::is_claimed(&store, "t-a"));
         fs::write(d.path().join("inbox/b.json"), r#"{"taskId":"t-a","type":"coding","description":"y"}"#).unwrap();
-        match take_inbox_file(&store, "b.json").unwrap() {
+        match take_inbox_file(&store, "b.json", &Catalog::default()).unwrap() {
             Intake::Rejected { file, reason } => {
                 assert_eq!(file, "b.json");
                 assert!(reason.contains("/taskId: task \"t-a\" already exists"), "{reason}");
@@ -321,13 +344,17 @@ mod tests {
         let (d, store) = tree();
         fs::write(d.path().join("inbox/bad.json"), r#"{"type":"coding","description":"x","priority":"urgent"}"#)
             .unwrap();
-        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "bad.json", &Catalog::default()).unwrap() else {
+            panic!()
+        };
         assert_eq!(reason, "inbox/bad.json: /priority: \"urgent\" is not one of high, normal, low");
         let txt = fs::read_to_string(d.path().join("inbox/rejected/bad.json.error.txt")).unwrap();
         assert_eq!(txt.trim_end(), reason);
         // The same name again gets a new name in rejected/.
         fs::write(d.path().join("inbox/bad.json"), "{]").unwrap();
-        let Intake::Rejected { file, .. } = take_inbox_file(&store, "bad.json").unwrap() else { panic!() };
+        let Intake::Rejected { file, .. } = take_inbox_file(&store, "bad.json", &Catalog::default()).unwrap() else {
+            panic!()
+        };
         assert_ne!(file, "bad.json");
     }
 
@@ -338,7 +365,9 @@ mod tests {
         let target = outside.path().join("task.json");
         fs::write(&target, r#"{"taskId":"stolen","type":"coding","description":"outside"}"#).unwrap();
         std::os::unix::fs::symlink(&target, d.path().join("inbox/link.json")).unwrap();
-        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "link.json").unwrap() else { panic!() };
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "link.json", &Catalog::default()).unwrap() else {
+            panic!()
+        };
         assert!(reason.starts_with("inbox/link.json: /: the file is a symbolic link;"), "{reason}");
         assert!(!d.path().join("tasks/stolen").exists());
         assert!(fs::symlink_metadata(d.path().join("inbox/rejected/link.json")).unwrap().file_type().is_symlink());
@@ -346,7 +375,9 @@ mod tests {
         let fifo = d.path().join("inbox/pipe.json");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         // Would block forever if opened for reading without a writer.
-        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "pipe.json").unwrap() else { panic!() };
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "pipe.json", &Catalog::default()).unwrap() else {
+            panic!()
+        };
         assert!(reason.contains("/: the file is a FIFO (named pipe), not a regular file"), "{reason}");
     }
 
@@ -366,10 +397,10 @@ mod tests {
         let (d, store) = tree();
         fs::create_dir_all(d.path().join("tasks/t-p")).unwrap();
         fs::write(d.path().join("tasks/t-p/task.json"), r#"{"type":"writing","description":"in place"}"#).unwrap();
-        assert_eq!(take_task_file(&store, "t-p").unwrap(), Intake::Accepted("t-p".into()));
+        assert_eq!(take_task_file(&store, "t-p", &Catalog::default()).unwrap(), Intake::Accepted("t-p".into()));
         let t: Task = store.read(&RelPath::new("tasks/t-p/task.json").unwrap()).unwrap();
         assert_eq!(t.status, TaskStatus::Pending);
-        assert_eq!(take_task_file(&store, "t-p").unwrap(), Intake::Ignored("already claimed"));
+        assert_eq!(take_task_file(&store, "t-p", &Catalog::default()).unwrap(), Intake::Ignored("already claimed"));
     }
 
     fn age(path: &std::path::Path, secs: u64) {
@@ -383,23 +414,29 @@ mod tests {
         let inbox = d.path().join("inbox/slow.json");
         for partial in ["", "  \n", r#"{"type":"coding","#, r#"{"type":"coding","description":"x"#] {
             fs::write(&inbox, partial).unwrap();
-            assert_eq!(take_inbox_file(&store, "slow.json").unwrap(), Intake::Unsettled, "{partial:?}");
+            assert_eq!(
+                take_inbox_file(&store, "slow.json", &Catalog::default()).unwrap(),
+                Intake::Unsettled,
+                "{partial:?}"
+            );
         }
         assert!(inbox.exists(), "left where it is");
         // Complete and valid JSON is never waited for, fresh or not: a bad field is final.
         fs::write(&inbox, r#"{"type":"coding","description":"x","priority":"urgent"}"#).unwrap();
-        assert!(matches!(take_inbox_file(&store, "slow.json").unwrap(), Intake::Rejected { .. }));
+        assert!(matches!(take_inbox_file(&store, "slow.json", &Catalog::default()).unwrap(), Intake::Rejected { .. }));
         fs::write(&inbox, r#"{"type":"coding","description":"x"#).unwrap();
         age(&inbox, 3);
-        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "slow.json").unwrap() else { panic!() };
+        let Intake::Rejected { reason, .. } = take_inbox_file(&store, "slow.json", &Catalog::default()).unwrap() else {
+            panic!()
+        };
         assert!(reason.contains("ends too early"), "{reason}");
 
         let dir = d.path().join("tasks/t-slow");
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("task.json"), r#"{"taskId":"t-slow","#).unwrap();
-        assert_eq!(take_task_file(&store, "t-slow").unwrap(), Intake::Unsettled);
+        assert_eq!(take_task_file(&store, "t-slow", &Catalog::default()).unwrap(), Intake::Unsettled);
         age(&dir.join("task.json"), 3);
-        assert!(matches!(take_task_file(&store, "t-slow").unwrap(), Intake::Rejected { .. }));
+        assert!(matches!(take_task_file(&store, "t-slow", &Catalog::default()).unwrap(), Intake::Rejected { .. }));
         assert!(!dir.exists(), "the empty directory the writer made is gone with its file");
         assert!(d.path().join("inbox/rejected/t-slow.task.json").exists());
         // A directory with something else in it stays.
@@ -407,7 +444,7 @@ mod tests {
         fs::write(dir.join("notes.md"), "mine").unwrap();
         fs::write(dir.join("task.json"), "{").unwrap();
         age(&dir.join("task.json"), 3);
-        assert!(matches!(take_task_file(&store, "t-slow").unwrap(), Intake::Rejected { .. }));
+        assert!(matches!(take_task_file(&store, "t-slow", &Catalog::default()).unwrap(), Intake::Rejected { .. }));
         assert!(dir.join("notes.md").exists());
     }
 }

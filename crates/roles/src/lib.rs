@@ -1,8 +1,8 @@
-//! clawboard-roles runs roles, and nothing else: role runners (a command or an HTTP
-//! endpoint), the lifecycle engine that carries a task from `pending` to
-//! `completed` or `failed`, intake of dropped files, and claims. It never touches
-//! the network except to call a configured HTTP role, and keeps all of a task's
-//! state in its directory so any step can be resumed.
+//! clawboard-roles runs roles, and nothing else: role runners (a command, an HTTP
+//! endpoint or an OpenAI-compatible LLM endpoint), the lifecycle engine that carries
+//! a task from `pending` to `completed` or `failed`, intake of dropped files, and
+//! claims. It never touches the network except to call a configured HTTP or LLM
+//! role, and keeps all of a task's state in its directory so any step can be resumed.
 //!
 //! What the lifecycle records as it runs (attempts, escalations, the GM's
 //! arbitrations) and everything read back from those records (review views, PM
@@ -18,7 +18,8 @@
 //!   one task through its steps, `engine/step.rs` runs one step with retries, backoff
 //!   and fallback, `engine/products.rs` writes what the steps produce, and
 //!   `engine/board.rs` keeps the task's board.
-//! - [`runner`]: one run of a role; timeouts kill the process group.
+//! - [`runner`]: one run of a role; timeouts kill the process group; `runner/llm.rs`
+//!   asks a chat-completions endpoint (docs/LLM.md).
 //! - [`context`]: the JSON a role receives. [`output`]: what it must print.
 //! - [`status_page`]: the progress page, `status.md`.
 

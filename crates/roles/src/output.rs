@@ -124,7 +124,9 @@ pub fn check_scope(stdout: &[u8], task_id: &str) -> Result<(), String> {
 pub fn parse_output<T: DeserializeOwned>(stdout: &[u8]) -> Result<T, String> {
     let text = std::str::from_utf8(stdout).map_err(|e| format!("stdout is not UTF-8: {e}"))?;
     if text.trim().is_empty() {
-        return Err("stdout is empty; a role must print one JSON document".into());
+        // An output with nothing required (a blueprint step that writes nothing) may be empty.
+        return serde_json::from_str::<T>("{}")
+            .map_err(|_| "stdout is empty; a role must print one JSON document".to_owned());
     }
     let de = &mut serde_json::Deserializer::from_str(text);
     let value: T = serde_path_to_error::deserialize(de).map_err(|e| {

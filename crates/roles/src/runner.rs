@@ -1,5 +1,7 @@
-//! Running one role once: a command (JSON context on stdin, JSON result on stdout)
-//! or an HTTP endpoint (context as the POST body, result as the response body).
+//! Running one role once: a command (JSON context on stdin, JSON result on stdout),
+//! an HTTP endpoint (context as the POST body, result as the response body), or an
+//! OpenAI-compatible chat-completions endpoint (`runner/llm.rs`: the context as the user
+//! message, the model's JSON reply as the result).
 //! A timeout kills the command's whole process group; so does the daemon's kill
 //! signal at shutdown, which marks the run interrupted.
 
@@ -12,6 +14,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::config::{HttpConfig, RoleConfig};
+
+mod llm;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -82,10 +86,11 @@ pub async fn fired(rx: &mut watch::Receiver<bool>) {
 /// Runs `role` once with `context`. `kill` turning true interrupts it.
 pub async fn run(role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
     let started = Instant::now();
-    let mut out = match (&role.command, &role.http) {
-        (Some(argv), _) => run_command(argv, role, context, who, kill).await,
-        (None, Some(http)) => run_http(http, role, context, who, kill).await,
-        (None, None) => failed("the role has neither `command` nor `http`"),
+    let mut out = match (&role.command, &role.http, &role.llm) {
+        (Some(argv), _, _) => run_command(argv, role, context, who, kill).await,
+        (None, Some(http), _) => run_http(http, role, context, who, kill).await,
+        (None, None, Some(llm)) => llm::run(llm, role, context, who, kill).await,
+        (None, None, None) => failed("the role has no `command`, `http` or `llm`"),
     };
     out.elapsed = started.elapsed();
     out

@@ -21,6 +21,8 @@ pub struct Progress {
     pub outcome: Option<String>,
     /// The slice ledger's totals, when the task handed out slices.
     pub tokens: Option<clawboard_board::ledger::Totals>,
+    /// A blueprint task's blueprint and its steps' states (seed 001).
+    pub blueprint: Option<(String, Vec<(String, String)>)>,
 }
 
 pub fn render(task: &Task, p: &Progress) -> String {
@@ -57,6 +59,12 @@ pub fn render(task: &Task, p: &Progress) -> String {
         let _ = writeln!(s, "\n## Running\n\n| instance | role | step | started |\n| --- | --- | --- | --- |");
         for (inst, role, step, started) in &p.running {
             let _ = writeln!(s, "| {inst} | {role} | {step} | {started} |");
+        }
+    }
+    if let Some((id, steps)) = &p.blueprint {
+        let _ = writeln!(s, "\n## Blueprint {id}\n\n| step | state |\n| --- | --- |");
+        for (step, state) in steps {
+            let _ = writeln!(s, "| {step} | {state} |");
         }
     }
     if !p.scores.is_empty() {

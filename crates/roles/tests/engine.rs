@@ -48,7 +48,10 @@ fn submit(d: &std::path::Path, store: &Store, id: &str) {
         format!(r#"{{"taskId":"{id}","type":"coding","description":"d"}}"#),
     )
     .unwrap();
-    assert_eq!(intake::take_inbox_file(store, &format!("{id}.json")).unwrap(), intake::Intake::Accepted(id.into()));
+    assert_eq!(
+        intake::take_inbox_file(store, &format!("{id}.json"), &clawboard_blueprint::Catalog::default()).unwrap(),
+        intake::Intake::Accepted(id.into())
+    );
 }
 
 fn task(store: &Store, id: &str) -> Task {

@@ -74,11 +74,14 @@ fn bad_config_names_the_key_in_one_line() {
 fn roles_named_anywhere_must_be_configured() {
     let cases = [
         ("[lifecycle]\nvalidator = \"checker\"\n", "key lifecycle.validator: role \"checker\" is not configured"),
-        ("[roles.w]\ntimeout = \"5s\"\n", "key roles.w: needs `command` or `http`"),
+        ("[roles.w]\ntimeout = \"5s\"\n", "key roles.w: needs `command`, `http` or `llm`"),
         ("[roles.w]\ncommand = []\n", "key roles.w.command: is empty"),
         ("[roles.w]\ncommand = [\"x\"]\nfallback = \"nope\"\n", "key roles.w.fallback: role \"nope\""),
         ("[roles.w]\ncommand = [\"x\"]\ntimeout = \"soon\"\n", "key roles.w.timeout: \"soon\" is not a duration"),
         ("[roles.w]\nhttp = { url = \"ftp://x\" }\n", "key roles.w.http.url: \"ftp://x\" is not an http"),
+        ("[roles.w.llm]\nbase_url = \"http://h\"\nmodel = \"m\"\nmodle = 1\n", "key roles.w.llm.modle: unknown field"),
+        ("[roles.w.llm]\nbase_url = \"http://h\"\nmodel = \"m\"\nmax_wait = \"soon\"\n", "key roles.w.llm.max_wait: "),
+        ("[roles.w.llm]\nbase_url = \"http://h\"\nmodel = \"m\"\ntemperature = 3.0\n", "llm.temperature: 3 is"),
         ("[lifecycle.pm_for_type]\ncooking = \"pm\"\n", "key lifecycle.pm_for_type: unknown variant `cooking`"),
         ("[sync]\nschedule = \"hourly\"\n", "key sync.schedule: \"hourly\": a cron schedule has 5 fields"),
         ("[sync]\nconcurrency = 0\n", "key sync.concurrency: 0 is out of range"),

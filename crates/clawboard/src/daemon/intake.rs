@@ -84,12 +84,13 @@ impl IntakeConsumer {
     /// crash replays cost nothing but a look.
     async fn run_jobs(&mut self, jobs: Vec<(u64, Job)>) -> JobResult {
         let store = self.store.clone();
+        let blueprints = self.dispatcher.engine.blueprints();
         let outcomes = tokio::task::spawn_blocking(move || {
             jobs.into_iter()
                 .map(|(seq, job)| {
                     let outcome = match &job {
-                        Job::Inbox(name) => intake::take_inbox_file(&store, name),
-                        Job::TaskFile(id) => intake::take_task_file(&store, id),
+                        Job::Inbox(name) => intake::take_inbox_file(&store, name, &blueprints),
+                        Job::TaskFile(id) => intake::take_task_file(&store, id, &blueprints),
                         Job::PulledTask(id) => intake::take_pulled_task(&store, id),
                         Job::Escalation(_) => Ok(Intake::Ignored("an escalation")),
                     };

@@ -22,9 +22,10 @@ pub(crate) struct Handed {
     pub ledger: u64,
 }
 
-/// A lifecycle step as a board key: `iter-1/creator` → `iter-1-creator`.
+/// A lifecycle step as a board key: `iter-1/creator` → `iter-1-creator`; a
+/// blueprint step without its `bp/`: `bp/r2/title-c1` → `r2-title-c1`.
 pub(crate) fn step_key(step: &str) -> String {
-    step.replace('/', "-")
+    step.strip_prefix("bp/").unwrap_or(step).replace('/', "-")
 }
 
 fn board_err(e: clawboard_board::Error) -> StepError {
@@ -105,7 +106,11 @@ impl TaskRun<'_> {
         role: &RoleConfig,
         instance: &str,
     ) -> Result<Option<Handed>, StepError> {
-        if !role.is_sliced() {
+        let (scope, template, max_tokens) = match &info.plan {
+            Some(p) => (p.scope.as_deref(), p.template.as_deref(), p.max_tokens),
+            None => (role.scope.as_deref(), role.template.as_deref(), role.max_tokens),
+        };
+        if scope.is_none() && template.is_none() {
             return Ok(None);
         }
         let Some(board) = &self.board else {
@@ -115,15 +120,14 @@ impl TaskRun<'_> {
         };
         let templates = self.engine.templates();
         let at = format!("roles.{role_id}");
-        let selector = Selector::of(role.scope.as_deref(), role.template.as_deref(), &templates, &at)
-            .map_err(|e| StepError::Failed(e.to_string()))?;
+        let selector = Selector::of(scope, template, &templates, &at).map_err(|e| StepError::Failed(e.to_string()))?;
         let Some(selector) = selector else { return Ok(None) };
         let source = selector.source();
         let state = board.load().map_err(board_err)?;
         let spec = Spec {
             step: info.step.clone(),
             source,
-            max_tokens: role.max_tokens,
+            max_tokens,
             truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
         };
         let full = slice::full_tokens(&state);

@@ -44,7 +44,12 @@ impl<'e> TaskRun<'e> {
         let page =
             Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
         // The id is a checked task id, so the board always opens.
-        let board = cfg.keeps_boards().then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok()).flatten();
+        // A blueprint task (or a writing task a PM may hand to a blueprint) always keeps one.
+        let blueprints = task.extra.contains_key("blueprint_id")
+            || (task.kind == clawboard_core::formats::TaskType::Writing && !engine.blueprints().blueprints.is_empty());
+        let board = (cfg.keeps_boards() || blueprints)
+            .then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok())
+            .flatten();
         Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board })
     }
 
@@ -70,7 +75,7 @@ impl<'e> TaskRun<'e> {
     }
 
     /// Waits on undecided escalations that need approval; fails on a rejected one.
-    fn check_holds(&self, attempt: &Attempt) -> Result<(), StepError> {
+    pub(super) fn check_holds(&self, attempt: &Attempt) -> Result<(), StepError> {
         let mut waiting = Vec::new();
         for id in &attempt.escalations {
             let e = escalations::load(&self.engine.store, id)?;
@@ -95,6 +100,9 @@ impl<'e> TaskRun<'e> {
     pub(super) async fn lifecycle(&self, cfg: &RolesConfig) -> Result<(), StepError> {
         let max = cfg.lifecycle.max_iterations;
         self.board_init()?;
+        if let Some((bp, input)) = self.blueprint_task()? {
+            return self.blueprint_flow(cfg, bp, input).await;
+        }
         // 1. The PM picks the team.
         let pm = match (&self.task.assigned_pm, cfg.lifecycle.pm_for_type.get(&self.task.kind)) {
             (Some(pm), _) => pm.to_string(),
@@ -113,11 +121,14 @@ impl<'e> TaskRun<'e> {
             iteration: 0,
             max_iterations: max,
             extra: obj(json!({"availableRoles": workers})),
+            plan: None,
         };
         let roles = cfg.roles.clone();
+        let catalog = self.engine.blueprints();
         let (pm_attempt, pm_out) = self
             .step::<PmOutput>(&info, &pm, move |o| {
-                if o.team.is_empty() {
+                // A PM that names a blueprint as the workflow needs no team.
+                if o.team.is_empty() && o.workflow.as_deref().is_none_or(|w| catalog.get(w).is_err()) {
                     return Err("stdout /team: the team is empty; name at least one role".into());
                 }
                 for (i, m) in o.team.iter().enumerate() {
@@ -135,6 +146,10 @@ impl<'e> TaskRun<'e> {
         let team_rel = rel(&self.id, layout::TEAM_FILE)?;
         if !self.engine.store.exists(&team_rel) {
             self.engine.store.write_json(&team_rel, &self.team_composition(&pm, &pm_out)?)?;
+        }
+        if let Some(bp) = pm_out.workflow.as_deref().and_then(|w| self.engine.blueprints().get(w).ok()) {
+            let input = self.input_from_task(&bp.id)?;
+            return self.blueprint_flow(cfg, bp, input).await;
         }
         let mut groups: Vec<(u32, Vec<String>)> = Vec::new();
         let mut picks = pm_out.team.clone();
@@ -163,6 +178,7 @@ impl<'e> TaskRun<'e> {
                         iteration: i,
                         max_iterations: max,
                         extra: extra.clone(),
+                        plan: None,
                     };
                     let role = role.clone();
                     async move { self.step::<WorkerOutput>(&info, &role, |_| Ok(())).await }
@@ -191,28 +207,7 @@ impl<'e> TaskRun<'e> {
             }
             let result = self.ensure_result(i, &done)?;
             let Some(validator) = &cfg.lifecycle.validator else { break };
-            let info = StepInfo {
-                kind: "validator",
-                step: format!("iter-{i}/validator"),
-                iteration: i,
-                max_iterations: max,
-                extra: obj(json!({"result": result, "team": pm_out.team})),
-            };
-            let (va, vo) = self
-                .step::<ValidatorOutput>(&info, validator, |o| {
-                    if (0.0..=10.0).contains(&o.score) {
-                        Ok(())
-                    } else {
-                        Err(format!("stdout /score: {} is not within 0 and 10", o.score))
-                    }
-                })
-                .await?;
-            self.check_holds(&va)?;
-            self.ensure_validation(i, &va, &vo)?;
-            self.board_write(clawboard_board::Op::write_control(
-                "validation",
-                json!({"iteration": i, "score": vo.score, "pass": vo.pass}),
-            ))?;
+            let (_, vo) = self.validate(validator, i, max, json!({"result": result, "team": pm_out.team})).await?;
             if vo.pass {
                 break;
             }
@@ -243,29 +238,71 @@ impl<'e> TaskRun<'e> {
         }
 
         // 3. Memory harvest.
-        if let Some(harvester) = &cfg.lifecycle.harvester {
-            let result = self
-                .engine
-                .store
-                .read_bytes(&rel(&self.id, layout::RESULT_FILE)?)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-            let info = StepInfo {
-                kind: "harvest",
-                step: "harvest".into(),
-                iteration: 0,
-                max_iterations: max,
-                extra: obj(json!({"result": result, "team": pm_out.team})),
-            };
-            let (ha, ho) = self.step::<HarvestOutput>(&info, harvester, check_harvest).await?;
-            self.check_holds(&ha)?;
-            self.ensure_harvest(&ho)?;
-        }
+        self.harvest(cfg, json!(pm_out.team)).await
+    }
+}
+
+impl TaskRun<'_> {
+    /// The validator's step for round `i` (`extra`: the result and the team),
+    /// recorded in `validation.json` and on the board.
+    pub(super) async fn validate(
+        &self,
+        validator: &str,
+        i: u32,
+        max: u32,
+        extra: Value,
+    ) -> Result<(Attempt, ValidatorOutput), StepError> {
+        let info = StepInfo {
+            kind: "validator",
+            step: format!("iter-{i}/validator"),
+            iteration: i,
+            max_iterations: max,
+            extra: obj(extra),
+            plan: None,
+        };
+        let (va, vo) = self
+            .step::<ValidatorOutput>(&info, validator, |o| {
+                if (0.0..=10.0).contains(&o.score) {
+                    Ok(())
+                } else {
+                    Err(format!("stdout /score: {} is not within 0 and 10", o.score))
+                }
+            })
+            .await?;
+        self.check_holds(&va)?;
+        self.ensure_validation(i, &va, &vo)?;
+        self.board_write(clawboard_board::Op::write_control(
+            "validation",
+            json!({"iteration": i, "score": vo.score, "pass": vo.pass}),
+        ))?;
+        Ok((va, vo))
+    }
+
+    /// The memory harvest of the result, when a harvester is configured.
+    pub(super) async fn harvest(&self, cfg: &RolesConfig, team: Value) -> Result<(), StepError> {
+        let Some(harvester) = &cfg.lifecycle.harvester else { return Ok(()) };
+        let result = self
+            .engine
+            .store
+            .read_bytes(&rel(&self.id, layout::RESULT_FILE)?)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        let info = StepInfo {
+            kind: "harvest",
+            step: "harvest".into(),
+            iteration: 0,
+            max_iterations: cfg.lifecycle.max_iterations,
+            extra: obj(json!({"result": result, "team": team})),
+            plan: None,
+        };
+        let (ha, ho) = self.step::<HarvestOutput>(&info, harvester, check_harvest).await?;
+        self.check_holds(&ha)?;
+        self.ensure_harvest(&ho)?;
         Ok(())
     }
 }
 
-fn obj(v: Value) -> Map<String, Value> {
+pub(super) fn obj(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => Map::new(),

@@ -82,13 +82,21 @@ impl TaskRun<'_> {
     ) -> Result<(Attempt, T), StepError> {
         let cfg = self.engine.config();
         let mut chain = vec![role.to_owned()];
-        while let Some(next) = chain.last().and_then(|r| cfg.roles.get(r)).and_then(|r| r.fallback.clone()) {
-            if chain.contains(&next) || chain.len() > MAX_FALLBACKS {
-                break;
+        match &info.plan {
+            // A blueprint step names its one fallback itself.
+            Some(plan) => chain.extend(plan.fallback.clone()),
+            None => {
+                while let Some(next) = chain.last().and_then(|r| cfg.roles.get(r)).and_then(|r| r.fallback.clone()) {
+                    if chain.contains(&next) || chain.len() > MAX_FALLBACKS {
+                        break;
+                    }
+                    chain.push(next);
+                }
             }
-            chain.push(next);
         }
         let mut last_error = String::new();
+        // Why earlier attempts of this step were refused, told to the next one.
+        let mut feedback: Vec<String> = Vec::new();
         for (n, role_id) in chain.iter().enumerate() {
             let Some(role_cfg) = cfg.roles.get(role_id) else {
                 last_error = format!("role {role_id:?} is not configured under [roles]");
@@ -97,7 +105,8 @@ impl TaskRun<'_> {
             if n > 0 {
                 tracing::info!(task = %self.id, step = %info.step, "falling back from {} to {role_id}", chain[n - 1]);
             }
-            for retry in 0..=role_cfg.max_retries {
+            let retries = info.plan.as_ref().map_or(role_cfg.max_retries, |p| p.retries);
+            for retry in 0..=retries {
                 if *self.engine.shutdown.stopping.borrow() {
                     return Err(StepError::Stopped);
                 }
@@ -109,10 +118,11 @@ impl TaskRun<'_> {
                         _ = runner::fired(&mut stopping) => return Err(StepError::Stopped),
                     }
                 }
-                match self.attempt::<T>(info, role_id, role_cfg, check).await? {
+                match self.attempt::<T>(info, role_id, role_cfg, check, &feedback).await? {
                     Tried::Done(attempt, output) => return Ok((attempt, output)),
                     Tried::Failed { kind, error } => {
                         self.board_attempt_failed(info, kind, &error, retry + 1)?;
+                        feedback.push(error.clone());
                         last_error = error;
                     }
                 }
@@ -129,6 +139,7 @@ impl TaskRun<'_> {
         role_id: &str,
         role: &crate::config::RoleConfig,
         check: &impl Fn(&T) -> Result<(), String>,
+        feedback: &[String],
     ) -> Result<Tried<T>, StepError> {
         let store = &self.engine.store;
         let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
@@ -170,6 +181,9 @@ impl TaskRun<'_> {
         if let Some(o) = ctx.as_object_mut() {
             o.insert("instanceId".into(), instance_id.clone().into());
             o.insert("attempt".into(), number.into());
+            if !feedback.is_empty() {
+                o.insert("feedback".into(), feedback.into());
+            }
         }
         let who = RunIdentity {
             root: store.root().display().to_string(),
@@ -255,6 +269,8 @@ impl TaskRun<'_> {
                 });
                 let kind = match attempt.status {
                     AttemptStatus::TimedOut => "component_timeout",
+                    _ if err.starts_with("invalid output: sensitive_filter_failed") => "sensitive_filter_failed",
+                    _ if err.starts_with("invalid output: platform_compliance_failed") => "platform_compliance_failed",
                     _ if err.starts_with("invalid output") => "invalid_output",
                     _ => "attempt_failed",
                 };

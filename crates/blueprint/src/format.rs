@@ -1,0 +1,500 @@
+//! The blueprint file (seed 001): steps with a worker or a skill, a scope or a
+//! template, an output path, retries, dependencies, fan-out, competing
+//! candidates, middleware, and for adaptive blueprints conditions and a loop.
+//! [`Blueprint::parse`] checks everything a run would otherwise trip over, with
+//! errors naming the file, the step, the field and the reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use clawboard_board::{BoardPath, Scope, Template};
+use clawboard_core::formats::Zone;
+use serde::Deserialize;
+
+use crate::condition::Condition;
+use crate::error::{Error, Result};
+
+/// `static_linear` or `adaptive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    StaticLinear,
+    Adaptive,
+}
+
+/// What runs a step (the output contract's `component_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    Worker,
+    Skill,
+}
+
+impl Component {
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Worker => "worker",
+            Component::Skill => "skill",
+        }
+    }
+}
+
+/// A step's slice: board paths, or a template by id.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SliceOf {
+    Scope(Vec<String>),
+    Template(String),
+}
+
+/// The checks a step's output goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Middleware {
+    SensitiveFilter,
+    QualityGate,
+    PlatformCompliance,
+}
+
+/// How a competing step picks its winner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selector {
+    /// The candidate whose output has the highest `score`; the first on a tie.
+    #[default]
+    MaxScore,
+}
+
+/// A count: a number, or `$max_retries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    Fixed(u32),
+    MaxRetries,
+}
+
+impl Count {
+    pub fn resolve(self, max_retries: u32) -> u32 {
+        match self {
+            Count::Fixed(n) => n,
+            Count::MaxRetries => max_retries,
+        }
+    }
+}
+
+/// One checked step.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub id: String,
+    pub role: String,
+    pub component: Component,
+    pub slice: SliceOf,
+    pub max_tokens: Option<u64>,
+    pub output: Option<BoardPath>,
+    pub retry: Option<u32>,
+    pub fallback: Option<String>,
+    /// Every step that must finish first: `depends_on`, and the step before it
+    /// in the file unless the step is `parallel`.
+    pub after: Vec<String>,
+    pub compete: Option<u32>,
+    pub selector: Selector,
+    pub middleware: Vec<Middleware>,
+    pub when: Option<Condition>,
+}
+
+/// An adaptive blueprint's loop.
+#[derive(Debug, Clone)]
+pub struct Loop {
+    /// In file order.
+    pub steps: Vec<String>,
+    pub condition: Condition,
+    /// Extra rounds at most.
+    pub max: Count,
+}
+
+/// A checked blueprint.
+#[derive(Debug, Clone)]
+pub struct Blueprint {
+    pub id: String,
+    pub kind: Kind,
+    pub description: String,
+    pub steps: Vec<Step>,
+    pub repeat: Option<Loop>,
+    /// Where it was read from (for errors at run time).
+    pub file: String,
+}
+
+impl Blueprint {
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// True when `id` is one of the loop's steps.
+    pub fn in_loop(&self, id: &str) -> bool {
+        self.repeat.as_ref().is_some_and(|l| l.steps.iter().any(|s| s == id))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBlueprint {
+    blueprint_id: String,
+    #[serde(rename = "type")]
+    kind: Kind,
+    #[serde(default)]
+    description: String,
+    steps: Vec<RawStep>,
+    #[serde(default, rename = "loop")]
+    repeat: Option<RawLoop>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    id: String,
+    #[serde(default)]
+    worker: Option<String>,
+    #[serde(default)]
+    skill: Option<String>,
+    #[serde(default)]
+    scope: Option<RawScope>,
+    #[serde(default)]
+    template: Option<String>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    retry: Option<u32>,
+    #[serde(default)]
+    fallback: Option<String>,
+    #[serde(default)]
+    depends_on: Vec<String>,
+    #[serde(default)]
+    parallel: bool,
+    #[serde(default)]
+    compete: Option<u32>,
+    #[serde(default)]
+    selector: Option<Selector>,
+    #[serde(default)]
+    middleware: Vec<Middleware>,
+    #[serde(default)]
+    when: Option<String>,
+}
+
+/// The seed writes `"scope": "all"` as well as a list.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawScope {
+    One(String),
+    List(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoop {
+    steps: Vec<String>,
+    #[serde(rename = "while")]
+    condition: String,
+    max: RawCount,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCount {
+    Number(u32),
+    Var(String),
+}
+
+/// What a blueprint is checked against: the roles and templates there are.
+pub struct Known<'a> {
+    pub roles: &'a dyn Fn(&str) -> bool,
+    pub templates: &'a BTreeMap<String, Template>,
+}
+
+/// Meta keys the VM writes from the input contract before the first step.
+pub const INPUT_META: &[&str] =
+    &["topic", "intent", "style", "style_note", "platform", "constraints", "reference_summary"];
+
+/// Control keys the VM itself writes.
+pub const VM_CONTROL: &[&str] =
+    &["step_status", "errors", "retries", "iteration_count", "current_stage", "sensitive_filter", "quality_gate"];
+
+/// Most steps a blueprint may have.
+pub const MAX_STEPS: usize = 64;
+/// Most candidates of a competing step.
+pub const MAX_COMPETE: u32 = 8;
+
+impl Blueprint {
+    /// Parses and checks `text`, read from `file`.
+    pub fn parse(file: &str, text: &str, known: &Known<'_>) -> Result<Blueprint> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let raw: RawBlueprint = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            Error::invalid(file, None, if field == "." { String::new() } else { field }, e.inner().to_string())
+        })?;
+        check(file, raw, known)
+    }
+
+    /// Reads and checks `path`; its name must be `{blueprint_id}.json`.
+    pub fn load(path: &Path, known: &Known<'_>) -> Result<Blueprint> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: file.clone(), source })?;
+        let bp = Blueprint::parse(&file, &text, known)?;
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        if stem != bp.id {
+            return Err(Error::invalid(
+                &file,
+                None,
+                "blueprint_id",
+                format!("{:?} differs from the file's name; name the file {}.json", bp.id, bp.id),
+            ));
+        }
+        Ok(bp)
+    }
+}
+
+fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> {
+    let bad = |step: Option<&str>, field: &str, reason: String| Error::invalid(file, step, field, reason);
+    if raw.blueprint_id.is_empty()
+        || !raw.blueprint_id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        return Err(bad(None, "blueprint_id", format!("{:?} is not [a-z0-9_]+", raw.blueprint_id)));
+    }
+    if raw.steps.is_empty() {
+        return Err(bad(None, "steps", "is empty; a blueprint needs at least one step".into()));
+    }
+    if raw.steps.len() > MAX_STEPS {
+        return Err(bad(None, "steps", format!("has {} steps; at most {MAX_STEPS}", raw.steps.len())));
+    }
+    let adaptive = raw.kind == Kind::Adaptive;
+    let mut ids = BTreeSet::new();
+    for (i, s) in raw.steps.iter().enumerate() {
+        clawboard_board::path::check_key(&s.id)
+            .map_err(|r| bad(Some(&s.id), &format!("steps[{i}].id"), format!("{:?} is not a step id: {r}", s.id)))?;
+        if !ids.insert(s.id.as_str()) {
+            return Err(bad(Some(&s.id), &format!("steps[{i}].id"), "is a duplicate step id".into()));
+        }
+    }
+    let outputs: Vec<(String, BoardPath)> = raw
+        .steps
+        .iter()
+        .filter_map(|s| s.output.as_ref().map(|o| (s.id.clone(), o)))
+        .map(|(id, o)| {
+            let p = BoardPath::parse(o)
+                .map_err(|e| bad(Some(&id), "output", format!("{o:?} is not a board path: {}", e.reason)))?;
+            if p.keys.is_empty() {
+                return Err(bad(Some(&id), "output", format!("{o:?} names a whole zone; name a key in it")));
+            }
+            Ok((id, p))
+        })
+        .collect::<Result<_>>()?;
+
+    let mut steps = Vec::with_capacity(raw.steps.len());
+    for (i, s) in raw.steps.iter().enumerate() {
+        let at = Some(s.id.as_str());
+        let (role, component) = match (&s.worker, &s.skill) {
+            (Some(w), None) => (w.clone(), Component::Worker),
+            (None, Some(k)) => (k.clone(), Component::Skill),
+            (None, None) => return Err(bad(at, "worker", "the step needs `worker` or `skill` (a role id)".into())),
+            (Some(_), Some(_)) => return Err(bad(at, "worker", "has both `worker` and `skill`; keep one".into())),
+        };
+        let field = if component == Component::Worker { "worker" } else { "skill" };
+        if !(known.roles)(&role) {
+            return Err(bad(at, field, format!("role {role:?} is not configured under [roles]")));
+        }
+        if let Some(f) = &s.fallback
+            && !(known.roles)(f)
+        {
+            return Err(bad(at, "fallback", format!("role {f:?} is not configured under [roles]")));
+        }
+        let slice = match (&s.scope, &s.template) {
+            (Some(_), Some(_)) => return Err(bad(at, "scope", "has both `scope` and `template`; keep one".into())),
+            (None, None) => return Err(bad(at, "scope", "the step needs `scope` (board paths) or `template`".into())),
+            (Some(RawScope::One(one)), None) => SliceOf::Scope(vec![one.clone()]),
+            (Some(RawScope::List(list)), None) => SliceOf::Scope(list.clone()),
+            (None, Some(t)) => SliceOf::Template(t.clone()),
+        };
+        let scope_texts = match &slice {
+            SliceOf::Scope(list) => {
+                Scope::parse(list).map_err(|e| bad(at, "scope", e.to_string()))?;
+                list.clone()
+            }
+            SliceOf::Template(t) => match known.templates.get(t) {
+                Some(tpl) => tpl.scope.texts(),
+                None => {
+                    let names: Vec<&str> = known.templates.keys().map(String::as_str).collect();
+                    return Err(bad(at, "template", format!("{t:?} is not a known template ({})", names.join(", "))));
+                }
+            },
+        };
+        for text in &scope_texts {
+            if let Some(reason) = unwritten(text, &outputs) {
+                let field = if matches!(slice, SliceOf::Template(_)) { "template" } else { "scope" };
+                return Err(bad(at, field, format!("{text:?}: {reason}")));
+            }
+        }
+        if s.max_tokens == Some(0) {
+            return Err(bad(at, "max_tokens", "must be at least 1".into()));
+        }
+        let mut after: Vec<String> = Vec::new();
+        for d in &s.depends_on {
+            if !ids.contains(d.as_str()) {
+                return Err(bad(at, "depends_on", format!("{d:?} is not a step of this blueprint")));
+            }
+            if d == &s.id {
+                return Err(bad(at, "depends_on", "a step cannot depend on itself".into()));
+            }
+            if !after.contains(d) {
+                after.push(d.clone());
+            }
+        }
+        if !s.parallel
+            && i > 0
+            && let Some(prev) = raw.steps.get(i - 1)
+            && !after.contains(&prev.id)
+        {
+            after.push(prev.id.clone());
+        }
+        match s.compete {
+            Some(n) if !(2..=MAX_COMPETE).contains(&n) => {
+                return Err(bad(at, "compete", format!("{n} candidates; a competing step has 2 to {MAX_COMPETE}")));
+            }
+            Some(_) if s.output.is_none() => {
+                return Err(bad(at, "compete", "a competing step needs an `output` to write the winner to".into()));
+            }
+            None if s.selector.is_some() => {
+                return Err(bad(at, "selector", "only a competing step (`compete`: N) has a selector".into()));
+            }
+            _ => {}
+        }
+        let when = match &s.when {
+            Some(_) if !adaptive => {
+                return Err(bad(
+                    at,
+                    "when",
+                    "conditions are for adaptive blueprints; this one is static_linear".into(),
+                ));
+            }
+            Some(c) => Some(Condition::parse(c).map_err(|r| bad(at, "when", r))?),
+            None => None,
+        };
+        steps.push(Step {
+            id: s.id.clone(),
+            role,
+            component,
+            slice,
+            max_tokens: s.max_tokens,
+            output: outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p.clone()),
+            retry: s.retry,
+            fallback: s.fallback.clone(),
+            after,
+            compete: s.compete,
+            selector: s.selector.unwrap_or_default(),
+            middleware: s.middleware.clone(),
+            when,
+        });
+    }
+    if let Some(cycle) = find_cycle(&steps) {
+        return Err(bad(Some(&cycle[0]), "depends_on", format!("forms a cycle: {}", cycle.join(" -> "))));
+    }
+    let repeat = match raw.repeat {
+        None => None,
+        Some(_) if !adaptive => {
+            return Err(bad(None, "loop", "a loop is for adaptive blueprints; this one is static_linear".into()));
+        }
+        Some(l) => Some(check_loop(file, l, &steps)?),
+    };
+    Ok(Blueprint {
+        id: raw.blueprint_id,
+        kind: raw.kind,
+        description: raw.description,
+        steps,
+        repeat,
+        file: file.into(),
+    })
+}
+
+fn check_loop(file: &str, l: RawLoop, steps: &[Step]) -> Result<Loop> {
+    let bad = |field: &str, reason: String| Error::invalid(file, None, field, reason);
+    if l.steps.is_empty() {
+        return Err(bad("loop.steps", "is empty; name the steps to run again".into()));
+    }
+    for s in &l.steps {
+        if !steps.iter().any(|x| &x.id == s) {
+            return Err(bad("loop.steps", format!("{s:?} is not a step of this blueprint")));
+        }
+    }
+    let ordered: Vec<String> = steps.iter().filter(|s| l.steps.contains(&s.id)).map(|s| s.id.clone()).collect();
+    let condition = Condition::parse(&l.condition).map_err(|r| bad("loop.while", r))?;
+    let max = match l.max {
+        RawCount::Number(n) if n <= 10 => Count::Fixed(n),
+        RawCount::Number(n) => return Err(bad("loop.max", format!("{n} rounds; at most 10"))),
+        RawCount::Var(v) if v == "$max_retries" => Count::MaxRetries,
+        RawCount::Var(v) => return Err(bad("loop.max", format!("{v:?} is neither a number nor $max_retries"))),
+    };
+    Ok(Loop { steps: ordered, condition, max })
+}
+
+/// Why no one writes what a scope names, if no one does.
+fn unwritten(text: &str, outputs: &[(String, BoardPath)]) -> Option<String> {
+    let base = text.strip_suffix(".*").unwrap_or(text);
+    if text == "all" {
+        return None;
+    }
+    let Ok(path) = BoardPath::parse(base) else { return None };
+    let first = path.keys.first()?;
+    if outputs.iter().any(|(_, o)| path.is_within(o) || o.is_within(&path)) {
+        return None;
+    }
+    match path.zone {
+        Zone::Meta if INPUT_META.contains(&first.as_str()) => None,
+        Zone::Control if VM_CONTROL.contains(&first.as_str()) => None,
+        Zone::Meta => Some(format!(
+            "no step writes it and the input has no such field (meta from the input: {})",
+            INPUT_META.join(", ")
+        )),
+        _ => Some("no step writes it (no step's `output` is it, inside it or above it)".into()),
+    }
+}
+
+/// The first cycle in the dependencies (`depends_on`, and each non-parallel step
+/// after the one before it), as step ids from and back to its start.
+fn find_cycle(steps: &[Step]) -> Option<Vec<String>> {
+    let deps: BTreeMap<&str, &[String]> = steps.iter().map(|s| (s.id.as_str(), s.after.as_slice())).collect();
+    // 0 unvisited, 1 on the path, 2 done.
+    let mut state: BTreeMap<&str, u8> = BTreeMap::new();
+    fn visit<'a>(
+        id: &'a str,
+        deps: &BTreeMap<&'a str, &'a [String]>,
+        state: &mut BTreeMap<&'a str, u8>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        match state.get(id) {
+            Some(2) => return None,
+            Some(1) => {
+                let start = path.iter().position(|p| *p == id).unwrap_or(0);
+                let mut cycle: Vec<String> = path[start..].iter().map(|s| (*s).to_owned()).collect();
+                cycle.push(id.to_owned());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(id, 1);
+        path.push(id);
+        for d in deps.get(id).copied().unwrap_or_default() {
+            if let Some(c) = visit(d.as_str(), deps, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(id, 2);
+        None
+    }
+    for s in steps {
+        if let Some(c) = visit(&s.id, &deps, &mut state, &mut Vec::new()) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,164 @@
+//! `clawboard run BLUEPRINT --input FILE`: one blueprint task (seed 001) run to
+//! its end in this process, without a daemon, on the configured tree; prints the
+//! output contract. The task is an ordinary task of the tree (its board, slices,
+//! attempts and result stay under `tasks/{id}/`), claimed before it is written so
+//! no daemon takes it; a run cut short is resumed by the next daemon start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use clawboard_blueprint::contract::Input;
+use clawboard_core::formats::{Priority, Task, TaskStatus, TaskType};
+use clawboard_core::{RelPath, Timestamp, layout};
+use clawboard_roles::{Engine, Outcome, Shutdown};
+use serde_json::{Map, Value};
+
+use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
+use crate::config::Settings;
+use crate::daemon::{RootLock, try_lock_root};
+
+/// Run one blueprint task here and now, and print its output contract
+#[derive(Debug, Args)]
+#[command(after_help = "FILE holds the input contract of seed 001 (user_input, and optionally
+execution_config), or just the user_input object; - reads standard input.
+The blueprint's roles come from the config's [roles] (the shipped example:
+config/examples/blueprints.toml). The task stays in the tree under tasks/ID/.
+Exit status 0 when the run succeeded, 1 when it ended partial or failed.
+
+Examples:
+  clawboard --config config/examples/blueprints.toml --root /tmp/bb run xiaohongshu_viral --input topic.json
+  echo '{\"topic\": \"秋冬护肤\", \"platform\": \"xiaohongshu\"}' | clawboard run xiaohongshu_viral --input -")]
+pub struct RunArgs {
+    /// The blueprint's id (xiaohongshu_viral, wechat_longform, twitter_thread, deep_analysis, or one of [blueprints] dir)
+    pub blueprint: String,
+    /// The input (a JSON file; - for standard input)
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+}
+
+/// Reads FILE (or stdin) as one JSON object, at most `max` bytes.
+fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value)> {
+    use std::io::Read;
+    let shown = if file.as_os_str() == "-" { "standard input".to_owned() } else { file.display().to_string() };
+    let mut bytes = Vec::new();
+    let reader: Box<dyn Read> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(file).map_err(|e| BadInput(format!("{shown}: cannot read the input: {e}")))?)
+    };
+    reader.take(max + 1).read_to_end(&mut bytes).map_err(|e| BadInput(format!("{shown}: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(BadInput(format!("{shown}: the input is over the limit of {max} bytes")).into());
+    }
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| BadInput(format!("{shown}: not JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(BadInput(format!("{shown}: /: the input must be a JSON object")).into());
+    }
+    Ok((shown, v))
+}
+
+/// The input contract from FILE's object and the blueprint named on the command line.
+fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Result<Input> {
+    let mut obj = match v {
+        Value::Object(o) if o.contains_key("user_input") => o,
+        other => {
+            let mut o = Map::new();
+            o.insert("user_input".into(), other);
+            o
+        }
+    };
+    match obj.get("blueprint_id") {
+        Some(Value::String(id)) if id != blueprint => {
+            return Err(BadInput(format!(
+                "{shown}: /blueprint_id: {id:?} differs from the blueprint named on the command line ({blueprint:?})"
+            ))
+            .into());
+        }
+        _ => {
+            obj.insert("blueprint_id".into(), Value::String(blueprint.to_owned()));
+        }
+    }
+    if let Some(why) = s.blueprints.unavailable.get(blueprint) {
+        return Err(BadInput(format!(
+            "blueprint {blueprint:?} cannot run with this config: {why}\n(its roles are in config/examples/blueprints.toml: pass --config config/examples/blueprints.toml)"
+        ))
+        .into());
+    }
+    Input::from_value(shown, &Value::Object(obj), &s.blueprints.ids()).map_err(|e| BadInput(e.to_string()).into())
+}
+
+pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
+    let (shown, v) = read_input(&a.input, s.max_file_bytes)?;
+    let input = input_of(&shown, v, &a.blueprint, s)?;
+    let (store, _) =
+        clawboard_core::Store::init(&s.root).with_context(|| format!("cannot set up {}", s.root.display()))?;
+    let store = store.with_max_file_bytes(s.max_file_bytes);
+    // Held for the whole run: no daemon starts on the tree meanwhile.
+    let _lock = match try_lock_root(&s.root)? {
+        RootLock::Taken(f) => f,
+        RootLock::HeldBy(pid) => {
+            return Err(BadInput(format!(
+                "a daemon (pid {pid}) serves {}: drop the task into its inbox/ instead, or pass another --root",
+                s.root.display()
+            ))
+            .into());
+        }
+    };
+    let id = clawboard_core::id::new_task_id();
+    let mut extra = Map::new();
+    extra.insert("blueprint_id".into(), Value::String(input.blueprint_id.clone()));
+    extra.insert("user_input".into(), serde_json::to_value(&input.user_input)?);
+    extra.insert("execution_config".into(), serde_json::to_value(input.execution_config)?);
+    let task = Task {
+        task_id: id.clone(),
+        kind: TaskType::Writing,
+        description: input.user_input.topic.clone(),
+        priority: Priority::Normal,
+        created_by: "clawboard run".into(),
+        created_at: Timestamp::now(),
+        deadline: None,
+        assigned_pm: None,
+        status: TaskStatus::Pending,
+        context: None,
+        completed_at: None,
+        extra,
+    };
+    // Claimed first: a daemon started later resumes it rather than taking it anew.
+    clawboard_roles::claims::claim(&store, id.as_str())?;
+    let rel = RelPath::new(&layout::task_file(id.as_str(), layout::TASK_FILE))?;
+    store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes())?;
+    eprintln!("task {id}: blueprint {} ({})", input.blueprint_id, layout::task_file(id.as_str(), ""));
+
+    let engine = Arc::new(Engine::new(store.clone(), s.roles.clone(), Shutdown::never()));
+    let (acl, _) = crate::commands::acl::load(s)?;
+    engine.set_acl(Arc::new(acl));
+    engine.set_templates(s.templates.clone());
+    engine.set_blueprints(s.blueprints.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let outcome = runtime.block_on(engine.drive(id.as_str()))?;
+    let result: clawboard_core::formats::TaskResult =
+        store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;
+    if let Some(out) = result.extra.get("output") {
+        println!("{}", serde_json::to_string_pretty(out)?);
+    }
+    match outcome {
+        Outcome::Completed => {
+            eprintln!("task {id}: completed");
+            Ok(EXIT_OK)
+        }
+        Outcome::Failed(why) => {
+            eprintln!("task {id}: failed: {why}");
+            Ok(EXIT_FAILURE)
+        }
+        Outcome::Held(ids) => {
+            eprintln!("task {id}: waits for a human on {}; a daemon resumes it once decided", ids.join(", "));
+            Ok(EXIT_FAILURE)
+        }
+        Outcome::Stopped | Outcome::Fenced => {
+            eprintln!("task {id}: stopped; a daemon resumes it");
+            Ok(EXIT_FAILURE)
+        }
+    }
+}

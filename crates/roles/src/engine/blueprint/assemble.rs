@@ -1,0 +1,237 @@
+//! Phase 4 of a blueprint run: the final content gathered from the board, checked
+//! once more by the sensitive-word filter and platform compliance, and the output
+//! contract (seed 001) built around it: the steps executed, tokens, time, the
+//! board's snapshot and the quality report. Saved as the task's `result.json`
+//! (`output`), checked against the contract first.
+
+use clawboard_blueprint::contract::{
+    ComponentType, ExecutionResult, FinalContent, Output, PlatformVersion, QualityReport, RunStatus, StepExecuted,
+    StepStatus,
+};
+use clawboard_blueprint::format::Component;
+use clawboard_blueprint::middleware as mw;
+use clawboard_core::formats::{BoardFile, TaskResult, Zone};
+use clawboard_core::{Timestamp, layout};
+use serde_json::{Map, Value, json};
+
+use super::{Vm, failed, parts_of, write_parts};
+use crate::engine::StepError;
+use crate::engine::run::rel;
+
+fn text_at<'a>(zone: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a str> {
+    let (first, rest) = keys.split_first()?;
+    let mut v = zone.get(*first)?;
+    for k in rest {
+        v = v.get(*k)?;
+    }
+    v.as_str().filter(|s| !s.is_empty())
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+impl Vm<'_, '_> {
+    /// Builds, checks and saves the output contract; `stopped`: why the run stopped
+    /// short, if it did.
+    pub(crate) fn finish(&self, stopped: Option<&str>) -> Result<Output, StepError> {
+        let board = self.run.board_state()?;
+        let produced = self.journal.lock().executed.iter().any(|e| matches!(e.status, "completed" | "retried"));
+        let status = match (stopped, produced) {
+            (None, _) => RunStatus::Success,
+            (Some(_), true) => RunStatus::Partial,
+            (Some(_), false) => RunStatus::Failed,
+        };
+        let (final_content, filter_passed, compliant) = if status == RunStatus::Failed {
+            // Nothing was produced: the original input comes back.
+            let u = &self.input.user_input;
+            let content = FinalContent {
+                title: u.topic.clone(),
+                body: u.reference_materials.join("\n"),
+                platform_versions: Vec::new(),
+            };
+            (content, true, false)
+        } else {
+            self.final_content(&board)?
+        };
+        let scores = board.control_zone.get("quality_scores").and_then(Value::as_object);
+        let numbers: Vec<f64> = scores.map(|m| m.values().filter_map(Value::as_f64).collect()).unwrap_or_default();
+        let clamp = |x: f64| if x.is_finite() { x.clamp(0.0, 100.0) } else { 0.0 };
+        let overall = if numbers.is_empty() { 0.0 } else { numbers.iter().sum::<f64>() / numbers.len() as f64 };
+        let virality = scores.and_then(|m| m.get("virality")).and_then(Value::as_f64).unwrap_or(0.0);
+        let j = self.journal.lock();
+        let output = Output {
+            execution_result: ExecutionResult {
+                status,
+                blueprint_id: self.bp.id.clone(),
+                steps_executed: j
+                    .executed
+                    .iter()
+                    .map(|e| StepExecuted {
+                        step_id: e.step_id.clone(),
+                        component: e.role.clone(),
+                        component_type: match e.component {
+                            Component::Worker => ComponentType::Worker,
+                            Component::Skill => ComponentType::Skill,
+                        },
+                        status: match e.status {
+                            "retried" => StepStatus::Retried,
+                            "failed" => StepStatus::Failed,
+                            "skipped" => StepStatus::Skipped,
+                            _ => StepStatus::Completed,
+                        },
+                        retries: e.retries,
+                        output_key: e.output_key.clone(),
+                    })
+                    .collect(),
+                total_tokens_used: self.tokens_used()?,
+                execution_time_ms: self.elapsed_ms(),
+            },
+            blackboard_snapshot: snapshot(&self.run.board_state()?),
+            quality_report: QualityReport {
+                overall_score: clamp(overall),
+                virality_score: clamp(virality),
+                sensitive_filter_passed: filter_passed,
+                platform_compliance: compliant,
+                improvements_applied: j.improvements.clone(),
+            },
+            final_content,
+        };
+        drop(j);
+        output.check().map_err(failed)?;
+        self.save(&output, stopped)?;
+        Ok(output)
+    }
+
+    /// The final content from the board, after the last sensitive-word check and
+    /// platform compliance: (content, filter passed, compliant).
+    fn final_content(&self, board: &BoardFile) -> Result<(FinalContent, bool, bool), StepError> {
+        let c = &board.content_zone;
+        let topic = board.meta_zone.get("topic").and_then(Value::as_str).unwrap_or_default();
+        let title = text_at(c, &["hook", "selected"]).or_else(|| text_at(c, &["hook", "title"])).unwrap_or(topic);
+        let thread = strings(c.get("thread"));
+        let body = match text_at(c, &["body", "content"]) {
+            Some(b) => b.to_owned(),
+            None => thread.join("\n\n"),
+        };
+        let hashtags = strings(c.get("hashtags"));
+        let mut versions = Vec::new();
+        if let Some(map) = c.get("platform_versions").and_then(Value::as_object) {
+            for (platform, v) in map {
+                let mut v = v.clone();
+                let checked = mw::platform_compliance(&self.mw, platform, &parts_of(&v));
+                write_parts(&checked.parts, &mut v);
+                let p = checked.parts;
+                let text =
+                    [p.title.as_str(), p.body.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>();
+                let tags = if v.get("hashtags").is_some() { p.hashtags.clone() } else { hashtags.clone() };
+                versions.push((
+                    PlatformVersion { platform: platform.clone(), content: text.join("\n\n"), hashtags: tags },
+                    checked.adjustments,
+                    checked.failures,
+                ));
+            }
+        }
+        let mut content = FinalContent {
+            title: title.to_owned(),
+            body,
+            platform_versions: versions.iter().map(|(v, _, _)| v.clone()).collect(),
+        };
+        let compliant = versions.iter().all(|(_, _, f)| f.is_empty());
+        {
+            let mut j = self.journal.lock();
+            for (_, adj, fails) in &versions {
+                j.improvements.extend(adj.iter().cloned());
+                j.errors.extend(fails.iter().map(|f| format!("platform compliance: {f}")));
+            }
+        }
+        let mut passed = true;
+        if self.middleware_on() {
+            let value = serde_json::to_value(&content).map_err(failed)?;
+            let f = mw::sensitive_filter(&self.mw, &self.platform, "final_content", &value);
+            passed = f.passed;
+            if !f.findings.is_empty() {
+                content = serde_json::from_value(f.value).map_err(failed)?;
+                {
+                    let mut j = self.journal.lock();
+                    j.findings.extend(f.findings.iter().filter_map(|x| serde_json::to_value(x).ok()));
+                    j.fixes.extend(f.findings.iter().map(mw::fix_note));
+                    j.improvements.extend(f.findings.iter().map(mw::fix_note));
+                }
+            }
+            self.write_filter_record(passed)?;
+        }
+        Ok((content, passed, compliant))
+    }
+
+    /// Tokens of the run: what the roles reported, or else the slices handed to them.
+    fn tokens_used(&self) -> Result<u64, StepError> {
+        let entries = clawboard_board::ledger::list(self.run.engine.store(), &self.run.id).map_err(|e| match e {
+            clawboard_board::Error::Store(e) => StepError::Store(e),
+            other => failed(other),
+        })?;
+        Ok(entries
+            .iter()
+            .filter(|e| e.step.starts_with("bp/") && e.outcome != "over_budget")
+            .map(|e| match &e.usage {
+                Some(u) => u.prompt_tokens + u.completion_tokens,
+                None => e.tokens,
+            })
+            .sum())
+    }
+
+    /// From the first blueprint attempt's start to the last one's end.
+    fn elapsed_ms(&self) -> u64 {
+        let a = self.run.attempts.lock();
+        let bp: Vec<_> = a.iter().filter(|a| a.step.starts_with("bp/")).collect();
+        let start = bp.iter().map(|a| a.started_at.instant()).min();
+        let end = bp.iter().filter_map(|a| a.ended_at.as_ref().map(Timestamp::instant)).max();
+        match (start, end) {
+            (Some(s), Some(e)) => u64::try_from((e - s).num_milliseconds()).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// `result.json` with the contract under `output` (a summary a person reads first).
+    fn save(&self, output: &Output, stopped: Option<&str>) -> Result<(), StepError> {
+        let status = match output.execution_result.status {
+            RunStatus::Success => "success",
+            RunStatus::Partial => "partial",
+            RunStatus::Failed => "failed",
+        };
+        let mut summary = format!(
+            "{} ({status}): {} — {} steps, virality {}",
+            self.bp.id,
+            output.final_content.title,
+            output.execution_result.steps_executed.len(),
+            output.quality_report.virality_score
+        );
+        if let Some(why) = stopped {
+            summary.push_str(&format!("; stopped: {why}"));
+        }
+        let mut extra = Map::new();
+        extra.insert("output".into(), serde_json::to_value(output).map_err(failed)?);
+        let result = TaskResult {
+            task_id: self.run.task.task_id.clone(),
+            produced_at: Timestamp::now(),
+            summary,
+            artifacts: Vec::new(),
+            contributions: Vec::new(),
+            iteration: Some(1),
+            extra,
+        };
+        self.run.engine.store.write_json(&rel(&self.run.id, layout::RESULT_FILE)?, &result)?;
+        Ok(())
+    }
+}
+
+/// The board's three zones, as the contract's `blackboard_snapshot`.
+fn snapshot(board: &BoardFile) -> Value {
+    json!({
+        Zone::Meta.key(): board.meta_zone,
+        Zone::Content.key(): board.content_zone,
+        Zone::Control.key(): board.control_zone,
+    })
+}

@@ -1,0 +1,322 @@
+//! The `llm` runner: one chat completion from an OpenAI-compatible endpoint.
+//!
+//! The context becomes the user message ([`user_message`]), after the role's system
+//! prompt; the model's reply (`choices[0].message.content`, a JSON document, a
+//! ```` ```json ```` fence tolerated) becomes the run's stdout, with the reply's token
+//! `usage` added for the slice ledger. 429 and 5xx are sent again within the run,
+//! after `Retry-After` or a doubling backoff; the role's `timeout` bounds it all.
+//! The API key goes into the `Authorization` header only: never into a URL, a log
+//! line or an error (a body echoed back in an error has it replaced by `***`).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::{RunIdentity, RunOutcome, RunStatus, failed, fired};
+use crate::config::llm::KeyError;
+use crate::config::{ApiKey, LlmConfig, RoleConfig};
+
+/// The wait before the first re-send when the server gives no `Retry-After`; doubles.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// How much of an error response's body an error quotes.
+const BODY_QUOTE: usize = 300;
+/// Beyond `max_output_bytes`, room for the response's envelope and JSON escaping.
+const ENVELOPE_BYTES: u64 = 64 * 1024;
+
+/// Why a run of an `llm` role failed. Never holds the key: bodies are quoted
+/// through [`quote`], which blanks it.
+#[derive(Debug, thiserror::Error)]
+enum LlmError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("cannot build an HTTP client: {0}")]
+    Client(String),
+    #[error("POST {url}: {reason}")]
+    Send { url: String, reason: String },
+    #[error("POST {url} answered {status}: {body}")]
+    Refused { url: String, status: StatusCode, body: String },
+    #[error("POST {url} answered {status} {tries} times (http_retries = {retries}); giving up: {body}")]
+    GaveUp { url: String, status: StatusCode, tries: u32, retries: u32, body: String },
+    #[error(
+        "POST {url} answered {status} with Retry-After {}s, longer than max_wait ({}s); giving up",
+        wait.as_secs(),
+        max_wait.as_secs()
+    )]
+    WaitTooLong { url: String, status: StatusCode, wait: Duration, max_wait: Duration },
+    #[error("the response of POST {url} is over {cap} bytes (max_output_bytes is {limit})")]
+    ResponseTooLarge { url: String, cap: u64, limit: u64 },
+    #[error("the reply is {size} bytes, more than max_output_bytes ({limit})")]
+    OutputTooLarge { size: usize, limit: u64 },
+    #[error("the reply of POST {url} {what}")]
+    Reply { url: String, what: String, status: StatusCode },
+}
+
+impl LlmError {
+    /// The HTTP status behind the error, when there was one.
+    fn status(&self) -> Option<StatusCode> {
+        match self {
+            LlmError::Refused { status, .. }
+            | LlmError::GaveUp { status, .. }
+            | LlmError::WaitTooLong { status, .. }
+            | LlmError::Reply { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A successful completion.
+struct Answer {
+    status: StatusCode,
+    stdout: Vec<u8>,
+    tries: u32,
+    usage: Option<Value>,
+}
+
+/// Runs the `llm` role once; `kill` interrupts it, the role's `timeout` ends it.
+pub(super) async fn run(
+    llm: &LlmConfig,
+    role: &RoleConfig,
+    context: &[u8],
+    who: &RunIdentity,
+    kill: &mut watch::Receiver<bool>,
+) -> RunOutcome {
+    let key = match llm.api_key(&who.role) {
+        Ok(k) => k,
+        Err(e) => return failed(e.to_string()),
+    };
+    let call = ask(llm, role.max_output_bytes, context, key.as_ref());
+    tokio::select! {
+        r = call => match r {
+            Ok(a) => RunOutcome {
+                status: RunStatus::Exited,
+                exit_code: Some(i32::from(a.status.as_u16())),
+                stderr: note(llm, &a).into_bytes(),
+                stdout: a.stdout,
+                error: None,
+                elapsed: Duration::ZERO,
+            },
+            Err(e) => RunOutcome {
+                exit_code: e.status().map(|s| i32::from(s.as_u16())),
+                ..failed(redact(&e.to_string(), key.as_ref()))
+            },
+        },
+        _ = tokio::time::sleep(role.timeout) => RunOutcome {
+            status: RunStatus::TimedOut,
+            ..failed(format!("timed out after {:?} waiting for {}", role.timeout, llm.endpoint()))
+        },
+        _ = fired(kill) => RunOutcome { status: RunStatus::Interrupted, ..failed("interrupted: the daemon is stopping") },
+    }
+}
+
+/// The one-line note kept as the run's stderr.
+fn note(llm: &LlmConfig, a: &Answer) -> String {
+    let usage = a.usage.as_ref().map(|u| format!("; usage {u}")).unwrap_or_default();
+    format!("{} at {}: {} after {} request(s){usage}\n", llm.model, llm.endpoint(), a.status, a.tries)
+}
+
+/// Sends the completion request, again after a 429 or 5xx, and reads the reply.
+async fn ask(llm: &LlmConfig, limit: u64, context: &[u8], key: Option<&ApiKey>) -> Result<Answer, LlmError> {
+    let url = llm.endpoint();
+    let body = serde_json::to_vec(&request_body(llm, context)).map_err(|e| LlmError::Client(e.to_string()))?;
+    let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
+    let auth = match key {
+        Some(k) => {
+            let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose()))
+                .map_err(|_| LlmError::Client("the API key is not a valid header value".into()))?;
+            v.set_sensitive(true);
+            Some(v)
+        }
+        None => None,
+    };
+    let cap = limit.saturating_mul(4).saturating_add(ENVELOPE_BYTES);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        tracing::debug!(url = %url, model = %llm.model, try_n = tries, "asking the LLM endpoint");
+        let mut req = client.post(&url).header(CONTENT_TYPE, "application/json").body(body.clone());
+        if let Some(a) = &auth {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        let mut resp = req.send().await.map_err(|e| LlmError::Send { url: url.clone(), reason: reason(e) })?;
+        let status = resp.status();
+        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let mut got = Vec::new();
+        while let Some(chunk) =
+            resp.chunk().await.map_err(|e| LlmError::Send { url: url.clone(), reason: reason(e) })?
+        {
+            got.extend_from_slice(&chunk);
+            if got.len() as u64 > cap {
+                return Err(LlmError::ResponseTooLarge { url, cap, limit });
+            }
+        }
+        if status.is_success() {
+            let (stdout, usage) = reply_to_output(&got, llm.output_key.as_deref()).map_err(|what| LlmError::Reply {
+                url: url.clone(),
+                what: redact(&what, key),
+                status,
+            })?;
+            if stdout.len() as u64 > limit {
+                return Err(LlmError::OutputTooLarge { size: stdout.len(), limit });
+            }
+            return Ok(Answer { status, stdout, tries, usage });
+        }
+        if !(status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()) {
+            return Err(LlmError::Refused { url, status, body: quote(&got, key) });
+        }
+        if tries > llm.http_retries {
+            return Err(LlmError::GaveUp { url, status, tries, retries: llm.http_retries, body: quote(&got, key) });
+        }
+        let wait = match retry_after.as_deref().and_then(|v| parse_retry_after(v, chrono::Utc::now())) {
+            Some(wait) if wait > llm.max_wait => {
+                return Err(LlmError::WaitTooLong { url, status, wait, max_wait: llm.max_wait });
+            }
+            Some(wait) => wait,
+            None => FIRST_BACKOFF.saturating_mul(1_u32 << (tries - 1).min(16)).min(llm.max_wait),
+        };
+        tracing::info!(url = %url, %status, wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "the LLM endpoint is busy; sending again");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// A reqwest error in one line, without its URL (the caller names it).
+fn reason(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// The first [`BODY_QUOTE`] characters of a body on one line, the key blanked.
+fn quote(body: &[u8], key: Option<&ApiKey>) -> String {
+    let text = String::from_utf8_lossy(body);
+    let one_line: String = text.chars().take(BODY_QUOTE).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    redact(one_line.trim(), key)
+}
+
+fn redact(text: &str, key: Option<&ApiKey>) -> String {
+    match key {
+        Some(k) if !k.expose().is_empty() => text.replace(k.expose(), "***"),
+        _ => text.to_owned(),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date; a date in the past is no wait.
+fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    Some((at.with_timezone(&chrono::Utc) - now).to_std().unwrap_or(Duration::ZERO))
+}
+
+/// The chat-completions request: model, system and user messages, temperature, JSON mode.
+fn request_body(llm: &LlmConfig, context: &[u8]) -> Value {
+    let mut messages = Vec::new();
+    if let Some(s) = &llm.system_prompt {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    messages.push(json!({"role": "user", "content": user_message(context)}));
+    let mut body = Map::new();
+    body.insert("model".into(), llm.model.clone().into());
+    body.insert("messages".into(), messages.into());
+    if let Some(t) = llm.temperature {
+        body.insert("temperature".into(), t.into());
+    }
+    if llm.json_response {
+        body.insert("response_format".into(), json!({"type": "json_object"}));
+    }
+    Value::Object(body)
+}
+
+/// The user message for a role's context: for a sliced role, the step named in a
+/// few lines, then the slice as pretty JSON; otherwise the whole context as pretty JSON.
+fn user_message(context: &[u8]) -> String {
+    let Ok(ctx) = serde_json::from_slice::<Value>(context) else {
+        return String::from_utf8_lossy(context).into_owned();
+    };
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    let Some(slice) = ctx.get("slice") else { return pretty(&ctx) };
+    let field = |k: &str| ctx.get(k).filter(|v| !v.is_null());
+    let plain = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let mut text = String::new();
+    if let Some(step) = field("step") {
+        text.push_str(&format!("Step: {}\n", plain(step)));
+    }
+    if let Some(id) = field("step_id") {
+        text.push_str(&format!("Blueprint step: {}\n", plain(id)));
+    }
+    if let Some(c) = field("candidate") {
+        let of = field("candidates").map(|n| format!(" of {}", plain(n))).unwrap_or_default();
+        text.push_str(&format!("Candidate: {}{of}\n", plain(c)));
+    }
+    if let Some(feedback) = field("feedback") {
+        text.push_str("Feedback on the previous attempt:\n");
+        match feedback.as_array() {
+            Some(items) => items.iter().for_each(|i| text.push_str(&format!("- {}\n", plain(i)))),
+            None => text.push_str(&format!("- {}\n", plain(feedback))),
+        }
+    }
+    text.push_str("\nBoard slice (JSON):\n");
+    text.push_str(&pretty(slice));
+    text
+}
+
+/// The run's stdout from a 2xx response body, and the usage it reported; the error
+/// says in one line what was wrong with the reply.
+fn reply_to_output(body: &[u8], output_key: Option<&str>) -> Result<(Vec<u8>, Option<Value>), String> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| format!("is not JSON ({e}); it begins {:?}", begins(&String::from_utf8_lossy(body))))?;
+    let Some(first) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+        return Err("has no choices".into());
+    };
+    let Some(content) = first.pointer("/message/content").and_then(Value::as_str) else {
+        let finish = first.get("finish_reason").and_then(Value::as_str).unwrap_or("none");
+        return Err(format!("has no text in choices[0].message.content (finish_reason {finish:?})"));
+    };
+    let reply: Value = serde_json::from_str(unfence(content)).map_err(|e| {
+        format!("has choices[0].message.content that is not JSON ({e}); it begins {:?}", begins(content))
+    })?;
+    let usage = v.get("usage").and_then(|u| {
+        let mut kept = Map::new();
+        for k in ["prompt_tokens", "completion_tokens"] {
+            if let Some(n) = u.get(k).and_then(Value::as_u64) {
+                kept.insert(k.into(), n.into());
+            }
+        }
+        (!kept.is_empty()).then_some(Value::Object(kept))
+    });
+    let mut out = match output_key {
+        Some(k) => Value::Object(Map::from_iter([(k.to_owned(), reply)])),
+        None => reply,
+    };
+    if let (Some(u), Some(o)) = (&usage, out.as_object_mut()) {
+        o.insert("usage".into(), u.clone());
+    }
+    let bytes = serde_json::to_vec(&out).map_err(|e| format!("cannot be printed: {e}"))?;
+    Ok((bytes, usage))
+}
+
+/// The first 80 characters of a text, for an error.
+fn begins(text: &str) -> String {
+    text.trim().chars().take(80).collect()
+}
+
+/// The text inside a ```` ```json ```` (or bare ```` ``` ````) fence, else the text.
+fn unfence(text: &str) -> &str {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else { return t };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
+}
+
+#[cfg(test)]
+mod tests;

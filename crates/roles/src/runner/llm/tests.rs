@@ -1,0 +1,422 @@
+//! The `llm` runner against a scripted OpenAI-compatible server on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::watch;
+
+use super::*;
+use crate::runner::{RunIdentity, RunOutcome, RunStatus};
+
+const KEY: &str = "sk-test-0123456789abcdef";
+
+/// One scripted response.
+struct Reply {
+    status: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+}
+
+/// A request the server got: its head (lowercased) and its JSON body.
+#[derive(Debug, Clone)]
+struct Seen {
+    head: String,
+    body: Value,
+}
+
+/// A server that answers each connection with the next scripted reply (then 500s).
+struct Server {
+    base_url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve(replies: Vec<Reply>) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        let mut replies = replies.into_iter();
+        while let Ok((sock, _)) = listener.accept().await {
+            let mut r = BufReader::new(sock);
+            let mut head = String::new();
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).await.unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                head.push_str(&line.to_ascii_lowercase());
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).await.unwrap();
+            log.lock().unwrap().push(Seen { head, body: serde_json::from_slice(&body).unwrap() });
+            let reply = replies.next().unwrap_or(Reply {
+                status: "500 Internal Server Error",
+                headers: Vec::new(),
+                body: "no more replies scripted".into(),
+            });
+            let mut resp = format!("HTTP/1.1 {}\r\ncontent-type: application/json\r\n", reply.status);
+            for (k, v) in &reply.headers {
+                resp.push_str(&format!("{k}: {v}\r\n"));
+            }
+            resp.push_str(&format!("content-length: {}\r\nconnection: close\r\n\r\n{}", reply.body.len(), reply.body));
+            let _ = r.get_mut().write_all(resp.as_bytes()).await;
+            let _ = r.get_mut().shutdown().await;
+        }
+    });
+    Server { base_url, seen }
+}
+
+/// A completion in OpenAI's exact response shape.
+fn completion(content: &str) -> String {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": "qwen2.5:7b",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+    })
+    .to_string()
+}
+
+fn ok(content: &str) -> Reply {
+    Reply { status: "200 OK", headers: Vec::new(), body: completion(content) }
+}
+
+fn status(status: &'static str, headers: Vec<(&'static str, String)>, body: &str) -> Reply {
+    Reply { status, headers, body: body.into() }
+}
+
+fn role(base_url: &str, extra: Value) -> RoleConfig {
+    let mut llm = json!({"base_url": base_url, "model": "qwen2.5:7b"});
+    llm.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let mut r: RoleConfig = serde_json::from_value(json!({"llm": llm})).unwrap();
+    r.timeout = Duration::from_secs(10);
+    r
+}
+
+fn key_file(dir: &Path, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let f = dir.join("openai.key");
+    std::fs::write(&f, format!("{KEY}\n")).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+    f
+}
+
+fn who() -> RunIdentity {
+    RunIdentity {
+        root: "/r".into(),
+        task_id: "t1".into(),
+        role: "title-worker".into(),
+        instance_id: "inst-1".into(),
+        token: "clawboard-token".into(),
+    }
+}
+
+async fn go(r: &RoleConfig, context: &Value) -> RunOutcome {
+    let (_tx, mut rx) = watch::channel(false);
+    crate::runner::run(r, &serde_json::to_vec(context).unwrap(), &who(), &mut rx).await
+}
+
+/// The key is nowhere in what a run produced, nor in the role's `Debug`.
+fn assert_no_key(out: &RunOutcome, r: &RoleConfig) {
+    for text in [
+        format!("{out:?}"),
+        format!("{r:?}"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ] {
+        assert!(!text.contains(KEY), "the key leaked: {text}");
+    }
+}
+
+fn stdout(out: &RunOutcome) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+#[tokio::test]
+async fn sends_the_exact_request_and_prints_the_reply_with_usage() {
+    let s = serve(vec![ok(r#"{"summary":"Five AI tools"}"#)]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(
+        &s.base_url,
+        json!({"api_key_file": key_file(d.path(), 0o600), "system_prompt": "Reply with JSON only.", "temperature": 0.2}),
+    );
+    let ctx = json!({"task": {"taskId": "t1"}, "step": "iter-1/w"});
+    let out = go(&r, &ctx).await;
+    assert_eq!((out.status, out.exit_code), (RunStatus::Exited, Some(200)), "{:?}", out.error);
+    assert_eq!(
+        stdout(&out),
+        json!({"summary": "Five AI tools", "usage": {"prompt_tokens": 12, "completion_tokens": 5}})
+    );
+    let seen = s.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].head.starts_with("post /v1/chat/completions http/1.1"), "{}", seen[0].head);
+    assert!(seen[0].head.contains(&format!("authorization: bearer {}\r\n", KEY.to_ascii_lowercase())));
+    assert!(seen[0].head.contains("content-type: application/json"));
+    assert!(!seen[0].head.contains("clawboard-token"), "the run's token is not for the LLM");
+    assert_eq!(
+        seen[0].body,
+        json!({
+            "model": "qwen2.5:7b",
+            "messages": [
+                {"role": "system", "content": "Reply with JSON only."},
+                {"role": "user", "content": serde_json::to_string_pretty(&ctx).unwrap()}
+            ],
+            "temperature": 0.2,
+            "response_format": {"type": "json_object"}
+        })
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("200 OK after 1 request(s)"));
+    assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn without_a_key_there_is_no_authorization_header() {
+    let s = serve(vec![ok(r#"{"summary":"s"}"#)]).await;
+    let r = role(&s.base_url, json!({"json_response": false}));
+    let out = go(&r, &json!({"a": 1})).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    let seen = s.seen();
+    assert!(!seen[0].head.contains("authorization"), "{}", seen[0].head);
+    assert_eq!(
+        seen[0].body,
+        json!({"model": "qwen2.5:7b", "messages": [{"role": "user", "content": "{\n  \"a\": 1\n}"}]})
+    );
+}
+
+#[tokio::test]
+async fn output_key_wraps_a_fenced_reply() {
+    let s = serve(vec![ok("```json\n{\"type\": \"title\", \"content\": \"Five AI tools\"}\n```")]).await;
+    let r = role(&s.base_url, json!({"output_key": "output"}));
+    let out = go(&r, &json!({"slice": {}})).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    assert_eq!(
+        stdout(&out),
+        json!({
+            "output": {"type": "title", "content": "Five AI tools"},
+            "usage": {"prompt_tokens": 12, "completion_tokens": 5}
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_sent_again_after_the_wait() {
+    let s =
+        serve(vec![status("429 Too Many Requests", vec![("retry-after", "1".into())], "slow down"), ok("{}")]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(&s.base_url, json!({"api_key_file": key_file(d.path(), 0o600)}));
+    let started = Instant::now();
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    assert!(started.elapsed() >= Duration::from_secs(1), "{:?}", started.elapsed());
+    assert_eq!(s.seen().len(), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("after 2 request(s)"));
+    assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn a_5xx_is_sent_again_up_to_http_retries_then_fails() {
+    let busy = || status("503 Service Unavailable", Vec::new(), "{\"error\":\"overloaded\"}");
+    let s = serve(vec![busy(), busy(), busy(), ok("{}")]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(&s.base_url, json!({"http_retries": 2, "api_key_file": key_file(d.path(), 0o600)}));
+    let started = Instant::now();
+    let out = go(&r, &json!({})).await;
+    assert_eq!((out.status, out.exit_code), (RunStatus::Failed, Some(503)));
+    let err = out.error.clone().unwrap();
+    assert!(err.contains("answered 503 Service Unavailable 3 times (http_retries = 2)"), "{err}");
+    assert!(err.ends_with(r#"{"error":"overloaded"}"#), "{err}");
+    assert_eq!(s.seen().len(), 3, "no fourth request");
+    // 500 ms, then 1 s of backoff.
+    assert!(started.elapsed() >= Duration::from_millis(1500), "{:?}", started.elapsed());
+    assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_max_wait_fails_at_once() {
+    let s = serve(vec![status("429 Too Many Requests", vec![("retry-after", "120".into())], ""), ok("{}")]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(&s.base_url, json!({"max_wait": "60s", "api_key_file": key_file(d.path(), 0o600)}));
+    let started = Instant::now();
+    let out = go(&r, &json!({})).await;
+    assert_eq!((out.status, out.exit_code), (RunStatus::Failed, Some(429)));
+    let err = out.error.clone().unwrap();
+    assert!(err.contains("with Retry-After 120s, longer than max_wait (60s)"), "{err}");
+    assert_eq!(s.seen().len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn another_4xx_fails_at_once_quoting_the_body_without_the_key() {
+    // A server that echoes the key back must not get it into the error.
+    let body = format!("{{\"error\":{{\"message\":\"Incorrect API key provided: {KEY}\"}}}}");
+    let s = serve(vec![status("401 Unauthorized", Vec::new(), &body), ok("{}")]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(&s.base_url, json!({"api_key_file": key_file(d.path(), 0o600)}));
+    let out = go(&r, &json!({})).await;
+    assert_eq!((out.status, out.exit_code), (RunStatus::Failed, Some(401)));
+    let err = out.error.clone().unwrap();
+    assert!(err.contains("answered 401 Unauthorized: {\"error\""), "{err}");
+    assert!(err.contains("Incorrect API key provided: ***"), "{err}");
+    assert_eq!(s.seen().len(), 1);
+    assert_no_key(&out, &r);
+}
+
+#[rstest::rstest]
+#[case::content_not_json(completion("Sure! Here is a title: Five AI tools"), "content that is not JSON")]
+#[case::no_choices(r#"{"id":"x","object":"chat.completion","choices":[]}"#.to_owned(), "has no choices")]
+#[case::body_not_json("<html>gateway</html>".to_owned(), "is not JSON")]
+#[case::no_content(
+    r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"length"}]}"#.to_owned(),
+    "has no text in choices[0].message.content (finish_reason \"length\")"
+)]
+#[tokio::test]
+async fn a_bad_reply_fails_in_one_line(#[case] body: String, #[case] want: &str) {
+    let s = serve(vec![Reply { status: "200 OK", headers: Vec::new(), body }]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(&s.base_url, json!({"api_key_file": key_file(d.path(), 0o600)}));
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    let err = out.error.clone().unwrap();
+    assert!(err.contains(want), "{err}");
+    assert!(!err.contains('\n'), "{err:?}");
+    assert!(out.stdout.is_empty());
+    assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn a_reply_over_max_output_bytes_fails() {
+    let s = serve(vec![ok(&format!("{{\"summary\":\"{}\"}}", "x".repeat(200)))]).await;
+    let mut r = role(&s.base_url, json!({}));
+    r.max_output_bytes = 100;
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    assert!(out.error.unwrap().contains("more than max_output_bytes (100)"));
+}
+
+#[tokio::test]
+async fn a_key_file_others_can_read_is_refused() {
+    let s = serve(vec![ok("{}")]).await;
+    let d = tempfile::tempdir().unwrap();
+    let f = key_file(d.path(), 0o644);
+    let r = role(&s.base_url, json!({"api_key_file": f}));
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    let err = out.error.clone().unwrap();
+    assert!(err.contains(&f.display().to_string()) && err.contains("mode 644") && err.contains("chmod 600"), "{err}");
+    assert!(s.seen().is_empty(), "nothing is sent without the key");
+    assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn a_missing_key_variable_is_named() {
+    let r = role("http://127.0.0.1:9/v1", json!({"api_key_env": "CLAWBOARD_TEST_SURELY_UNSET_KEY"}));
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(
+        out.error.unwrap(),
+        "the environment variable CLAWBOARD_TEST_SURELY_UNSET_KEY (roles.title-worker.llm.api_key_env) is not set or empty"
+    );
+}
+
+#[tokio::test]
+async fn the_role_timeout_bounds_the_run_and_kill_interrupts_it() {
+    // Accepted by the kernel, never answered.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let d = tempfile::tempdir().unwrap();
+    let mut r = role(&base, json!({"api_key_file": key_file(d.path(), 0o600)}));
+    r.timeout = Duration::from_millis(300);
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::TimedOut, "{:?}", out.error);
+    assert!(out.elapsed < Duration::from_secs(3));
+    assert_no_key(&out, &r);
+
+    r.timeout = Duration::from_secs(30);
+    let (tx, mut rx) = watch::channel(false);
+    let h = tokio::spawn(async move { crate::runner::run(&r, b"{}", &who(), &mut rx).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tx.send(true).unwrap();
+    assert_eq!(h.await.unwrap().status, RunStatus::Interrupted);
+    drop(listener);
+}
+
+#[tokio::test]
+async fn a_refused_connection_fails_naming_the_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let out = go(&role(&base, json!({})), &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    let err = out.error.unwrap();
+    assert!(err.starts_with(&format!("POST {base}/chat/completions: ")), "{err}");
+}
+
+#[test]
+fn a_sliced_context_becomes_the_step_and_the_slice() {
+    let ctx = json!({
+        "taskId": "t1", "role": "title-worker", "step": "bp/r1/title-c2", "kind": "blueprint",
+        "slice": {"meta": {"intent": "AI tools"}}, "sliceTokens": 9, "budget": 300,
+        "step_id": "title", "candidate": 2, "candidates": 3, "feedback": ["sensitive word \"最好\""]
+    });
+    assert_eq!(
+        user_message(&serde_json::to_vec(&ctx).unwrap()),
+        "Step: bp/r1/title-c2\nBlueprint step: title\nCandidate: 2 of 3\n\
+         Feedback on the previous attempt:\n- sensitive word \"最好\"\n\n\
+         Board slice (JSON):\n{\n  \"meta\": {\n    \"intent\": \"AI tools\"\n  }\n}"
+    );
+    let plain = json!({"step": "iter-1/w", "slice": {"a": 1}});
+    assert_eq!(
+        user_message(&serde_json::to_vec(&plain).unwrap()),
+        "Step: iter-1/w\n\nBoard slice (JSON):\n{\n  \"a\": 1\n}"
+    );
+    let whole = json!({"task": {"taskId": "t1"}, "files": {}});
+    assert_eq!(user_message(&serde_json::to_vec(&whole).unwrap()), serde_json::to_string_pretty(&whole).unwrap());
+    assert_eq!(user_message(b"not json"), "not json");
+}
+
+#[test]
+fn fences_around_the_reply_are_taken_off() {
+    for (text, want) in [
+        ("{\"a\":1}", "{\"a\":1}"),
+        ("```json\n{\"a\":1}\n```", "{\"a\":1}"),
+        ("  ```\n{\"a\":1}\n```\n", "{\"a\":1}"),
+        ("```json {\"a\":1}```", "{\"a\":1}"),
+    ] {
+        assert_eq!(unfence(text), want, "{text:?}");
+    }
+}
+
+#[test]
+fn retry_after_is_seconds_or_an_http_date() {
+    let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:27:30Z").unwrap().with_timezone(&chrono::Utc);
+    assert_eq!(parse_retry_after("5", now), Some(Duration::from_secs(5)));
+    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now), Some(Duration::from_secs(30)));
+    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(Duration::ZERO));
+    assert_eq!(parse_retry_after("soon", now), None);
+}
+
+#[test]
+fn usage_is_kept_only_when_the_reply_has_it() {
+    let body = json!({"choices": [{"message": {"content": "{\"x\":1}"}}]}).to_string();
+    let (out, usage) = reply_to_output(body.as_bytes(), None).unwrap();
+    assert_eq!((serde_json::from_slice::<Value>(&out).unwrap(), usage), (json!({"x": 1}), None));
+    // A reply that is not an object keeps its shape; output_key gives it one.
+    let body = completion("[1,2]");
+    let (out, _) = reply_to_output(body.as_bytes(), None).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), json!([1, 2]));
+}

@@ -1,0 +1,214 @@
+//! An `llm` role through a real daemon. No model can be downloaded on the build
+//! machines, so the OpenAI-compatible server is a small one in this test process
+//! that answers every chat completion with a fixed reply in the exact response
+//! shape (id, object, created, model, choices, usage). The worker is handed a
+//! slice of the board; its reply becomes its attempt's stdout, the reply's usage
+//! goes into the slice ledger, and the API key (from the daemon's environment)
+//! reaches the server's `Authorization` header and nowhere else: not the daemon's
+//! log (at trace level), not a file of the tree.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use clawboard_tests::{Daemon, LIFECYCLE_HEAD, Tree, wait_until};
+use serde_json::{Value, json};
+
+const KEY_VAR: &str = "LLM_TEST_API_KEY";
+const KEY: &str = "sk-e2e-4f1c9a7be2d3460f8a15c0ffee5eed01";
+const REPLY: &str =
+    r#"{"summary": "Five AI tools that double your output", "output": {"title": "5 AI tools that doubled my output"}}"#;
+
+/// A request the server got: its head (lowercased) and its JSON body.
+#[derive(Debug, Clone)]
+struct Seen {
+    head: String,
+    body: Value,
+}
+
+/// An OpenAI-compatible chat-completions server on 127.0.0.1:0; returns its base URL.
+fn openai_server(seen: Arc<Mutex<Vec<Seen>>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(sock) = sock else { continue };
+            let mut r = BufReader::new(sock);
+            let (mut head, mut len) = (String::new(), 0);
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                head.push_str(&lower);
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).unwrap();
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let model = body["model"].clone();
+            seen.lock().unwrap().push(Seen { head: head.clone(), body });
+            let (status, reply) = if head.starts_with("post /v1/chat/completions ") {
+                let completion = json!({
+                    "id": "chatcmpl-e2e1",
+                    "object": "chat.completion",
+                    "created": 1_767_225_600,
+                    "model": model,
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": REPLY},
+                        "finish_reason": "stop"
+                    }],
+                    "usage": {"prompt_tokens": 321, "completion_tokens": 17, "total_tokens": 338}
+                });
+                ("200 OK", completion.to_string())
+            } else {
+                ("404 Not Found", r#"{"error":{"message":"unknown path"}}"#.to_owned())
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+            let _ = r.get_mut().write_all(resp.as_bytes());
+        }
+    });
+    base
+}
+
+fn config(base_url: &str) -> String {
+    format!(
+        r#"{LIFECYCLE_HEAD}
+[roles.pm]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"team\":[{{\"role\":\"writer\",\"priority\":1}}]}}'"]
+retry_backoff = "10ms"
+
+[roles.validator]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"score\":9,\"pass\":true}}'"]
+
+[roles.harvester]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"experiences\":[]}}'"]
+
+[roles.writer]
+scope = ["meta.intent"]
+max_tokens = 300
+timeout = "20s"
+max_retries = 0
+
+[roles.writer.llm]
+base_url = "{base_url}"
+model = "qwen2.5:7b"
+api_key_env = "{KEY_VAR}"
+temperature = 0.2
+system_prompt = "You write titles. Reply with JSON only: {{\"summary\": \"...\", \"output\": {{\"title\": \"...\"}}}}."
+"#
+    )
+}
+
+/// [`Tree::daemon`] at trace level with the API key in its environment.
+fn daemon_with_key(t: &Tree) -> Daemon {
+    let log = t.dir.path().join("daemon.log");
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut cmd = t.command(&["-vv", "--config", cfg.to_str().unwrap(), "daemon"]);
+    cmd.env(KEY_VAR, KEY);
+    let f = std::fs::File::create(&log).unwrap();
+    let child = cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
+    let mut d = Daemon { child, log };
+    wait_until(20, "the daemon's API", || {
+        if let Ok(Some(status)) = d.child.try_wait() {
+            panic!("daemon exited early ({status}):\n{}", d.output());
+        }
+        t.daemon_status().is_some()
+    });
+    d
+}
+
+#[test]
+fn an_llm_worker_completes_a_task_and_its_usage_reaches_the_ledger() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let base = openai_server(seen.clone());
+    let t = Tree::init();
+    t.config(&config(&base));
+    let d = daemon_with_key(&t);
+    t.drop_task(
+        "l1.json",
+        r#"{"taskId":"l1","type":"coding","description":"Five AI tools that double your output","priority":"normal","createdBy":"human"}"#,
+    );
+    wait_until(60, "task l1 to end", || matches!(t.status_of("l1").as_str(), "completed" | "failed"));
+    assert_eq!(t.status_of("l1"), "completed", "{}", d.output());
+
+    // The worker's attempt printed the model's reply, with the reply's usage.
+    let a = t.attempts("l1").into_iter().find(|a| a["step"] == "iter-1/writer").unwrap();
+    assert_eq!(a["status"], "ok", "{a}");
+    let stem = format!("{:04}-writer", a["number"].as_u64().unwrap());
+    let attempts = t.root.join("tasks/l1/attempts");
+    let stdout: Value =
+        serde_json::from_slice(&std::fs::read(attempts.join(format!("{stem}.stdout"))).unwrap()).unwrap();
+    let mut want: Value = serde_json::from_str(REPLY).unwrap();
+    want["usage"] = json!({"prompt_tokens": 321, "completion_tokens": 17});
+    assert_eq!(stdout, want);
+
+    // What the server got: one request, the key as a bearer token, the slice in the user message.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let req = &seen[0];
+    assert!(req.head.starts_with("post /v1/chat/completions http/1.1"), "{}", req.head);
+    assert!(req.head.contains(&format!("authorization: bearer {}\r\n", KEY.to_ascii_lowercase())), "{}", req.head);
+    assert_eq!(req.body["model"], "qwen2.5:7b");
+    assert_eq!(req.body["temperature"], 0.2);
+    assert_eq!(req.body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(req.body["messages"][0]["role"], "system");
+    assert_eq!(req.body["messages"][1]["role"], "user");
+    let user = req.body["messages"][1]["content"].as_str().unwrap();
+    assert!(user.starts_with("Step: iter-1/writer\n"), "{user}");
+    assert!(user.contains("Board slice (JSON):\n") && user.contains("Five AI tools that double your output"), "{user}");
+    assert!(!user.contains("\"taskId\""), "a sliced role gets its slice, not the task: {user}");
+
+    // The slice ledger: the writer's slice, ok, with the usage the server returned.
+    let led = t.run(&["slice", "history", "l1", "--json"]);
+    led.ok();
+    let e = &led.json()["entries"][0];
+    assert_eq!((e["role"].as_str(), e["outcome"].as_str()), (Some("writer"), Some("ok")), "{e}");
+    assert_eq!(e["usage"], json!({"prompt_tokens": 321, "completion_tokens": 17}));
+    let on_disk: Value =
+        serde_json::from_slice(&std::fs::read(t.root.join("tasks/l1/board/slices/000001.json")).unwrap()).unwrap();
+    assert_eq!(on_disk["usage"], json!({"prompt_tokens": 321, "completion_tokens": 17}));
+
+    // The key is in no log line and no file: the tree, the config, the log.
+    let log = d.output();
+    assert_eq!(d.stop(), 0);
+    assert!(!log.is_empty());
+    assert!(!log.contains(KEY), "the key is in the daemon's log");
+    let mut files = 0;
+    for entry in walkdir::WalkDir::new(t.dir.path()).into_iter().filter_map(Result::ok) {
+        if entry.file_type().is_file() {
+            files += 1;
+            let bytes = std::fs::read(entry.path()).unwrap();
+            assert!(!bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()), "the key is in {}", entry.path().display());
+        }
+    }
+    assert!(files > 10, "only {files} files looked at");
+}
+
+/// Every ```toml block of docs/LLM.md is a config the daemon accepts.
+#[test]
+fn every_config_in_the_llm_docs_is_accepted() {
+    let doc = std::fs::read_to_string(clawboard_tests::repo().join("docs/LLM.md")).unwrap();
+    let blocks: Vec<&str> = doc.split("```toml\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
+    assert!(blocks.len() >= 6, "{} toml blocks", blocks.len());
+    let t = Tree::init();
+    for block in &blocks {
+        let cfg = t.config(block);
+        t.run(&["--config", cfg.to_str().unwrap(), "status"]).ok();
+    }
+    // And the same check refuses a bad one, naming the key.
+    let cfg = t.config(&blocks[0].replace("temperature = 0.2", "temperature = 3.0"));
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("key roles.title-worker.llm.temperature: 3 is out of range 0..=2"), "{}", r.stderr);
+}
