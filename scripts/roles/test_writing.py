@@ -487,7 +487,7 @@ class BoardTypes(unittest.TestCase):
         doc = out("sensitive-filter", context("sensitive-filter", {"platform": "xiaohongshu", "content": {
             "title": "秋冬护肤最好的三个习惯", "body": "正文", "hashtags": ["护肤"]}}, "check"))["output"]
         self.assertTrue(doc["passed"])
-        self.assertEqual(doc["fixed"]["title"], "秋冬护肤很好的三个习惯")
+        self.assertEqual(doc["fixed"]["content"]["title"], "秋冬护肤很好的三个习惯")
         self.assertEqual(len(doc["fixes_applied"]), 1)
         doc = out("sensitive-filter", context("sensitive-filter", {"platform": "xiaohongshu", "content": {
             "title": "t", "body": "国家级认证", "hashtags": []}}, "check"))["output"]

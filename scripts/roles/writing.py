@@ -564,31 +564,36 @@ def longest_first(words):
 
 
 def sensitive_filter(ctx, s):
+    """The built-in sensitive-word filter as a role ([blueprints]
+    sensitive_filter_role): every string of every slice value but `platform` is
+    checked; a word with a replacement is replaced, one without fails the check.
+    Prints {"output": {"passed", "findings", "fixes_applied", "fixed": {key: value}}}."""
     platform = platform_of(s, ctx)
     words, reps = filter_config(platform)
-    content = s.get("content") if isinstance(s.get("content"), dict) else s
     findings, fixes, fixed, passed = [], [], {}, True
 
     def clean(path, value):
         nonlocal passed
         if isinstance(value, list):
             return [clean(f"{path}.{i}", v) for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: clean(f"{path}.{k}", v) for k, v in value.items()}
         if not isinstance(value, str):
             return value
         for w in longest_first(words):
             if w in value:
                 rep = reps.get(w)
-                findings.append({"path": path, "word": w, "replacement": rep})
+                findings.append({"path": path, "word": w, "replacement": rep, "fixed": rep is not None})
                 if rep is None:
                     passed = False
                 else:
                     value = value.replace(w, rep)
-                    fixes.append(f"{path}: {w} -> {rep}")
+                    fixes.append(f'sensitive word "{w}" replaced by "{rep}" in {path}')
         return value
 
-    for key in ("title", "body", "hashtags"):
-        if key in content:
-            fixed[key] = clean(f"content.{key}", content[key])
+    for key, value in s.items():
+        if key != "platform":
+            fixed[key] = clean(key, value)
     return {"output": {"passed": passed, "findings": findings, "fixes_applied": fixes, "fixed": fixed}}
 
 

@@ -26,6 +26,8 @@ pub struct Catalog {
     /// Built-ins that cannot run here, with the reason.
     pub unavailable: BTreeMap<String, String>,
     pub middleware: Arc<MiddlewareConfig>,
+    /// The role that replaces the built-in sensitive-word filter, if any.
+    pub filter_role: Option<String>,
 }
 
 impl Catalog {

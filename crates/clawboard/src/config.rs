@@ -77,6 +77,9 @@ pub struct BlueprintsConfig {
     pub sensitive_words: Option<std::collections::BTreeMap<String, Vec<String>>>,
     pub replacements: Option<std::collections::BTreeMap<String, String>>,
     pub platforms: Option<std::collections::BTreeMap<String, clawboard_blueprint::middleware::PlatformLimits>>,
+    /// A role that replaces the built-in sensitive-word filter (it is handed each
+    /// step's output and prints `{"output": {"passed", "findings", "fixes_applied", "fixed"}}`).
+    pub sensitive_filter_role: Option<String>,
 }
 
 /// `[board]`: the task boards (seed 000) and their slices (seed 003).
@@ -379,7 +382,19 @@ fn blueprints(
     let has_role = |r: &str| roles.roles.contains_key(r);
     let known = clawboard_blueprint::format::Known { roles: &has_role, templates };
     let dir = section.dir.as_deref().map(dir_of);
-    clawboard_blueprint::Catalog::load(dir.as_deref(), mw, &known)
+    let mut catalog = clawboard_blueprint::Catalog::load(dir.as_deref(), mw, &known)?;
+    if let Some(r) = &section.sensitive_filter_role
+        && !has_role(r)
+    {
+        return Err(clawboard_blueprint::Error::invalid(
+            "config",
+            None,
+            "blueprints.sensitive_filter_role",
+            format!("role {r:?} is not configured under [roles]"),
+        ));
+    }
+    catalog.filter_role = section.sensitive_filter_role;
+    Ok(catalog)
 }
 
 #[cfg(test)]

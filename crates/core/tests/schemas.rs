@@ -35,6 +35,8 @@ fn committed_schemas_match_the_types() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".schema.json"))
+        // The blueprint contracts (seed 001) are clawboard-blueprint's, kept in sync by its own test.
+        .filter(|n| !n.starts_with("blueprint-"))
         .collect();
     present.sort();
     let mut expected_sorted = expected.clone();

@@ -1,3 +1,4 @@
+mod blueprint;
 mod lap;
 
 use std::collections::BTreeMap;
@@ -25,18 +26,21 @@ const ROLES: &[(&str, &str)] = &[
     ("harvester.py", include_str!("../../../../scripts/roles/harvester.py")),
     ("escalate.py", include_str!("../../../../scripts/roles/escalate.py")),
     ("doc_update.py", include_str!("../../../../scripts/roles/doc_update.py")),
+    ("writing.py", include_str!("../../../../scripts/roles/writing.py")),
 ];
 
 /// How long the demo waits for its tasks before it gives up.
 const DEADLINE: Duration = Duration::from_secs(25);
 
-/// See the whole lifecycle: a real daemon, three tasks, an escalation approved, a Doc Update lap
+/// See the whole lifecycle: a real daemon, three tasks, an escalation approved, a blueprint, a Doc Update lap
 #[derive(Debug, Args)]
 #[command(after_help = "Starts a real daemon on a fresh tree (a new temporary directory unless
 --root is given) with the example roles of scripts/roles/ (Python 3, no network),
 drops three tasks into inbox/ (one the validator fails once so the team iterates,
 one that asks a human to approve and is approved by the demo, one invalid that is
-rejected) and writes a Doc Update request for Aya (seed 004's lane: Aya proposes,
+rejected), one blueprint task (xiaohongshu_viral: three competing titles, a
+sensitive word fixed, one quality round, each step handed only its slice) and
+writes a Doc Update request for Aya (seed 004's lane: Aya proposes,
 Sho reviews, Tsugu applies, Gen reports back to Human), streams their progress and
 ends with where everything is.
 
@@ -105,8 +109,12 @@ timeout = "20s"
 [roles.harvester]
 command = {harvester}
 timeout = "20s"
+
+# The blueprint task's roles (seed 001): config/examples/blueprints.toml.
+{writing}
 {lanes}"#,
         lanes = lap::config(&script("doc_update.py")),
+        writing = blueprint::config(&roles.join("writing.py").display().to_string()),
         pm = script("pm.py"),
         worker = script("worker.py"),
         escalate = script("escalate.py"),
@@ -233,6 +241,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     let iterate = format!("demo-iterate-{suffix}");
     let escalate = format!("demo-escalate-{suffix}");
     let invalid = format!("demo-invalid-{suffix}.json");
+    let viral = format!("demo-blueprint-{suffix}");
     drop_task(
         &root,
         &format!("{iterate}.json"),
@@ -258,7 +267,10 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             "type": "coding", "priority": "urgent", "description": "This one has a bad priority"
         }),
     )?;
-    println!("dropped 3 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}");
+    drop_task(&root, &format!("{viral}.json"), &blueprint::task(&viral))?;
+    println!(
+        "dropped 4 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}, {viral}.json (blueprint xiaohongshu_viral)"
+    );
     let request = lap::start(&store, 571)?;
     println!(
         "wrote entry {request}: Human asks Aya to update projects/{}/{} (the Doc Update lane)\n",
@@ -271,9 +283,11 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     let mut rejected = None;
     let mut approved = Vec::new();
     let mut entries_seen = BTreeMap::new();
+    let mut steps_seen = BTreeMap::new();
     let say = |what: &str| println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
     loop {
-        for id in [&iterate, &escalate] {
+        blueprint::follow(&store, &viral, &mut steps_seen, &say);
+        for id in [&iterate, &escalate, &viral] {
             let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE))?;
             let Ok(task) = store.read::<Task>(&rel) else { continue };
             let state = format!("{:<9} {}", task.status.as_str(), step_of(&root, id));
@@ -317,7 +331,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
                 .and_then(|rel| store.read::<Task>(&rel))
                 .is_ok_and(|t| matches!(t.status, TaskStatus::Completed | TaskStatus::Failed))
         };
-        if done(&iterate) && done(&escalate) && rejected.is_some() && lap_done {
+        if done(&iterate) && done(&escalate) && done(&viral) && rejected.is_some() && lap_done {
             break;
         }
         if t0.elapsed() > DEADLINE && !a.review {
@@ -347,6 +361,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             escalations::load(&store, id).ok().and_then(|e| e.decision).map_or("undecided", Decision::as_str);
         println!("  escalations/{id}.json  {decision} (also in gm/decisions.md)");
     }
+    ok &= blueprint::summary(&store, &root, &viral)?;
     println!("  gm/pm-performance.json  the PM's tasks, pass rate, mean score and iterations");
     println!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it");
     ok &= lap::summary(&store, &root)?;

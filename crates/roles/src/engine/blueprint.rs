@@ -76,24 +76,57 @@ pub(crate) struct Journal {
     pub errors: Vec<String>,
 }
 
+impl Journal {
+    /// Adds improvements not noted yet (a loop round fixes the same word again).
+    pub(crate) fn improve(&mut self, notes: impl IntoIterator<Item = String>) {
+        for n in notes {
+            if !self.improvements.contains(&n) {
+                self.improvements.push(n);
+            }
+        }
+    }
+}
+
 /// One run of a blueprint for a task.
 pub(crate) struct Vm<'r, 'e> {
     run: &'r TaskRun<'e>,
     bp: Arc<Blueprint>,
     input: Input,
     mw: Arc<MiddlewareConfig>,
+    /// The role that replaces the built-in sensitive-word filter, if any.
+    filter_role: Option<String>,
     platform: String,
     journal: Lock<Journal>,
 }
 
-/// The executor's name of a step: `bp/title`, `bp/r2/title`, `bp/title-c2`.
-fn step_name(bp: &Blueprint, step: &Step, round: u32, candidate: Option<u32>) -> String {
-    let base =
+/// The executor's name of a step: `bp/title`, `bp/r2/title`, `bp/title-c2`,
+/// and `bp/title-redo1` when a filter role refused its first output.
+fn step_name(bp: &Blueprint, step: &Step, round: u32, candidate: Option<u32>, redo: u32) -> String {
+    let mut name =
         if round > 1 && bp.in_loop(&step.id) { format!("bp/r{round}/{}", step.id) } else { format!("bp/{}", step.id) };
-    match candidate {
-        Some(k) => format!("{base}-c{k}"),
-        None => base,
+    if redo > 0 {
+        name.push_str(&format!("-redo{redo}"));
     }
+    if let Some(k) = candidate {
+        name.push_str(&format!("-c{k}"));
+    }
+    name
+}
+
+/// True when the executor's step `name` is a run of the step named `base`
+/// (itself, a candidate, a redo), not of another step or of its filter.
+fn is_run_of(name: &str, base: &str) -> bool {
+    let Some(mut rest) = name.strip_prefix(base) else { return false };
+    for tag in ["-redo", "-c"] {
+        if let Some(r) = rest.strip_prefix(tag) {
+            let digits = r.chars().take_while(char::is_ascii_digit).count();
+            if digits == 0 {
+                return false;
+            }
+            rest = &r[digits..];
+        }
+    }
+    rest.is_empty()
 }
 
 fn failed(e: impl std::fmt::Display) -> StepError {
@@ -101,9 +134,15 @@ fn failed(e: impl std::fmt::Display) -> StepError {
 }
 
 impl<'r, 'e> Vm<'r, 'e> {
-    pub(crate) fn new(run: &'r TaskRun<'e>, bp: Arc<Blueprint>, input: Input, mw: Arc<MiddlewareConfig>) -> Self {
+    pub(crate) fn new(
+        run: &'r TaskRun<'e>,
+        bp: Arc<Blueprint>,
+        input: Input,
+        mw: Arc<MiddlewareConfig>,
+        filter_role: Option<String>,
+    ) -> Self {
         let platform = input.platform().as_str().to_owned();
-        Vm { run, bp, input, mw, platform, journal: Lock::new(Journal::default()) }
+        Vm { run, bp, input, mw, filter_role, platform, journal: Lock::new(Journal::default()) }
     }
 
     fn vars(&self) -> Vars {
@@ -282,16 +321,13 @@ impl<'r, 'e> Vm<'r, 'e> {
 
     /// Notes an execution of `s` (`attempt`: the one that succeeded).
     fn record(&self, s: &Step, round: u32, ok: Option<&Attempt>, status: &'static str) -> Result<(), StepError> {
-        let names: Vec<String> = match s.compete {
-            Some(n) => (1..=n).map(|k| step_name(&self.bp, s, round, Some(k))).collect(),
-            None => vec![step_name(&self.bp, s, round, None)],
-        };
+        let base = step_name(&self.bp, s, round, None, 0);
         let retries = self
             .run
             .attempts
             .lock()
             .iter()
-            .filter(|a| names.contains(&a.step) && a.status != AttemptStatus::Ok)
+            .filter(|a| is_run_of(&a.step, &base) && a.status != AttemptStatus::Ok)
             .count();
         let role = ok.map_or_else(|| s.role.clone(), |a| a.role.clone());
         let component = if role == s.role { s.component } else { Component::Skill };
@@ -313,7 +349,7 @@ impl<'r, 'e> Vm<'r, 'e> {
         )
     }
 
-    fn info(&self, s: &Step, round: u32, candidate: Option<u32>) -> StepInfo {
+    fn info(&self, s: &Step, round: u32, candidate: Option<u32>, redo: u32) -> StepInfo {
         let mut extra = Map::new();
         extra.insert("blueprint_id".into(), json!(self.bp.id));
         extra.insert("step_id".into(), json!(s.id));
@@ -330,7 +366,7 @@ impl<'r, 'e> Vm<'r, 'e> {
         };
         StepInfo {
             kind: "blueprint",
-            step: step_name(&self.bp, s, round, candidate),
+            step: step_name(&self.bp, s, round, candidate, redo),
             iteration: round,
             max_iterations: 1 + self
                 .bp
@@ -349,16 +385,47 @@ impl<'r, 'e> Vm<'r, 'e> {
         }
     }
 
-    /// Runs `s` (its candidates at once when it competes): the outputs that passed.
+    /// Runs `s` (its candidates at once when it competes): the outputs that
+    /// passed. With a filter role, the role checks them after they pass; refused,
+    /// the step runs again (`-redo1` …) told why, at most `retry` times.
     async fn run_step(&self, s: &Step, round: u32) -> Result<Outputs, StepError> {
         self.show(&s.id, "running")?;
+        let role = match (&self.filter_role, &s.output) {
+            (Some(r), Some(_)) if self.middleware_on() => r.clone(),
+            _ => return self.produce(s, round, 0, &[]).await,
+        };
+        let mut feedback: Vec<String> = Vec::new();
+        for redo in 0..=s.retry.unwrap_or(self.input.execution_config.max_retries) {
+            let mut outs = self.produce(s, round, redo, &feedback).await?;
+            match self.filter_by_role(&role, s, round, redo, &mut outs).await? {
+                None => return Ok(outs),
+                Some(why) => {
+                    let info = self.info(s, round, None, redo);
+                    self.run.log_error(&info.step, &why)?;
+                    self.run.board_attempt_failed(&info, "sensitive_filter_failed", &why, redo + 1)?;
+                    feedback.push(why);
+                }
+            }
+        }
+        Err(failed(format!("step {}: sensitive_filter_failed: {}", s.id, feedback.join("; "))))
+    }
+
+    /// One run of `s` (all its candidates when it competes).
+    async fn produce(&self, s: &Step, round: u32, redo: u32, feedback: &[String]) -> Result<Outputs, StepError> {
+        let info_for = |candidate: Option<u32>| {
+            let mut info = self.info(s, round, candidate, redo);
+            if !feedback.is_empty() {
+                info.extra.insert("feedback".into(), json!(feedback));
+            }
+            info
+        };
         let Some(n) = s.compete else {
-            let info = self.info(s, round, None);
+            let info = info_for(None);
             let r = self.run.step::<BlueprintOutput>(&info, &s.role, |o| self.check(s, o, false)).await?;
             return Ok(vec![r]);
         };
         let runs = (1..=n).map(|k| async move {
-            let info = self.info(s, round, Some(k));
+            let info = info_for(Some(k));
             self.run.step::<BlueprintOutput>(&info, &s.role, |o| self.check(s, o, true)).await
         });
         let mut ok = Vec::new();
@@ -395,7 +462,7 @@ impl<'r, 'e> Vm<'r, 'e> {
                 return Err("stdout /score: a competing candidate needs a number to be selected by".into());
             }
         }
-        let (fixed, _) = self.fixed(s, path, value, candidate)?;
+        let (fixed, _) = self.fixed(s, path, value, candidate.then_some(0))?;
         if !candidate {
             Op::set(path.clone(), fixed)
                 .and_then(|op| op.check_value(clawboard_board::ops::DEFAULT_MAX_VALUE_BYTES))
@@ -406,13 +473,28 @@ impl<'r, 'e> Vm<'r, 'e> {
 
     /// The value after the middleware's fixes, with its findings and notes; `Err`
     /// when a check still fails after them.
-    fn fixed(&self, s: &Step, path: &BoardPath, value: &Value, candidate: bool) -> Result<(Value, Fixes), String> {
+    /// `variant`: the candidate's place among the variants, for a competing step.
+    fn fixed(
+        &self,
+        s: &Step,
+        path: &BoardPath,
+        value: &Value,
+        variant: Option<usize>,
+    ) -> Result<(Value, Fixes), String> {
         let mut fixes = Fixes::default();
         if !self.middleware_on() {
             return Ok((value.clone(), fixes));
         }
-        let at = if candidate { format!("{path}.variants") } else { path.to_string() };
-        let f = mw::sensitive_filter(&self.mw, &self.platform, &at, value);
+        let at = match variant {
+            Some(i) => format!("{path}.variants.{i}"),
+            None => path.to_string(),
+        };
+        // A filter role, when configured, checks instead (after the attempt: `filter_by_role`).
+        let f = if self.filter_role.is_some() {
+            mw::Filtered { value: value.clone(), findings: Vec::new(), passed: true }
+        } else {
+            mw::sensitive_filter(&self.mw, &self.platform, &at, value)
+        };
         if !f.passed {
             let left: Vec<String> =
                 f.findings.iter().filter(|x| !x.fixed).map(|x| format!("{:?} in {}", x.word, x.path)).collect();
@@ -460,7 +542,7 @@ impl<'r, 'e> Vm<'r, 'e> {
                 let mut best: Option<(f64, String, &Attempt)> = None;
                 for (a, o) in outs {
                     let Some(v) = &o.output else { continue };
-                    let (fixed, fx) = self.fixed(s, path, v, true).map_err(failed)?;
+                    let (fixed, fx) = self.fixed(s, path, v, Some(variants.len())).map_err(failed)?;
                     self.note(fx)?;
                     let score = o.score.unwrap_or(0.0);
                     let content = fixed.get("content").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -482,7 +564,7 @@ impl<'r, 'e> Vm<'r, 'e> {
             (Some(path), None) => {
                 let (a, o) = outs.first().ok_or_else(|| failed(format!("step {}: no output", s.id)))?;
                 let v = o.output.clone().unwrap_or(Value::Null);
-                let (fixed, fx) = self.fixed(s, path, &v, false).map_err(failed)?;
+                let (fixed, fx) = self.fixed(s, path, &v, None).map_err(failed)?;
                 self.note(fx)?;
                 self.put(&path.to_string(), fixed)?;
                 Some(a)
@@ -517,11 +599,128 @@ impl<'r, 'e> Vm<'r, 'e> {
         {
             let mut j = self.journal.lock();
             j.findings.extend(fx.findings);
-            j.improvements.extend(fx.notes.iter().cloned());
+            j.improve(fx.notes.iter().cloned());
             j.fixes.extend(fx.notes);
-            j.improvements.extend(fx.adjustments);
+            j.improve(fx.adjustments);
         }
         if found { self.write_filter_record(true) } else { Ok(()) }
+    }
+
+    /// The filter role's verdict on `value` written at `target` (an executor step
+    /// of its own, `…/filter`, handed `target` and the platform): the value as
+    /// fixed, or why it was refused.
+    pub(crate) async fn role_check(
+        &self,
+        role: &str,
+        step: &str,
+        round: u32,
+        target: &BoardPath,
+        value: Value,
+    ) -> Result<Result<Value, String>, StepError> {
+        // The value goes on the board for the filter to read; the fixed one replaces it.
+        self.put(&target.to_string(), value.clone())?;
+        let mut extra = Map::new();
+        extra.insert("blueprint_id".into(), json!(self.bp.id));
+        extra.insert("checks".into(), json!(target.to_string()));
+        extra.insert("platform".into(), json!(self.platform));
+        let info = StepInfo {
+            kind: "blueprint",
+            step: format!("{step}/filter"),
+            iteration: round,
+            max_iterations: round,
+            extra,
+            plan: Some(StepPlan {
+                scope: Some(vec![target.to_string(), "meta.platform".into()]),
+                template: None,
+                max_tokens: None,
+                retries: self.input.execution_config.max_retries,
+                fallback: None,
+            }),
+        };
+        let (_, verdict) = self
+            .run
+            .step::<BlueprintOutput>(&info, role, |o| match o.output.as_ref().and_then(|v| v.get("passed")) {
+                Some(Value::Bool(_)) => Ok(()),
+                _ => Err("stdout /output/passed: a filter role prints {\"output\": {\"passed\": BOOL, ...}}".into()),
+            })
+            .await?;
+        let v = verdict.output.unwrap_or_default();
+        let findings: Vec<Value> = v.get("findings").and_then(Value::as_array).cloned().unwrap_or_default();
+        let notes: Vec<String> = v
+            .get("fixes_applied")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let passed = v.get("passed").and_then(Value::as_bool).unwrap_or(false);
+        {
+            let mut j = self.journal.lock();
+            j.findings.extend(findings.iter().cloned());
+            j.improve(notes.iter().cloned());
+            j.fixes.extend(notes);
+        }
+        self.write_filter_record(passed)?;
+        if !passed {
+            let left: Vec<String> = findings
+                .iter()
+                .filter(|f| f.get("fixed").and_then(Value::as_bool) != Some(true))
+                .map(|f| {
+                    format!(
+                        "sensitive word {} in {}",
+                        f.get("word").unwrap_or(&Value::Null),
+                        f.get("path").unwrap_or(&Value::Null)
+                    )
+                })
+                .collect();
+            return Ok(Err(format!("{} (the filter role {role} refused the output)", left.join(", "))));
+        }
+        let key = target.keys.last().cloned().unwrap_or_default();
+        Ok(Ok(v.get("fixed").and_then(|f| f.get(&key)).cloned().unwrap_or(value)))
+    }
+
+    /// A step's outputs through the filter role: fixed in place, or why refused.
+    async fn filter_by_role(
+        &self,
+        role: &str,
+        s: &Step,
+        round: u32,
+        redo: u32,
+        outs: &mut Outputs,
+    ) -> Result<Option<String>, StepError> {
+        let Some(path) = &s.output else { return Ok(None) };
+        let name = step_name(&self.bp, s, round, None, redo);
+        if s.compete.is_some() {
+            let target = BoardPath::parse(&format!("{path}.variants")).map_err(|e| failed(e.reason))?;
+            let raw: Vec<Value> = outs
+                .iter()
+                .map(|(_, o)| {
+                    let mut v = o.output.clone().unwrap_or_default();
+                    if let Some(m) = v.as_object_mut() {
+                        m.insert("score".into(), json!(o.score.unwrap_or(0.0)));
+                    }
+                    v
+                })
+                .collect();
+            match self.role_check(role, &name, round, &target, Value::Array(raw)).await? {
+                Err(why) => Ok(Some(why)),
+                Ok(fixed) => {
+                    for ((_, o), f) in outs.iter_mut().zip(fixed.as_array().cloned().unwrap_or_default()) {
+                        o.output = Some(f);
+                    }
+                    Ok(None)
+                }
+            }
+        } else {
+            let raw = outs.first().and_then(|(_, o)| o.output.clone()).unwrap_or_default();
+            match self.role_check(role, &name, round, path, raw).await? {
+                Err(why) => Ok(Some(why)),
+                Ok(fixed) => {
+                    if let Some((_, o)) = outs.first_mut() {
+                        o.output = Some(fixed);
+                    }
+                    Ok(None)
+                }
+            }
+        }
     }
 
     /// The filter's record on the board: every finding so far, all fixed.
@@ -617,10 +816,10 @@ impl TaskRun<'_> {
         bp: Arc<Blueprint>,
         input: Input,
     ) -> Result<(), StepError> {
-        let mw = self.engine.blueprints().middleware.clone();
-        let vm = Vm::new(self, bp.clone(), input, mw);
+        let catalog = self.engine.blueprints();
+        let vm = Vm::new(self, bp.clone(), input, catalog.middleware.clone(), catalog.filter_role.clone());
         let stopped = vm.execute().await?;
-        let output = vm.finish(stopped.as_deref())?;
+        let output = vm.finish(stopped.as_deref()).await?;
         if let Some(why) = stopped {
             let status = serde_json::to_value(output.execution_result.status).unwrap_or_default();
             return Err(failed(format!("blueprint {} ended {status}: {why}", bp.id)));

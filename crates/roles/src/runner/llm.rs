@@ -16,7 +16,6 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::{RunIdentity, RunOutcome, RunStatus, failed, fired};
-use crate::config::llm::KeyError;
 use crate::config::{ApiKey, LlmConfig, RoleConfig};
 
 /// The wait before the first re-send when the server gives no `Retry-After`; doubles.
@@ -30,10 +29,10 @@ const ENVELOPE_BYTES: u64 = 64 * 1024;
 /// through [`quote`], which blanks it.
 #[derive(Debug, thiserror::Error)]
 enum LlmError {
-    #[error(transparent)]
-    Key(#[from] KeyError),
     #[error("cannot build an HTTP client: {0}")]
     Client(String),
+    #[error("the API key cannot be sent in a header")]
+    KeyHeader,
     #[error("POST {url}: {reason}")]
     Send { url: String, reason: String },
     #[error("POST {url} answered {status}: {body}")]
@@ -120,12 +119,11 @@ fn note(llm: &LlmConfig, a: &Answer) -> String {
 /// Sends the completion request, again after a 429 or 5xx, and reads the reply.
 async fn ask(llm: &LlmConfig, limit: u64, context: &[u8], key: Option<&ApiKey>) -> Result<Answer, LlmError> {
     let url = llm.endpoint();
-    let body = serde_json::to_vec(&request_body(llm, context)).map_err(|e| LlmError::Client(e.to_string()))?;
+    let body = request_body(llm, context).to_string().into_bytes();
     let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
     let auth = match key {
         Some(k) => {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose()))
-                .map_err(|_| LlmError::Client("the API key is not a valid header value".into()))?;
+            let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose())).map_err(|_| LlmError::KeyHeader)?;
             v.set_sensitive(true);
             Some(v)
         }

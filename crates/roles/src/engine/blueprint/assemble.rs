@@ -36,7 +36,7 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 impl Vm<'_, '_> {
     /// Builds, checks and saves the output contract; `stopped`: why the run stopped
     /// short, if it did.
-    pub(crate) fn finish(&self, stopped: Option<&str>) -> Result<Output, StepError> {
+    pub(crate) async fn finish(&self, stopped: Option<&str>) -> Result<Output, StepError> {
         let board = self.run.board_state()?;
         let produced = self.journal.lock().executed.iter().any(|e| matches!(e.status, "completed" | "retried"));
         let status = match (stopped, produced) {
@@ -54,7 +54,7 @@ impl Vm<'_, '_> {
             };
             (content, true, false)
         } else {
-            self.final_content(&board)?
+            self.final_content(&board).await?
         };
         let scores = board.control_zone.get("quality_scores").and_then(Value::as_object);
         let numbers: Vec<f64> = scores.map(|m| m.values().filter_map(Value::as_f64).collect()).unwrap_or_default();
@@ -107,7 +107,7 @@ impl Vm<'_, '_> {
 
     /// The final content from the board, after the last sensitive-word check and
     /// platform compliance: (content, filter passed, compliant).
-    fn final_content(&self, board: &BoardFile) -> Result<(FinalContent, bool, bool), StepError> {
+    async fn final_content(&self, board: &BoardFile) -> Result<(FinalContent, bool, bool), StepError> {
         let c = &board.content_zone;
         let topic = board.meta_zone.get("topic").and_then(Value::as_str).unwrap_or_default();
         let title = text_at(c, &["hook", "selected"]).or_else(|| text_at(c, &["hook", "title"])).unwrap_or(topic);
@@ -143,12 +143,23 @@ impl Vm<'_, '_> {
         {
             let mut j = self.journal.lock();
             for (_, adj, fails) in &versions {
-                j.improvements.extend(adj.iter().cloned());
+                j.improve(adj.iter().cloned());
                 j.errors.extend(fails.iter().map(|f| format!("platform compliance: {f}")));
             }
         }
         let mut passed = true;
-        if self.middleware_on() {
+        if let (Some(role), true) = (self.filter_role.clone(), self.middleware_on()) {
+            // The filter role checks the final content too, written to `content.final_content`.
+            let target = clawboard_board::BoardPath::parse("content.final_content").map_err(|e| failed(e.reason))?;
+            let value = serde_json::to_value(&content).map_err(failed)?;
+            match self.role_check(&role, "bp/final", 1, &target, value).await? {
+                Ok(fixed) => content = serde_json::from_value(fixed).map_err(failed)?,
+                Err(why) => {
+                    passed = false;
+                    self.journal.lock().errors.push(why);
+                }
+            }
+        } else if self.middleware_on() {
             let value = serde_json::to_value(&content).map_err(failed)?;
             let f = mw::sensitive_filter(&self.mw, &self.platform, "final_content", &value);
             passed = f.passed;
@@ -158,7 +169,7 @@ impl Vm<'_, '_> {
                     let mut j = self.journal.lock();
                     j.findings.extend(f.findings.iter().filter_map(|x| serde_json::to_value(x).ok()));
                     j.fixes.extend(f.findings.iter().map(mw::fix_note));
-                    j.improvements.extend(f.findings.iter().map(mw::fix_note));
+                    j.improve(f.findings.iter().map(mw::fix_note));
                 }
             }
             self.write_filter_record(passed)?;
