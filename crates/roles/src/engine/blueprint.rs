@@ -844,3 +844,19 @@ impl TaskRun<'_> {
 fn rel_task_file(task_id: &str) -> String {
     clawboard_core::layout::task_file(task_id, clawboard_core::layout::TASK_FILE)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_run_of;
+
+    #[test]
+    fn runs_of_a_step_are_told_from_other_steps_and_filters() {
+        for name in ["bp/title", "bp/title-c2", "bp/title-redo1", "bp/title-redo1-c3", "bp/r2/title"] {
+            let base = if name.starts_with("bp/r2/") { "bp/r2/title" } else { "bp/title" };
+            assert!(is_run_of(name, base), "{name}");
+        }
+        for name in ["bp/title/filter", "bp/title-cx", "bp/titles", "bp/title-c", "bp/title-redo-c1", "bp/r2/title"] {
+            assert!(!is_run_of(name, "bp/title"), "{name}");
+        }
+    }
+}
