@@ -375,9 +375,8 @@ fn blueprints(
     if let Some(r) = section.replacements {
         mw.replacements = r;
     }
-    if let Some(p) = section.platforms {
-        mw.platforms = p;
-    }
+    // A platform given replaces that platform's limits; the others keep theirs.
+    mw.platforms.extend(section.platforms.unwrap_or_default());
     mw.check()?;
     let has_role = |r: &str| roles.roles.contains_key(r);
     let known = clawboard_blueprint::format::Known { roles: &has_role, templates };

@@ -23,7 +23,7 @@ use clawboard_blueprint::format::{Blueprint, Component, Middleware, SliceOf, Ste
 use clawboard_blueprint::middleware::{self as mw, MiddlewareConfig};
 use clawboard_board::{BoardPath, Op};
 use clawboard_core::lock::Lock;
-use clawboard_records::attempts::{Attempt, AttemptStatus};
+use clawboard_records::attempts::Attempt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -97,6 +97,7 @@ pub(crate) struct Vm<'r, 'e> {
     filter_role: Option<String>,
     platform: String,
     journal: Lock<Journal>,
+    started: std::time::Instant,
 }
 
 /// The executor's name of a step: `bp/title`, `bp/r2/title`, `bp/title-c2`,
@@ -142,7 +143,8 @@ impl<'r, 'e> Vm<'r, 'e> {
         filter_role: Option<String>,
     ) -> Self {
         let platform = input.platform().as_str().to_owned();
-        Vm { run, bp, input, mw, filter_role, platform, journal: Lock::new(Journal::default()) }
+        let started = std::time::Instant::now();
+        Vm { run, bp, input, mw, filter_role, platform, journal: Lock::new(Journal::default()), started }
     }
 
     fn vars(&self) -> Vars {
@@ -321,14 +323,13 @@ impl<'r, 'e> Vm<'r, 'e> {
 
     /// Notes an execution of `s` (`attempt`: the one that succeeded).
     fn record(&self, s: &Step, round: u32, ok: Option<&Attempt>, status: &'static str) -> Result<(), StepError> {
+        // Attempts beyond the first of each run (each candidate, each redo).
         let base = step_name(&self.bp, s, round, None, 0);
-        let retries = self
-            .run
-            .attempts
-            .lock()
-            .iter()
-            .filter(|a| is_run_of(&a.step, &base) && a.status != AttemptStatus::Ok)
-            .count();
+        let mut runs: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for a in self.run.attempts.lock().iter().filter(|a| is_run_of(&a.step, &base)) {
+            *runs.entry(a.step.clone()).or_default() += 1;
+        }
+        let retries: usize = runs.values().map(|n| n - 1).sum();
         let role = ok.map_or_else(|| s.role.clone(), |a| a.role.clone());
         let component = if role == s.role { s.component } else { Component::Skill };
         let status = if status == "completed" && retries > 0 { "retried" } else { status };
@@ -496,18 +497,16 @@ impl<'r, 'e> Vm<'r, 'e> {
             mw::sensitive_filter(&self.mw, &self.platform, &at, value)
         };
         if !f.passed {
-            let left: Vec<String> =
-                f.findings.iter().filter(|x| !x.fixed).map(|x| format!("{:?} in {}", x.word, x.path)).collect();
-            return Err(format!(
-                "sensitive_filter_failed: {} (no replacement configured; rewrite without it)",
-                left.join(", ")
-            ));
+            // In fix_note's words (`sensitive word "X" in PATH (no replacement configured)`),
+            // which the retried role is told as its feedback.
+            let left: Vec<String> = f.findings.iter().filter(|x| !x.fixed).map(mw::fix_note).collect();
+            return Err(format!("sensitive_filter_failed: {}; rewrite without it", left.join("; ")));
         }
         fixes.notes.extend(f.findings.iter().map(mw::fix_note));
         fixes.findings.extend(f.findings.iter().filter_map(|x| serde_json::to_value(x).ok()));
         let mut v = f.value;
         if s.middleware.contains(&Middleware::PlatformCompliance) {
-            let (adjusted, notes, failures) = self.comply(&v);
+            let (adjusted, notes, failures) = self.comply(path, &v);
             if !failures.is_empty() {
                 return Err(format!("platform_compliance_failed: {}", failures.join("; ")));
             }
@@ -517,18 +516,37 @@ impl<'r, 'e> Vm<'r, 'e> {
         Ok((v, fixes))
     }
 
-    /// Platform compliance of a `platform_versions` value (platform → version).
-    fn comply(&self, value: &Value) -> (Value, Vec<String>, Vec<String>) {
+    /// Platform compliance of a step's output at `path`: each version of a
+    /// `platform_versions` map by its own platform; any other output (a title,
+    /// a body, hashtags, a thread) by the task's platform. Titles and hashtag
+    /// lists are cut; the rest fails.
+    fn comply(&self, path: &BoardPath, value: &Value) -> (Value, Vec<String>, Vec<String>) {
         let mut out = value.clone();
         let mut notes = Vec::new();
         let mut failures = Vec::new();
-        if let Some(map) = out.as_object_mut() {
-            for (platform, version) in map.iter_mut() {
-                let checked = mw::platform_compliance(&self.mw, platform, &parts_of(version));
-                notes.extend(checked.adjustments.clone());
-                failures.extend(checked.failures.clone());
-                write_parts(&checked.parts, version);
+        let mut check = |platform: &str, v: &mut Value, key: Option<&str>| {
+            let parts = match key {
+                Some(k) => parts_of_output(k, v),
+                None => parts_of(v),
+            };
+            let checked = mw::platform_compliance(&self.mw, platform, &parts);
+            notes.extend(checked.adjustments.clone());
+            failures.extend(checked.failures.clone());
+            match key {
+                Some(k) => write_output_parts(k, &checked.parts, v),
+                None => write_parts(&checked.parts, v),
             }
+        };
+        match path.keys.first().map(String::as_str) {
+            Some("platform_versions") if path.zone == clawboard_core::formats::Zone::Content => {
+                if let Some(map) = out.as_object_mut() {
+                    for (platform, version) in map.iter_mut() {
+                        check(platform, version, None);
+                    }
+                }
+            }
+            Some(key) => check(&self.platform, &mut out, Some(key)),
+            None => {}
         }
         (out, notes, failures)
     }
@@ -758,6 +776,37 @@ pub(crate) fn write_parts(parts: &mw::Parts, version: &mut Value) {
     }
     if v.contains_key("hashtags") {
         v.insert("hashtags".into(), json!(parts.hashtags));
+    }
+}
+
+/// The parts of a step's output at `content.KEY` that platform compliance
+/// checks: a hook's title, a body's text, hashtags, a thread.
+fn parts_of_output(key: &str, v: &Value) -> mw::Parts {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let list = |v: &Value| v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+    let mut p = mw::Parts { title: String::new(), body: String::new(), hashtags: Vec::new(), thread: None };
+    match key {
+        "hook" => p.title = text("selected").or_else(|| text("title")).or_else(|| text("content")).unwrap_or_default(),
+        "body" => p.body = text("content").or_else(|| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        "hashtags" => p.hashtags = list(v).unwrap_or_default(),
+        "thread" => p.thread = list(v),
+        _ => {}
+    }
+    p
+}
+
+/// Writes cut parts back into a step's output at `content.KEY`.
+fn write_output_parts(key: &str, p: &mw::Parts, v: &mut Value) {
+    match (key, v) {
+        ("hook", Value::Object(m)) => {
+            for k in ["selected", "title", "content"] {
+                if m.contains_key(k) {
+                    m.insert(k.into(), json!(p.title));
+                }
+            }
+        }
+        ("hashtags", v @ Value::Array(_)) => *v = json!(p.hashtags),
+        _ => {}
     }
 }
 

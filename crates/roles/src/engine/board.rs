@@ -60,7 +60,10 @@ impl TaskRun<'_> {
             return Ok(());
         }
         self.board_write(Op::update_step_status(&step_key(&info.step), "running"))?;
-        self.board_write(Op::write_control("current_stage", Value::String(info.kind.to_owned())))?;
+        // A blueprint's VM keeps its own stage (`blueprint:ID`).
+        if info.plan.is_none() {
+            self.board_write(Op::write_control("current_stage", Value::String(info.kind.to_owned())))?;
+        }
         if info.iteration > 0 {
             self.board_write(Op::write_control("iteration_count", json!(info.iteration)))?;
         }

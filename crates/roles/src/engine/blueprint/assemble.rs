@@ -45,11 +45,13 @@ impl Vm<'_, '_> {
             (Some(_), false) => RunStatus::Failed,
         };
         let (final_content, filter_passed, compliant) = if status == RunStatus::Failed {
-            // Nothing was produced: the original input comes back.
+            // Nothing was produced: the original input comes back, with the diagnosis.
             let u = &self.input.user_input;
+            let input = serde_json::to_string_pretty(u).map_err(failed)?;
+            let errors: Vec<String> = self.journal.lock().errors.iter().map(|e| format!("- {e}")).collect();
             let content = FinalContent {
                 title: u.topic.clone(),
-                body: u.reference_materials.join("\n"),
+                body: format!("No step produced anything.\n\nDiagnosis:\n{}\n\nThe input:\n{input}", errors.join("\n")),
                 platform_versions: Vec::new(),
             };
             (content, true, false)
@@ -134,8 +136,12 @@ impl Vm<'_, '_> {
                 ));
             }
         }
+        // The title too is held to the task's platform (a body is the versions' business).
+        let title_only = mw::Parts { title: title.to_owned(), body: String::new(), hashtags: Vec::new(), thread: None };
+        let cut = mw::platform_compliance(&self.mw, &self.platform, &title_only);
+        self.journal.lock().improve(cut.adjustments);
         let mut content = FinalContent {
-            title: title.to_owned(),
+            title: cut.parts.title,
             body,
             platform_versions: versions.iter().map(|(v, _, _)| v.clone()).collect(),
         };
@@ -193,16 +199,9 @@ impl Vm<'_, '_> {
             .sum())
     }
 
-    /// From the first blueprint attempt's start to the last one's end.
+    /// The run's wall time in this drive (after a restart, from the restart).
     fn elapsed_ms(&self) -> u64 {
-        let a = self.run.attempts.lock();
-        let bp: Vec<_> = a.iter().filter(|a| a.step.starts_with("bp/")).collect();
-        let start = bp.iter().map(|a| a.started_at.instant()).min();
-        let end = bp.iter().filter_map(|a| a.ended_at.as_ref().map(Timestamp::instant)).max();
-        match (start, end) {
-            (Some(s), Some(e)) => u64::try_from((e - s).num_milliseconds()).unwrap_or(0),
-            _ => 0,
-        }
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// `result.json` with the contract under `output` (a summary a person reads first).

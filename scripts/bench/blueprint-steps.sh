@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Durable step overhead (issue 16): the same 10-step linear flow, every step the
+# no-op process `sh -c true`, in clawboard (a static_linear blueprint, its
+# attempt records, slices and board written as for any task) and in LangGraph
+# (a StateGraph with a SqliteSaver checkpointer on a file), in the same run,
+# alternating flow by flow: clawboard, LangGraph durability="sync", LangGraph
+# durability="async" (its default), clawboard, ...
+#
+#   scripts/bench/blueprint-steps.sh                 # 30 flows of each
+#   FLOWS=100 scripts/bench/blueprint-steps.sh
+#   TMPDIR=/dev/shm scripts/bench/blueprint-steps.sh # both on tmpfs (fsync is free)
+#   CLAWBOARD_BIN=/tmp/clawboard-x KEEP=/tmp/bs scripts/bench/blueprint-steps.sh
+#
+# Builds nothing but the Python venv (target/tools/bench-venv: langgraph and
+# langgraph-checkpoint-sqlite from PyPI, pinned below). CLAWBOARD_BIN (default
+# target/release/clawboard) must exist.
+#
+# clawboard: a blueprint dir with bench_linear.json (static_linear, s1..s10, each
+# {"worker": "noop", "scope": ["meta.topic"]}, no output) and a config with
+# [blueprints] dir and [roles.noop] command = ["sh", "-c", "true"], max_retries 0.
+# Each flow is `clawboard --config C --root R run bench_linear --input in.json`,
+# all flows on one root R (as LangGraph's flows share one SQLite file), with
+# CLAWBOARD_LOG=clawboard_roles::engine::step=debug: the engine's "starting a
+# run ... step=bp/sN" line (microsecond timestamps) is written right before it
+# spawns the step's process, after the step's slice and attempt record are
+# written. (The attempt records' startedAt/endedAt have whole seconds only, so
+# they cannot time a step of milliseconds; the script checks that each flow has
+# 10 `ok` attempt records.)
+# LangGraph: scripts/bench/langgraph_steps.py serve, one warm process; a node's
+# start is taken in the node right before it spawns `sh -c true`.
+#
+# Per step, both alike: the time from one step's process being spawned to the
+# next step's, within a flow (9 intervals per flow). One interval holds a whole
+# step (running the process, recording its end, preparing and recording the
+# next step) and no process start-up. The flow's wall time / 10 is printed too
+# (clawboard's includes the start-up of the `clawboard run` process;
+# LangGraph's is graph.invoke in a warm process).
+#
+# TMPDIR picks the file system both write to (default /tmp).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+
+CLAWBOARD_BIN=${CLAWBOARD_BIN:-$REPO/target/release/clawboard}
+FLOWS=${FLOWS:-30}
+VENV=$REPO/target/tools/bench-venv
+LANGGRAPH_VERSION=1.2.24
+LANGGRAPH_SQLITE_VERSION=3.1.2
+
+if [ ! -x "$CLAWBOARD_BIN" ]; then
+    echo "blueprint-steps.sh: $CLAWBOARD_BIN is missing; build it first (cargo build --release -p clawboard) or set CLAWBOARD_BIN" >&2
+    exit 1
+fi
+installed=$("$VENV/bin/pip" show langgraph langgraph-checkpoint-sqlite 2>/dev/null || true)
+if ! grep -qx "Version: $LANGGRAPH_VERSION" <<<"$installed" || ! grep -qx "Version: $LANGGRAPH_SQLITE_VERSION" <<<"$installed"; then
+    echo "blueprint-steps.sh: installing langgraph $LANGGRAPH_VERSION into $VENV" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q "langgraph==$LANGGRAPH_VERSION" "langgraph-checkpoint-sqlite==$LANGGRAPH_SQLITE_VERSION"
+fi
+
+if [ -n "${KEEP:-}" ]; then WORK=$KEEP; rm -rf "$WORK"; mkdir -p "$WORK"; else WORK=$(mktemp -d "${TMPDIR:-/tmp}/blueprint-steps.XXXXXX"); fi
+LG_PID=
+cleanup() {
+    if [ -n "$LG_PID" ] && kill -0 "$LG_PID" 2>/dev/null; then kill "$LG_PID" 2>/dev/null || true; fi
+    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/blueprints" "$WORK/results"
+python3 - "$WORK/blueprints/bench_linear.json" <<'PY'
+import json, sys
+steps = [{"id": f"s{i}", "worker": "noop", "scope": ["meta.topic"]} for i in range(1, 11)]
+json.dump({"blueprint_id": "bench_linear", "type": "static_linear",
+           "description": "10 no-op steps in a row (scripts/bench/blueprint-steps.sh)",
+           "steps": steps}, open(sys.argv[1], "w"), indent=1)
+PY
+cat > "$WORK/bench.toml" <<TOML
+[blueprints]
+dir = "$WORK/blueprints"
+
+[roles.noop]
+command = ["sh", "-c", "true"]
+timeout = "30s"
+max_retries = 0
+TOML
+echo '{"user_input": {"topic": "bench", "platform": "general"}}' > "$WORK/in.json"
+
+# One clawboard flow's record: the bp/ steps' spawn times from the debug log,
+# checked against the task's attempt records (10, all ok).
+record_of() { # root task round wall logfile
+    python3 - "$@" <<'PY'
+import json, re, sys
+from datetime import datetime
+from pathlib import Path
+root, task, rnd, wall, log = sys.argv[1:6]
+recs = [json.loads(p.read_text()) for p in (Path(root) / "tasks" / task / "attempts").glob("*.json")]
+steps = [r for r in recs if str(r.get("step", "")).startswith("bp/")]
+if len(steps) != 10 or any(r.get("status") != "ok" for r in steps):
+    sys.exit(f"blueprint-steps.sh: task {task}: {len(steps)} step attempts, {[r.get('status') for r in steps]}")
+starts = []
+for line in Path(log).read_text().splitlines():
+    m = re.match(r"(\S+Z) +DEBUG .*starting a run .*step=bp/s(\d+)", line)
+    if m:
+        starts.append((int(m.group(2)), datetime.fromisoformat(m.group(1)).timestamp()))
+if [n for n, _ in starts] != list(range(1, 11)):
+    sys.exit(f"blueprint-steps.sh: task {task}: the log shows steps {[n for n, _ in starts]}")
+print(json.dumps({"system": "clawboard", "round": int(rnd), "starts": [t for _, t in starts], "wall": float(wall)}))
+PY
+}
+
+coproc LG { exec "$VENV/bin/python" "$REPO/scripts/bench/langgraph_steps.py" serve --db "$WORK/langgraph.sqlite"; }
+LG_PID=$LG_PID
+read -r ready <&"${LG[0]}"
+[ "$ready" = ready ] || { echo "blueprint-steps.sh: the LangGraph helper did not start" >&2; exit 1; }
+
+echo "blueprint-steps.sh: $FLOWS flows of each, alternating; $CLAWBOARD_BIN; work dir $WORK" >&2
+for r in $(seq 1 "$FLOWS"); do
+    t0=$(date +%s.%N)
+    CLAWBOARD_LOG=clawboard_roles::engine::step=debug \
+        "$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/root" run bench_linear --input "$WORK/in.json" \
+        >/dev/null 2>"$WORK/run.log" || { echo "blueprint-steps.sh: clawboard run failed:" >&2; cat "$WORK/run.log" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    task=$(sed -n 's/^task \([^:]*\): blueprint.*/\1/p' "$WORK/run.log" | head -1)
+    record_of "$WORK/root" "$task" "$r" "$(python3 -c "print($t1 - $t0)")" "$WORK/run.log" >> "$WORK/results/clawboard.jsonl"
+    for mode in sync async; do
+        echo "run $mode" >&"${LG[1]}"
+        read -r line <&"${LG[0]}"
+        python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(system=sys.argv[2], round=int(sys.argv[3])); print(json.dumps(r))' \
+            "$line" "langgraph ($mode)" "$r" >> "$WORK/results/langgraph-$mode.jsonl"
+    done
+    [ $((r % 10)) -ne 0 ] || echo "  $r flows" >&2
+done
+echo quit >&"${LG[1]}"
+wait "$LG_PID" 2>/dev/null || true
+LG_PID=
+
+echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%Y-%m-%dT%H:%MZ); work dir on $(df --output=fstype "$WORK" | tail -1)"
+echo
+"$VENV/bin/python" "$REPO/scripts/bench/langgraph_steps.py" stats --results "$WORK/results"

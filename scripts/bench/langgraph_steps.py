@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""LangGraph's side of scripts/bench/blueprint-steps.sh, and the statistics of both.
+
+  langgraph_steps.py serve --db FILE
+      One warm LangGraph process: a StateGraph of 10 nodes s1 -> ... -> s10, each
+      running `sh -c true` (subprocess.run, checked), compiled with a SqliteSaver
+      checkpointer on FILE (langgraph-checkpoint-sqlite: WAL, sqlite3's default
+      synchronous=FULL, so one fdatasync per commit). It reads one line per flow
+      from stdin ("run sync" or "run async" runs a flow on a new thread_id with
+      that durability, "quit" ends) and answers one JSON line per flow:
+      {"starts": [10 times, s], "wall": graph.invoke's wall time, s, ...}.
+      A node's start is taken in the node right before it spawns `sh -c true`
+      (time.time(), the wall clock clawboard's log uses). Durability `sync`: each
+      checkpoint is committed before the next node starts (what clawboard's
+      records give); `async` (LangGraph's default): it is written while the next
+      node runs. One warm-up flow of each mode runs first and is not reported.
+
+  langgraph_steps.py stats --results DIR
+      Reads DIR/*.jsonl (one line per flow, {"system", "round", "starts", "wall"})
+      and prints the markdown tables of blueprint-steps.sh.
+
+Per step, for every system alike: the time from one step's process being
+spawned to the next step's (9 intervals per 10-step flow). One interval holds a
+whole step: running the process, recording its end durably, and preparing and
+recording the next step up to its spawn; process start-up and the first step's
+set-up are outside it. The whole flow's wall time / 10 is printed beside it.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+STEPS = 10
+
+
+def serve(db):
+    import sqlite3
+    from typing import TypedDict
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        done: int
+
+    starts, ends = [], []
+
+    def node(state):
+        starts.append(time.time())
+        subprocess.run(["sh", "-c", "true"], check=True)
+        ends.append(time.time())
+        return {"done": state["done"] + 1}
+
+    g = StateGraph(State)
+    names = [f"s{i}" for i in range(1, STEPS + 1)]
+    for n in names:
+        g.add_node(n, node)
+    g.add_edge(START, names[0])
+    for a, b in zip(names, names[1:]):
+        g.add_edge(a, b)
+    g.add_edge(names[-1], END)
+    conn = sqlite3.connect(db, check_same_thread=False)
+    graph = g.compile(checkpointer=SqliteSaver(conn))
+
+    def flow(durability):
+        starts.clear()
+        ends.clear()
+        cfg = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        t0 = time.perf_counter()
+        out = graph.invoke({"done": 0}, cfg, durability=durability)
+        wall = time.perf_counter() - t0
+        if out["done"] != STEPS or len(starts) != STEPS or len(ends) != STEPS:
+            raise SystemExit(f"langgraph_steps.py: a flow ran {len(ends)} nodes, not {STEPS}")
+        # Every checkpoint of the flow is in the file (the flow's durable record).
+        n = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = ?", (cfg["configurable"]["thread_id"],)).fetchone()[0]
+        if n < STEPS:
+            raise SystemExit(f"langgraph_steps.py: {n} checkpoints for a flow of {STEPS} steps")
+        return {"starts": list(starts), "ends": list(ends), "wall": wall, "checkpoints": n}
+
+    flow("sync")  # warm-up, not reported
+    flow("async")
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd == ["quit"]:
+            break
+        if len(cmd) != 2 or cmd[0] != "run" or cmd[1] not in ("sync", "async", "exit"):
+            raise SystemExit(f"langgraph_steps.py: unknown command {line.strip()!r}")
+        print(json.dumps(flow(cmd[1])), flush=True)
+
+
+def pct(xs, p):
+    """The p-th percentile, nearest rank (no interpolation)."""
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+def stats(results):
+    flows = {}
+    for f in sorted(Path(results).glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                flows.setdefault(r["system"], []).append(r)
+    if "clawboard" not in flows:
+        raise SystemExit("langgraph_steps.py: no clawboard flows in " + results)
+    rows = {}
+    for system, fs in flows.items():
+        steps = [(b - a) * 1000 for r in fs for a, b in zip(r["starts"], r["starts"][1:])]
+        walls = [r["wall"] * 1000 / STEPS for r in fs]
+        rows[system] = {
+            "flows": len(fs), "n": len(steps),
+            "p50": pct(steps, 50), "p99": pct(steps, 99), "mean": statistics.fmean(steps), "max": max(steps),
+            "wall_p50": pct(walls, 50), "wall_p99": pct(walls, 99),
+        }
+    cb = rows["clawboard"]
+    print("Per step: the time from one step's process being spawned to the next step's, within a flow (ms).\n")
+    print("| system | flows | intervals | p50 ms | p99 ms | mean ms | max ms | p50 vs clawboard | p99 vs clawboard |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    order = ["clawboard"] + sorted(k for k in rows if k != "clawboard")
+    for s in order:
+        r = rows[s]
+        print(f"| {s} | {r['flows']} | {r['n']} | {r['p50']:.2f} | {r['p99']:.2f} | {r['mean']:.2f} | {r['max']:.2f} "
+              f"| {r['p50'] / cb['p50']:.2f}× | {r['p99'] / cb['p99']:.2f}× |")
+    print("\nGoal: clawboard at least 2× faster per step, i.e. LangGraph's time ÷ clawboard's ≥ 2.")
+    for s in order[1:]:
+        r = rows[s]
+        met = r["p50"] / cb["p50"] >= 2 and r["p99"] / cb["p99"] >= 2
+        print(f"- against {s}: p50 {r['p50'] / cb['p50']:.2f}×, p99 {r['p99'] / cb['p99']:.2f}×: "
+              f"{'met' if met else 'not met'}")
+    print("\nWhole flow's wall time / 10 (ms; clawboard: the `clawboard run` process, start-up included;"
+          " LangGraph: graph.invoke in a warm process).\n")
+    print("| system | p50 ms | p99 ms | p50 vs clawboard |")
+    print("| --- | ---: | ---: | ---: |")
+    for s in order:
+        r = rows[s]
+        print(f"| {s} | {r['wall_p50']:.2f} | {r['wall_p99']:.2f} | {r['wall_p50'] / cb['wall_p50']:.2f}× |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--db", required=True)
+    t = sub.add_parser("stats")
+    t.add_argument("--results", required=True)
+    a = ap.parse_args()
+    if a.cmd == "serve":
+        serve(a.db)
+    else:
+        stats(a.results)
+
+
+if __name__ == "__main__":
+    main()
