@@ -527,10 +527,27 @@ def platform_adapter(ctx, s):
     cta = text(first(s, "primary", "cta"))
     tags = first(s, "hashtags")
     tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else hashtag_worker(ctx, s)["output"]
+    if platform == "twitter":
+        # A thread, tweet by tweet (platform compliance checks each against 280
+        # chars): the thread's tweets (or the body cut into tweets), then the CTA
+        # and the hashtags as the last tweet.
+        tweets = [text(t) for t in thread] if isinstance(thread, list) and thread else chunks(body, 270)
+        last = " ".join(p for p in [cta, " ".join("#" + t for t in tags)] if p)
+        if last:
+            tweets.append(last[:280])
+        full = "\n\n".join(tweets)
+        return {"output": {platform: {
+            "title": title,
+            "body": full,
+            "thread": tweets,
+            "hashtags": tags,
+            "word_count": len(re.sub(r"\s", "", full)),
+            "emoji_density": emoji_density(full),
+        }}}
     parts = [body]
     if cta:
         parts.append(cta)
-    if tags and platform in ("xiaohongshu", "twitter"):
+    if tags and platform == "xiaohongshu":
         parts.append(" ".join("#" + t for t in tags))
     full = "\n\n".join(p for p in parts if p)
     return {"output": {platform: {
@@ -540,6 +557,26 @@ def platform_adapter(ctx, s):
         "word_count": len(re.sub(r"\s", "", full)),
         "emoji_density": emoji_density(full),
     }}}
+
+
+def chunks(body, size):
+    """`body` as tweets of at most `size` chars, cut at paragraph breaks where possible."""
+    out, cur = [], ""
+    for para in [p for p in str(body).split("\n\n") if p]:
+        while len(para) > size:
+            if cur:
+                out.append(cur)
+                cur = ""
+            out.append(para[:size])
+            para = para[size:]
+        if cur and len(cur) + 2 + len(para) > size:
+            out.append(cur)
+            cur = para
+        else:
+            cur = f"{cur}\n\n{para}" if cur else para
+    if cur:
+        out.append(cur)
+    return out
 
 
 def filter_config(platform):

@@ -186,14 +186,27 @@ async fn run_command(
         }
     };
     feed.abort();
-    // Output left open by a grandchild must not hold us forever.
-    let grace = Duration::from_secs(2);
-    let (stdout, out_over) =
-        tokio::time::timeout(grace, out_reader).await.ok().and_then(Result::ok).unwrap_or_default();
-    let (stderr, _) = tokio::time::timeout(grace, err_reader).await.ok().and_then(Result::ok).unwrap_or_default();
+    // Output left open by a grandchild must not hold us forever; but the reader of
+    // a role that did exit gets ample time on a loaded machine, and a reader cut
+    // off fails the run rather than passing it with an empty stdout.
+    let grace = Duration::from_secs(10);
+    let (stdout, out_over, out_open) = match tokio::time::timeout(grace, out_reader).await {
+        Ok(Ok((bytes, over))) => (bytes, over, false),
+        Ok(Err(_)) => (Vec::new(), false, false),
+        Err(_) => (Vec::new(), false, true),
+    };
+    // Held stdout, likely held stderr too: no second long wait.
+    let err_grace = if out_open { Duration::from_secs(1) } else { grace };
+    let (stderr, _) = tokio::time::timeout(err_grace, err_reader).await.ok().and_then(Result::ok).unwrap_or_default();
     let exit_code = exit.and_then(|e| e.code());
     if status == RunStatus::Exited {
-        if out_over {
+        if out_open {
+            status = RunStatus::Failed;
+            error = Some(format!(
+                "its stdout was still open {} s after it exited (a process it started holds it?); its output is lost",
+                grace.as_secs()
+            ));
+        } else if out_over {
             status = RunStatus::Failed;
             error = Some(format!("printed more than {limit} bytes (max_output_bytes)"));
         } else if exit_code != Some(0) {
@@ -338,6 +351,21 @@ mod tests {
         assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
         tokio::time::sleep(Duration::from_millis(2500)).await;
         assert!(!marker.exists(), "a grandchild outlived the timeout");
+    }
+
+    #[tokio::test]
+    async fn a_stdout_held_open_after_exit_fails_the_run_instead_of_emptying_it() {
+        // The role prints and exits 0; a process it started keeps stdout open.
+        let mut r = role(&["sh", "-c", "echo '{\"output\": 1}'; sleep 30 &"]);
+        r.timeout = Duration::from_secs(60);
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&r, b"", &who(), &mut rx).await;
+        assert_eq!(out.status, RunStatus::Failed, "{out:?}");
+        assert!(
+            out.error.as_deref().is_some_and(|e| e.contains("stdout was still open 10 s after it exited")),
+            "{out:?}"
+        );
+        assert!(out.elapsed < Duration::from_secs(15), "{:?}", out.elapsed);
     }
 
     #[tokio::test]

@@ -787,7 +787,11 @@ fn parts_of_output(key: &str, v: &Value) -> mw::Parts {
     let mut p = mw::Parts { title: String::new(), body: String::new(), hashtags: Vec::new(), thread: None };
     match key {
         "hook" => p.title = text("selected").or_else(|| text("title")).or_else(|| text("content")).unwrap_or_default(),
-        "body" => p.body = text("content").or_else(|| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        "body" => {
+            p.body = text("content").or_else(|| v.as_str().map(str::to_owned)).unwrap_or_default();
+            // A body is not a tweet: tweets are a thread's or a platform version's.
+            p.thread = Some(Vec::new());
+        }
         "hashtags" => p.hashtags = list(v).unwrap_or_default(),
         "thread" => p.thread = list(v),
         _ => {}
