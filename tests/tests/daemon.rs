@@ -24,14 +24,26 @@ fn demo_shows_the_whole_lifecycle() {
         "iter-2/validator",
         "completed done",
         "daemon stopped (exit status: 0)",
+        // The blueprint task (seed 001): three titles, the fixed word, a quality round, the slices.
+        "blueprint xiaohongshu_viral: success",
+        "title candidate  88.0  秋冬护肤很好的三个习惯",
+        "sensitive word \"最好\" replaced by \"很好\"",
+        "round 2: control.quality_scores.virality was 68",
+        "% of full context)",
     ] {
         assert!(r.stdout.contains(want), "missing {want:?} in:\n{}", r.stdout);
     }
+    assert_eq!(r.stdout.matches("    title candidate ").count(), 3, "{}", r.stdout);
     let tasks: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    assert_eq!(tasks.len(), 3, "{tasks:?}");
+    let viral = tasks.iter().find(|n| n.starts_with("demo-blueprint-")).unwrap();
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join("tasks").join(viral).join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["output"]["execution_result"]["status"], "success");
+    assert_eq!(result["output"]["final_content"]["title"], "秋冬护肤很好的三个习惯");
     let iterate = tasks.iter().find(|n| n.starts_with("demo-iterate-")).unwrap();
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(t.root.join("tasks").join(iterate).join("validation.json")).unwrap())

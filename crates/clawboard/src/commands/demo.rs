@@ -30,7 +30,7 @@ const ROLES: &[(&str, &str)] = &[
 ];
 
 /// How long the demo waits for its tasks before it gives up.
-const DEADLINE: Duration = Duration::from_secs(25);
+const DEADLINE: Duration = Duration::from_secs(90);
 
 /// See the whole lifecycle: a real daemon, three tasks, an escalation approved, a blueprint, a Doc Update lap
 #[derive(Debug, Args)]

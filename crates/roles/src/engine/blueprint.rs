@@ -872,7 +872,12 @@ impl TaskRun<'_> {
         let catalog = self.engine.blueprints();
         let vm = Vm::new(self, bp.clone(), input, catalog.middleware.clone(), catalog.filter_role.clone());
         let stopped = vm.execute().await?;
-        let output = vm.finish(stopped.as_deref()).await?;
+        // A drive resumed after the contract was saved (a crash during the validator
+        // or the harvest) keeps that one: it is the result the validator judged.
+        let output = match (&stopped, self.saved_output(&bp.id)) {
+            (None, Some(saved)) => saved,
+            _ => vm.finish(stopped.as_deref()).await?,
+        };
         if let Some(why) = stopped {
             let status = serde_json::to_value(output.execution_result.status).unwrap_or_default();
             return Err(failed(format!("blueprint {} ended {status}: {why}", bp.id)));
@@ -891,6 +896,19 @@ impl TaskRun<'_> {
             }
         }
         self.harvest(cfg, Value::Array(team)).await
+    }
+}
+
+impl TaskRun<'_> {
+    /// The successful output contract of `blueprint_id` already in `result.json`, if any.
+    fn saved_output(&self, blueprint_id: &str) -> Option<clawboard_blueprint::contract::Output> {
+        let rel = super::run::rel(&self.id, clawboard_core::layout::RESULT_FILE).ok()?;
+        let result: clawboard_core::formats::TaskResult = self.engine.store.read(&rel).ok()?;
+        let out: clawboard_blueprint::contract::Output =
+            serde_json::from_value(result.extra.get("output")?.clone()).ok()?;
+        let ours = out.execution_result.blueprint_id == blueprint_id
+            && out.execution_result.status == clawboard_blueprint::contract::RunStatus::Success;
+        ours.then_some(out)
     }
 }
 
