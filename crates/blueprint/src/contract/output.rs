@@ -1,5 +1,5 @@
 //! The output contract (seed 001, strict): what a blueprint run produces, saved
-//! as `tasks/{id}/output.json` and in `result.json` under `output`.
+//! in the task's `result.json` under `output` (and printed by `clawboard run`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,8 @@ use clawboard_core::formats::{Zone, zone_spec};
 
 use crate::{Error, Result};
 
-/// The name errors of [`Output::check`] give as the file.
+/// The name errors of [`Output::check`] give as the file (the contract is a
+/// document of its own, wherever it is kept).
 pub const OUTPUT_FILE: &str = "output.json";
 
 /// A blueprint run's result.
