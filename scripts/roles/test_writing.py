@@ -181,6 +181,14 @@ def build_scope(board, items):
     for item in items:
         if item == "all":
             return {"meta_zone": board["meta"], "content_zone": board["content"], "control_zone": board["control"]}, []
+        if item.endswith(".*"):  # every key under it, each under its own name (scope.rs)
+            under = board[item[:-2]] if "." not in item[:-2] else get(board, item[:-2])
+            if not under:
+                missing.append(item)
+            for key, v in (under or {}).items():
+                assert key not in data, f"scope {items}: two items land on {key!r}"
+                data[key] = v
+            continue
         v = get(board, item)
         if v is None:
             missing.append(item)
@@ -529,7 +537,7 @@ class Blueprints(unittest.TestCase):
                     self.assertIn(step["template"], templates, at)
                 scope = step.get("scope") or json.loads((TEMPLATES / f"{step['template']}.json").read_text())["scope"]
                 for item in scope:
-                    if item == "all":
+                    if item in ("all", "meta.*"):
                         continue
                     zone, key = item.split(".")[0], item.split(".")[1]
                     if zone == "meta":

@@ -382,6 +382,8 @@ def narrative_builder(ctx, s):
     limit = word_limit(s)
     improved = int(ctx.get("round") or 1) >= 2
     analysis = first(s, "analysis")
+    if analysis is None and isinstance(first(s, "outline"), list):
+        analysis = {"outline": first(s, "outline")}  # scope content.analysis.outline
     points = d["tips"] + [d["extra"]]
     if isinstance(analysis, dict) and isinstance(analysis.get("outline"), list):
         outline = [(text(o.get("title")), text(o.get("point"))) for o in analysis["outline"] if isinstance(o, dict)]
@@ -411,6 +413,15 @@ def narrative_builder(ctx, s):
         paras = [head] + [f"{sec['title']}\n{sec['content']}" for sec in sections]
         body = body_object(paras, sections, [name for name, _ in points[:n]],
                            [f"{points[0][0]}，是{topic}的基础。"], must)
+        # What a reader skimming the whole body would judge it by, for steps that
+        # need no more (the long-form blueprints' scorer): its opening and closing
+        # paragraphs, each section's first and last words, its length and its
+        # paragraph count.
+        skim = [c["content"] if len(c["content"]) <= 16 else f"{c['content'][:8]}…{c['content'][-8:]}"
+                for c in sections[:-1]]
+        body["digest"] = {"lede": head, "skim": skim, "closing": closing,
+                          "word_count": len(re.sub(r"\s", "", body["content"])),
+                          "paragraphs": body["content"].count("\n\n") + 1}
         if limit is None or len(body["content"]) <= limit:
             break
     return {"output": body}
@@ -452,8 +463,9 @@ def count(t, chars):
     return sum(t.count(c) for c in chars)
 
 
-def scores(title, body, platform):
-    """The four quality scores, from the text alone."""
+def scores(title, body, platform, n=None, paragraphs=None):
+    """The four quality scores, from the text alone (`n` non-space characters
+    and `paragraphs` when `body` is a digest of a longer text)."""
     e = len(EMOJI.findall(body))
     q = count(body, "？?")
     x = count(body, "！!")
@@ -465,11 +477,12 @@ def scores(title, body, platform):
     hook += 8 if re.search("技巧|习惯|方法|攻略|指南|秘诀|清单", title) else 0
     hook += 5 if EMOJI.search(title) else 0
     emotion = 59 + 2 * min(e, 8) + 2 * min(q, 4) + min(x, 5) + min(you, 6) + min(k, 5)
-    n = len(re.sub(r"\s", "", body))
+    n = len(re.sub(r"\s", "", body)) if n is None else n
+    breaks = body.count("\n\n") if paragraphs is None else max(0, paragraphs - 1)
     if platform == "xiaohongshu":
         fit_ = 70 + (10 if 150 <= n <= 1000 else 0) + 2 * min(e, 5)
     elif platform == "wechat":
-        fit_ = 70 + (10 if n >= 600 else 0) + 2 * min(body.count("\n\n"), 5)
+        fit_ = 70 + (10 if n >= 600 else 0) + 2 * min(breaks, 5)
     elif platform == "twitter":
         fit_ = 70 + (10 if n <= 1400 else 0) + 2 * min(e, 5)
     else:
@@ -480,6 +493,13 @@ def scores(title, body, platform):
 
 
 def virality_scorer(ctx, s):
+    digest = first(s, "digest")
+    if isinstance(digest, dict) and not body_of(s):
+        # A long body's digest (narrative-builder): its opening and closing, length and paragraphs.
+        text_ = "\n\n".join([text(digest.get("lede")), text(digest.get("skim")), text(digest.get("closing"))])
+        q = scores(title_of(s), text_, platform_of(s, ctx), n=digest.get("word_count") or 0,
+                   paragraphs=digest.get("paragraphs") or 1)
+        return {"output": q, "score": q["virality"]}
     q = scores(title_of(s), body_of(s), platform_of(s, ctx))
     return {"output": q, "score": q["virality"]}
 

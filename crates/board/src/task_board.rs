@@ -235,11 +235,23 @@ impl TaskBoard {
     pub fn load(&self) -> Result<BoardFile> {
         let rel = self.rel(BOARD_FILE)?;
         let mut board = match self.store.read_bytes(&rel) {
-            Ok(bytes) => serde_json::from_slice::<BoardFile>(&bytes).map_err(|e| Error::History {
-                task: self.task.to_string(),
-                file: rel.to_string(),
-                reason: e.to_string(),
-            })?,
+            Ok(bytes) => match serde_json::from_slice::<BoardFile>(&bytes) {
+                Ok(b) => b,
+                // board.json is written without fsync: a power loss can leave it
+                // empty or older. Older is completed below; unreadable, the board
+                // is folded from the history alone.
+                Err(e) if !self.record_seqs()?.is_empty() => {
+                    tracing::warn!(task = %self.task, "{rel} is unreadable ({e}); folding the board from its history");
+                    BoardFile::empty(self.task.clone())
+                }
+                Err(e) => {
+                    return Err(Error::History {
+                        task: self.task.to_string(),
+                        file: rel.to_string(),
+                        reason: e.to_string(),
+                    });
+                }
+            },
             Err(clawboard_core::Error::NotFound { .. }) => BoardFile::empty(self.task.clone()),
             Err(e) => return Err(e.into()),
         };
@@ -274,12 +286,39 @@ impl TaskBoard {
 
     /// Makes one write: authorized, checked, recorded, applied. Returns its record.
     pub fn write(&self, acl: &Acl, caller: &Caller, op: Op) -> Result<Record> {
-        self.authorize(acl, caller, op.access(), &op.path)?;
-        op.check_value(self.max_value_bytes).map_err(|r| self.bad(r))?;
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
-        let mut board = self.load()?;
+        let mut board = self.checked_load(acl, caller, &op)?;
         ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
+        self.record(board, caller, op)
+    }
+
+    /// [`TaskBoard::write`], unless `op` would leave every zone as it is: then
+    /// nothing is recorded (no history record, no new seq) and `None` comes back.
+    /// For the daemon's own bookkeeping, which restates values (a step's status
+    /// from the VM and from the executor, a stage that did not change).
+    pub fn write_if_changed(&self, acl: &Acl, caller: &Caller, op: Op) -> Result<Option<Record>> {
+        let board_rel = self.rel(BOARD_FILE)?;
+        let _lock = self.store.lock(&board_rel)?;
+        let before = self.checked_load(acl, caller, &op)?;
+        let mut board = before.clone();
+        ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
+        if board == before {
+            return Ok(None);
+        }
+        self.record(board, caller, op).map(Some)
+    }
+
+    /// The board, once `caller` may do `op` and its value is within limits (under the board's lock).
+    fn checked_load(&self, acl: &Acl, caller: &Caller, op: &Op) -> Result<BoardFile> {
+        self.authorize(acl, caller, op.access(), &op.path)?;
+        op.check_value(self.max_value_bytes).map_err(|r| self.bad(r))?;
+        self.load()
+    }
+
+    /// Records `op`, already applied to `board`: its history record, then the folded board.
+    fn record(&self, mut board: BoardFile, caller: &Caller, op: Op) -> Result<Record> {
+        let board_rel = self.rel(BOARD_FILE)?;
         let record = Record {
             seq: board.seq + 1,
             at: Timestamp::now(),
@@ -292,9 +331,11 @@ impl TaskBoard {
         board.seq = record.seq;
         board.updated_at = Some(record.at.clone());
         let rec_rel = self.rel(&format!("{HISTORY_DIR}/{}", record_name(record.seq)))?;
-        // Record first (the write is durable from here), then the folded board.
+        // Record first (the write is durable from here), then the folded board, a
+        // checkpoint of the history that `load` completes from the records past
+        // its seq (so it is a view: written without fsync).
         self.store.write_bytes_locked(&rec_rel, clawboard_core::store::to_pretty_json(&record).as_bytes())?;
-        self.store.write_bytes_locked(&board_rel, clawboard_core::store::to_pretty_json(&board).as_bytes())?;
+        self.store.write_view_locked(&board_rel, clawboard_core::store::to_pretty_json(&board).as_bytes())?;
         Ok(record)
     }
 

@@ -184,6 +184,21 @@ impl Store {
         self.write_locked(rel, bytes)
     }
 
+    /// Writes a view, a file rebuilt from durable records (a task's `status.md`):
+    /// atomically like [`Store::write_bytes`], but without waiting for the disk
+    /// (no fsync). A killed process loses nothing; a power loss may leave an older
+    /// version, or an empty file, until the next write.
+    pub fn write_view(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let _lock = self.lock(rel)?;
+        self.write_view_locked(rel, bytes)
+    }
+
+    /// [`Store::write_view`] for a caller that already holds `rel`'s [`Store::lock`].
+    pub fn write_view_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let dir = self.safe_dir(rel, true)?;
+        self.write_in(&dir, rel, bytes, atomic::Sync::View)
+    }
+
     /// [`Store::write_bytes`] for a caller that already holds `rel`'s [`Store::lock`].
     pub fn write_bytes_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         self.write_locked(rel, bytes)
@@ -220,10 +235,20 @@ impl Store {
 
     /// Reads, changes and writes back a JSON file under its lock; unknown fields survive.
     pub fn update_json<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R) -> Result<R> {
+        self.update(rel, change, atomic::Sync::Durable)
+    }
+
+    /// [`Store::update_json`] for a view ([`Store::write_view`]: no fsync).
+    pub fn update_view_json<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R) -> Result<R> {
+        self.update(rel, change, atomic::Sync::View)
+    }
+
+    fn update<T: Format, R>(&self, rel: &RelPath, change: impl FnOnce(&mut T) -> R, sync: atomic::Sync) -> Result<R> {
         let _lock = self.lock(rel)?;
         let mut value: T = self.read(rel)?;
         let out = change(&mut value);
-        self.write_locked(rel, to_pretty_json(&value).as_bytes())?;
+        let dir = self.safe_dir(rel, true)?;
+        self.write_in(&dir, rel, to_pretty_json(&value).as_bytes(), sync)?;
         Ok(out)
     }
 
@@ -288,15 +313,15 @@ impl Store {
 
     fn write_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         let dir = self.safe_dir(rel, true)?;
-        self.write_in(&dir, rel, bytes)
+        self.write_in(&dir, rel, bytes, atomic::Sync::Durable)
     }
 
-    fn write_in(&self, dir: &Path, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+    fn write_in(&self, dir: &Path, rel: &RelPath, bytes: &[u8], sync: atomic::Sync) -> Result<()> {
         let path = rel.to_string();
         match &self.sink {
-            None => atomic::write(dir, rel.file_name(), bytes),
+            None => atomic::write_observed(dir, rel.file_name(), bytes, sync, &mut |_| {}),
             Some(sink) => {
-                atomic::write_observed(dir, rel.file_name(), bytes, &mut |stamp| {
+                atomic::write_observed(dir, rel.file_name(), bytes, sync, &mut |stamp| {
                     sink.expect(&path, stamp, self.origin)
                 })?;
                 sink.changed(&path, self.origin);

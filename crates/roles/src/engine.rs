@@ -15,6 +15,7 @@
 mod blueprint;
 mod board;
 pub mod entry;
+mod page;
 mod products;
 mod run;
 pub mod step;

@@ -162,3 +162,24 @@ async fn a_timeout_is_a_failed_attempt() {
     let runs = attempts::load(&store, "t5").unwrap();
     assert_eq!(runs.iter().filter(|a| a.status == AttemptStatus::TimedOut).count(), 1);
 }
+
+/// roles/active.json is a view written without fsync: the daemon's start clears it,
+/// and one a power loss left empty or torn is started afresh, not an error.
+#[test]
+fn a_damaged_active_list_is_started_afresh() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    let path = d.path().join("roles/active.json");
+    let two = r#"{"instances": [
+        {"id": "inst-a", "role": "w1", "taskId": "t1", "startedAt": "2026-11-25T00:00:00Z", "status": "running"},
+        {"id": "inst-b", "role": "w2", "taskId": "t1", "startedAt": "2026-11-25T00:00:00Z", "status": "running"}]}"#;
+    std::fs::write(&path, two).unwrap();
+    assert_eq!(clawboard_roles::clear_active_instances(&store).unwrap(), 2);
+    for damaged in ["", "{\"instances\": [{\"id\": \"inst-a\""] {
+        std::fs::write(&path, damaged).unwrap();
+        assert_eq!(clawboard_roles::clear_active_instances(&store).unwrap(), 0);
+        let now: clawboard_core::formats::ActiveInstances =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(now.instances.is_empty());
+    }
+}

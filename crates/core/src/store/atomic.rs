@@ -23,17 +23,31 @@ pub fn is_temp_name(name: &str) -> bool {
     name.contains(TEMP_MARK)
 }
 
-/// Replaces `dir/name` with `bytes`: temp file, fsync, rename, fsync of `dir`.
-pub(super) fn write(dir: &Path, name: &OsStr, bytes: &[u8]) -> Result<()> {
-    write_observed(dir, name, bytes, &mut |_| {})
+/// Whether a write waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sync {
+    /// fsync of the temp file before the rename and of the directory after it: the
+    /// new content survives a power loss once the write returns.
+    Durable,
+    /// Neither: readers still see the old file or the new one, whole, and a killed
+    /// process loses nothing; a power loss may take the file back to an older
+    /// version (or leave it empty). For views rebuilt from durable records.
+    View,
 }
 
-/// [`write`], calling `before_rename` with the file's final size and mtime once the
-/// temp file is durable and just before it is renamed into place.
+/// Replaces `dir/name` with `bytes`: temp file, fsync, rename, fsync of `dir`.
+pub(super) fn write(dir: &Path, name: &OsStr, bytes: &[u8]) -> Result<()> {
+    write_observed(dir, name, bytes, Sync::Durable, &mut |_| {})
+}
+
+/// [`write`] (without the fsyncs for a [`Sync::View`]), calling `before_rename`
+/// with the file's final size and mtime once the temp file is written and just
+/// before it is renamed into place.
 pub(super) fn write_observed(
     dir: &Path,
     name: &OsStr,
     bytes: &[u8],
+    sync: Sync,
     before_rename: &mut dyn FnMut(crate::index::Stamp),
 ) -> Result<()> {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -42,7 +56,9 @@ pub(super) fn write_observed(
     let result = (|| {
         let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        if sync == Sync::Durable {
+            f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        }
         let stamp = crate::index::Stamp::of(&f.metadata().map_err(|e| Error::io(&tmp, e))?);
         drop(f);
         before_rename(stamp);
@@ -58,7 +74,10 @@ pub(super) fn write_observed(
         let _ = fs::remove_file(&tmp); // best effort: the error being returned says what failed
         return result;
     }
-    sync_dir(dir)
+    match sync {
+        Sync::Durable => sync_dir(dir),
+        Sync::View => Ok(()),
+    }
 }
 
 /// Creates `dir/name` with file mode `mode`: only if absent (see

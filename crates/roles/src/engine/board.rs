@@ -36,11 +36,12 @@ fn board_err(e: clawboard_board::Error) -> StepError {
 }
 
 impl TaskRun<'_> {
-    /// Writes `op` as the daemon (the orchestrator), when the task keeps a board.
+    /// Writes `op` as the daemon (the orchestrator), when the task keeps a board
+    /// and `op` changes it (a value restated is not recorded again).
     pub(crate) fn board_write(&self, op: Result<Op, (String, String)>) -> Result<(), StepError> {
         let Some(board) = &self.board else { return Ok(()) };
         let op = op.map_err(|(p, r)| StepError::Failed(format!("task {}: {p}: {r}", self.id)))?;
-        board.write(&self.engine.board_acl(), &Caller::daemon(), op).map_err(board_err)?;
+        board.write_if_changed(&self.engine.board_acl(), &Caller::daemon(), op).map_err(board_err)?;
         Ok(())
     }
 

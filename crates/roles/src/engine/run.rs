@@ -24,6 +24,8 @@ pub(crate) struct TaskRun<'e> {
     pub(crate) page: Lock<Progress>,
     /// The task's board, when the config keeps boards.
     pub(crate) board: Option<clawboard_board::TaskBoard>,
+    /// Writes `status.md` off the step's path.
+    status: super::page::PageWriter,
 }
 
 pub(super) fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
@@ -50,22 +52,24 @@ impl<'e> TaskRun<'e> {
         let board = (cfg.keeps_boards() || blueprints)
             .then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok())
             .flatten();
-        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board })
+        let status = super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone());
+        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board, status })
     }
 
-    /// Changes the progress page and writes it.
+    /// Changes the progress page and has it written (off this thread: see `page.rs`).
     pub(crate) fn progress(&self, change: impl FnOnce(&mut Progress)) {
-        change(&mut self.page.lock());
-        self.flush_status();
+        let text = {
+            let mut page = self.page.lock();
+            change(&mut page);
+            status_page::render(&self.task, &page)
+        };
+        self.status.submit(text);
     }
 
+    /// Writes the progress page now: on disk when this returns.
     pub(super) fn flush_status(&self) {
         let text = status_page::render(&self.task, &self.page.lock());
-        if let Ok(r) = rel(&self.id, layout::STATUS_FILE)
-            && let Err(e) = self.engine.store.write_bytes(&r, text.as_bytes())
-        {
-            tracing::warn!(task = %self.id, "cannot write status.md: {e}");
-        }
+        self.status.flush(text);
     }
 
     /// Appends a line to the task's `errors.log`.

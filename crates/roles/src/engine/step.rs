@@ -310,7 +310,7 @@ impl TaskRun<'_> {
         let (Ok(id), Ok(role)) = (Id::new(a.instance_id.clone()), Id::new(a.role.clone())) else { return Ok(()) };
         let task_id = self.task.task_id.clone();
         let started_at = a.started_at.clone();
-        self.engine.store.update_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
+        self.engine.store.update_view_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
             act.instances.push(Instance {
                 id,
                 role,
@@ -326,7 +326,7 @@ impl TaskRun<'_> {
     fn instance_ended(&self, instance_id: &str) -> Result<(), StepError> {
         self.engine.instances.lock().retain(|i| i.id != instance_id);
         self.page.lock().running.retain(|r| r.0 != instance_id);
-        self.engine.store.update_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
+        self.engine.store.update_view_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
             act.instances.retain(|i| i.id.as_str() != instance_id);
         })?;
         Ok(())
@@ -334,12 +334,23 @@ impl TaskRun<'_> {
 }
 
 /// Removes every instance from `roles/active.json` (at daemon start all are stale).
+/// The file is a view of the instances running in this process, written without
+/// fsync: one a power loss left unreadable is replaced by an empty list.
 pub fn clear_active_instances(store: &clawboard_core::Store) -> Result<usize, clawboard_core::Error> {
-    store.update_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
+    let rel = RelPath::new(layout::ACTIVE_INSTANCES)?;
+    let cleared = store.update_view_json(&rel, |act: &mut ActiveInstances| {
         let n = act.instances.len();
         act.instances.clear();
         n
-    })
+    });
+    match cleared {
+        Err(clawboard_core::Error::Invalid(why)) => {
+            tracing::warn!("roles/active.json was unreadable ({why}); starting it afresh");
+            store.write_view(&rel, clawboard_core::store::to_pretty_json(&ActiveInstances::default()).as_bytes())?;
+            Ok(0)
+        }
+        other => other,
+    }
 }
 
 /// Revokes a role instance's token when dropped.
