@@ -23,7 +23,9 @@
 # CLAWBOARD_LOG=clawboard_roles::engine::step=debug: the engine's "starting a
 # run ... step=bp/sN" line (microsecond timestamps) is written right before it
 # spawns the step's process, after the step's slice and attempt record are
-# written. (The attempt records' startedAt/endedAt have whole seconds only, so
+# written and synced (its `sync_us` field: how long that one sync took), and
+# "the run ended ... step=bp/sN" right after the process was reaped: the
+# breakdown table splits each step into the process and the rest. (The attempt records' startedAt/endedAt have whole seconds only, so
 # they cannot time a step of milliseconds; the script checks that each flow has
 # 10 `ok` attempt records.)
 # LangGraph: scripts/bench/langgraph_steps.py serve, one warm process; a node's
@@ -97,14 +99,19 @@ recs = [json.loads(p.read_text()) for p in (Path(root) / "tasks" / task / "attem
 steps = [r for r in recs if str(r.get("step", "")).startswith("bp/")]
 if len(steps) != 10 or any(r.get("status") != "ok" for r in steps):
     sys.exit(f"blueprint-steps.sh: task {task}: {len(steps)} step attempts, {[r.get('status') for r in steps]}")
-starts = []
+starts, ends, syncs = [], [], []
 for line in Path(log).read_text().splitlines():
-    m = re.match(r"(\S+Z) +DEBUG .*starting a run .*step=bp/s(\d+)", line)
+    m = re.match(r"(\S+Z) +DEBUG .*starting a run .*step=bp/s(\d+) .*sync_us=(\d+)", line)
     if m:
         starts.append((int(m.group(2)), datetime.fromisoformat(m.group(1)).timestamp()))
-if [n for n, _ in starts] != list(range(1, 11)):
-    sys.exit(f"blueprint-steps.sh: task {task}: the log shows steps {[n for n, _ in starts]}")
-print(json.dumps({"system": "clawboard", "round": int(rnd), "starts": [t for _, t in starts], "wall": float(wall)}))
+        syncs.append(int(m.group(3)) / 1000)
+    m = re.match(r"(\S+Z) +DEBUG .*the run ended .*step=bp/s(\d+)", line)
+    if m:
+        ends.append((int(m.group(2)), datetime.fromisoformat(m.group(1)).timestamp()))
+if [n for n, _ in starts] != list(range(1, 11)) or [n for n, _ in ends] != list(range(1, 11)):
+    sys.exit(f"blueprint-steps.sh: task {task}: the log shows steps {[n for n, _ in starts]} starting, {[n for n, _ in ends]} ending")
+print(json.dumps({"system": "clawboard", "round": int(rnd), "starts": [t for _, t in starts],
+                  "ends": [t for _, t in ends], "syncs_ms": syncs, "wall": float(wall)}))
 PY
 }
 

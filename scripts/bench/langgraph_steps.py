@@ -133,6 +133,18 @@ def stats(results):
         met = r["p50"] / cb["p50"] >= 2 and r["p99"] / cb["p99"] >= 2
         print(f"- against {s}: p50 {r['p50'] / cb['p50']:.2f}×, p99 {r['p99'] / cb['p99']:.2f}×: "
               f"{'met' if met else 'not met'}")
+    print("\nWhere a step's time goes (p50 ms): the process (spawned to reaped, as the step sees it),"
+          " and the rest (its end recorded, the next step prepared and recorded up to its spawn);"
+          " for clawboard, the one sync of the log inside the rest.\n")
+    print("| system | process p50 | rest p50 | of which the sync p50 |")
+    print("| --- | ---: | ---: | ---: |")
+    for s in order:
+        fs = flows[s]
+        proc = [(e - a) * 1000 for r in fs for a, e in zip(r["starts"], r["ends"])]
+        rest = [(b - e) * 1000 for r in fs for e, b in zip(r["ends"], r["starts"][1:])]
+        syncs = [x for r in fs for x in r.get("syncs_ms", [])[1:]]
+        sync = f"{pct(syncs, 50):.2f}" if syncs else "n/a"
+        print(f"| {s} | {pct(proc, 50):.2f} | {pct(rest, 50):.2f} | {sync} |")
     print("\nWhole flow's wall time / 10 (ms; clawboard: the `clawboard run` process, start-up included;"
           " LangGraph: graph.invoke in a warm process).\n")
     print("| system | p50 ms | p99 ms | p50 vs clawboard |")

@@ -124,8 +124,8 @@ fn rel(task: &str, n: u64) -> Result<RelPath> {
 pub fn record(store: &Store, task: &str, mut entry: Entry) -> Result<u64> {
     let lock_rel = RelPath::new(&format!("{}/.ledger", dir(task)))?;
     let _lock = store.lock(&lock_rel)?;
-    entry.n = list(store, task)?.last().map_or(1, |e| e.n + 1);
-    store.write_bytes_locked(&rel(task, entry.n)?, clawboard_core::store::to_pretty_json(&entry).as_bytes())?;
+    entry.n = numbers(store, task)?.last().map_or(1, |n| n + 1);
+    store.write_record_json(&rel(task, entry.n)?, &entry)?;
     Ok(entry.n)
 }
 
@@ -136,7 +136,7 @@ pub fn finish(store: &Store, task: &str, n: u64, outcome: &str, usage: Option<Us
     let mut e: Entry = read(store, &r)?;
     e.outcome = outcome.to_owned();
     e.usage = usage;
-    store.write_bytes_locked(&r, clawboard_core::store::to_pretty_json(&e).as_bytes())?;
+    store.write_record_json(&r, &e)?;
     Ok(())
 }
 
@@ -151,19 +151,18 @@ fn read(store: &Store, r: &RelPath) -> Result<Entry> {
 
 /// Every entry of `task`'s ledger, in order.
 pub fn list(store: &Store, task: &str) -> Result<Vec<Entry>> {
-    let d = RelPath::new(&dir(task))?;
-    let path = store.path(&d);
-    let entries = match std::fs::read_dir(&path) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(clawboard_core::Error::io(&path, e).into()),
-    };
-    let mut ns: Vec<u64> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).and_then(|n| n.parse().ok()))
+    numbers(store, task)?.into_iter().map(|n| read(store, &rel(task, n)?)).collect()
+}
+
+/// The entries' numbers, in order.
+fn numbers(store: &Store, task: &str) -> Result<Vec<u64>> {
+    let mut ns: Vec<u64> = store
+        .list_names(&dir(task))?
+        .iter()
+        .filter_map(|n| n.strip_suffix(".json").and_then(|n| n.parse().ok()))
         .collect();
     ns.sort_unstable();
-    ns.into_iter().map(|n| read(store, &rel(task, n)?)).collect()
+    Ok(ns)
 }
 
 /// Totals over `entries` (slices never sent are not counted as sent).

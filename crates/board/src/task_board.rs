@@ -111,6 +111,8 @@ pub struct TaskBoard {
     store: Store,
     task: Id,
     max_value_bytes: usize,
+    /// With [`TaskBoard::cached`]: the board as this instance last loaded or wrote it.
+    cache: Option<std::sync::Arc<clawboard_core::lock::Lock<Option<BoardFile>>>>,
 }
 
 fn record_name(seq: u64) -> String {
@@ -125,7 +127,16 @@ impl TaskBoard {
             path: "(task)".into(),
             reason: format!("not a valid task id: it {e}"),
         })?;
-        Ok(TaskBoard { store: store.clone(), task, max_value_bytes: DEFAULT_MAX_VALUE_BYTES })
+        Ok(TaskBoard { store: store.clone(), task, max_value_bytes: DEFAULT_MAX_VALUE_BYTES, cache: None })
+    }
+
+    /// Keeps the board in memory between calls (for the engine's run of a task,
+    /// which loads it several times per step). Still current whatever else writes:
+    /// records are numbered without gaps, so the cached board is the newest exactly
+    /// while no record past its `seq` exists, which `load` checks (one `stat`).
+    pub fn cached(mut self) -> TaskBoard {
+        self.cache = Some(Default::default());
+        self
     }
 
     /// Sets the largest value a write may carry.
@@ -159,18 +170,10 @@ impl TaskBoard {
 
     /// Every record's sequence number, in order.
     fn record_seqs(&self) -> Result<Vec<u64>> {
-        let dir = self.store.path(&self.rel(HISTORY_DIR)?);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(clawboard_core::Error::io(&dir, e).into()),
-        };
+        let dir = self.rel(HISTORY_DIR)?;
         let mut seqs = Vec::new();
-        for e in entries {
-            let e = e.map_err(|e| clawboard_core::Error::io(&dir, e))?;
-            let name = e.file_name();
-            let Some(seq) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(|n| n.parse::<u64>().ok())
-            else {
+        for name in self.store.list_names(&dir.to_string())? {
+            let Some(seq) = name.strip_suffix(".json").and_then(|n| n.parse::<u64>().ok()) else {
                 continue; // a temp file of an atomic write, or a stranger: not a record
             };
             seqs.push(seq);
@@ -233,6 +236,19 @@ impl TaskBoard {
 
     /// The current board: `board.json`, plus any record a crash kept out of it.
     pub fn load(&self) -> Result<BoardFile> {
+        let Some(cache) = &self.cache else { return self.load_files() };
+        if let Some(b) = cache.lock().as_ref() {
+            let next = self.rel(&format!("{HISTORY_DIR}/{}", record_name(b.seq + 1)))?;
+            if !self.store.exists(&next) {
+                return Ok(b.clone());
+            }
+        }
+        let board = self.load_files()?;
+        *cache.lock() = Some(board.clone());
+        Ok(board)
+    }
+
+    fn load_files(&self) -> Result<BoardFile> {
         let rel = self.rel(BOARD_FILE)?;
         let mut board = match self.store.read_bytes(&rel) {
             Ok(bytes) => match serde_json::from_slice::<BoardFile>(&bytes) {
@@ -290,7 +306,10 @@ impl TaskBoard {
         let _lock = self.store.lock(&board_rel)?;
         let mut board = self.checked_load(acl, caller, &op)?;
         ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
-        self.record(board, caller, op)
+        let record = self.record(board, caller, op)?;
+        // A write through the API is answered once it is durable.
+        self.store.sync_records()?;
+        Ok(record)
     }
 
     /// [`TaskBoard::write`], unless `op` would leave every zone as it is: then
@@ -331,11 +350,14 @@ impl TaskBoard {
         board.seq = record.seq;
         board.updated_at = Some(record.at.clone());
         let rec_rel = self.rel(&format!("{HISTORY_DIR}/{}", record_name(record.seq)))?;
-        // Record first (the write is durable from here), then the folded board, a
-        // checkpoint of the history that `load` completes from the records past
-        // its seq (so it is a view: written without fsync).
-        self.store.write_bytes_locked(&rec_rel, clawboard_core::store::to_pretty_json(&record).as_bytes())?;
+        // Record first (durable at the store's next `sync_records`), then the folded
+        // board, a checkpoint of the history that `load` completes from the records
+        // past its seq (so it is a view: written without fsync).
+        self.store.write_record_json(&rec_rel, &record)?;
         self.store.write_view_locked(&board_rel, clawboard_core::store::to_pretty_json(&board).as_bytes())?;
+        if let Some(cache) = &self.cache {
+            *cache.lock() = Some(board);
+        }
         Ok(record)
     }
 

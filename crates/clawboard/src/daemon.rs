@@ -173,8 +173,12 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     let mut jobs = jobs::Runner::new(stopping.clone(), registry.clone(), journal);
     let clock = jobs::Clock::System;
-    let store =
-        Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink.clone(), Origin::Daemon);
+    // Deferred writes: what a crash left in the write-ahead log is written out
+    // here, before anything reads a task.
+    let store = Store::open(&root)?
+        .with_max_file_bytes(settings.max_file_bytes)
+        .with_sink(sink.clone(), Origin::Daemon)
+        .with_deferred_writes()?;
     let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
     let stale = clawboard_roles::clear_active_instances(&store)?;
     if stale > 0 {
@@ -329,6 +333,11 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         dispatcher.idle().await;
     }
     jobs.finish().await;
+    // The deferred files written and fsynced, the log emptied, while the recorder
+    // still takes their changes.
+    let deferred = store.clone();
+    tokio::task::spawn_blocking(move || deferred.checkpoint()).await??;
+    drop(store);
     drop(engine);
     drop(dispatcher);
     drop(state);

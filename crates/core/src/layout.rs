@@ -24,6 +24,8 @@ pub const LOCKS: &str = ".clawboard/locks";
 /// The change journal, and each consumer's durable position in it.
 pub const JOURNAL: &str = ".clawboard/journal";
 pub const CURSORS: &str = ".clawboard/cursors";
+/// The write-ahead log of deferred writes (see `store/deferred.rs`).
+pub const WAL: &str = ".clawboard/wal.log";
 /// Tasks this node ever claimed (one file each, created exclusively), and those of
 /// them not finished yet, which a starting daemon resumes.
 pub const CLAIMS: &str = ".clawboard/claims";

@@ -10,6 +10,7 @@
 //! - Reads parse through the typed formats ([`crate::validate`]).
 
 mod atomic;
+mod deferred;
 mod locks;
 mod paths;
 
@@ -82,6 +83,8 @@ pub struct Store {
     max_file_bytes: u64,
     sink: Option<Arc<dyn ChangeSink>>,
     origin: Origin,
+    /// Set by [`Store::with_deferred_writes`]: shared by every clone.
+    deferred: Option<Arc<deferred::Deferred>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -111,8 +114,13 @@ impl Store {
         if !canonical.is_dir() {
             return Err(Error::UnsafePath { path: root.display().to_string(), reason: "is not a directory".into() });
         }
-        let store =
-            Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon };
+        let store = Store {
+            root: canonical,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sink: None,
+            origin: Origin::Daemon,
+            deferred: None,
+        };
         for dir in layout::DIRS {
             let rel = RelPath::new(dir)?;
             if store.ensure_dir(&rel)? {
@@ -143,13 +151,25 @@ impl Store {
         if !canonical.join(layout::STATE).is_dir() {
             return Err(Error::NotInitialized { root: root.to_owned() });
         }
-        Ok(Store { root: canonical, max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon })
+        Ok(Store {
+            root: canonical,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sink: None,
+            origin: Origin::Daemon,
+            deferred: None,
+        })
     }
 
     /// A store on `root` as given, not checked to be initialized (for a tool handed
     /// a tree it writes into, e.g. sync applying pulled files).
     pub fn unchecked(root: &Path) -> Store {
-        Store { root: root.to_owned(), max_file_bytes: DEFAULT_MAX_FILE_BYTES, sink: None, origin: Origin::Daemon }
+        Store {
+            root: root.to_owned(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sink: None,
+            origin: Origin::Daemon,
+            deferred: None,
+        }
     }
 
     /// Sets the size above which files are refused before parsing.
@@ -163,6 +183,103 @@ impl Store {
         self.sink = Some(sink);
         self.origin = origin;
         self
+    }
+
+    /// Turns on deferred writes (see `store/deferred.rs`) for this store and its
+    /// clones: first writes whatever a crash left in `.clawboard/wal.log` to its
+    /// files, then starts the thread that writes files off the writers' path. For
+    /// the one process that serves the tree (the daemon, `clawboard run`), after
+    /// it holds the tree's lock and before it reads any task.
+    pub fn with_deferred_writes(mut self) -> Result<Store> {
+        if self.deferred.is_none() {
+            self.deferred = Some(Arc::new(deferred::Deferred::start(self.clone())?));
+        }
+        Ok(self)
+    }
+
+    /// Writes a record that must survive a crash once [`Store::sync_records`]
+    /// returns: appended to the write-ahead log now, its file written shortly after
+    /// (this store reads it back at once). Without deferred writes, a plain
+    /// durable write. Takes no path lock (the caller may hold one whose stripe
+    /// is the same): the caller serializes writers of `rel`.
+    pub fn write_record(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        match &self.deferred {
+            Some(d) => d.write(rel, bytes, true),
+            None => self.write_locked(rel, bytes),
+        }
+    }
+
+    /// [`Store::write_record`] as JSON.
+    pub fn write_record_json<T: Serialize>(&self, rel: &RelPath, value: &T) -> Result<()> {
+        self.write_record(rel, to_pretty_json(value).as_bytes())
+    }
+
+    /// Makes every record written so far durable: one fdatasync of the log, if
+    /// any record was appended since the last one.
+    pub fn sync_records(&self) -> Result<()> {
+        match &self.deferred {
+            Some(d) => d.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every deferred file is on disk (written, not fsynced), so
+    /// that other processes see them.
+    pub fn settle(&self) {
+        if let Some(d) = &self.deferred {
+            d.settle();
+        }
+    }
+
+    /// Waits for the deferred files, fsyncs them, and empties the log (at a
+    /// clean stop).
+    pub fn checkpoint(&self) -> Result<()> {
+        match &self.deferred {
+            Some(d) => d.checkpoint(),
+            None => Ok(()),
+        }
+    }
+
+    /// Before a plain write, rename or removal touching `rels`: the records
+    /// before it made durable (for a durable change), and pending files of the
+    /// same paths written first.
+    fn before_plain(&self, rels: &[&RelPath], durable: bool) -> Result<()> {
+        let Some(d) = &self.deferred else { return Ok(()) };
+        if durable {
+            d.sync()?;
+        }
+        for r in rels {
+            if d.is_pending(r) {
+                d.settle_path(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// The names in the directory `rel_dir` (relative to the root), including
+    /// files still pending as deferred writes; a missing directory has none.
+    pub fn list_names(&self, rel_dir: &str) -> Result<Vec<String>> {
+        let dir = self.root.join(rel_dir);
+        let mut names = match fs::read_dir(&dir) {
+            Ok(entries) => {
+                let mut v = Vec::new();
+                for e in entries {
+                    let e = e.map_err(|e| Error::io(&dir, e))?;
+                    if let Some(n) = e.file_name().to_str() {
+                        v.push(n.to_owned());
+                    }
+                }
+                v
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        if let Some(d) = &self.deferred {
+            names.extend(d.names_in(rel_dir));
+        }
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
     }
 
     pub fn root(&self) -> &Path {
@@ -188,13 +305,20 @@ impl Store {
     /// atomically like [`Store::write_bytes`], but without waiting for the disk
     /// (no fsync). A killed process loses nothing; a power loss may leave an older
     /// version, or an empty file, until the next write.
+    /// With deferred writes, the file is written off the caller's path.
     pub fn write_view(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        if let Some(d) = &self.deferred {
+            return d.write(rel, bytes, false);
+        }
         let _lock = self.lock(rel)?;
         self.write_view_locked(rel, bytes)
     }
 
     /// [`Store::write_view`] for a caller that already holds `rel`'s [`Store::lock`].
     pub fn write_view_locked(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        if let Some(d) = &self.deferred {
+            return d.write(rel, bytes, false);
+        }
         let dir = self.safe_dir(rel, true)?;
         self.write_in(&dir, rel, bytes, atomic::Sync::View)
     }
@@ -212,6 +336,7 @@ impl Store {
     /// Writes `bytes` to `rel` only if nothing is there yet ([`Error::AlreadyExists`] otherwise).
     pub fn create_bytes(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         let _lock = self.lock(rel)?;
+        self.before_plain(&[rel], true)?;
         let dir = self.safe_dir(rel, true)?;
         match fs::symlink_metadata(dir.join(rel.file_name())) {
             Ok(_) => Err(Error::AlreadyExists { path: rel.to_string() }),
@@ -247,13 +372,21 @@ impl Store {
         let _lock = self.lock(rel)?;
         let mut value: T = self.read(rel)?;
         let out = change(&mut value);
-        let dir = self.safe_dir(rel, true)?;
-        self.write_in(&dir, rel, to_pretty_json(&value).as_bytes(), sync)?;
+        match (&self.deferred, sync) {
+            (Some(d), atomic::Sync::View) => d.write(rel, to_pretty_json(&value).as_bytes(), false)?,
+            _ => {
+                let dir = self.safe_dir(rel, true)?;
+                self.write_in(&dir, rel, to_pretty_json(&value).as_bytes(), sync)?;
+            }
+        }
         Ok(out)
     }
 
     /// Reads the raw bytes of `rel`, refusing files over the size limit.
     pub fn read_bytes(&self, rel: &RelPath) -> Result<Vec<u8>> {
+        if let Some(bytes) = self.deferred.as_ref().and_then(|d| d.read(rel)) {
+            return Ok(bytes.to_vec());
+        }
         let path = self.resolve_existing(rel)?;
         validate::read_tree_file(&path, self.max_file_bytes).map_err(|e| match e {
             Error::Invalid(mut refused) => {
@@ -272,7 +405,7 @@ impl Store {
     }
 
     pub fn exists(&self, rel: &RelPath) -> bool {
-        fs::symlink_metadata(self.path(rel)).is_ok()
+        self.deferred.as_ref().is_some_and(|d| d.is_pending(rel)) || fs::symlink_metadata(self.path(rel)).is_ok()
     }
 
     /// Creates the directory `rel` (and parents); true if it was missing.
@@ -317,6 +450,7 @@ impl Store {
     }
 
     fn write_in(&self, dir: &Path, rel: &RelPath, bytes: &[u8], sync: atomic::Sync) -> Result<()> {
+        self.before_plain(&[rel], sync == atomic::Sync::Durable)?;
         let path = rel.to_string();
         match &self.sink {
             None => atomic::write_observed(dir, rel.file_name(), bytes, sync, &mut |_| {}),
@@ -332,6 +466,7 @@ impl Store {
 
     /// Moves `from` to `to` (same filesystem, atomic), creating `to`'s directory.
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> Result<()> {
+        self.before_plain(&[from, to], true)?;
         let src = self.resolve_existing(from)?;
         let dir = self.safe_dir(to, true)?;
         let dst = dir.join(to.file_name());
@@ -350,6 +485,7 @@ impl Store {
 
     /// Removes the file `rel`; a file already gone is not an error.
     pub fn remove(&self, rel: &RelPath) -> Result<()> {
+        self.before_plain(&[rel], false)?;
         // Through the directories the way writes go: never into a link out of the root.
         let dir = match self.safe_dir(rel, false) {
             Ok(d) => d,

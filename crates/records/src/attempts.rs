@@ -57,15 +57,8 @@ fn rel(task_id: &str, name: &str) -> Result<RelPath, Error> {
 
 /// All attempts of a task, by number.
 pub fn load(store: &Store, task_id: &str) -> Result<Vec<Attempt>, Error> {
-    let dir = store.root().join(attempts_dir(task_id));
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::Io { path: dir, source: e }),
-    };
     let mut out = Vec::new();
-    for e in entries.filter_map(Result::ok) {
-        let name = e.file_name().to_string_lossy().into_owned();
+    for name in store.list_names(&attempts_dir(task_id))? {
         if !name.ends_with(".json") || clawboard_core::store::is_temp_name(&name) {
             continue;
         }
@@ -79,15 +72,16 @@ pub fn load(store: &Store, task_id: &str) -> Result<Vec<Attempt>, Error> {
     Ok(out)
 }
 
+/// Records `a` (a record: durable at the store's next `sync_records`).
 pub fn save(store: &Store, task_id: &str, a: &Attempt) -> Result<(), Error> {
-    store.write_json(&rel(task_id, &format!("{}.json", a.file_stem()))?, a)
+    store.write_record_json(&rel(task_id, &format!("{}.json", a.file_stem()))?, a)
 }
 
 /// Keeps a run's raw output beside its record (`.stdout`, `.stderr`; empty ones are skipped).
 pub fn save_output(store: &Store, task_id: &str, a: &Attempt, stdout: &[u8], stderr: &[u8]) -> Result<(), Error> {
     for (ext, bytes) in [("stdout", stdout), ("stderr", stderr)] {
         if !bytes.is_empty() {
-            store.write_bytes(&rel(task_id, &format!("{}.{ext}", a.file_stem()))?, bytes)?;
+            store.write_record(&rel(task_id, &format!("{}.{ext}", a.file_stem()))?, bytes)?;
         }
     }
     Ok(())

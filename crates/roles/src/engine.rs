@@ -288,6 +288,8 @@ impl Engine {
         if self.is_fenced(task_id) {
             return Ok(Outcome::Fenced);
         }
+        // Every file the steps wrote is on disk before the task says it ended.
+        self.store.settle();
         let outcome = match result {
             Ok(()) => {
                 run.record_token_totals()?;
@@ -328,6 +330,7 @@ impl Engine {
             Err(StepError::Store(e)) => return Err(e),
         };
         run.flush_status();
+        self.store.settle();
         Ok(outcome)
     }
 }

@@ -106,6 +106,8 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
             .into());
         }
     };
+    // Only now (the tree is ours) may the write-ahead log of a crashed run be replayed.
+    let store = store.with_deferred_writes()?;
     let id = clawboard_core::id::new_task_id();
     let mut extra = Map::new();
     extra.insert("blueprint_id".into(), Value::String(input.blueprint_id.clone()));
@@ -138,6 +140,7 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     engine.set_blueprints(s.blueprints.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let outcome = runtime.block_on(engine.drive(id.as_str()))?;
+    store.checkpoint()?;
     let result: clawboard_core::formats::TaskResult =
         store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;
     if let Some(out) = result.extra.get("output") {

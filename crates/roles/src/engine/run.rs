@@ -50,7 +50,7 @@ impl<'e> TaskRun<'e> {
         let blueprints = task.extra.contains_key("blueprint_id")
             || (task.kind == clawboard_core::formats::TaskType::Writing && !engine.blueprints().blueprints.is_empty());
         let board = (cfg.keeps_boards() || blueprints)
-            .then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok())
+            .then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok().map(clawboard_board::TaskBoard::cached))
             .flatten();
         let status = super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone());
         Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board, status })

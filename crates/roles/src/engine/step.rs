@@ -172,6 +172,11 @@ impl TaskRun<'_> {
         }
         let number = attempt.number;
         attempts::save(store, &self.id, &attempt)?;
+        // Every record so far (this attempt's, its slice's, the board's) durable
+        // in one sync before the role can act: a crash from here on finds it.
+        let sync_started = std::time::Instant::now();
+        store.sync_records()?;
+        let sync_us = sync_started.elapsed().as_micros();
 
         let may_read = |path: &str| self.engine.may_read(role_id, &self.id, path);
         let mut ctx = match &handed {
@@ -193,7 +198,7 @@ impl TaskRun<'_> {
             // 128 bits from the OS; without OS randomness no token (none matches an empty one).
             token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
         };
-        tracing::debug!(task = %self.id, step = %info.step, role = role_id, "starting a run");
+        tracing::debug!(task = %self.id, step = %info.step, role = role_id, sync_us, "starting a run");
         let mut kill = self.engine.shutdown.kill.clone();
         let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
         // The process starts at the run's first poll; the bookkeeping (status.md,
@@ -205,6 +210,7 @@ impl TaskRun<'_> {
             self.instance_started(&attempt, &who.token)
         });
         drop(revoke);
+        tracing::debug!(task = %self.id, step = %info.step, "the run ended");
         started?;
         if self.engine.is_fenced(&self.id) {
             // Taken over while the role ran: its result is not this node's to write.

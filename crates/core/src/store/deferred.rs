@@ -1,0 +1,610 @@
+//! Deferred writes: a record is durable once it is appended to the store's
+//! write-ahead log (`.clawboard/wal.log`) and the log is synced; its plain file is
+//! written afterwards, off the writer's path, by one background thread.
+//!
+//! Why: a role step records about six small files (its attempt, its slice-ledger
+//! entry and its board history, each when the step starts and when it ends). As
+//! plain atomic writes each costs a temp file, an fsync, a rename and an fsync of
+//! the directory (1–1.5 ms on this machine's disk). Here a step's records cost one
+//! `write` each and one `fdatasync` for the whole group, the way SQLite's WAL
+//! commits a transaction.
+//!
+//! The rules that keep it as safe as the plain writes:
+//! - A deferred record is durable when [`Deferred::sync`] returns. The engine
+//!   syncs before it starts a role process, and every plain durable write of the
+//!   store syncs first, so nothing written after a record (a task marked
+//!   `completed`, an escalation, a role's side effects) survives a crash without it.
+//! - Until its file is written, the record is served from memory: reads, `exists`
+//!   and directory listings of this store see it. Other processes see the file a
+//!   few milliseconds later; [`Deferred::settle`] waits for every file.
+//! - A plain write of a path with a pending record waits for that record's file
+//!   first, so an older record never lands over a newer plain write.
+//! - After a crash, the next process that enables deferred writes on the tree
+//!   writes every record in the log to its file (durably, in log order) before it
+//!   does anything else, then empties the log: [`replay`].
+//! - [`Deferred::checkpoint`] (at a clean stop, and when the log passes 4 MiB)
+//!   waits for the files, fsyncs them and their directories, and empties the log
+//!   (starts a new epoch).
+//!
+//! Views (`board.json`, `status.md`, `roles/active.json`) take the same path
+//! without the log: they are rebuilt from records and need no durability.
+//!
+//! Log format: a 64-byte head `{"wal":1,"epoch":E}` (padded with spaces, ending
+//! in a newline), then per record a header line `{"epoch":E,"path":P,"len":N,
+//! "hash":H}`, the N bytes, a newline. H is the first 16 hex digits of the BLAKE3
+//! hash of the bytes. The file is kept at least 8 MiB long, zero-filled past the
+//! records: records overwrite blocks that already exist, so syncing one changes
+//! no file metadata and costs the disk one data write, not a journal commit. An
+//! empty log is a new epoch, not a shorter file: a record of another epoch, zeros,
+//! or a record cut short by a crash (or whose hash does not match) ends the
+//! replay: it was never synced, so no one was told it was written.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+use super::{RelPath, Store};
+use crate::error::{Error, Result};
+use crate::layout;
+
+/// Past this size the writer thread checkpoints the log once it is idle.
+const CHECKPOINT_BYTES: u64 = 4 << 20;
+/// The log file is kept at least this long (zero-filled).
+const PREALLOCATED: u64 = 8 << 20;
+/// The head's length: records start here.
+const HEAD: u64 = 64;
+
+#[derive(Serialize, Deserialize)]
+struct Head {
+    wal: u32,
+    epoch: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    epoch: u64,
+    path: String,
+    len: usize,
+    hash: String,
+}
+
+fn hash_of(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex()[..16].to_owned()
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A file waiting to be written: its newest content.
+struct Pending {
+    bytes: Arc<[u8]>,
+    version: u64,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: HashMap<String, Pending>,
+    order: VecDeque<String>,
+    queued: HashSet<String>,
+    in_flight: Option<String>,
+    next_version: u64,
+    /// Written since the last checkpoint, not fsynced yet.
+    written: BTreeSet<String>,
+    /// Files the thread could not write (their records stay in the log).
+    failed: Vec<String>,
+    stop: bool,
+}
+
+impl Queue {
+    fn idle(&self) -> bool {
+        self.order.is_empty() && self.in_flight.is_none()
+    }
+}
+
+struct Wal {
+    file: File,
+    epoch: u64,
+    /// Where the next record goes.
+    end: u64,
+    /// Appended to since the last sync.
+    dirty: bool,
+}
+
+impl Wal {
+    /// Starts epoch `epoch`: the head written and synced, the records after it void.
+    fn begin(&mut self, epoch: u64, path: &Path) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut head =
+            serde_json::to_vec(&Head { wal: 1, epoch }).map_err(|e| Error::io(path, std::io::Error::other(e)))?;
+        head.resize(HEAD as usize - 1, b' ');
+        head.push(b'\n');
+        self.file.write_all_at(&head, 0).map_err(|e| Error::io(path, e))?;
+        self.file.sync_data().map_err(|e| Error::io(path, e))?;
+        self.epoch = epoch;
+        self.end = HEAD;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+struct Shared {
+    wal: Mutex<Wal>,
+    queue: Mutex<Queue>,
+    changed: Condvar,
+    wal_path: PathBuf,
+    /// The log's size (read without its lock by the writer thread).
+    wal_len: AtomicU64,
+    /// Writes the plain files (a store without deferred writes).
+    store: Store,
+}
+
+/// The deferred writes of one store and its clones (see the module header).
+pub(crate) struct Deferred {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deferred").field("wal", &self.shared.wal_path).finish_non_exhaustive()
+    }
+}
+
+impl Deferred {
+    /// Replays what a crash left in the log, then starts the writer thread.
+    /// `store` writes the plain files (it must not defer writes itself).
+    pub(crate) fn start(store: Store) -> Result<Deferred> {
+        let wal_path = store.root().join(layout::WAL);
+        let (replayed, epoch) = replay(&store, &wal_path)?;
+        if replayed > 0 {
+            tracing::info!(records = replayed, "wrote the records a crash left in {}", layout::WAL);
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&wal_path)
+            .map_err(|e| Error::io(&wal_path, e))?;
+        let mut wal = Wal { file, epoch, end: HEAD, dirty: false };
+        preallocate(&wal.file, &wal_path)?;
+        wal.begin(epoch + 1, &wal_path)?;
+        let shared = Arc::new(Shared {
+            wal: Mutex::new(wal),
+            queue: Mutex::new(Queue::default()),
+            changed: Condvar::new(),
+            wal_path,
+            wal_len: AtomicU64::new(0),
+            store,
+        });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("clawboard-deferred".into())
+            .spawn(move || worker.run())
+            .map_err(|e| Error::io(&shared.wal_path, e))?;
+        Ok(Deferred { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// Queues `bytes` for `rel`; with `logged`, appends it to the log first (durable
+    /// at the next [`Deferred::sync`]); without, it is a view.
+    pub(crate) fn write(&self, rel: &RelPath, bytes: &[u8], logged: bool) -> Result<()> {
+        let path = rel.to_string();
+        // Log order is queue order: the log's lock is held until the record is queued.
+        let mut wal = lock(&self.shared.wal);
+        if logged {
+            use std::os::unix::fs::FileExt;
+            let rec = encode(wal.epoch, &path, bytes);
+            wal.file.write_all_at(&rec, wal.end).map_err(|e| Error::io(&self.shared.wal_path, e))?;
+            wal.end += rec.len() as u64;
+            self.shared.wal_len.store(wal.end, Ordering::Relaxed);
+            wal.dirty = true;
+        }
+        let mut q = lock(&self.shared.queue);
+        q.next_version += 1;
+        let version = q.next_version;
+        q.pending.insert(path.clone(), Pending { bytes: Arc::from(bytes), version });
+        if q.queued.insert(path.clone()) {
+            q.order.push_back(path);
+        }
+        drop(q);
+        drop(wal);
+        self.shared.changed.notify_all();
+        Ok(())
+    }
+
+    /// Makes every logged record durable (one `fdatasync` if any was appended).
+    pub(crate) fn sync(&self) -> Result<()> {
+        let mut wal = lock(&self.shared.wal);
+        if wal.dirty {
+            wal.file.sync_data().map_err(|e| Error::io(&self.shared.wal_path, e))?;
+            wal.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// The pending content of `rel`, if its file is not written yet.
+    pub(crate) fn read(&self, rel: &RelPath) -> Option<Arc<[u8]>> {
+        lock(&self.shared.queue).pending.get(&rel.to_string()).map(|p| p.bytes.clone())
+    }
+
+    pub(crate) fn is_pending(&self, rel: &RelPath) -> bool {
+        lock(&self.shared.queue).pending.contains_key(&rel.to_string())
+    }
+
+    /// Names of pending files directly in `dir` (relative to the root).
+    pub(crate) fn names_in(&self, dir: &str) -> Vec<String> {
+        let prefix = format!("{}/", dir.trim_end_matches('/'));
+        lock(&self.shared.queue)
+            .pending
+            .keys()
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .filter(|rest| !rest.contains('/'))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Waits until every file pending now is written (not fsynced), or replaced
+    /// by newer content. Files queued meanwhile are not waited for: under a steady
+    /// stream of writes the queue may never be empty.
+    pub(crate) fn settle(&self) {
+        let mut q = lock(&self.shared.queue);
+        let now: Vec<(String, u64)> = q.pending.iter().map(|(k, p)| (k.clone(), p.version)).collect();
+        while now.iter().any(|(k, v)| q.pending.get(k).is_some_and(|p| p.version == *v)) {
+            q = self.shared.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Waits until `rel` has no pending content (its writers are serialized by the
+    /// caller, so this ends).
+    pub(crate) fn settle_path(&self, rel: &RelPath) {
+        let path = rel.to_string();
+        let mut q = lock(&self.shared.queue);
+        while q.pending.contains_key(&path) {
+            q = self.shared.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Waits for the files, fsyncs them and their directories, and empties the log.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        self.shared.checkpoint(true)
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        lock(&self.shared.queue).stop = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = lock(&self.thread).take() {
+            // The thread finishes the queue first; a panic in it was logged by the hook.
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    /// The writer thread: writes pending files oldest first, newest content each.
+    fn run(&self) {
+        loop {
+            let (path, bytes, version) = {
+                let mut q = lock(&self.queue);
+                loop {
+                    if let Some(p) = q.order.pop_front() {
+                        q.queued.remove(&p);
+                        if let Some(pending) = q.pending.get(&p) {
+                            let job = (p.clone(), pending.bytes.clone(), pending.version);
+                            q.in_flight = Some(p);
+                            break job;
+                        }
+                        continue;
+                    }
+                    if q.stop {
+                        return;
+                    }
+                    q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            // Without the path's lock: a writer holding it may be waiting in `settle`.
+            let written = RelPath::new(&path).and_then(|rel| self.store.write_view_locked(&rel, &bytes));
+            let checkpoint_due = {
+                let mut q = lock(&self.queue);
+                q.in_flight = None;
+                match written {
+                    Ok(()) => {
+                        q.written.insert(path.clone());
+                        if q.pending.get(&path).is_some_and(|p| p.version == version) {
+                            q.pending.remove(&path);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!("cannot write {path} from the write-ahead log (kept there and in memory): {e}");
+                        if q.pending.get(&path).is_some_and(|p| p.version == version) {
+                            q.failed.push(path);
+                        }
+                    }
+                }
+                q.order.is_empty()
+            };
+            self.changed.notify_all();
+            if checkpoint_due
+                && self.wal_len.load(Ordering::Relaxed) > CHECKPOINT_BYTES
+                && let Err(e) = self.checkpoint(false)
+            {
+                tracing::error!("checkpoint of {} failed (the log is kept): {e}", layout::WAL);
+            }
+        }
+    }
+
+    /// With `wait`, waits for the queue to empty; without (the writer thread
+    /// itself), skips the checkpoint if it is not empty.
+    fn checkpoint(&self, wait: bool) -> Result<()> {
+        // No record is appended meanwhile: appends take the log's lock.
+        let mut wal = lock(&self.wal);
+        let written = {
+            let mut q = lock(&self.queue);
+            while !q.idle() {
+                if !wait {
+                    return Ok(());
+                }
+                q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+            if !q.failed.is_empty() {
+                return Err(Error::io(
+                    &self.wal_path,
+                    std::io::Error::other(format!(
+                        "{} file(s) could not be written: {}",
+                        q.failed.len(),
+                        q.failed.join(", ")
+                    )),
+                ));
+            }
+            std::mem::take(&mut q.written)
+        };
+        let root = self.store.root().to_owned();
+        let mut dirs = BTreeSet::new();
+        for rel in &written {
+            let path = root.join(rel);
+            match File::open(&path) {
+                Ok(f) => f.sync_all().map_err(|e| Error::io(&path, e))?,
+                // Removed since (by retention, say): nothing to keep.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+            if let Some(d) = path.parent() {
+                dirs.insert(d.to_owned());
+            }
+        }
+        for d in dirs {
+            match File::open(&d) {
+                Ok(f) => f.sync_all().map_err(|e| Error::io(&d, e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&d, e)),
+            }
+        }
+        let next = wal.epoch + 1;
+        wal.begin(next, &self.wal_path)?;
+        self.wal_len.store(HEAD, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// One record as it goes into the log.
+fn encode(epoch: u64, path: &str, bytes: &[u8]) -> Vec<u8> {
+    let header = Header { epoch, path: path.to_owned(), len: bytes.len(), hash: hash_of(bytes) };
+    // A struct of strings and numbers always serializes.
+    let mut rec = serde_json::to_vec(&header).unwrap_or_default();
+    rec.push(b'\n');
+    rec.extend_from_slice(bytes);
+    rec.push(b'\n');
+    rec
+}
+
+/// Extends the log to [`PREALLOCATED`] bytes of written zeros (not a sparse
+/// hole: writing into a hole allocates blocks, which is a metadata change).
+fn preallocate(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len >= PREALLOCATED {
+        return Ok(());
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = len;
+    while at < PREALLOCATED {
+        let n = (PREALLOCATED - at).min(zeros.len() as u64);
+        file.write_all_at(&zeros[..n as usize], at).map_err(|e| Error::io(path, e))?;
+        at += n;
+    }
+    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// Writes every whole record of the log's current epoch to its file (durably,
+/// in order). Returns how many records were written, and the epoch (0 for no log).
+fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
+    let mut raw = Vec::new();
+    match File::open(wal_path) {
+        Ok(mut f) => f.read_to_end(&mut raw).map_err(|e| Error::io(wal_path, e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(Error::io(wal_path, e)),
+    };
+    let records = parse(&raw);
+    let n = records.list.len();
+    for (i, (path, bytes)) in records.list.into_iter().enumerate() {
+        let bad = |e: Error| Error::UnsafePath {
+            path: layout::WAL.to_owned(),
+            reason: format!("cannot replay record {} ({path:?}): {e}", i + 1),
+        };
+        let rel = RelPath::new(&path).map_err(bad)?;
+        store.write_bytes(&rel, bytes).map_err(bad)?;
+    }
+    Ok((n, records.epoch))
+}
+
+struct Parsed<'a> {
+    epoch: u64,
+    list: Vec<(String, &'a [u8])>,
+}
+
+fn parse(raw: &[u8]) -> Parsed<'_> {
+    let mut list = Vec::new();
+    let head = raw.get(..HEAD as usize).and_then(|h| serde_json::from_slice::<Head>(h).ok());
+    let Some(Head { wal: 1, epoch }) = head else { return Parsed { epoch: 0, list } };
+    let mut at = HEAD as usize;
+    while at < raw.len() {
+        let Some(nl) = raw[at..].iter().take(8192).position(|b| *b == b'\n') else { break };
+        let Ok(h) = serde_json::from_slice::<Header>(&raw[at..at + nl]) else { break };
+        let start = at + nl + 1;
+        let Some(end) = start.checked_add(h.len) else { break };
+        if h.epoch != epoch || end >= raw.len() || raw[end] != b'\n' {
+            break;
+        }
+        let bytes = &raw[start..end];
+        if hash_of(bytes) != h.hash {
+            break;
+        }
+        list.push((h.path, bytes));
+        at = end + 1;
+    }
+    Parsed { epoch, list }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn log(epoch: u64, records: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut raw = serde_json::to_vec(&Head { wal: 1, epoch }).unwrap();
+        raw.resize(HEAD as usize - 1, b' ');
+        raw.push(b'\n');
+        for (p, b) in records {
+            raw.extend(encode(epoch, p, b));
+        }
+        raw
+    }
+
+    #[test]
+    fn parse_reads_whole_records_of_its_epoch_and_stops_at_anything_else() {
+        let raw = log(3, &[("tasks/t/a.json", b"{\"n\":1}\n"), ("tasks/t/b.json", b"two\nlines")]);
+        let p = parse(&raw);
+        assert_eq!(p.epoch, 3);
+        assert_eq!(p.list.len(), 2);
+        assert_eq!(p.list[1], ("tasks/t/b.json".to_owned(), &b"two\nlines"[..]));
+
+        // Cut anywhere inside a third record, or zeros after it: the first two.
+        let third = encode(3, "tasks/t/c.json", b"third");
+        for cut in 0..third.len() {
+            let mut torn = raw.clone();
+            torn.extend_from_slice(&third[..cut]);
+            torn.extend_from_slice(&[0; 100]);
+            assert_eq!(parse(&torn).list.len(), 2, "cut at {cut}");
+        }
+        // A record left from an earlier epoch (the log was emptied since) is void.
+        let mut stale = raw.clone();
+        stale.extend(encode(2, "tasks/t/old.json", b"old"));
+        assert_eq!(parse(&stale).list.len(), 2);
+        // A flipped byte in a record's content: the replay stops before it.
+        let mut bad = raw.clone();
+        let i = bad.len() - 3;
+        bad[i] ^= 1;
+        assert_eq!(parse(&bad).list.len(), 1);
+        // No head (a new, zero-filled log): nothing.
+        assert_eq!(parse(&[0; 4096]).list.len(), 0);
+    }
+
+    fn tree() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    fn rel(s: &str) -> RelPath {
+        RelPath::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_record_reads_back_at_once_lists_and_lands_on_disk() {
+        let (dir, store) = tree();
+        let store = store.with_deferred_writes().unwrap();
+        store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"{\"n\": 1}\n").unwrap();
+        store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"{\"n\": 2}\n").unwrap();
+        store.write_view(&rel("tasks/t1/status.md"), b"# t1\n").unwrap();
+        // This store sees the newest content whether or not the file is written yet.
+        assert_eq!(store.read_bytes(&rel("tasks/t1/attempts/0001-w.json")).unwrap(), b"{\"n\": 2}\n");
+        assert!(store.exists(&rel("tasks/t1/status.md")));
+        assert_eq!(store.list_names("tasks/t1/attempts").unwrap(), vec!["0001-w.json".to_owned()]);
+        store.sync_records().unwrap();
+        store.settle();
+        let on_disk = dir.path().join("tasks/t1/attempts/0001-w.json");
+        assert_eq!(std::fs::read(on_disk).unwrap(), b"{\"n\": 2}\n");
+        assert_eq!(std::fs::read(dir.path().join("tasks/t1/status.md")).unwrap(), b"# t1\n");
+        // The log holds the records (not the view) until a checkpoint empties it.
+        let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+        assert_eq!(raw.len() as u64, PREALLOCATED);
+        let before = parse(&raw);
+        assert_eq!(before.list.len(), 2);
+        store.checkpoint().unwrap();
+        let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+        let after = parse(&raw);
+        assert_eq!(after.list.len(), 0);
+        assert_eq!(after.epoch, before.epoch + 1);
+    }
+
+    #[test]
+    fn a_plain_write_after_a_record_of_the_same_path_is_the_one_that_stays() {
+        let (dir, store) = tree();
+        let store = store.with_deferred_writes().unwrap();
+        for i in 0..50 {
+            let r = rel(&format!("tasks/t1/f{i}.json"));
+            store.write_record(&r, b"old").unwrap();
+            store.write_bytes(&r, b"new").unwrap();
+        }
+        store.settle();
+        for i in 0..50 {
+            assert_eq!(std::fs::read(dir.path().join(format!("tasks/t1/f{i}.json"))).unwrap(), b"new", "f{i}");
+        }
+    }
+
+    #[test]
+    fn a_crash_before_the_files_were_written_is_replayed_at_the_next_start() {
+        let (dir, store) = tree();
+        // What a killed process leaves: synced records whose files were never written,
+        // then half a record it was writing.
+        let mut raw = log(
+            7,
+            &[("tasks/t1/board/history/0000000001.json", b"one"), ("tasks/t1/attempts/0001-w.json", b"running")],
+        );
+        raw.extend(encode(7, "tasks/t1/attempts/0001-w.json", b"ok"));
+        raw.extend(&encode(7, "tasks/t1/attempts/0002-w.json", b"never synced")[..20]);
+        std::fs::write(dir.path().join(layout::WAL), &raw).unwrap();
+
+        let store = store.with_deferred_writes().unwrap();
+        let read = |p: &str| std::fs::read(dir.path().join(p)).unwrap();
+        assert_eq!(read("tasks/t1/board/history/0000000001.json"), b"one");
+        assert_eq!(read("tasks/t1/attempts/0001-w.json"), b"ok", "the newest record of a path wins");
+        assert!(!dir.path().join("tasks/t1/attempts/0002-w.json").exists(), "a torn record is not replayed");
+        // The log starts a new epoch: the old records are void, never replayed twice.
+        let wal = read(layout::WAL);
+        let now = parse(&wal);
+        assert_eq!((now.epoch, now.list.len()), (8, 0));
+        drop(store);
+        std::fs::write(dir.path().join("tasks/t1/attempts/0001-w.json"), b"changed since").unwrap();
+        let (again, _) = Store::init(dir.path()).unwrap();
+        let _again = again.with_deferred_writes().unwrap();
+        assert_eq!(read("tasks/t1/attempts/0001-w.json"), b"changed since");
+    }
+
+    #[test]
+    fn a_log_naming_a_path_outside_the_tree_is_refused_and_changes_nothing() {
+        let (dir, store) = tree();
+        std::fs::write(dir.path().join(layout::WAL), log(1, &[("../escape.json", b"x")])).unwrap();
+        let e = store.with_deferred_writes().unwrap_err();
+        assert!(e.to_string().contains("escape.json"), "{e}");
+        assert!(!dir.path().parent().unwrap().join("escape.json").exists());
+    }
+}
