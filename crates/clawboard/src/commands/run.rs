@@ -139,7 +139,12 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     engine.set_templates(s.templates.clone());
     engine.set_blueprints(s.blueprints.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let outcome = runtime.block_on(engine.drive(id.as_str()))?;
+    // On a worker thread, as the daemon drives tasks: the wake-ups of the role
+    // processes and their pipes stay among the runtime's own threads.
+    let driven = engine.clone();
+    let task_id = id.to_string();
+    let outcome =
+        runtime.block_on(async move { tokio::spawn(async move { driven.drive(&task_id).await }).await })??;
     store.checkpoint()?;
     let result: clawboard_core::formats::TaskResult =
         store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;

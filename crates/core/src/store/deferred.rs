@@ -34,7 +34,8 @@
 //! "hash":H}`, the N bytes, a newline. H is the first 16 hex digits of the BLAKE3
 //! hash of the bytes. The file is kept at least 8 MiB long, zero-filled past the
 //! records: records overwrite blocks that already exist, so syncing one changes
-//! no file metadata and costs the disk one data write, not a journal commit. An
+//! no file metadata (no size, no new blocks) and is a data write alone: no inode
+//! write, and on a journaling file system no journal commit. An
 //! empty log is a new epoch, not a shorter file: a record of another epoch, zeros,
 //! or a record cut short by a crash (or whose hash does not match) ends the
 //! replay: it was never synced, so no one was told it was written.
@@ -46,6 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +55,12 @@ use super::{RelPath, Store};
 use crate::error::{Error, Result};
 use crate::layout;
 
+/// How long the writer thread lets a batch gather before it writes it. A step
+/// writes its attempt and slice records twice (started, ended) and the views
+/// several times; written a few milliseconds later, each is written once. On
+/// this machine's disk, creating the temp files costs the kernel more than
+/// anything else the daemon does per step.
+const BATCH_DELAY: Duration = Duration::from_millis(20);
 /// Past this size the writer thread checkpoints the log once it is idle.
 const CHECKPOINT_BYTES: u64 = 4 << 20;
 /// The log file is kept at least this long (zero-filled).
@@ -99,6 +107,13 @@ struct Queue {
     written: BTreeSet<String>,
     /// Files the thread could not write (their records stay in the log).
     failed: Vec<String>,
+    /// When the queue last went from empty to not: the batch is written
+    /// [`BATCH_DELAY`] later, so that content replaced meanwhile is written once.
+    since: Option<Instant>,
+    /// The thread is writing a batch (until the queue is empty).
+    draining: bool,
+    /// Callers waiting for files: the thread writes at once.
+    hurry: usize,
     stop: bool,
 }
 
@@ -210,12 +225,20 @@ impl Deferred {
         q.next_version += 1;
         let version = q.next_version;
         q.pending.insert(path.clone(), Pending { bytes: Arc::from(bytes), version });
+        // The thread needs waking only to start a batch's clock: while it waits
+        // for one or writes one, it sees this file without being told.
+        let wake = q.order.is_empty() && !q.draining && q.in_flight.is_none();
+        if wake {
+            q.since = Some(Instant::now());
+        }
         if q.queued.insert(path.clone()) {
             q.order.push_back(path);
         }
         drop(q);
         drop(wal);
-        self.shared.changed.notify_all();
+        if wake {
+            self.shared.changed.notify_all();
+        }
         Ok(())
     }
 
@@ -254,21 +277,23 @@ impl Deferred {
     /// by newer content. Files queued meanwhile are not waited for: under a steady
     /// stream of writes the queue may never be empty.
     pub(crate) fn settle(&self) {
-        let mut q = lock(&self.shared.queue);
+        let mut q = self.shared.hurry();
         let now: Vec<(String, u64)> = q.pending.iter().map(|(k, p)| (k.clone(), p.version)).collect();
         while now.iter().any(|(k, v)| q.pending.get(k).is_some_and(|p| p.version == *v)) {
             q = self.shared.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
         }
+        q.hurry -= 1;
     }
 
     /// Waits until `rel` has no pending content (its writers are serialized by the
     /// caller, so this ends).
     pub(crate) fn settle_path(&self, rel: &RelPath) {
         let path = rel.to_string();
-        let mut q = lock(&self.shared.queue);
+        let mut q = self.shared.hurry();
         while q.pending.contains_key(&path) {
             q = self.shared.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
         }
+        q.hurry -= 1;
     }
 
     /// Waits for the files, fsyncs them and their directories, and empties the log.
@@ -289,25 +314,48 @@ impl Drop for Deferred {
 }
 
 impl Shared {
-    /// The writer thread: writes pending files oldest first, newest content each.
+    /// The queue, with the writer thread told to write at once until the caller
+    /// takes `hurry` back.
+    fn hurry(&self) -> MutexGuard<'_, Queue> {
+        let mut q = lock(&self.queue);
+        q.hurry += 1;
+        self.changed.notify_all();
+        q
+    }
+
+    /// The writer thread: writes pending files oldest first, newest content each,
+    /// in batches (see [`BATCH_DELAY`]).
     fn run(&self) {
         loop {
             let (path, bytes, version) = {
                 let mut q = lock(&self.queue);
                 loop {
-                    if let Some(p) = q.order.pop_front() {
-                        q.queued.remove(&p);
-                        if let Some(pending) = q.pending.get(&p) {
-                            let job = (p.clone(), pending.bytes.clone(), pending.version);
-                            q.in_flight = Some(p);
-                            break job;
+                    if q.order.is_empty() {
+                        q.draining = false;
+                        q.since = None;
+                        if q.stop {
+                            return;
                         }
+                        q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
                         continue;
                     }
-                    if q.stop {
-                        return;
+                    let waited = q.since.map_or(BATCH_DELAY, |t| t.elapsed());
+                    if !(q.draining || q.hurry > 0 || q.stop || waited >= BATCH_DELAY) {
+                        q = self
+                            .changed
+                            .wait_timeout(q, BATCH_DELAY - waited)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                        continue;
                     }
-                    q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
+                    q.draining = true;
+                    let Some(p) = q.order.pop_front() else { continue };
+                    q.queued.remove(&p);
+                    if let Some(pending) = q.pending.get(&p) {
+                        let job = (p.clone(), pending.bytes.clone(), pending.version);
+                        q.in_flight = Some(p);
+                        break job;
+                    }
                 }
             };
             // Without the path's lock: a writer holding it may be waiting in `settle`.
@@ -348,12 +396,15 @@ impl Shared {
         let mut wal = lock(&self.wal);
         let written = {
             let mut q = lock(&self.queue);
+            if !q.idle() && !wait {
+                return Ok(());
+            }
+            q.hurry += 1;
+            self.changed.notify_all();
             while !q.idle() {
-                if !wait {
-                    return Ok(());
-                }
                 q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
             }
+            q.hurry -= 1;
             if !q.failed.is_empty() {
                 return Err(Error::io(
                     &self.wal_path,
