@@ -197,6 +197,13 @@ impl Store {
         Ok(self)
     }
 
+    /// Writes out what a crashed process with deferred writes left in
+    /// `.clawboard/wal.log`, and empties the log: for a process that serves the
+    /// tree without deferred writes (the daemon), before it reads any task.
+    pub fn replay_records(root: &Path) -> Result<usize> {
+        deferred::replay_and_close(&Store::open(root)?)
+    }
+
     /// Writes a record that must survive a crash once [`Store::sync_records`]
     /// returns: appended to the write-ahead log now, its file written shortly after
     /// (this store reads it back at once). Without deferred writes, a plain

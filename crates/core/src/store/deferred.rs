@@ -302,6 +302,24 @@ impl Deferred {
     }
 }
 
+/// For a process that does not defer its writes but serves a tree where one
+/// that did may have crashed: writes the log's records to their files and
+/// empties the log (a new epoch), so that none is replayed over newer writes later.
+pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
+    let wal_path = store.root().join(layout::WAL);
+    let (replayed, epoch) = replay(store, &wal_path)?;
+    if epoch == 0 {
+        return Ok(0); // no log, or one that never had a record
+    }
+    if replayed > 0 {
+        tracing::info!(records = replayed, "wrote the records a crash left in {}", layout::WAL);
+    }
+    let file = OpenOptions::new().write(true).open(&wal_path).map_err(|e| Error::io(&wal_path, e))?;
+    let mut wal = Wal { file, epoch, end: HEAD, dirty: false };
+    wal.begin(epoch + 1, &wal_path)?;
+    Ok(replayed)
+}
+
 impl Drop for Deferred {
     fn drop(&mut self) {
         lock(&self.shared.queue).stop = true;
@@ -648,6 +666,24 @@ mod tests {
         let (again, _) = Store::init(dir.path()).unwrap();
         let _again = again.with_deferred_writes().unwrap();
         assert_eq!(read("tasks/t1/attempts/0001-w.json"), b"changed since");
+    }
+
+    #[test]
+    fn a_daemon_without_deferred_writes_replays_a_crashed_runs_log_once() {
+        let (dir, _store) = tree();
+        std::fs::write(dir.path().join(layout::WAL), log(4, &[("tasks/t1/attempts/0001-w.json", b"ok")])).unwrap();
+        assert_eq!(Store::replay_records(dir.path()).unwrap(), 1);
+        assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"ok");
+        let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+        let now = parse(&raw);
+        assert_eq!((now.epoch, now.list.len()), (5, 0));
+        // Written over since: a second start must not bring the record back.
+        std::fs::write(dir.path().join("tasks/t1/attempts/0001-w.json"), b"newer").unwrap();
+        assert_eq!(Store::replay_records(dir.path()).unwrap(), 0);
+        assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"newer");
+        // No log at all: nothing to do.
+        let (other, _) = tree();
+        assert_eq!(Store::replay_records(other.path()).unwrap(), 0);
     }
 
     #[test]
