@@ -188,8 +188,9 @@ impl Store {
     /// Turns on deferred writes (see `store/deferred.rs`) for this store and its
     /// clones: first writes whatever a crash left in `.clawboard/wal.log` to its
     /// files, then starts the thread that writes files off the writers' path. For
-    /// the one process that serves the tree (the daemon, `clawboard run`), after
-    /// it holds the tree's lock and before it reads any task.
+    /// the one process that serves the tree (`clawboard run`; not the daemon yet,
+    /// see docs/ARCHITECTURE.md), after it holds the tree's lock and before it
+    /// reads any task.
     pub fn with_deferred_writes(mut self) -> Result<Store> {
         if self.deferred.is_none() {
             self.deferred = Some(Arc::new(deferred::Deferred::start(self.clone())?));
