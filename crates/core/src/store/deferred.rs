@@ -40,20 +40,21 @@
 //! or a record cut short by a crash (or whose hash does not match) ends the
 //! replay: it was never synced, so no one was told it was written.
 
+mod wal;
+
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::{RelPath, Store};
 use crate::error::{Error, Result};
 use crate::layout;
+pub(crate) use wal::replay_and_close;
+use wal::{HEAD, Wal};
 
 /// How long the writer thread lets a batch gather before it writes it. A step
 /// writes its attempt and slice records twice (started, ended) and the views
@@ -63,29 +64,6 @@ use crate::layout;
 const BATCH_DELAY: Duration = Duration::from_millis(20);
 /// Past this size the writer thread checkpoints the log once it is idle.
 const CHECKPOINT_BYTES: u64 = 4 << 20;
-/// The log file is kept at least this long (zero-filled).
-const PREALLOCATED: u64 = 8 << 20;
-/// The head's length: records start here.
-const HEAD: u64 = 64;
-
-#[derive(Serialize, Deserialize)]
-struct Head {
-    wal: u32,
-    epoch: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Header {
-    epoch: u64,
-    path: String,
-    len: usize,
-    hash: String,
-}
-
-fn hash_of(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex()[..16].to_owned()
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -123,32 +101,6 @@ impl Queue {
     }
 }
 
-struct Wal {
-    file: File,
-    epoch: u64,
-    /// Where the next record goes.
-    end: u64,
-    /// Appended to since the last sync.
-    dirty: bool,
-}
-
-impl Wal {
-    /// Starts epoch `epoch`: the head written and synced, the records after it void.
-    fn begin(&mut self, epoch: u64, path: &Path) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        let mut head =
-            serde_json::to_vec(&Head { wal: 1, epoch }).map_err(|e| Error::io(path, std::io::Error::other(e)))?;
-        head.resize(HEAD as usize - 1, b' ');
-        head.push(b'\n');
-        self.file.write_all_at(&head, 0).map_err(|e| Error::io(path, e))?;
-        self.file.sync_data().map_err(|e| Error::io(path, e))?;
-        self.epoch = epoch;
-        self.end = HEAD;
-        self.dirty = false;
-        Ok(())
-    }
-}
-
 struct Shared {
     wal: Mutex<Wal>,
     queue: Mutex<Queue>,
@@ -177,20 +129,7 @@ impl Deferred {
     /// `store` writes the plain files (it must not defer writes itself).
     pub(crate) fn start(store: Store) -> Result<Deferred> {
         let wal_path = store.root().join(layout::WAL);
-        let (replayed, epoch) = replay(&store, &wal_path)?;
-        if replayed > 0 {
-            tracing::info!(records = replayed, "wrote the records a crash left in {}", layout::WAL);
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&wal_path)
-            .map_err(|e| Error::io(&wal_path, e))?;
-        let mut wal = Wal { file, epoch, end: HEAD, dirty: false };
-        preallocate(&wal.file, &wal_path)?;
-        wal.begin(epoch + 1, &wal_path)?;
+        let (wal, _) = Wal::open(&store)?;
         let shared = Arc::new(Shared {
             wal: Mutex::new(wal),
             queue: Mutex::new(Queue::default()),
@@ -214,12 +153,8 @@ impl Deferred {
         // Log order is queue order: the log's lock is held until the record is queued.
         let mut wal = lock(&self.shared.wal);
         if logged {
-            use std::os::unix::fs::FileExt;
-            let rec = encode(wal.epoch, &path, bytes);
-            wal.file.write_all_at(&rec, wal.end).map_err(|e| Error::io(&self.shared.wal_path, e))?;
-            wal.end += rec.len() as u64;
-            self.shared.wal_len.store(wal.end, Ordering::Relaxed);
-            wal.dirty = true;
+            let len = wal.append(&path, bytes)?;
+            self.shared.wal_len.store(len, Ordering::Relaxed);
         }
         let mut q = lock(&self.shared.queue);
         q.next_version += 1;
@@ -244,12 +179,7 @@ impl Deferred {
 
     /// Makes every logged record durable (one `fdatasync` if any was appended).
     pub(crate) fn sync(&self) -> Result<()> {
-        let mut wal = lock(&self.shared.wal);
-        if wal.dirty {
-            wal.file.sync_data().map_err(|e| Error::io(&self.shared.wal_path, e))?;
-            wal.dirty = false;
-        }
-        Ok(())
+        lock(&self.shared.wal).sync()
     }
 
     /// The pending content of `rel`, if its file is not written yet.
@@ -300,24 +230,6 @@ impl Deferred {
     pub(crate) fn checkpoint(&self) -> Result<()> {
         self.shared.checkpoint(true)
     }
-}
-
-/// For a process that does not defer its writes but serves a tree where one
-/// that did may have crashed: writes the log's records to their files and
-/// empties the log (a new epoch), so that none is replayed over newer writes later.
-pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
-    let wal_path = store.root().join(layout::WAL);
-    let (replayed, epoch) = replay(store, &wal_path)?;
-    if epoch == 0 {
-        return Ok(0); // no log, or one that never had a record
-    }
-    if replayed > 0 {
-        tracing::info!(records = replayed, "wrote the records a crash left in {}", layout::WAL);
-    }
-    let file = OpenOptions::new().write(true).open(&wal_path).map_err(|e| Error::io(&wal_path, e))?;
-    let mut wal = Wal { file, epoch, end: HEAD, dirty: false };
-    wal.begin(epoch + 1, &wal_path)?;
-    Ok(replayed)
 }
 
 impl Drop for Deferred {
@@ -456,136 +368,18 @@ impl Shared {
                 Err(e) => return Err(Error::io(&d, e)),
             }
         }
-        let next = wal.epoch + 1;
-        wal.begin(next, &self.wal_path)?;
+        wal.empty()?;
         self.wal_len.store(HEAD, Ordering::Relaxed);
         Ok(())
     }
 }
 
-/// One record as it goes into the log.
-fn encode(epoch: u64, path: &str, bytes: &[u8]) -> Vec<u8> {
-    let header = Header { epoch, path: path.to_owned(), len: bytes.len(), hash: hash_of(bytes) };
-    // A struct of strings and numbers always serializes.
-    let mut rec = serde_json::to_vec(&header).unwrap_or_default();
-    rec.push(b'\n');
-    rec.extend_from_slice(bytes);
-    rec.push(b'\n');
-    rec
-}
-
-/// Extends the log to [`PREALLOCATED`] bytes of written zeros (not a sparse
-/// hole: writing into a hole allocates blocks, which is a metadata change).
-fn preallocate(file: &File, path: &Path) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    if len >= PREALLOCATED {
-        return Ok(());
-    }
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = len;
-    while at < PREALLOCATED {
-        let n = (PREALLOCATED - at).min(zeros.len() as u64);
-        file.write_all_at(&zeros[..n as usize], at).map_err(|e| Error::io(path, e))?;
-        at += n;
-    }
-    file.sync_all().map_err(|e| Error::io(path, e))
-}
-
-/// Writes every whole record of the log's current epoch to its file (durably,
-/// in order). Returns how many records were written, and the epoch (0 for no log).
-fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
-    let mut raw = Vec::new();
-    match File::open(wal_path) {
-        Ok(mut f) => f.read_to_end(&mut raw).map_err(|e| Error::io(wal_path, e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
-        Err(e) => return Err(Error::io(wal_path, e)),
-    };
-    let records = parse(&raw);
-    let n = records.list.len();
-    for (i, (path, bytes)) in records.list.into_iter().enumerate() {
-        let bad = |e: Error| Error::UnsafePath {
-            path: layout::WAL.to_owned(),
-            reason: format!("cannot replay record {} ({path:?}): {e}", i + 1),
-        };
-        let rel = RelPath::new(&path).map_err(bad)?;
-        store.write_bytes(&rel, bytes).map_err(bad)?;
-    }
-    Ok((n, records.epoch))
-}
-
-struct Parsed<'a> {
-    epoch: u64,
-    list: Vec<(String, &'a [u8])>,
-}
-
-fn parse(raw: &[u8]) -> Parsed<'_> {
-    let mut list = Vec::new();
-    let head = raw.get(..HEAD as usize).and_then(|h| serde_json::from_slice::<Head>(h).ok());
-    let Some(Head { wal: 1, epoch }) = head else { return Parsed { epoch: 0, list } };
-    let mut at = HEAD as usize;
-    while at < raw.len() {
-        let Some(nl) = raw[at..].iter().take(8192).position(|b| *b == b'\n') else { break };
-        let Ok(h) = serde_json::from_slice::<Header>(&raw[at..at + nl]) else { break };
-        let start = at + nl + 1;
-        let Some(end) = start.checked_add(h.len) else { break };
-        if h.epoch != epoch || end >= raw.len() || raw[end] != b'\n' {
-            break;
-        }
-        let bytes = &raw[start..end];
-        if hash_of(bytes) != h.hash {
-            break;
-        }
-        list.push((h.path, bytes));
-        at = end + 1;
-    }
-    Parsed { epoch, list }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::wal::tests::log;
+    use super::wal::{encode, parse};
     use super::*;
-
-    fn log(epoch: u64, records: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut raw = serde_json::to_vec(&Head { wal: 1, epoch }).unwrap();
-        raw.resize(HEAD as usize - 1, b' ');
-        raw.push(b'\n');
-        for (p, b) in records {
-            raw.extend(encode(epoch, p, b));
-        }
-        raw
-    }
-
-    #[test]
-    fn parse_reads_whole_records_of_its_epoch_and_stops_at_anything_else() {
-        let raw = log(3, &[("tasks/t/a.json", b"{\"n\":1}\n"), ("tasks/t/b.json", b"two\nlines")]);
-        let p = parse(&raw);
-        assert_eq!(p.epoch, 3);
-        assert_eq!(p.list.len(), 2);
-        assert_eq!(p.list[1], ("tasks/t/b.json".to_owned(), &b"two\nlines"[..]));
-
-        // Cut anywhere inside a third record, or zeros after it: the first two.
-        let third = encode(3, "tasks/t/c.json", b"third");
-        for cut in 0..third.len() {
-            let mut torn = raw.clone();
-            torn.extend_from_slice(&third[..cut]);
-            torn.extend_from_slice(&[0; 100]);
-            assert_eq!(parse(&torn).list.len(), 2, "cut at {cut}");
-        }
-        // A record left from an earlier epoch (the log was emptied since) is void.
-        let mut stale = raw.clone();
-        stale.extend(encode(2, "tasks/t/old.json", b"old"));
-        assert_eq!(parse(&stale).list.len(), 2);
-        // A flipped byte in a record's content: the replay stops before it.
-        let mut bad = raw.clone();
-        let i = bad.len() - 3;
-        bad[i] ^= 1;
-        assert_eq!(parse(&bad).list.len(), 1);
-        // No head (a new, zero-filled log): nothing.
-        assert_eq!(parse(&[0; 4096]).list.len(), 0);
-    }
-
     fn tree() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = Store::init(dir.path()).unwrap();
@@ -614,7 +408,7 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("tasks/t1/status.md")).unwrap(), b"# t1\n");
         // The log holds the records (not the view) until a checkpoint empties it.
         let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
-        assert_eq!(raw.len() as u64, PREALLOCATED);
+        assert_eq!(raw.len(), 8 << 20, "kept preallocated");
         let before = parse(&raw);
         assert_eq!(before.list.len(), 2);
         store.checkpoint().unwrap();

@@ -1,0 +1,247 @@
+//! The write-ahead log of deferred writes (`.clawboard/wal.log`): its format,
+//! appending and syncing, emptying by epoch, and the replay after a crash. The
+//! format is described in `store/deferred.rs`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::layout;
+use crate::store::{RelPath, Store};
+
+/// The log file is kept at least this long (zero-filled).
+const PREALLOCATED: u64 = 8 << 20;
+/// The head's length: records start here.
+pub(super) const HEAD: u64 = 64;
+
+#[derive(Serialize, Deserialize)]
+struct Head {
+    wal: u32,
+    epoch: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    epoch: u64,
+    path: String,
+    len: usize,
+    hash: String,
+}
+
+fn hash_of(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex()[..16].to_owned()
+}
+
+/// The log file, open for appending records.
+pub(super) struct Wal {
+    file: File,
+    path: PathBuf,
+    epoch: u64,
+    /// Where the next record goes.
+    end: u64,
+    /// Appended to since the last sync.
+    dirty: bool,
+}
+
+impl Wal {
+    /// Writes out what a crash left in the log at `store`'s root, then opens it
+    /// for a new epoch (preallocated). Returns it and how many records were replayed.
+    pub(super) fn open(store: &Store) -> Result<(Wal, usize)> {
+        let path = store.root().join(layout::WAL);
+        let (replayed, epoch) = replay(store, &path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        preallocate(&file, &path)?;
+        let mut wal = Wal { file, path, epoch, end: HEAD, dirty: false };
+        wal.begin(epoch + 1)?;
+        Ok((wal, replayed))
+    }
+
+    /// Appends one record (durable at the next [`Wal::sync`]); returns the log's
+    /// length in use.
+    pub(super) fn append(&mut self, path: &str, bytes: &[u8]) -> Result<u64> {
+        let rec = encode(self.epoch, path, bytes);
+        self.file.write_all_at(&rec, self.end).map_err(|e| Error::io(&self.path, e))?;
+        self.end += rec.len() as u64;
+        self.dirty = true;
+        Ok(self.end)
+    }
+
+    /// One `fdatasync`, if anything was appended since the last.
+    pub(super) fn sync(&mut self) -> Result<()> {
+        if self.dirty {
+            self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Empties the log: the next epoch begins (its records are void from here).
+    pub(super) fn empty(&mut self) -> Result<()> {
+        self.begin(self.epoch + 1)
+    }
+
+    /// Starts epoch `epoch`: the head written and synced, the records after it void.
+    fn begin(&mut self, epoch: u64) -> Result<()> {
+        let mut head =
+            serde_json::to_vec(&Head { wal: 1, epoch }).map_err(|e| Error::io(&self.path, std::io::Error::other(e)))?;
+        head.resize(HEAD as usize - 1, b' ');
+        head.push(b'\n');
+        self.file.write_all_at(&head, 0).map_err(|e| Error::io(&self.path, e))?;
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
+        self.epoch = epoch;
+        self.end = HEAD;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+/// For a process that does not defer its writes but serves a tree where one
+/// that did may have crashed: writes the log's records to their files and
+/// empties the log (a new epoch), so that none is replayed over newer writes later.
+pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
+    let path = store.root().join(layout::WAL);
+    let (replayed, epoch) = replay(store, &path)?;
+    if epoch == 0 {
+        return Ok(0); // no log, or one that never had a record
+    }
+    let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    let mut wal = Wal { file, path, epoch, end: HEAD, dirty: false };
+    wal.empty()?;
+    Ok(replayed)
+}
+
+/// One record as it goes into the log.
+pub(super) fn encode(epoch: u64, path: &str, bytes: &[u8]) -> Vec<u8> {
+    let header = Header { epoch, path: path.to_owned(), len: bytes.len(), hash: hash_of(bytes) };
+    // A struct of strings and numbers always serializes.
+    let mut rec = serde_json::to_vec(&header).unwrap_or_default();
+    rec.push(b'\n');
+    rec.extend_from_slice(bytes);
+    rec.push(b'\n');
+    rec
+}
+
+/// Extends the log to [`PREALLOCATED`] bytes of written zeros (not a sparse
+/// hole: writing into a hole allocates blocks, which is a metadata change).
+fn preallocate(file: &File, path: &Path) -> Result<()> {
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len >= PREALLOCATED {
+        return Ok(());
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = len;
+    while at < PREALLOCATED {
+        let n = (PREALLOCATED - at).min(zeros.len() as u64);
+        file.write_all_at(&zeros[..n as usize], at).map_err(|e| Error::io(path, e))?;
+        at += n;
+    }
+    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// Writes every whole record of the log's current epoch to its file (durably,
+/// in order). Returns how many records were written, and the epoch (0 for no log).
+fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
+    let mut raw = Vec::new();
+    match File::open(wal_path) {
+        Ok(mut f) => f.read_to_end(&mut raw).map_err(|e| Error::io(wal_path, e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(Error::io(wal_path, e)),
+    };
+    let records = parse(&raw);
+    let n = records.list.len();
+    for (i, (path, bytes)) in records.list.into_iter().enumerate() {
+        let bad = |e: Error| Error::UnsafePath {
+            path: layout::WAL.to_owned(),
+            reason: format!("cannot replay record {} ({path:?}): {e}", i + 1),
+        };
+        let rel = RelPath::new(&path).map_err(bad)?;
+        store.write_bytes(&rel, bytes).map_err(bad)?;
+    }
+    if n > 0 {
+        tracing::info!(records = n, "wrote the records a crash left in {}", layout::WAL);
+    }
+    Ok((n, records.epoch))
+}
+
+pub(super) struct Parsed<'a> {
+    pub(super) epoch: u64,
+    pub(super) list: Vec<(String, &'a [u8])>,
+}
+
+pub(super) fn parse(raw: &[u8]) -> Parsed<'_> {
+    let mut list = Vec::new();
+    let head = raw.get(..HEAD as usize).and_then(|h| serde_json::from_slice::<Head>(h).ok());
+    let Some(Head { wal: 1, epoch }) = head else { return Parsed { epoch: 0, list } };
+    let mut at = HEAD as usize;
+    while at < raw.len() {
+        let Some(nl) = raw[at..].iter().take(8192).position(|b| *b == b'\n') else { break };
+        let Ok(h) = serde_json::from_slice::<Header>(&raw[at..at + nl]) else { break };
+        let start = at + nl + 1;
+        let Some(end) = start.checked_add(h.len) else { break };
+        if h.epoch != epoch || end >= raw.len() || raw[end] != b'\n' {
+            break;
+        }
+        let bytes = &raw[start..end];
+        if hash_of(bytes) != h.hash {
+            break;
+        }
+        list.push((h.path, bytes));
+        at = end + 1;
+    }
+    Parsed { epoch, list }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    pub(in crate::store) fn log(epoch: u64, records: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut raw = serde_json::to_vec(&Head { wal: 1, epoch }).unwrap();
+        raw.resize(HEAD as usize - 1, b' ');
+        raw.push(b'\n');
+        for (p, b) in records {
+            raw.extend(encode(epoch, p, b));
+        }
+        raw
+    }
+
+    #[test]
+    fn parse_reads_whole_records_of_its_epoch_and_stops_at_anything_else() {
+        let raw = log(3, &[("tasks/t/a.json", b"{\"n\":1}\n"), ("tasks/t/b.json", b"two\nlines")]);
+        let p = parse(&raw);
+        assert_eq!(p.epoch, 3);
+        assert_eq!(p.list.len(), 2);
+        assert_eq!(p.list[1], ("tasks/t/b.json".to_owned(), &b"two\nlines"[..]));
+
+        // Cut anywhere inside a third record, or zeros after it: the first two.
+        let third = encode(3, "tasks/t/c.json", b"third");
+        for cut in 0..third.len() {
+            let mut torn = raw.clone();
+            torn.extend_from_slice(&third[..cut]);
+            torn.extend_from_slice(&[0; 100]);
+            assert_eq!(parse(&torn).list.len(), 2, "cut at {cut}");
+        }
+        // A record left from an earlier epoch (the log was emptied since) is void.
+        let mut stale = raw.clone();
+        stale.extend(encode(2, "tasks/t/old.json", b"old"));
+        assert_eq!(parse(&stale).list.len(), 2);
+        // A flipped byte in a record's content: the replay stops before it.
+        let mut bad = raw.clone();
+        let i = bad.len() - 3;
+        bad[i] ^= 1;
+        assert_eq!(parse(&bad).list.len(), 1);
+        // No head (a new, zero-filled log): nothing.
+        assert_eq!(parse(&[0; 4096]).list.len(), 0);
+    }
+}
