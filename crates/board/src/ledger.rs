@@ -156,13 +156,7 @@ pub fn list(store: &Store, task: &str) -> Result<Vec<Entry>> {
 
 /// The entries' numbers, in order.
 fn numbers(store: &Store, task: &str) -> Result<Vec<u64>> {
-    let mut ns: Vec<u64> = store
-        .list_names(&dir(task))?
-        .iter()
-        .filter_map(|n| n.strip_suffix(".json").and_then(|n| n.parse().ok()))
-        .collect();
-    ns.sort_unstable();
-    Ok(ns)
+    Ok(store.list_numbered(&dir(task))?)
 }
 
 /// Totals over `entries` (slices never sent are not counted as sent).

@@ -12,6 +12,8 @@
 //! `board.json` loses nothing: opening the board folds in every record past the
 //! snapshot's `seq`. A crash before the record leaves no trace of the write.
 
+use std::sync::Arc;
+
 use clawboard_core::acl::{Acl, Component};
 use clawboard_core::formats::{BoardFile, Zone};
 use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
@@ -112,7 +114,7 @@ pub struct TaskBoard {
     task: Id,
     max_value_bytes: usize,
     /// With [`TaskBoard::cached`]: the board as this instance last loaded or wrote it.
-    cache: Option<std::sync::Arc<clawboard_core::lock::Lock<Option<BoardFile>>>>,
+    cache: Option<Arc<clawboard_core::lock::Lock<Option<Arc<BoardFile>>>>>,
 }
 
 fn record_name(seq: u64) -> String {
@@ -170,16 +172,7 @@ impl TaskBoard {
 
     /// Every record's sequence number, in order.
     fn record_seqs(&self) -> Result<Vec<u64>> {
-        let dir = self.rel(HISTORY_DIR)?;
-        let mut seqs = Vec::new();
-        for name in self.store.list_names(&dir.to_string())? {
-            let Some(seq) = name.strip_suffix(".json").and_then(|n| n.parse::<u64>().ok()) else {
-                continue; // a temp file of an atomic write, or a stranger: not a record
-            };
-            seqs.push(seq);
-        }
-        seqs.sort_unstable();
-        Ok(seqs)
+        Ok(self.store.list_numbered(&self.rel(HISTORY_DIR)?.to_string())?)
     }
 
     fn read_record(&self, seq: u64) -> Result<Record> {
@@ -236,16 +229,36 @@ impl TaskBoard {
 
     /// The current board: `board.json`, plus any record a crash kept out of it.
     pub fn load(&self) -> Result<BoardFile> {
-        let Some(cache) = &self.cache else { return self.load_files() };
-        if let Some(b) = cache.lock().as_ref() {
+        match &self.cache {
+            Some(_) => self.load_shared().map(Arc::unwrap_or_clone),
+            None => self.load_files(),
+        }
+    }
+
+    /// [`TaskBoard::load`], shared with the cache of a [`TaskBoard::cached`] board
+    /// instead of copied: for the engine, which reads the board several times a step.
+    pub fn load_shared(&self) -> Result<Arc<BoardFile>> {
+        let Some(cache) = &self.cache else { return self.load_files().map(Arc::new) };
+        let held = cache.lock().clone();
+        if let Some(b) = held {
             let next = self.rel(&format!("{HISTORY_DIR}/{}", record_name(b.seq + 1)))?;
             if !self.store.exists(&next) {
-                return Ok(b.clone());
+                return Ok(b);
             }
         }
-        let board = self.load_files()?;
+        let board = Arc::new(self.load_files()?);
         *cache.lock() = Some(board.clone());
         Ok(board)
+    }
+
+    /// The board to change, owned: taken out of the cache (which `record` refills)
+    /// rather than copied, when nothing else holds it.
+    fn load_owned(&self) -> Result<BoardFile> {
+        let board = self.load_shared()?;
+        if let Some(cache) = &self.cache {
+            *cache.lock() = None;
+        }
+        Ok(Arc::unwrap_or_clone(board))
     }
 
     fn load_files(&self) -> Result<BoardFile> {
@@ -304,7 +317,8 @@ impl TaskBoard {
     pub fn write(&self, acl: &Acl, caller: &Caller, op: Op) -> Result<Record> {
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
-        let mut board = self.checked_load(acl, caller, &op)?;
+        self.check(acl, caller, &op)?;
+        let mut board = self.load_owned()?;
         ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
         let record = self.record(board, caller, op)?;
         // A write through the API is answered once it is durable.
@@ -319,20 +333,19 @@ impl TaskBoard {
     pub fn write_if_changed(&self, acl: &Acl, caller: &Caller, op: Op) -> Result<Option<Record>> {
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
-        let before = self.checked_load(acl, caller, &op)?;
-        let mut board = before.clone();
-        ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
-        if board == before {
+        self.check(acl, caller, &op)?;
+        if !ops::changes(&*self.load_shared()?, &op) {
             return Ok(None);
         }
+        let mut board = self.load_owned()?;
+        ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
         self.record(board, caller, op).map(Some)
     }
 
-    /// The board, once `caller` may do `op` and its value is within limits (under the board's lock).
-    fn checked_load(&self, acl: &Acl, caller: &Caller, op: &Op) -> Result<BoardFile> {
+    /// That `caller` may do `op` and its value is within limits.
+    fn check(&self, acl: &Acl, caller: &Caller, op: &Op) -> Result<()> {
         self.authorize(acl, caller, op.access(), &op.path)?;
-        op.check_value(self.max_value_bytes).map_err(|r| self.bad(r))?;
-        self.load()
+        op.check_value(self.max_value_bytes).map_err(|r| self.bad(r))
     }
 
     /// Records `op`, already applied to `board`: its history record, then the folded board.
@@ -356,7 +369,7 @@ impl TaskBoard {
         self.store.write_record_json(&rec_rel, &record)?;
         self.store.write_view_locked(&board_rel, clawboard_core::store::to_pretty_json(&board).as_bytes())?;
         if let Some(cache) = &self.cache {
-            *cache.lock() = Some(board);
+            *cache.lock() = Some(Arc::new(board));
         }
         Ok(record)
     }
@@ -390,7 +403,7 @@ impl TaskBoard {
     /// A direct read of `path` (a zone, or a key in it): `None` when absent.
     pub fn read(&self, acl: &Acl, caller: &Caller, path: &BoardPath) -> Result<Option<Value>> {
         self.authorize(acl, caller, clawboard_core::acl::BoardOp::Read, path)?;
-        let board = self.load()?;
+        let board = self.load_shared()?;
         Ok(if path.keys.is_empty() {
             Some(ops::zone_value(&board, path.zone))
         } else {
@@ -416,7 +429,7 @@ impl TaskBoard {
         for z in Zone::ALL {
             self.authorize(acl, caller, clawboard_core::acl::BoardOp::Read, &BoardPath { zone: z, keys: Vec::new() })?;
         }
-        Ok(self.load()?.zones())
+        Ok(self.load_shared()?.zones())
     }
 
     /// Parses a path, naming the task in the error.

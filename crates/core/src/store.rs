@@ -290,6 +290,19 @@ impl Store {
         Ok(names)
     }
 
+    /// The numbers of the numbered records `N.json` in `rel_dir`, in order (as
+    /// [`Store::list_names`]; a temp file of an atomic write, or any other name, is
+    /// not a record).
+    pub fn list_numbered(&self, rel_dir: &str) -> Result<Vec<u64>> {
+        let mut ns: Vec<u64> = self
+            .list_names(rel_dir)?
+            .iter()
+            .filter_map(|n| n.strip_suffix(".json").and_then(|n| n.parse().ok()))
+            .collect();
+        ns.sort_unstable();
+        Ok(ns)
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

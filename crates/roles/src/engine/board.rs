@@ -127,14 +127,24 @@ impl TaskRun<'_> {
         let selector = Selector::of(scope, template, &templates, &at).map_err(|e| StepError::Failed(e.to_string()))?;
         let Some(selector) = selector else { return Ok(None) };
         let source = selector.source();
-        let state = board.load().map_err(board_err)?;
+        let state = board.load_shared().map_err(board_err)?;
         let spec = Spec {
             step: info.step.clone(),
             source,
             max_tokens,
             truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
         };
-        let full = slice::full_tokens(&state);
+        let full = {
+            let mut known = self.full_tokens.lock();
+            match *known {
+                Some((seq, n)) if seq == state.seq => n,
+                _ => {
+                    let n = slice::full_tokens(&state);
+                    *known = Some((state.seq, n));
+                    n
+                }
+            }
+        };
         let (scope_text, template) = selector.describe();
         match slice::build(&state, &spec) {
             Ok(s) => {

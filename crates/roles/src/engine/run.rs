@@ -26,6 +26,9 @@ pub(crate) struct TaskRun<'e> {
     pub(crate) board: Option<clawboard_board::TaskBoard>,
     /// Writes `status.md` off the step's path.
     status: super::page::PageWriter,
+    /// The whole board's size in tokens at a seq (every slice's ledger entry
+    /// states it; counted once per board version, not once per slice).
+    pub(crate) full_tokens: Lock<Option<(u64, u64)>>,
 }
 
 pub(super) fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
@@ -53,7 +56,16 @@ impl<'e> TaskRun<'e> {
             .then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok().map(clawboard_board::TaskBoard::cached))
             .flatten();
         let status = super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone());
-        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page: Lock::new(page), board, status })
+        Ok(TaskRun {
+            engine,
+            task,
+            id,
+            attempts: Lock::new(loaded),
+            page: Lock::new(page),
+            board,
+            status,
+            full_tokens: Lock::new(None),
+        })
     }
 
     /// Changes the progress page and has it written (off this thread: see `page.rs`).

@@ -91,7 +91,7 @@ impl Vm<'_, '_> {
                 total_tokens_used: self.tokens_used()?,
                 execution_time_ms: self.elapsed_ms(),
             },
-            blackboard_snapshot: snapshot(&self.run.board_state()?),
+            blackboard_snapshot: snapshot(&*self.run.board_state()?),
             quality_report: QualityReport {
                 overall_score: clamp(overall),
                 virality_score: clamp(virality),

@@ -12,11 +12,11 @@ use crate::engine::{StepError, TaskRun};
 
 impl TaskRun<'_> {
     /// The task's board as it is now (a blueprint task always keeps one).
-    pub(crate) fn board_state(&self) -> Result<clawboard_core::formats::BoardFile, StepError> {
+    pub(crate) fn board_state(&self) -> Result<Arc<clawboard_core::formats::BoardFile>, StepError> {
         let Some(board) = &self.board else {
             return Err(failed(format!("task {}: a blueprint task needs its board, and it has none", self.id)));
         };
-        board.load().map_err(|e| match e {
+        board.load_shared().map_err(|e| match e {
             clawboard_board::Error::Store(e) => StepError::Store(e),
             other => failed(other),
         })
