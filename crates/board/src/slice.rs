@@ -289,7 +289,7 @@ fn use_summaries(
 
 /// Tokens of the whole board (every zone), what full-context passing would send.
 pub fn full_tokens(board: &BoardFile) -> u64 {
-    count_value(&board.zones())
+    tokens::count(&board.zones_json())
 }
 
 #[cfg(test)]

@@ -309,6 +309,21 @@ impl BoardFile {
         json!({"meta_zone": self.meta_zone, "content_zone": self.content_zone, "control_zone": self.control_zone})
     }
 
+    /// [`BoardFile::zones`] as compact JSON, written from the board itself rather
+    /// than from a copy of it (the engine counts the whole board's tokens at every slice).
+    pub fn zones_json(&self) -> String {
+        #[derive(Serialize)]
+        struct Zones<'a> {
+            meta_zone: &'a Map<String, Value>,
+            content_zone: &'a Map<String, Value>,
+            control_zone: &'a Map<String, Value>,
+        }
+        let zones =
+            Zones { meta_zone: &self.meta_zone, content_zone: &self.content_zone, control_zone: &self.control_zone };
+        // Maps of JSON values with string keys always serialize.
+        serde_json::to_string(&zones).unwrap_or_default()
+    }
+
     /// Every known field with the wrong type, as problems by JSON pointer.
     pub fn type_problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
@@ -381,5 +396,15 @@ mod tests {
         assert!(matches!(CONTENT.child("anything"), Ok(None)));
         assert!(matches!(CONTROL.child("retries").unwrap().unwrap().child("title"), Ok(Some(Ty::Int))));
         assert_eq!(Ty::Str.child("x").unwrap_err(), "a string");
+    }
+
+    #[test]
+    fn zones_json_is_the_zones_as_compact_json() {
+        let mut b = BoardFile::empty(Id::new("t1").unwrap());
+        assert_eq!(b.zones_json(), serde_json::to_string(&b.zones()).unwrap());
+        b.zone_mut(Zone::Meta).insert("intent".into(), json!("写一篇 \"quoted\"\n"));
+        b.zone_mut(Zone::Content).insert("hook".into(), json!({"variants": [{"score": 85}], "selected": null}));
+        b.zone_mut(Zone::Control).insert("step_status".into(), json!({"b": "running", "a": "completed"}));
+        assert_eq!(b.zones_json(), serde_json::to_string(&b.zones()).unwrap());
     }
 }
