@@ -351,10 +351,37 @@ fn two_nodes_handle_every_entry_once(#[case] kind: clawboard_tests::s3::Kind) {
                 })
                 .collect();
             let logs: Vec<String> = daemons.iter().map(|d| d.output()).collect();
+            // What sync knew of each request (seen once in a full run: one node kept
+            // the other's entry at `in_progress`): its last pull and push reports, and
+            // the version records of the requests' files.
+            let sync_state: Vec<String> = nodes
+                .iter()
+                .map(|t| {
+                    let status =
+                        std::fs::read_to_string(t.root.join(".clawboard/sync/status.json")).unwrap_or_default();
+                    let sync_dir = t.root.join(".clawboard/sync");
+                    let ours = |path: &str| requests.iter().any(|r| path.contains(r.as_str()));
+                    let snapshot: serde_json::Value = std::fs::read(sync_dir.join("pushed.json"))
+                        .ok()
+                        .and_then(|b| serde_json::from_slice(&b).ok())
+                        .unwrap_or_default();
+                    let mut records: Vec<String> = snapshot["files"]
+                        .as_object()
+                        .map(|files| {
+                            files.iter().filter(|(p, _)| ours(p)).map(|(p, r)| format!("snapshot {p}: {r}")).collect()
+                        })
+                        .unwrap_or_default();
+                    let log = std::fs::read_to_string(sync_dir.join("pushed.log")).unwrap_or_default();
+                    records.extend(log.lines().filter(|l| ours(l)).map(|l| format!("log {l}")));
+                    format!("status.json: {status}\nrecords:\n{}", records.join("\n"))
+                })
+                .collect();
             panic!(
-                "not settled after 90 s\nnode-a:\n{}\nnode-b:\n{}\nlogs:\n{}",
+                "not settled after 90 s\nnode-a:\n{}\nnode-b:\n{}\nsync, node-a:\n{}\nsync, node-b:\n{}\nlogs:\n{}",
                 lists[0],
                 lists[1],
+                sync_state[0],
+                sync_state[1],
                 logs.join("\n-----\n")
             );
         }
