@@ -251,14 +251,13 @@ impl TaskBoard {
         Ok(board)
     }
 
-    /// The board to change, owned: taken out of the cache (which `record` refills)
-    /// rather than copied, when nothing else holds it.
-    fn load_owned(&self) -> Result<BoardFile> {
-        let board = self.load_shared()?;
+    /// `board` (as [`TaskBoard::load_shared`] gave it) to change, owned: taken out
+    /// of the cache (which `record` refills) rather than copied, when nothing else holds it.
+    fn take_owned(&self, board: Arc<BoardFile>) -> BoardFile {
         if let Some(cache) = &self.cache {
             *cache.lock() = None;
         }
-        Ok(Arc::unwrap_or_clone(board))
+        Arc::unwrap_or_clone(board)
     }
 
     fn load_files(&self) -> Result<BoardFile> {
@@ -318,7 +317,7 @@ impl TaskBoard {
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
         self.check(acl, caller, &op)?;
-        let mut board = self.load_owned()?;
+        let mut board = self.take_owned(self.load_shared()?);
         ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
         let record = self.record(board, caller, op)?;
         // A write through the API is answered once it is durable.
@@ -334,10 +333,11 @@ impl TaskBoard {
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
         self.check(acl, caller, &op)?;
-        if !ops::changes(&*self.load_shared()?, &op) {
+        let current = self.load_shared()?;
+        if !ops::changes(&current, &op) {
             return Ok(None);
         }
-        let mut board = self.load_owned()?;
+        let mut board = self.take_owned(current);
         ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
         self.record(board, caller, op).map(Some)
     }
