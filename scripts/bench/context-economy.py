@@ -136,6 +136,10 @@ def main():
             handed = [e for e in entries if e["step"].startswith("bp/") and e["outcome"] != "over_budget"]
             over = sum(1 for e in entries if e["step"].startswith("bp/") and e["outcome"] == "over_budget")
             other = [e for e in entries if not e["step"].startswith("bp/")]
+            uncounted = [e["n"] for e in handed if e.get("full_tokens") is None]
+            if uncounted:
+                raise SystemExit(f"context-economy: {bp} input {i}: ledger entries {uncounted} have no full_tokens "
+                                 "(counted while the role runs; missing only for a run cut short)")
             s = sum(e["tokens"] for e in handed)
             f = sum(e["full_tokens"] for e in handed)
             o = None

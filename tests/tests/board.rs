@@ -131,6 +131,15 @@ fn roles_work_on_the_board_under_the_zone_table() {
     assert_eq!(tokens, tw["output"]["sliceTokens"].as_u64().unwrap(), "the ledger counts what was handed over");
     assert_eq!(e["usage"], serde_json::json!({"prompt_tokens": 40, "completion_tokens": 7}));
     assert_eq!(e["missing"], serde_json::json!(["meta.platform", "meta.style"]));
+    // The whole board's count, taken while the role ran: the board as it was at
+    // the slice's seq, counted again now by `slice preview --at`.
+    let seq = e["board_seq"].as_u64().unwrap().to_string();
+    let cfg = t.dir.path().join("clawboard.toml");
+    let cfg = cfg.to_str().unwrap();
+    let then = t.run(&["--config", cfg, "slice", "preview", "b1", "iter-1/title-worker", "--at", &seq, "--json"]);
+    then.ok();
+    assert_eq!(e["full_tokens"], then.json()["full_board_tokens"], "{e}");
+    assert!(e["full_tokens"].as_u64().unwrap() > tokens, "{e}");
     let result: Value = serde_json::from_slice(&std::fs::read(t.root.join("tasks/b1/result.json")).unwrap()).unwrap();
     assert_eq!(result["tokens"]["slices"], 1);
     assert_eq!(result["tokens"]["sliceTokens"], tokens);

@@ -1,8 +1,9 @@
 //! The slice ledger (seed 003, `get_slice_history`): every slice handed to a role,
 //! one file each in `tasks/{id}/board/slices/{n:06}.json`: the step, time, scope or
 //! template, the slice's hash and o200k token count, the budget, the rungs applied,
-//! what was missing, the whole board's count beside it, and, once the step ends,
-//! the tokens the role reports using (OpenAI's `usage` shape).
+//! what was missing, and, once the step ends, the whole board's count at the
+//! slice's `board_seq` (counted while the role runs, off the step's path) and the
+//! tokens the role reports using (OpenAI's `usage` shape).
 
 use clawboard_core::{RelPath, Store, Timestamp, layout};
 use serde::{Deserialize, Serialize};
@@ -62,8 +63,11 @@ pub struct Entry {
     pub rungs: Vec<String>,
     #[serde(default)]
     pub missing: Vec<String>,
-    /// Tokens of the whole board at that point: what full-context passing would send.
-    pub full_tokens: u64,
+    /// Tokens of the whole board at `board_seq`: what full-context passing would
+    /// send. Counted while the role runs and recorded with the outcome; `null`
+    /// while it runs, and for a run a crash cut short.
+    #[serde(default)]
+    pub full_tokens: Option<u64>,
     /// `handed` when given to the role; then `ok`, `failed`; or `over_budget` (never sent).
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,7 +82,7 @@ impl Entry {
         role: &str,
         instance: Option<&str>,
         board_seq: u64,
-        full_tokens: u64,
+        full_tokens: Option<u64>,
     ) -> Entry {
         Entry {
             n: 0,
@@ -120,23 +124,20 @@ fn rel(task: &str, n: u64) -> Result<RelPath> {
     Ok(RelPath::new(&format!("{}/{n:06}.json", dir(task)))?)
 }
 
-/// Records `entry` under the next number; returns it.
-pub fn record(store: &Store, task: &str, mut entry: Entry) -> Result<u64> {
+/// Records `entry` under the next number, which it sets.
+pub fn record(store: &Store, task: &str, entry: &mut Entry) -> Result<u64> {
     let lock_rel = RelPath::new(&format!("{}/.ledger", dir(task)))?;
     let _lock = store.lock(&lock_rel)?;
     entry.n = numbers(store, task)?.last().map_or(1, |n| n + 1);
-    store.write_record_json(&rel(task, entry.n)?, &entry)?;
+    store.write_record_json(&rel(task, entry.n)?, entry)?;
     Ok(entry.n)
 }
 
-/// Marks entry `n` finished: its outcome and the role's reported usage.
-pub fn finish(store: &Store, task: &str, n: u64, outcome: &str, usage: Option<Usage>) -> Result<()> {
-    let r = rel(task, n)?;
-    let _lock = store.lock(&r)?;
-    let mut e: Entry = read(store, &r)?;
-    e.outcome = outcome.to_owned();
-    e.usage = usage;
-    store.write_record_json(&r, &e)?;
+/// Records `entry` (numbered by [`record`]) again, finished: the caller has set
+/// its outcome, usage and full count. Only the run it was handed to writes an
+/// entry after its number is taken, so no lock is needed.
+pub fn finish(store: &Store, task: &str, entry: &Entry) -> Result<()> {
+    store.write_record_json(&rel(task, entry.n)?, entry)?;
     Ok(())
 }
 
@@ -165,7 +166,7 @@ pub fn totals(entries: &[Entry]) -> Totals {
     for e in entries.iter().filter(|e| e.outcome != "over_budget") {
         t.slices += 1;
         t.slice_tokens += e.tokens;
-        t.full_tokens += e.full_tokens;
+        t.full_tokens += e.full_tokens.unwrap_or(0);
         if let Some(u) = e.usage {
             t.prompt_tokens += u.prompt_tokens;
             t.completion_tokens += u.completion_tokens;

@@ -329,10 +329,17 @@ impl TaskBoard {
     /// nothing is recorded (no history record, no new seq) and `None` comes back.
     /// For the daemon's own bookkeeping, which restates values (a step's status
     /// from the VM and from the executor, a stage that did not change).
+    ///
+    /// A restated value is found without the board's lock: the board as loaded
+    /// holds every record written so far, so the op is a no-op as of a moment
+    /// before any write still under way, which is where it is ordered.
     pub fn write_if_changed(&self, acl: &Acl, caller: &Caller, op: Op) -> Result<Option<Record>> {
+        self.check(acl, caller, &op)?;
+        if !ops::changes(&*self.load_shared()?, &op) {
+            return Ok(None);
+        }
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
-        self.check(acl, caller, &op)?;
         let current = self.load_shared()?;
         if !ops::changes(&current, &op) {
             return Ok(None);

@@ -22,7 +22,7 @@ pub mod step;
 
 use std::sync::Arc;
 
-use clawboard_core::formats::{Task, TaskStatus};
+use clawboard_core::formats::{ActiveInstances, Instance, InstanceStatus, Task, TaskStatus};
 use clawboard_core::lock::Lock;
 use clawboard_core::{Error, RelPath, Store, Timestamp, layout};
 use clawboard_records::attempts::AttemptStatus;
@@ -89,6 +89,9 @@ pub struct Engine {
     pub(crate) shutdown: Shutdown,
     /// Role instances running now, for the API: (instance, role, task, step, started).
     pub(crate) instances: Lock<Vec<InstanceInfo>>,
+    /// Held while `roles/active.json` is written from `instances`, so that an
+    /// older list never lands over a newer one.
+    active_view: Lock<()>,
     /// Tasks another node took over: never driven or written here again.
     fenced: Lock<std::collections::HashSet<String>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
@@ -124,6 +127,7 @@ impl Engine {
             roles,
             shutdown,
             instances: Lock::new(Vec::new()),
+            active_view: Lock::new(()),
             fenced: Lock::new(Default::default()),
             runs: Lock::new(Default::default()),
             acl: Lock::new(None),
@@ -249,6 +253,35 @@ impl Engine {
 
     pub fn running_instances(&self) -> Vec<InstanceInfo> {
         self.instances.lock().clone()
+    }
+
+    /// Writes `roles/active.json`: the task instances running in this process,
+    /// which are all of the tree's (one daemon or one `clawboard run` holds a
+    /// tree). Written from memory, never read back: a view, without fsync.
+    pub(crate) fn write_active_instances(&self) -> Result<(), Error> {
+        let _view = self.active_view.lock();
+        let list = {
+            let running = self.instances.lock();
+            ActiveInstances {
+                instances: running
+                    .iter()
+                    .filter_map(|i| {
+                        Some(Instance {
+                            id: clawboard_core::Id::new(i.id.clone()).ok()?,
+                            role: clawboard_core::Id::new(i.role.clone()).ok()?,
+                            // An entry's run has no task: not listed.
+                            task_id: clawboard_core::Id::new(i.task_id.clone()).ok()?,
+                            started_at: Timestamp::parse(&i.started_at).ok()?,
+                            status: InstanceStatus::Running,
+                            extra: Default::default(),
+                        })
+                    })
+                    .collect(),
+                extra: Default::default(),
+            }
+        };
+        let rel = RelPath::new(layout::ACTIVE_INSTANCES)?;
+        self.store.write_view(&rel, clawboard_core::store::to_pretty_json(&list).as_bytes())
     }
 
     /// Drives `task_id` as far as it can go now. An `Err` is a storage failure: the

@@ -5,6 +5,9 @@
 //! A timeout kills the command's whole process group; so does the daemon's kill
 //! signal at shutdown, which marks the run interrupted.
 
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -125,6 +128,30 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
+/// The file a command's `program` names: a bare name (`sh`) is looked up on
+/// `path` here, one `stat` per directory, rather than by the new process trying
+/// `execve` in each directory in turn (each failed `execve` costs the kernel far
+/// more, with the whole environment copied each time). Looked up at every run, so
+/// a program installed meanwhile is found as the shell would find it. Not found
+/// (or no PATH): the name as given, and the spawn reports it as before.
+fn on_path(program: &str, path: Option<&OsStr>) -> PathBuf {
+    if program.contains('/') {
+        return program.into();
+    }
+    let Some(path) = path else { return program.into() };
+    for dir in std::env::split_paths(path) {
+        // An empty entry is the working directory, as for execvp.
+        let candidate = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir }.join(program);
+        if let Ok(m) = std::fs::metadata(&candidate)
+            && m.is_file()
+            && m.permissions().mode() & 0o111 != 0
+        {
+            return candidate;
+        }
+    }
+    program.into()
+}
+
 async fn run_command(
     argv: &[String],
     role: &RoleConfig,
@@ -132,7 +159,14 @@ async fn run_command(
     who: &RunIdentity,
     kill: &mut watch::Receiver<bool>,
 ) -> RunOutcome {
-    let mut cmd = tokio::process::Command::new(&argv[0]);
+    // The role's own PATH if its env sets one (the process runs with it).
+    let path = match role.env.get("PATH") {
+        Some(p) => Some(std::ffi::OsString::from(p)),
+        None => std::env::var_os("PATH"),
+    };
+    let mut cmd = tokio::process::Command::new(on_path(&argv[0], path.as_deref()));
+    // argv[0] as configured, whatever file it resolved to.
+    cmd.arg0(&argv[0]);
     // The daemon's own binary, for roles that call `clawboard board …` (a role's env may say otherwise).
     if let Ok(exe) = std::env::current_exe() {
         cmd.env("CLAWBOARD_EXE", exe);
@@ -317,6 +351,49 @@ mod tests {
             instance_id: "inst-1".into(),
             token: "tok".into(),
         }
+    }
+
+    #[test]
+    fn a_bare_program_is_found_on_path_as_execvp_would() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        // Not executable in a: skipped; executable in b: found.
+        std::fs::write(a.join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::write(b.join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(b.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A directory of that name is not a program either.
+        std::fs::create_dir_all(a.join("dir-tool")).unwrap();
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        assert_eq!(on_path("tool", Some(&path)), b.join("tool"));
+        assert_eq!(on_path("dir-tool", Some(&path)), PathBuf::from("dir-tool"));
+        assert_eq!(on_path("missing", Some(&path)), PathBuf::from("missing"));
+        assert_eq!(on_path("tool", None), PathBuf::from("tool"));
+        assert_eq!(on_path("./tool", Some(&path)), PathBuf::from("./tool"));
+    }
+
+    #[tokio::test]
+    async fn argv0_stays_as_configured_and_a_role_path_is_used() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("whoami-tool");
+        std::fs::write(&script, "#!/bin/sh\nprintf '%s' \"$0\"\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut r = role(&["whoami-tool"]);
+        r.env.insert("PATH".into(), format!("{}:/usr/bin:/bin", d.path().display()));
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&r, b"{}", &who(), &mut rx).await;
+        // Found on the role's own PATH (a script's $0 is the file the kernel ran).
+        assert_eq!(out.status, RunStatus::Exited, "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), script.display().to_string());
+        // argv[0] is the name as configured, not the file it resolved to.
+        let argv = run(&role(&["sh", "-c", "tr '\\0' ' ' < /proc/$$/cmdline"]), b"{}", &who(), &mut rx).await;
+        assert_eq!(argv.status, RunStatus::Exited, "{argv:?}");
+        assert!(String::from_utf8_lossy(&argv.stdout).starts_with("sh -c "), "{argv:?}");
+        // A program found nowhere still fails to start, naming it.
+        let missing = run(&role(&["no-such-program-here"]), b"{}", &who(), &mut rx).await;
+        assert_eq!(missing.status, RunStatus::Failed);
+        assert!(missing.error.unwrap().contains("no-such-program-here"));
     }
 
     #[tokio::test]

@@ -119,7 +119,7 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
             e.role.clone(),
             e.tokens.to_string(),
             e.budget.map_or("-".into(), |b| b.to_string()),
-            e.full_tokens.to_string(),
+            e.full_tokens.map_or("-".into(), |n| n.to_string()),
             if e.rungs.is_empty() { "-".into() } else { e.rungs.join(",") },
             e.usage.map_or("-".into(), |u| format!("{}+{}", u.prompt_tokens, u.completion_tokens)),
             e.outcome.clone(),

@@ -299,12 +299,9 @@ impl<'r, 'e> Vm<'r, 'e> {
     }
 
     /// Writes `value` at `path` as the daemon, unless it is there already.
+    /// Sets `path` to `value`; a value restated is not recorded again.
     fn put(&self, path: &str, value: Value) -> Result<(), StepError> {
         let p = BoardPath::parse(path).map_err(|e| failed(format!("{path}: {}", e.reason)))?;
-        let state = self.run.board_state()?;
-        if clawboard_board::ops::get(&state, &p) == Some(&value) {
-            return Ok(());
-        }
         self.run.board_write(Op::set(p, value))
     }
 

@@ -8,7 +8,9 @@ use clawboard_board::ledger::{self, Usage};
 use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Spec};
 use clawboard_board::{Caller, ErrorEntry, Op, Selector};
 use clawboard_core::Timestamp;
+use clawboard_core::formats::BoardFile;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use super::{StepError, TaskRun};
 use crate::config::RoleConfig;
@@ -19,7 +21,11 @@ pub(crate) struct Handed {
     pub data: Value,
     pub tokens: u64,
     pub budget: Option<u64>,
-    pub ledger: u64,
+    /// As recorded (numbered, `handed`); finished when the run ends.
+    pub entry: ledger::Entry,
+    /// The board the slice was cut from, until [`TaskRun::count_full`] has
+    /// counted it (then dropped, so that the next board write need not copy it).
+    pub board: Option<Arc<BoardFile>>,
 }
 
 /// A lifecycle step as a board key: `iter-1/creator` → `iter-1-creator`; a
@@ -134,25 +140,15 @@ impl TaskRun<'_> {
             max_tokens,
             truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
         };
-        let full = {
-            let mut known = self.full_tokens.lock();
-            match *known {
-                Some((seq, n)) if seq == state.seq => n,
-                _ => {
-                    let n = slice::full_tokens(&state);
-                    *known = Some((state.seq, n));
-                    n
-                }
-            }
-        };
         let (scope_text, template) = selector.describe();
         match slice::build(&state, &spec) {
             Ok(s) => {
-                let mut entry = ledger::Entry::of(&s, &info.step, role_id, Some(instance), state.seq, full);
+                // The whole board's count is taken while the role runs (`count_full`).
+                let mut entry = ledger::Entry::of(&s, &info.step, role_id, Some(instance), state.seq, None);
                 entry.scope = scope_text;
                 entry.template = template;
-                let n = ledger::record(self.engine.store(), &self.id, entry).map_err(board_err)?;
-                Ok(Some(Handed { data: s.data, tokens: s.tokens, budget: s.budget, ledger: n }))
+                ledger::record(self.engine.store(), &self.id, &mut entry).map_err(board_err)?;
+                Ok(Some(Handed { data: s.data, tokens: s.tokens, budget: s.budget, entry, board: Some(state) }))
             }
             Err(e @ clawboard_board::Error::OverBudget { .. }) => {
                 if let clawboard_board::Error::OverBudget { size, budget, rungs, .. } = &e {
@@ -164,11 +160,12 @@ impl TaskRun<'_> {
                         missing: Vec::new(),
                         hash: String::new(),
                     };
+                    let full = Some(self.full_count(&state));
                     let mut entry = ledger::Entry::of(&empty, &info.step, role_id, Some(instance), state.seq, full);
                     entry.scope = scope_text;
                     entry.template = template;
                     entry.outcome = "over_budget".into();
-                    ledger::record(self.engine.store(), &self.id, entry).map_err(board_err)?;
+                    ledger::record(self.engine.store(), &self.id, &mut entry).map_err(board_err)?;
                 }
                 let msg = e.to_string();
                 self.log_error(&info.step, &msg)?;
@@ -179,11 +176,36 @@ impl TaskRun<'_> {
         }
     }
 
-    /// The run of a sliced role ended: its outcome and reported usage go into the ledger.
-    pub(crate) fn slice_finished(&self, handed: &Handed, ok: bool, stdout: &[u8]) -> Result<(), StepError> {
-        let usage = serde_json::from_slice::<Value>(stdout).ok().as_ref().and_then(Usage::from_output);
-        ledger::finish(self.engine.store(), &self.id, handed.ledger, if ok { "ok" } else { "failed" }, usage)
-            .map_err(board_err)
+    /// The whole board's tokens (what full-context passing would send), once per
+    /// board seq: parallel steps and competing candidates cut at one seq share it.
+    fn full_count(&self, board: &BoardFile) -> u64 {
+        let mut known = self.full_tokens.lock();
+        match *known {
+            Some((seq, n)) if seq == board.seq => n,
+            _ => {
+                let n = slice::full_tokens(board);
+                *known = Some((board.seq, n));
+                n
+            }
+        }
+    }
+
+    /// Counts the board `handed` was cut from into its ledger entry: called while
+    /// the role runs, so a step's path does not grow with the board.
+    pub(crate) fn count_full(&self, handed: &mut Handed) {
+        if let Some(board) = handed.board.take() {
+            handed.entry.full_tokens = Some(self.full_count(&board));
+        }
+    }
+
+    /// The run of a sliced role ended: its outcome, reported usage and the whole
+    /// board's count go into the ledger.
+    pub(crate) fn slice_finished(&self, mut handed: Handed, ok: bool, stdout: &[u8]) -> Result<(), StepError> {
+        self.count_full(&mut handed);
+        let mut entry = handed.entry;
+        entry.usage = serde_json::from_slice::<Value>(stdout).ok().as_ref().and_then(Usage::from_output);
+        entry.outcome = if ok { "ok" } else { "failed" }.to_owned();
+        ledger::finish(self.engine.store(), &self.id, &entry).map_err(board_err)
     }
 
     /// The ledger's totals into `result.json` (`tokens`) and `status.md`, when any

@@ -1,8 +1,8 @@
 //! One lifecycle step: find its finished attempt, or run its role with retries,
 //! backoff and fallback, recording every attempt.
 
-use clawboard_core::formats::{ActiveInstances, Instance, InstanceStatus};
-use clawboard_core::{Id, RelPath, Timestamp, layout};
+use clawboard_core::formats::ActiveInstances;
+use clawboard_core::{RelPath, Timestamp, layout};
 use clawboard_records::attempts::{self, Attempt, AttemptStatus};
 use clawboard_records::escalations;
 use serde::de::DeserializeOwned;
@@ -149,7 +149,7 @@ impl TaskRun<'_> {
         let instance_id = format!("inst-{}", clawboard_core::id::random_hex(6));
         // A role with a scope or template is handed its slice; over budget, the step
         // fails before anything runs.
-        let handed = self.slice_for(info, role_id, role, &instance_id)?;
+        let mut handed = self.slice_for(info, role_id, role, &instance_id)?;
         let mut attempt = Attempt {
             number: 0,
             step: info.step.clone(),
@@ -202,12 +202,17 @@ impl TaskRun<'_> {
         let mut kill = self.engine.shutdown.kill.clone();
         let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
         // The process starts at the run's first poll; the bookkeeping (status.md,
-        // roles/active.json) is written while it runs, not before it starts.
+        // roles/active.json, the whole board's count for the ledger) is done while
+        // it runs, not before it starts.
         // The token is valid while the role runs, not a moment longer, whatever happens
         // next (an early return, or this future dropped).
         let revoke = Revoke(self.engine, who.token.clone());
         let (out, started) = tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async {
-            self.instance_started(&attempt, &who.token)
+            let started = self.instance_started(&attempt, &who.token);
+            if let Some(h) = handed.as_mut() {
+                self.count_full(h);
+            }
+            started
         });
         drop(revoke);
         tracing::debug!(task = %self.id, step = %info.step, "the run ended");
@@ -242,7 +247,7 @@ impl TaskRun<'_> {
         // Output first, record second: an `ok` record always has its output beside it.
         attempts::save_output(store, &self.id, &attempt, &out.stdout, &out.stderr)?;
         attempts::save(store, &self.id, &attempt)?;
-        if let Some(h) = &handed {
+        if let Some(h) = handed {
             self.slice_finished(h, attempt.status == AttemptStatus::Ok, &out.stdout)?;
         }
         self.engine.count_run(attempt.status);
@@ -313,28 +318,14 @@ impl TaskRun<'_> {
                 .unwrap_or(p.iteration);
             p.running.push((info.id.clone(), info.role.clone(), info.step.clone(), info.started_at.clone()));
         });
-        let (Ok(id), Ok(role)) = (Id::new(a.instance_id.clone()), Id::new(a.role.clone())) else { return Ok(()) };
-        let task_id = self.task.task_id.clone();
-        let started_at = a.started_at.clone();
-        self.engine.store.update_view_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
-            act.instances.push(Instance {
-                id,
-                role,
-                task_id,
-                started_at,
-                status: InstanceStatus::Running,
-                extra: Default::default(),
-            });
-        })?;
+        self.engine.write_active_instances()?;
         Ok(())
     }
 
     fn instance_ended(&self, instance_id: &str) -> Result<(), StepError> {
         self.engine.instances.lock().retain(|i| i.id != instance_id);
         self.page.lock().running.retain(|r| r.0 != instance_id);
-        self.engine.store.update_view_json(&RelPath::new(layout::ACTIVE_INSTANCES)?, |act: &mut ActiveInstances| {
-            act.instances.retain(|i| i.id.as_str() != instance_id);
-        })?;
+        self.engine.write_active_instances()?;
         Ok(())
     }
 }

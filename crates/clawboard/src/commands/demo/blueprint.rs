@@ -89,9 +89,10 @@ pub fn summary(store: &Store, root: &Path, id: &str) -> anyhow::Result<bool> {
     println!("      {:<18} {:<18} {:>6} {:>13}", "step", "role", "slice", "full context");
     let (mut slices, mut full) = (0, 0);
     for e in entries.iter().filter(|e| e.step.starts_with("bp/")) {
-        println!("      {:<18} {:<18} {:>6} {:>13}", e.step, e.role, e.tokens, e.full_tokens);
+        let whole = e.full_tokens.map_or("-".to_owned(), |n| n.to_string());
+        println!("      {:<18} {:<18} {:>6} {:>13}", e.step, e.role, e.tokens, whole);
         slices += e.tokens;
-        full += e.full_tokens;
+        full += e.full_tokens.unwrap_or(0);
     }
     if full > 0 {
         println!(
