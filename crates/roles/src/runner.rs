@@ -192,46 +192,63 @@ async fn run_command(
         kill_group(pid);
         return failed("the role's pipes could not be opened");
     };
-    let context = context.to_vec();
-    let feed = tokio::spawn(async move {
+    // The context is fed and both outputs read in this task, beside the wait (no
+    // task of their own: nothing to hand over between threads when the role exits).
+    let feed = async move {
         // A role may exit without reading its context; a broken pipe is not our error.
-        let _ = stdin.write_all(&context).await;
+        let _ = stdin.write_all(context).await;
         let _ = stdin.shutdown().await;
-    });
+    };
     let limit = role.max_output_bytes;
-    let out_reader = tokio::spawn(read_capped(stdout, limit));
-    let err_reader = tokio::spawn(read_capped(stderr, limit));
+    let mut out_reader = std::pin::pin!(read_capped(stdout, limit));
+    let mut err_reader = std::pin::pin!(read_capped(stderr, limit));
+    let (mut out_read, mut err_read) = (None, None);
+    let mut deadline = std::pin::pin!(tokio::time::sleep(role.timeout));
 
     let mut status = RunStatus::Exited;
     let mut error = None;
-    let exit = tokio::select! {
-        r = child.wait() => r.ok(),
-        _ = tokio::time::sleep(role.timeout) => {
-            kill_group(pid);
-            status = RunStatus::TimedOut;
-            error = Some(format!("timed out after {:?}; the process group was killed", role.timeout));
-            child.wait().await.ok()
-        }
-        _ = fired(kill) => {
-            kill_group(pid);
-            status = RunStatus::Interrupted;
-            error = Some("interrupted: the daemon is stopping".to_owned());
-            child.wait().await.ok()
+    // The feed lives in this block: stdin is closed once the process has ended.
+    let exit = {
+        let mut feed = std::pin::pin!(feed);
+        let mut fed = false;
+        loop {
+            tokio::select! {
+                r = child.wait() => break r.ok(),
+                () = &mut feed, if !fed => fed = true,
+                r = &mut out_reader, if out_read.is_none() => out_read = Some(r),
+                r = &mut err_reader, if err_read.is_none() => err_read = Some(r),
+                () = &mut deadline => {
+                    kill_group(pid);
+                    status = RunStatus::TimedOut;
+                    error = Some(format!("timed out after {:?}; the process group was killed", role.timeout));
+                    break child.wait().await.ok();
+                }
+                () = fired(kill) => {
+                    kill_group(pid);
+                    status = RunStatus::Interrupted;
+                    error = Some("interrupted: the daemon is stopping".to_owned());
+                    break child.wait().await.ok();
+                }
+            }
         }
     };
-    feed.abort();
     // Output left open by a grandchild must not hold us forever; but the reader of
     // a role that did exit gets ample time on a loaded machine, and a reader cut
     // off fails the run rather than passing it with an empty stdout.
     let grace = Duration::from_secs(10);
-    let (stdout, out_over, out_open) = match tokio::time::timeout(grace, out_reader).await {
-        Ok(Ok((bytes, over))) => (bytes, over, false),
-        Ok(Err(_)) => (Vec::new(), false, false),
-        Err(_) => (Vec::new(), false, true),
+    let (stdout, out_over, out_open) = match out_read {
+        Some((bytes, over)) => (bytes, over, false),
+        None => match tokio::time::timeout(grace, &mut out_reader).await {
+            Ok((bytes, over)) => (bytes, over, false),
+            Err(_) => (Vec::new(), false, true),
+        },
     };
     // Held stdout, likely held stderr too: no second long wait.
     let err_grace = if out_open { Duration::from_secs(1) } else { grace };
-    let (stderr, _) = tokio::time::timeout(err_grace, err_reader).await.ok().and_then(Result::ok).unwrap_or_default();
+    let (stderr, _) = match err_read {
+        Some(read) => read,
+        None => tokio::time::timeout(err_grace, &mut err_reader).await.unwrap_or_default(),
+    };
     let exit_code = exit.and_then(|e| e.code());
     if status == RunStatus::Exited {
         if out_open {

@@ -2,6 +2,8 @@
 //! lifecycle's steps in order (PM, the team by priority, the validator, iterations,
 //! the harvest), each one skipped when it has an `ok` attempt.
 
+use std::sync::Arc;
+
 use clawboard_core::formats::Task;
 use clawboard_core::lock::Lock;
 use clawboard_core::{Error, RelPath, Timestamp, layout};
@@ -21,7 +23,8 @@ pub(crate) struct TaskRun<'e> {
     pub(crate) task: Task,
     pub(crate) id: String,
     pub(crate) attempts: Lock<Vec<Attempt>>,
-    pub(crate) page: Lock<Progress>,
+    /// What `status.md` shows; rendered by `status` off the step's path.
+    pub(crate) page: Arc<Lock<Progress>>,
     /// The task's board, when the config keeps boards.
     pub(crate) board: Option<clawboard_board::TaskBoard>,
     /// Writes `status.md` off the step's path.
@@ -55,13 +58,19 @@ impl<'e> TaskRun<'e> {
         let board = (cfg.keeps_boards() || blueprints)
             .then(|| clawboard_board::TaskBoard::new(&engine.store, &id).ok().map(clawboard_board::TaskBoard::cached))
             .flatten();
-        let status = super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone());
+        let page = Arc::new(Lock::new(page));
+        let render = {
+            let (task, page) = (task.clone(), Arc::clone(&page));
+            move || status_page::render(&task, &page.lock())
+        };
+        let status =
+            super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone(), render);
         Ok(TaskRun {
             engine,
             task,
             id,
             attempts: Lock::new(loaded),
-            page: Lock::new(page),
+            page,
             board,
             status,
             full_tokens: Lock::new(None),
@@ -70,18 +79,13 @@ impl<'e> TaskRun<'e> {
 
     /// Changes the progress page and has it written (off this thread: see `page.rs`).
     pub(crate) fn progress(&self, change: impl FnOnce(&mut Progress)) {
-        let text = {
-            let mut page = self.page.lock();
-            change(&mut page);
-            status_page::render(&self.task, &page)
-        };
-        self.status.submit(text);
+        change(&mut self.page.lock());
+        self.status.changed();
     }
 
     /// Writes the progress page now: on disk when this returns.
     pub(super) fn flush_status(&self) {
-        let text = status_page::render(&self.task, &self.page.lock());
-        self.status.flush(text);
+        self.status.flush();
     }
 
     /// Appends a line to the task's `errors.log`.
