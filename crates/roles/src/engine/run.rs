@@ -65,16 +65,7 @@ impl<'e> TaskRun<'e> {
         };
         let status =
             super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone(), render);
-        Ok(TaskRun {
-            engine,
-            task,
-            id,
-            attempts: Lock::new(loaded),
-            page,
-            board,
-            status,
-            full_tokens: Lock::new(None),
-        })
+        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page, board, status, full_tokens: Lock::new(None) })
     }
 
     /// Changes the progress page and has it written (off this thread: see `page.rs`).
