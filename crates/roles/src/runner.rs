@@ -132,16 +132,20 @@ fn kill_group(pid: Option<u32>) {
 /// `path` here, one `stat` per directory, rather than by the new process trying
 /// `execve` in each directory in turn (each failed `execve` costs the kernel far
 /// more, with the whole environment copied each time). Looked up at every run, so
-/// a program installed meanwhile is found as the shell would find it. Not found
-/// (or no PATH): the name as given, and the spawn reports it as before.
+/// a program installed meanwhile is found as the shell would find it. Not found,
+/// no PATH, or a relative directory on PATH before it (which the process would
+/// resolve from its own working directory): the name as given, and the spawn
+/// searches PATH itself as before.
 fn on_path(program: &str, path: Option<&OsStr>) -> PathBuf {
     if program.contains('/') {
         return program.into();
     }
     let Some(path) = path else { return program.into() };
     for dir in std::env::split_paths(path) {
-        // An empty entry is the working directory, as for execvp.
-        let candidate = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir }.join(program);
+        if !dir.is_absolute() {
+            return program.into();
+        }
+        let candidate = dir.join(program);
         if let Ok(m) = std::fs::metadata(&candidate)
             && m.is_file()
             && m.permissions().mode() & 0o111 != 0
@@ -388,6 +392,11 @@ mod tests {
         assert_eq!(on_path("missing", Some(&path)), PathBuf::from("missing"));
         assert_eq!(on_path("tool", None), PathBuf::from("tool"));
         assert_eq!(on_path("./tool", Some(&path)), PathBuf::from("./tool"));
+        // A relative or empty entry before the match: left to the spawn's own search.
+        for first in ["rel/dir", ""] {
+            let path = std::env::join_paths([std::path::Path::new(first), &b]).unwrap();
+            assert_eq!(on_path("tool", Some(&path)), PathBuf::from("tool"), "{first:?}");
+        }
     }
 
     #[tokio::test]
