@@ -145,6 +145,15 @@ def stats(results):
         syncs = [x for r in fs for x in r.get("syncs_ms", [])[1:]]
         sync = f"{pct(syncs, 50):.2f}" if syncs else "n/a"
         print(f"| {s} | {pct(proc, 50):.2f} | {pct(rest, 50):.2f} | {sync} |")
+    print("\nPer step by its place in the flow (p50 ms of interval k: step k's spawn to step k+1's). Each"
+          " clawboard flow is a fresh `clawboard run` process; LangGraph's flows run in one warm process.\n")
+    print("| system | " + " | ".join(str(k) for k in range(1, STEPS)) + " |")
+    print("| --- |" + " ---: |" * (STEPS - 1))
+    for s in order:
+        fs = flows[s]
+        at = [pct([(r["starts"][k + 1] - r["starts"][k]) * 1000 for r in fs if len(r["starts"]) > k + 1], 50)
+              for k in range(STEPS - 1)]
+        print(f"| {s} | " + " | ".join(f"{x:.2f}" for x in at) + " |")
     print("\nWhole flow's wall time / 10 (ms; clawboard: the `clawboard run` process, start-up included;"
           " LangGraph: graph.invoke in a warm process).\n")
     print("| system | p50 ms | p99 ms | p50 vs clawboard |")
