@@ -227,8 +227,6 @@ pub fn zone_value(board: &BoardFile, zone: Zone) -> Value {
     Value::Object(board.zone(zone).clone())
 }
 
-/// Applies `op` to `board` (the fold step). Refuses, changing nothing, a path that
-/// runs through a value that is not an object.
 /// Whether [`apply`] would change `board`: an appended error always does; any other
 /// write unless the path already holds exactly its value. (A path that holds a value
 /// walks through objects only, so such a write is never refused either.)
@@ -236,6 +234,8 @@ pub fn changes(board: &BoardFile, op: &Op) -> bool {
     op.name == OpName::AppendError || get(board, &op.path) != Some(&op.value)
 }
 
+/// Applies `op` to `board` (the fold step). Refuses, changing nothing, a path that
+/// runs through a value that is not an object.
 pub fn apply(board: &mut BoardFile, op: &Op) -> Result<(), Refusal> {
     let (last, parents) = match op.path.keys.split_last() {
         Some(x) => x,

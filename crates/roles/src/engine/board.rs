@@ -4,13 +4,14 @@
 //! with a `scope` or `template` is handed instead of the whole context, recorded in
 //! the slice ledger with its counted tokens.
 
+use std::sync::Arc;
+
 use clawboard_board::ledger::{self, Usage};
 use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Spec};
 use clawboard_board::{Caller, ErrorEntry, Op, Selector};
 use clawboard_core::Timestamp;
 use clawboard_core::formats::BoardFile;
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 use super::{StepError, TaskRun};
 use crate::config::RoleConfig;
