@@ -217,6 +217,12 @@ impl Store {
         }
     }
 
+    /// True when [`Store::write_record`] appends to the write-ahead log (see
+    /// [`Store::with_deferred_writes`]).
+    pub fn defers_writes(&self) -> bool {
+        self.deferred.is_some()
+    }
+
     /// [`Store::write_record`] as JSON.
     pub fn write_record_json<T: Serialize>(&self, rel: &RelPath, value: &T) -> Result<()> {
         self.write_record(rel, to_pretty_json(value).as_bytes())

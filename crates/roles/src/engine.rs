@@ -306,12 +306,19 @@ impl Engine {
             task.status = TaskStatus::Running;
             run.task = task.clone();
         }
-        // pending → running is written while the first role starts, not before: a
-        // crash in between leaves `pending`, which resumes the same way.
+        // pending → running: a crash before it is written leaves `pending`, which
+        // resumes the same way. With deferred writes (`clawboard run`) it is a
+        // record in the log, made durable by the first step's one sync. Without
+        // (the daemon), it is a durable write of its own (two fsyncs), done while
+        // the first role starts, not before it.
+        let running = run.task.status == TaskStatus::Running
+            && self.store.read::<Task>(&task_rel).is_ok_and(|t| t.status == TaskStatus::Pending);
+        let logged = running && self.store.defers_writes();
+        if logged {
+            self.store.write_record_json(&task_rel, &run.task)?;
+        }
         let mark_running = async {
-            if run.task.status == TaskStatus::Running
-                && self.store.read::<Task>(&task_rel).is_ok_and(|t| t.status == TaskStatus::Pending)
-            {
+            if running && !logged {
                 self.store.write_json(&task_rel, &run.task)?;
             }
             Ok::<(), Error>(())
