@@ -112,6 +112,8 @@ impl Record {
 pub struct TaskBoard {
     store: Store,
     task: Id,
+    /// `tasks/{task}/board`, relative to the root.
+    dir: String,
     max_value_bytes: usize,
     /// With [`TaskBoard::cached`]: the board as this instance last loaded or wrote it.
     cache: Option<Arc<clawboard_core::lock::Lock<Option<Arc<BoardFile>>>>>,
@@ -129,7 +131,8 @@ impl TaskBoard {
             path: "(task)".into(),
             reason: format!("not a valid task id: it {e}"),
         })?;
-        Ok(TaskBoard { store: store.clone(), task, max_value_bytes: DEFAULT_MAX_VALUE_BYTES, cache: None })
+        let dir = layout::task_file(task.as_str(), BOARD_DIR);
+        Ok(TaskBoard { store: store.clone(), task, dir, max_value_bytes: DEFAULT_MAX_VALUE_BYTES, cache: None })
     }
 
     /// Keeps the board in memory between calls (for the engine's run of a task,
@@ -152,7 +155,7 @@ impl TaskBoard {
     }
 
     fn rel(&self, rest: &str) -> Result<RelPath> {
-        Ok(RelPath::new(&layout::task_file(self.task.as_str(), &format!("{BOARD_DIR}/{rest}")))?)
+        Ok(RelPath::new(&format!("{}/{rest}", self.dir))?)
     }
 
     /// The `board.json` path, relative to the root.

@@ -7,7 +7,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -156,6 +156,14 @@ fn on_path(program: &str, path: Option<&OsStr>) -> PathBuf {
     program.into()
 }
 
+/// This process's binary, as it was when first asked (read from `/proc` once,
+/// not at every run; a binary replaced by an upgrade meanwhile is still named
+/// by its path).
+fn own_exe() -> Option<&'static Path> {
+    static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| std::env::current_exe().ok()).as_deref()
+}
+
 async fn run_command(
     argv: &[String],
     role: &RoleConfig,
@@ -172,7 +180,7 @@ async fn run_command(
     // argv[0] as configured, whatever file it resolved to.
     cmd.arg0(&argv[0]);
     // The daemon's own binary, for roles that call `clawboard board …` (a role's env may say otherwise).
-    if let Ok(exe) = std::env::current_exe() {
+    if let Some(exe) = own_exe() {
         cmd.env("CLAWBOARD_EXE", exe);
     }
     cmd.args(&argv[1..])

@@ -138,13 +138,14 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     engine.set_acl(Arc::new(acl));
     engine.set_templates(s.templates.clone());
     engine.set_blueprints(s.blueprints.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    // On a worker thread, as the daemon drives tasks: the wake-ups of the role
-    // processes and their pipes stay among the runtime's own threads.
-    let driven = engine.clone();
-    let task_id = id.to_string();
-    let outcome =
-        runtime.block_on(async move { tokio::spawn(async move { driven.drive(&task_id).await }).await })??;
+    // One thread drives the task: the role processes, their pipes and timers are
+    // polled where the steps run, with no wake-up handed between threads, and
+    // the tokenizer's caches (per thread) stay warm from step to step. Parallel
+    // steps still run side by side (they wait on processes, not on this thread).
+    // Against a two-thread runtime: 1.91 vs 2.23 ms per step at p50
+    // (docs/BENCHMARKS.md, "Durable step overhead").
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let outcome = runtime.block_on(engine.drive(id.as_str()))?;
     store.checkpoint()?;
     let result: clawboard_core::formats::TaskResult =
         store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;

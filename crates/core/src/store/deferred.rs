@@ -5,15 +5,18 @@
 //! Why: a role step records about six small files (its attempt, its slice-ledger
 //! entry and its board history, each when the step starts and when it ends). As
 //! plain atomic writes each costs a temp file, an fsync, a rename and an fsync of
-//! the directory (1–1.5 ms on this machine's disk). Here a step's records cost one
-//! `write` each and one `fdatasync` for the whole group, the way SQLite's WAL
-//! commits a transaction.
+//! the directory (1–1.5 ms on this machine's disk). Here a step's records are
+//! gathered in memory and cost one `write` and one `fdatasync` for the whole
+//! group, the way SQLite's WAL commits a transaction.
 //!
 //! The rules that keep it as safe as the plain writes:
 //! - A deferred record is durable when [`Deferred::sync`] returns. The engine
 //!   syncs before it starts a role process, and every plain durable write of the
 //!   store syncs first, so nothing written after a record (a task marked
 //!   `completed`, an escalation, a role's side effects) survives a crash without it.
+//! - The writer thread puts every appended record into the log file (written,
+//!   not synced) before it writes any file: a killed process never leaves a
+//!   file whose record the replay would write over with an older one.
 //! - Until its file is written, the record is served from memory: reads, `exists`
 //!   and directory listings of this store see it. Other processes see the file a
 //!   few milliseconds later; [`Deferred::settle`] waits for every file.
@@ -45,7 +48,7 @@ mod wal;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -114,6 +117,9 @@ struct Shared {
     wal_path: PathBuf,
     /// The log's size (read without its lock by the writer thread).
     wal_len: AtomicU64,
+    /// Records are appended to the log that are not in its file yet (see
+    /// [`Wal::flush`]): the writer thread flushes them before it writes a file.
+    unflushed: AtomicBool,
     /// Writes the plain files (a store without deferred writes).
     store: Store,
 }
@@ -142,6 +148,7 @@ impl Deferred {
             changed: Condvar::new(),
             wal_path,
             wal_len: AtomicU64::new(0),
+            unflushed: AtomicBool::new(false),
             store,
         });
         let worker = shared.clone();
@@ -161,6 +168,7 @@ impl Deferred {
         if logged {
             let len = wal.append(&path, bytes)?;
             self.shared.wal_len.store(len, Ordering::Relaxed);
+            self.shared.unflushed.store(true, Ordering::Release);
         }
         let mut q = lock(&self.shared.queue);
         q.next_version += 1;
@@ -186,7 +194,9 @@ impl Deferred {
     /// Makes every logged record durable (one `fdatasync` if any was appended).
     pub(crate) fn sync(&self) -> Result<()> {
         let _pause = Syncing::start(&self.shared);
-        lock(&self.shared.wal).sync()
+        let mut wal = lock(&self.shared.wal);
+        self.shared.flush(&mut wal)?;
+        wal.sync()
     }
 
     /// The pending content of `rel`, if its file is not written yet.
@@ -323,7 +333,10 @@ impl Shared {
                 }
             };
             // Without the path's lock: a writer holding it may be waiting in `settle`.
-            let written = RelPath::new(&path).and_then(|rel| self.store.write_view_locked(&rel, &bytes));
+            let written = self
+                .flush_log()
+                .and_then(|()| RelPath::new(&path))
+                .and_then(|rel| self.store.write_view_locked(&rel, &bytes));
             let checkpoint_due = {
                 let mut q = lock(&self.queue);
                 q.in_flight = None;
@@ -353,11 +366,31 @@ impl Shared {
         }
     }
 
+    /// Every record appended so far into the log's file, before a file is
+    /// written from the queue: a record's file never exists without its record
+    /// in the log (the replay after a killed process must not write an older
+    /// record over it).
+    fn flush_log(&self) -> Result<()> {
+        if !self.unflushed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.flush(&mut lock(&self.wal))
+    }
+
+    /// `wal`'s appended records into its file (the caller holds its lock).
+    fn flush(&self, wal: &mut Wal) -> Result<()> {
+        wal.flush()?;
+        self.unflushed.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// With `wait`, waits for the queue to empty; without (the writer thread
     /// itself), skips the checkpoint if it is not empty.
     fn checkpoint(&self, wait: bool) -> Result<()> {
-        // No record is appended meanwhile: appends take the log's lock.
+        // No record is appended meanwhile: appends take the log's lock. The
+        // writer thread does not need it (nothing is left unflushed).
         let mut wal = lock(&self.wal);
+        self.flush(&mut wal)?;
         let written = {
             let mut q = lock(&self.queue);
             if !q.idle() && !wait {
@@ -450,6 +483,28 @@ mod tests {
         let after = parse(&raw);
         assert_eq!(after.list.len(), 0);
         assert_eq!(after.epoch, before.epoch + 1);
+    }
+
+    #[test]
+    fn a_file_written_before_its_record_was_synced_has_the_record_in_the_log_file() {
+        let (dir, store) = tree();
+        let store = store.with_deferred_writes().unwrap();
+        store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"running").unwrap();
+        store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"ok").unwrap();
+        // Appends are gathered in memory until a sync; the writer thread writes
+        // the file without one, so it must put the records in the log first: a
+        // process killed now would otherwise replay an older record over the file.
+        store.settle();
+        assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"ok");
+        let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+        let logged: Vec<(String, Vec<u8>)> = parse(&raw).list.into_iter().map(|(p, b)| (p, b.to_vec())).collect();
+        assert_eq!(
+            logged,
+            vec![
+                ("tasks/t1/attempts/0001-w.json".to_owned(), b"running".to_vec()),
+                ("tasks/t1/attempts/0001-w.json".to_owned(), b"ok".to_vec()),
+            ]
+        );
     }
 
     #[test]

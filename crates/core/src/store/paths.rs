@@ -10,8 +10,37 @@ use crate::error::{Error, Result};
 
 /// A path relative to the blackboard root made of plain names (no `..`, no `.`,
 /// not absolute, no empty or NUL-containing parts).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RelPath(PathBuf);
+///
+/// Kept as given (as it displays), compared and hashed as a [`Path`]: by its
+/// names, so `a//b/` and `a/b` are the same path.
+#[derive(Debug, Clone)]
+pub struct RelPath(String);
+
+impl PartialEq for RelPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_path() == other.as_path()
+    }
+}
+
+impl Eq for RelPath {}
+
+impl std::hash::Hash for RelPath {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_path().hash(state);
+    }
+}
+
+impl PartialOrd for RelPath {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RelPath {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_path().cmp(other.as_path())
+    }
+}
 
 impl RelPath {
     pub fn new(s: &str) -> Result<RelPath> {
@@ -36,20 +65,25 @@ impl RelPath {
                 Component::CurDir => return refuse("'.' is not allowed in a path"),
             }
         }
-        Ok(RelPath(path.to_owned()))
+        Ok(RelPath(s.to_owned()))
     }
 
     pub fn as_path(&self) -> &Path {
+        Path::new(&self.0)
+    }
+
+    /// The path as given (UTF-8, and checked when made).
+    pub fn as_str(&self) -> &str {
         &self.0
     }
 
     /// The last component (every RelPath has one).
     pub fn file_name(&self) -> &std::ffi::OsStr {
-        self.0.file_name().unwrap_or_default()
+        self.as_path().file_name().unwrap_or_default()
     }
 
     pub fn parent(&self) -> &Path {
-        self.0.parent().unwrap_or(Path::new(""))
+        self.as_path().parent().unwrap_or(Path::new(""))
     }
 
     pub fn join(&self, name: &str) -> Result<RelPath> {
@@ -59,7 +93,7 @@ impl RelPath {
 
 impl fmt::Display for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0.display())
+        f.write_str(&self.0)
     }
 }
 

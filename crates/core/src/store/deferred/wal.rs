@@ -43,6 +43,9 @@ pub(super) struct Wal {
     epoch: u64,
     /// Where the next record goes.
     end: u64,
+    /// Records appended and not yet written to the file: they go in one `write`
+    /// at the next [`Wal::flush`] or [`Wal::sync`] (a step appends about six).
+    buf: Vec<u8>,
     /// Appended to since the last sync.
     dirty: bool,
 }
@@ -61,24 +64,36 @@ impl Wal {
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
         preallocate(&file, &path)?;
-        let mut wal = Wal { file, path, epoch, end: HEAD, dirty: false };
+        let mut wal = Wal { file, path, epoch, end: HEAD, buf: Vec::new(), dirty: false };
         wal.begin(epoch + 1)?;
         Ok((wal, replayed))
     }
 
-    /// Appends one record (durable at the next [`Wal::sync`]); returns the log's
-    /// length in use.
+    /// Appends one record (durable at the next [`Wal::sync`]; in the file at
+    /// the next [`Wal::flush`]); returns the log's length in use.
     pub(super) fn append(&mut self, path: &str, bytes: &[u8]) -> Result<u64> {
-        let rec = encode(self.epoch, path, bytes);
-        self.file.write_all_at(&rec, self.end).map_err(|e| Error::io(&self.path, e))?;
-        self.end += rec.len() as u64;
+        encode_into(&mut self.buf, self.epoch, path, bytes).map_err(|e| Error::io(&self.path, e))?;
         self.dirty = true;
-        Ok(self.end)
+        Ok(self.end + self.buf.len() as u64)
     }
 
-    /// One `fdatasync`, if anything was appended since the last.
+    /// Writes the appended records to the file (not synced). A record's plain
+    /// file is written only after this: a process killed at any point leaves
+    /// in the log every record whose file it wrote, as a power loss would not.
+    pub(super) fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file.write_all_at(&self.buf, self.end).map_err(|e| Error::io(&self.path, e))?;
+            self.end += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// The appended records written and made durable: one `write` and one
+    /// `fdatasync`, if anything was appended since the last.
     pub(super) fn sync(&mut self) -> Result<()> {
         if self.dirty {
+            self.flush()?;
             self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
             self.dirty = false;
         }
@@ -100,6 +115,7 @@ impl Wal {
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
         self.epoch = epoch;
         self.end = HEAD;
+        self.buf.clear();
         self.dirty = false;
         Ok(())
     }
@@ -115,20 +131,27 @@ pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
         return Ok(0); // no log, or one that never had a record
     }
     let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io(&path, e))?;
-    let mut wal = Wal { file, path, epoch, end: HEAD, dirty: false };
+    let mut wal = Wal { file, path, epoch, end: HEAD, buf: Vec::new(), dirty: false };
     wal.empty()?;
     Ok(replayed)
 }
 
 /// One record as it goes into the log.
+#[cfg(test)]
 pub(super) fn encode(epoch: u64, path: &str, bytes: &[u8]) -> Vec<u8> {
-    let header = Header { epoch, path: path.to_owned(), len: bytes.len(), hash: hash_of(bytes) };
-    // A struct of strings and numbers always serializes.
-    let mut rec = serde_json::to_vec(&header).unwrap_or_default();
-    rec.push(b'\n');
-    rec.extend_from_slice(bytes);
-    rec.push(b'\n');
+    let mut rec = Vec::new();
+    encode_into(&mut rec, epoch, path, bytes).expect("a header serializes");
     rec
+}
+
+/// Appends one record, as it goes into the log, to `out`.
+fn encode_into(out: &mut Vec<u8>, epoch: u64, path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let header = Header { epoch, path: path.to_owned(), len: bytes.len(), hash: hash_of(bytes) };
+    serde_json::to_writer(&mut *out, &header)?;
+    out.push(b'\n');
+    out.extend_from_slice(bytes);
+    out.push(b'\n');
+    Ok(())
 }
 
 /// Extends the log to [`PREALLOCATED`] bytes of written zeros (not a sparse
