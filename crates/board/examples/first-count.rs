@@ -8,9 +8,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clawboard_board::tokens;
+
+/// How long `text` takes to count, the first time on this thread and again.
+fn first_and_repeat(text: &str) -> (Duration, Duration) {
+    let t = Instant::now();
+    tokens::count(text);
+    let first = t.elapsed();
+    let t = Instant::now();
+    tokens::count(text);
+    (first, t.elapsed())
+}
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: first-count BOARD_JSON");
@@ -18,23 +28,11 @@ fn main() {
     let t = Instant::now();
     tokens::count("warm up");
     println!("tokenizer loaded: {:?}", t.elapsed());
-    let t = Instant::now();
-    tokens::count(&board);
-    let first = t.elapsed();
-    let t = Instant::now();
-    tokens::count(&board);
-    println!("main thread: first {first:?}, repeat {:?}", t.elapsed());
+    let (first, repeat) = first_and_repeat(&board);
+    println!("main thread: first {first:?}, repeat {repeat:?}");
     for i in 1..=3 {
         let b = board.clone();
-        std::thread::spawn(move || {
-            let t = Instant::now();
-            tokens::count(&b);
-            let first = t.elapsed();
-            let t = Instant::now();
-            tokens::count(&b);
-            println!("new thread {i}: first {first:?}, repeat {:?}", t.elapsed());
-        })
-        .join()
-        .unwrap();
+        let (first, repeat) = std::thread::spawn(move || first_and_repeat(&b)).join().unwrap();
+        println!("new thread {i}: first {first:?}, repeat {repeat:?}");
     }
 }

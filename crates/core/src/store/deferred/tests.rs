@@ -1,0 +1,158 @@
+//! Tests of deferred writes: the queue, the writer thread, the log's replay.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::wal::tests::log;
+use super::wal::{encode, parse};
+use super::*;
+
+fn tree() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(dir.path()).unwrap();
+    (dir, store)
+}
+
+fn rel(s: &str) -> RelPath {
+    RelPath::new(s).unwrap()
+}
+
+#[test]
+fn a_record_reads_back_at_once_lists_and_lands_on_disk() {
+    let (dir, store) = tree();
+    let store = store.with_deferred_writes().unwrap();
+    store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"{\"n\": 1}\n").unwrap();
+    store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"{\"n\": 2}\n").unwrap();
+    store.write_view(&rel("tasks/t1/status.md"), b"# t1\n").unwrap();
+    // This store sees the newest content whether or not the file is written yet.
+    assert_eq!(store.read_bytes(&rel("tasks/t1/attempts/0001-w.json")).unwrap(), b"{\"n\": 2}\n");
+    assert!(store.exists(&rel("tasks/t1/status.md")));
+    assert_eq!(store.list_names("tasks/t1/attempts").unwrap(), vec!["0001-w.json".to_owned()]);
+    store.sync_records().unwrap();
+    store.settle();
+    let on_disk = dir.path().join("tasks/t1/attempts/0001-w.json");
+    assert_eq!(std::fs::read(on_disk).unwrap(), b"{\"n\": 2}\n");
+    assert_eq!(std::fs::read(dir.path().join("tasks/t1/status.md")).unwrap(), b"# t1\n");
+    // The log holds the records (not the view) until a checkpoint empties it.
+    let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+    assert_eq!(raw.len(), 8 << 20, "kept preallocated");
+    let before = parse(&raw);
+    assert_eq!(before.list.len(), 2);
+    store.checkpoint().unwrap();
+    let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+    let after = parse(&raw);
+    assert_eq!(after.list.len(), 0);
+    assert_eq!(after.epoch, before.epoch + 1);
+}
+
+#[test]
+fn a_file_written_before_its_record_was_synced_has_the_record_in_the_log_file() {
+    let (dir, store) = tree();
+    let store = store.with_deferred_writes().unwrap();
+    store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"running").unwrap();
+    store.write_record(&rel("tasks/t1/attempts/0001-w.json"), b"ok").unwrap();
+    // Appends are gathered in memory until a sync; the writer thread writes
+    // the file without one, so it must put the records in the log first: a
+    // process killed now would otherwise replay an older record over the file.
+    store.settle();
+    assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"ok");
+    let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+    let logged: Vec<(String, Vec<u8>)> = parse(&raw).list.into_iter().map(|(p, b)| (p, b.to_vec())).collect();
+    assert_eq!(
+        logged,
+        vec![
+            ("tasks/t1/attempts/0001-w.json".to_owned(), b"running".to_vec()),
+            ("tasks/t1/attempts/0001-w.json".to_owned(), b"ok".to_vec()),
+        ]
+    );
+}
+
+#[test]
+fn the_writer_starts_no_file_while_the_log_syncs_unless_hurried() {
+    let (dir, store) = tree();
+    let store = store.with_deferred_writes().unwrap();
+    let d = store.deferred.as_ref().unwrap();
+    let pause = Syncing::start(&d.shared);
+    store.write_view(&rel("tasks/t1/status.md"), b"# t1\n").unwrap();
+    std::thread::sleep(BATCH_DELAY * 5);
+    assert!(!dir.path().join("tasks/t1/status.md").exists(), "written during a sync");
+    drop(pause);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !dir.path().join("tasks/t1/status.md").exists() {
+        assert!(Instant::now() < deadline, "not written once the sync ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A caller waiting for the files is not held up by a sync.
+    let _pause = Syncing::start(&d.shared);
+    store.write_view(&rel("tasks/t1/status.md"), b"# t1 again\n").unwrap();
+    store.settle();
+    assert_eq!(std::fs::read(dir.path().join("tasks/t1/status.md")).unwrap(), b"# t1 again\n");
+}
+
+#[test]
+fn a_plain_write_after_a_record_of_the_same_path_is_the_one_that_stays() {
+    let (dir, store) = tree();
+    let store = store.with_deferred_writes().unwrap();
+    for i in 0..50 {
+        let r = rel(&format!("tasks/t1/f{i}.json"));
+        store.write_record(&r, b"old").unwrap();
+        store.write_bytes(&r, b"new").unwrap();
+    }
+    store.settle();
+    for i in 0..50 {
+        assert_eq!(std::fs::read(dir.path().join(format!("tasks/t1/f{i}.json"))).unwrap(), b"new", "f{i}");
+    }
+}
+
+#[test]
+fn a_crash_before_the_files_were_written_is_replayed_at_the_next_start() {
+    let (dir, store) = tree();
+    // What a killed process leaves: synced records whose files were never written,
+    // then half a record it was writing.
+    let mut raw =
+        log(7, &[("tasks/t1/board/history/0000000001.json", b"one"), ("tasks/t1/attempts/0001-w.json", b"running")]);
+    raw.extend(encode(7, "tasks/t1/attempts/0001-w.json", b"ok"));
+    raw.extend(&encode(7, "tasks/t1/attempts/0002-w.json", b"never synced")[..20]);
+    std::fs::write(dir.path().join(layout::WAL), &raw).unwrap();
+
+    let store = store.with_deferred_writes().unwrap();
+    let read = |p: &str| std::fs::read(dir.path().join(p)).unwrap();
+    assert_eq!(read("tasks/t1/board/history/0000000001.json"), b"one");
+    assert_eq!(read("tasks/t1/attempts/0001-w.json"), b"ok", "the newest record of a path wins");
+    assert!(!dir.path().join("tasks/t1/attempts/0002-w.json").exists(), "a torn record is not replayed");
+    // The log starts a new epoch: the old records are void, never replayed twice.
+    let wal = read(layout::WAL);
+    let now = parse(&wal);
+    assert_eq!((now.epoch, now.list.len()), (8, 0));
+    drop(store);
+    std::fs::write(dir.path().join("tasks/t1/attempts/0001-w.json"), b"changed since").unwrap();
+    let (again, _) = Store::init(dir.path()).unwrap();
+    let _again = again.with_deferred_writes().unwrap();
+    assert_eq!(read("tasks/t1/attempts/0001-w.json"), b"changed since");
+}
+
+#[test]
+fn a_daemon_without_deferred_writes_replays_a_crashed_runs_log_once() {
+    let (dir, _store) = tree();
+    std::fs::write(dir.path().join(layout::WAL), log(4, &[("tasks/t1/attempts/0001-w.json", b"ok")])).unwrap();
+    assert_eq!(Store::replay_records(dir.path()).unwrap(), 1);
+    assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"ok");
+    let raw = std::fs::read(dir.path().join(layout::WAL)).unwrap();
+    let now = parse(&raw);
+    assert_eq!((now.epoch, now.list.len()), (5, 0));
+    // Written over since: a second start must not bring the record back.
+    std::fs::write(dir.path().join("tasks/t1/attempts/0001-w.json"), b"newer").unwrap();
+    assert_eq!(Store::replay_records(dir.path()).unwrap(), 0);
+    assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"newer");
+    // No log at all: nothing to do.
+    let (other, _) = tree();
+    assert_eq!(Store::replay_records(other.path()).unwrap(), 0);
+}
+
+#[test]
+fn a_log_naming_a_path_outside_the_tree_is_refused_and_changes_nothing() {
+    let (dir, store) = tree();
+    std::fs::write(dir.path().join(layout::WAL), log(1, &[("../escape.json", b"x")])).unwrap();
+    let e = store.with_deferred_writes().unwrap_err();
+    assert!(e.to_string().contains("escape.json"), "{e}");
+    assert!(!dir.path().parent().unwrap().join("escape.json").exists());
+}
