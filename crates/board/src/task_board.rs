@@ -335,10 +335,14 @@ impl TaskBoard {
     ///
     /// A restated value is found without the board's lock: the board as loaded
     /// holds every record written so far, so the op is a no-op as of a moment
-    /// before any write still under way, which is where it is ordered.
+    /// before any write still under way, which is where it is ordered. The
+    /// cached board is asked first, unchecked: where it says the op changes the
+    /// board, the write goes on to the locked load, which decides on the newest
+    /// records; only a "no change" needs the cache confirmed current first.
     pub fn write_if_changed(&self, acl: &Acl, caller: &Caller, op: Op) -> Result<Option<Record>> {
         self.check(acl, caller, &op)?;
-        if !ops::changes(&*self.load_shared()?, &op) {
+        let changes_cached = self.cache.as_ref().and_then(|c| c.lock().clone()).is_some_and(|b| ops::changes(&b, &op));
+        if !changes_cached && !ops::changes(&*self.load_shared()?, &op) {
             return Ok(None);
         }
         let board_rel = self.rel(BOARD_FILE)?;

@@ -5,7 +5,8 @@
 //! A timeout kills the command's whole process group; so does the daemon's kill
 //! signal at shutdown, which marks the run interrupted.
 
-use std::ffi::OsStr;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -131,35 +132,62 @@ fn kill_group(pid: Option<u32>) {
 /// The file a command's `program` names: a bare name (`sh`) is looked up on
 /// `path` here, one `stat` per directory, rather than by the new process trying
 /// `execve` in each directory in turn (each failed `execve` costs the kernel far
-/// more, with the whole environment copied each time). Looked up at every run, so
-/// a program installed meanwhile is found as the shell would find it. Not found,
-/// no PATH, or a relative directory on PATH before it (which the process would
-/// resolve from its own working directory): the name as given, and the spawn
-/// searches PATH itself as before.
+/// more, with the whole environment copied each time). Not found, no PATH, or a
+/// relative directory on PATH before it (which the process would resolve from
+/// its own working directory): the name as given, and the spawn searches PATH
+/// itself as before.
+///
+/// A name found is remembered with its PATH, as bash's `hash` remembers it: the
+/// next run checks that one file (still an executable file) with one `stat`
+/// instead of walking PATH again (on a PATH of ten directories that walk was
+/// ~15 µs of every step; docs/BENCHMARKS.md). A remembered program removed or no
+/// longer executable is looked up afresh; as with bash, one installed later in
+/// an earlier PATH directory is not preferred until then.
 fn on_path(program: &str, path: Option<&OsStr>) -> PathBuf {
     if program.contains('/') {
         return program.into();
     }
     let Some(path) = path else { return program.into() };
+    static FOUND: std::sync::Mutex<Option<HashMap<String, (OsString, PathBuf)>>> = std::sync::Mutex::new(None);
+    let remembered = {
+        let found = FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        found.as_ref().and_then(|m| m.get(program)).filter(|(p, _)| p == path).map(|(_, file)| file.clone())
+    };
+    if let Some(file) = remembered
+        && is_program(&file)
+    {
+        return file;
+    }
+    let Some(file) = search_path(program, path) else { return program.into() };
+    let mut found = FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    found.get_or_insert_default().insert(program.to_owned(), (path.to_owned(), file.clone()));
+    file
+}
+
+/// `program` in the first directory of `path` that holds it as an executable
+/// file; `None` if none does, or a relative directory comes first.
+fn search_path(program: &str, path: &OsStr) -> Option<PathBuf> {
     for dir in std::env::split_paths(path) {
         if !dir.is_absolute() {
-            return program.into();
+            return None;
         }
         let candidate = dir.join(program);
-        if let Ok(m) = std::fs::metadata(&candidate)
-            && m.is_file()
-            && m.permissions().mode() & 0o111 != 0
-        {
-            return candidate;
+        if is_program(&candidate) {
+            return Some(candidate);
         }
     }
-    program.into()
+    None
+}
+
+/// An executable regular file (following symlinks, as `execve` does).
+fn is_program(file: &Path) -> bool {
+    std::fs::metadata(file).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// This process's binary, as it was when first asked (read from `/proc` once,
-/// not at every run; a binary replaced by an upgrade meanwhile is still named
+/// when the engine is made, not at every run; a binary replaced by an upgrade meanwhile is still named
 /// by its path).
-fn own_exe() -> Option<&'static Path> {
+pub(crate) fn own_exe() -> Option<&'static Path> {
     static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     EXE.get_or_init(|| std::env::current_exe().ok()).as_deref()
 }
@@ -405,6 +433,32 @@ mod tests {
             let path = std::env::join_paths([std::path::Path::new(first), &b]).unwrap();
             assert_eq!(on_path("tool", Some(&path)), PathBuf::from("tool"), "{first:?}");
         }
+    }
+
+    #[test]
+    fn a_program_found_is_remembered_until_it_is_gone() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let exe = |f: &Path| {
+            std::fs::write(f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe(&b.join("remembered-tool"));
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        assert_eq!(on_path("remembered-tool", Some(&path)), b.join("remembered-tool"));
+        // Installed later in an earlier directory: the remembered one still runs (bash's `hash`).
+        exe(&a.join("remembered-tool"));
+        assert_eq!(on_path("remembered-tool", Some(&path)), b.join("remembered-tool"));
+        // Under another PATH the name is looked up on that PATH.
+        let only_a = std::env::join_paths([&a]).unwrap();
+        assert_eq!(on_path("remembered-tool", Some(&only_a)), a.join("remembered-tool"));
+        // The remembered file no longer executable, then removed: found afresh each time.
+        std::fs::set_permissions(b.join("remembered-tool"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(on_path("remembered-tool", Some(&path)), a.join("remembered-tool"));
+        std::fs::remove_file(a.join("remembered-tool")).unwrap();
+        assert_eq!(on_path("remembered-tool", Some(&path)), PathBuf::from("remembered-tool"));
     }
 
     #[tokio::test]

@@ -90,6 +90,11 @@ fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Res
 }
 
 pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
+    // The tokenizer (~100 ms to load) is loaded first, not by the first step's
+    // slice: loaded between that step's records and its process, it left the
+    // steps after it slower too (interval 1 1.57 vs 1.38 ms at p50, p99 2.09 vs
+    // 1.65 over all; docs/BENCHMARKS.md, "Durable step overhead").
+    clawboard_board::tokens::bpe();
     let (shown, v) = read_input(&a.input, s.max_file_bytes)?;
     let input = input_of(&shown, v, &a.blueprint, s)?;
     let (store, _) =

@@ -35,6 +35,15 @@ pub(crate) fn step_key(step: &str) -> String {
     step.strip_prefix("bp/").unwrap_or(step).replace('/', "-")
 }
 
+/// True for a blueprint step the VM shows on the board itself, under its own
+/// id (`Vm::show`: `running` before the run, its outcome once the output is
+/// applied): the executor's status write would only restate it. A candidate, a
+/// redo or a later round has a key of its own (`title-c1`), written here.
+fn shown_by_vm(info: &StepInfo) -> bool {
+    info.plan.is_some()
+        && info.extra.get("step_id").and_then(Value::as_str).is_some_and(|id| step_key(&info.step) == id)
+}
+
 fn board_err(e: clawboard_board::Error) -> StepError {
     match e {
         clawboard_board::Error::Store(e) => StepError::Store(e),
@@ -67,7 +76,9 @@ impl TaskRun<'_> {
         if self.board.is_none() {
             return Ok(());
         }
-        self.board_write(Op::update_step_status(&step_key(&info.step), "running"))?;
+        if !shown_by_vm(info) {
+            self.board_write(Op::update_step_status(&step_key(&info.step), "running"))?;
+        }
         // A blueprint's VM keeps its own stage (`blueprint:ID`).
         if info.plan.is_none() {
             self.board_write(Op::write_control("current_stage", Value::String(info.kind.to_owned())))?;
@@ -80,7 +91,7 @@ impl TaskRun<'_> {
 
     /// A step ended: `completed` or `failed`.
     pub(crate) fn board_step_ended(&self, info: &StepInfo, ok: bool) -> Result<(), StepError> {
-        if self.board.is_none() {
+        if self.board.is_none() || shown_by_vm(info) {
             return Ok(());
         }
         self.board_write(Op::update_step_status(&step_key(&info.step), if ok { "completed" } else { "failed" }))

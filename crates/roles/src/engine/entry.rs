@@ -59,7 +59,7 @@ impl crate::Engine {
                 instance_id: instance.clone(),
                 token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
             };
-            let started_at = Timestamp::now().to_string();
+            let started_at = Timestamp::now();
             self.instances.lock().push(InstanceInfo {
                 id: instance.clone(),
                 role: role_id.to_owned(),

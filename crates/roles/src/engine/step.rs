@@ -304,7 +304,7 @@ impl TaskRun<'_> {
             role: a.role.clone(),
             task_id: self.id.clone(),
             step: a.step.clone(),
-            started_at: a.started_at.to_string(),
+            started_at: a.started_at.clone(),
             token: token.to_owned(),
         };
         self.engine.instances.lock().push(info.clone());
@@ -316,7 +316,7 @@ impl TaskRun<'_> {
                 .and_then(|s| s.split('/').next())
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(p.iteration);
-            p.running.push((info.id.clone(), info.role.clone(), info.step.clone(), info.started_at.clone()));
+            p.running.push((info.id.clone(), info.role.clone(), info.step.clone(), info.started_at.to_string()));
         });
         self.engine.write_active_instances()?;
         Ok(())
