@@ -20,6 +20,11 @@
 #   scripts/bench/step-phases.sh                          # target/release/clawboard, 30 flows
 #   CLAWBOARD_BIN=/tmp/clawboard-x FLOWS=60 scripts/bench/step-phases.sh
 #   WRAP="taskset -c 0" scripts/bench/step-phases.sh      # the process and its roles on one CPU
+#   NOLOG=1 scripts/bench/step-phases.sh                  # without the debug lines: exec-to-exec only
+#
+# Also printed, with or without the log: the interval between successive
+# `sh` execs of one `clawboard run` (the kernel's view of a step, which needs
+# no debug line), p50/p90/p99 over all steps; with NOLOG=1 it is all there is.
 #
 # Needs perf (Debian: apt-get install linux-perf) and the right to trace the
 # whole machine (root, or kernel.perf_event_paranoid = -1). Builds nothing.
@@ -28,6 +33,7 @@ cd "$(dirname "$0")/../.."
 CLAWBOARD_BIN=${CLAWBOARD_BIN:-$PWD/target/release/clawboard}
 FLOWS=${FLOWS:-30}
 WRAP=${WRAP:-}
+if [ -n "${NOLOG:-}" ]; then LOGENV=; else LOGENV=CLAWBOARD_LOG=clawboard_roles::engine::step=debug; fi
 [ -x "$CLAWBOARD_BIN" ] || { echo "step-phases.sh: $CLAWBOARD_BIN is missing; build it first (cargo build --release -p clawboard)" >&2; exit 1; }
 command -v perf >/dev/null || { echo "step-phases.sh: perf is missing (apt-get install linux-perf)" >&2; exit 1; }
 
@@ -43,7 +49,7 @@ echo '{"user_input": {"topic": "bench", "platform": "general"}}' > "$work/in.jso
 cat > "$work/flows.sh" <<EOF
 #!/bin/sh
 for i in \$(seq 1 $FLOWS); do
-    CLAWBOARD_LOG=clawboard_roles::engine::step=debug $WRAP "$CLAWBOARD_BIN" --config "$work/bench.toml" --root "$work/root" \
+    $LOGENV $WRAP "$CLAWBOARD_BIN" --config "$work/bench.toml" --root "$work/root" \
         run bench_linear --input "$work/in.json" >/dev/null 2>>"$work/run.log" || exit 1
 done
 EOF
@@ -56,7 +62,7 @@ perf record -q -a -m 8192 -k mono -e sched:sched_process_fork,sched:sched_proces
     -o "$work/perf.data" -- "$work/flows.sh"
 perf script -i "$work/perf.data" -F comm,tid,time,event,trace > "$work/sched.txt" 2>/dev/null
 
-echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%Y-%m-%dT%H:%MZ); $CLAWBOARD_BIN${WRAP:+ under $WRAP}"
+echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%Y-%m-%dT%H:%MZ); $CLAWBOARD_BIN${WRAP:+ under $WRAP}${NOLOG:+, without the debug log}"
 echo
 python3 - "$work/run.log" "$work/sched.txt" "$offset" <<'PY'
 import bisect
@@ -76,7 +82,7 @@ for line in open(log_path):
     if m and flow is not None:
         flow.append((m.group(2), datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()))
 
-forks, execs, exits = {}, {}, {}
+forks, execs, exits, parent = {}, {}, {}, {}
 for line in open(sched_path):
     m = re.match(r"\s*(.+?) +(\d+) +([\d.]+):\s+sched:(\w+): (.*)", line)
     if not m:
@@ -84,13 +90,30 @@ for line in open(sched_path):
     comm, tid, t, event, rest = m.groups()
     t = float(t) + offset
     if event == "sched_process_fork" and comm.startswith("clawboard"):
-        forks[int(re.search(r"child_pid=(\d+)", rest).group(1))] = t
+        child = int(re.search(r"child_pid=(\d+)", rest).group(1))
+        forks[child] = t
+        parent[child] = int(tid)
     elif event == "sched_process_exec" and re.search(r"filename=\S*/sh pid=", rest):
         execs[int(tid)] = t
     elif event == "sched_process_exit" and comm == "sh":
         exits[int(tid)] = t
 children = sorted((forks[c], c) for c in forks if c in execs and c in exits)
 fork_times = [f for f, _ in children]
+
+def at(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, len(v) * p // 100)]
+
+# The kernel's view: successive `sh` execs of one `clawboard run` process.
+by_run = {}
+for _, child in children:
+    by_run.setdefault(parent[child], []).append(execs[child])
+exec_gaps = [b - a for t in by_run.values() for a, b in zip(sorted(t), sorted(t)[1:])]
+if not exec_gaps:
+    sys.exit("step-phases.sh: no role process was traced")
+print(f"exec to exec ({len(by_run)} runs, {len(exec_gaps)} intervals): p50 {at(exec_gaps, 50) * 1000:.3f}, "
+      f"p90 {at(exec_gaps, 90) * 1000:.3f}, p99 {at(exec_gaps, 99) * 1000:.3f} ms")
+print()
 
 phases = ["prep", "fork-exec", "sh", "exit-ended", "rest", "interval"]
 by_place = {}
@@ -112,7 +135,9 @@ for flow in flows:
             row["interval"].append(starts[k + 1] - starts[k])
 flows = [f for f in flows if f]  # `clawboard run` prints the task's line twice
 if not by_place:
-    sys.exit("step-phases.sh: no step matched a role process in the trace")
+    if flows:
+        sys.exit("step-phases.sh: no step matched a role process in the trace")
+    sys.exit(0)  # NOLOG: no debug lines to split the steps at
 
 def p50(v):
     return f"{statistics.median(v) * 1000:.3f}" if v else ""
