@@ -121,8 +121,10 @@ pub struct InstanceInfo {
 impl Engine {
     pub fn new(store: Store, config: RolesConfig, shutdown: Shutdown) -> Engine {
         let roles = Arc::new(Semaphore::new(config.lifecycle.max_parallel_roles));
-        // Read now, not at the first role's start (a `readlink` of ~35 µs there).
+        // Read and looked up now, not at the first role's start (a `readlink`
+        // of ~35 µs there, and a walk of PATH).
         crate::runner::own_exe();
+        crate::runner::resolve_programs(&config.roles);
         Engine {
             store,
             config: Lock::new(Arc::new(config)),
@@ -209,6 +211,7 @@ impl Engine {
         if new.lifecycle.max_parallel_roles > old.lifecycle.max_parallel_roles {
             self.roles.add_permits(new.lifecycle.max_parallel_roles - old.lifecycle.max_parallel_roles);
         }
+        crate::runner::resolve_programs(&new.roles);
         *self.config.lock() = Arc::new(new);
     }
 

@@ -179,6 +179,26 @@ fn search_path(program: &str, path: &OsStr) -> Option<PathBuf> {
     None
 }
 
+/// The file `role`'s command runs: `name` looked up on the role's own PATH if
+/// its env sets one (the process runs with it), else on this process's.
+fn program(name: &str, role: &RoleConfig) -> PathBuf {
+    match role.env.get("PATH") {
+        Some(p) => on_path(name, Some(OsStr::new(p))),
+        None => on_path(name, std::env::var_os("PATH").as_deref()),
+    }
+}
+
+/// Looks up every command role's program now (remembered, see [`on_path`]),
+/// so that a role's first run does not walk PATH: ~45 µs of the first step
+/// of `clawboard run` on this machine's PATH (docs/BENCHMARKS.md).
+pub(crate) fn resolve_programs(roles: &std::collections::BTreeMap<String, RoleConfig>) {
+    for role in roles.values() {
+        if let Some(name) = role.command.as_ref().and_then(|argv| argv.first()) {
+            program(name, role);
+        }
+    }
+}
+
 /// An executable regular file (following symlinks, as `execve` does).
 fn is_program(file: &Path) -> bool {
     std::fs::metadata(file).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -199,12 +219,7 @@ async fn run_command(
     who: &RunIdentity,
     kill: &mut watch::Receiver<bool>,
 ) -> RunOutcome {
-    // The role's own PATH if its env sets one (the process runs with it).
-    let path = match role.env.get("PATH") {
-        Some(p) => Some(std::ffi::OsString::from(p)),
-        None => std::env::var_os("PATH"),
-    };
-    let mut cmd = tokio::process::Command::new(on_path(&argv[0], path.as_deref()));
+    let mut cmd = tokio::process::Command::new(program(&argv[0], role));
     // argv[0] as configured, whatever file it resolved to.
     cmd.arg0(&argv[0]);
     // The daemon's own binary, for roles that call `clawboard board …` (a role's env may say otherwise).
@@ -459,6 +474,27 @@ mod tests {
         assert_eq!(on_path("remembered-tool", Some(&path)), a.join("remembered-tool"));
         std::fs::remove_file(a.join("remembered-tool")).unwrap();
         assert_eq!(on_path("remembered-tool", Some(&path)), PathBuf::from("remembered-tool"));
+    }
+
+    #[test]
+    fn the_engine_looks_up_every_roles_program_when_it_starts() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let exe = |f: &Path| {
+            std::fs::write(f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe(&b.join("started-tool"));
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        let mut r = role(&["started-tool", "--flag"]);
+        r.env.insert("PATH".into(), path.to_str().unwrap().to_owned());
+        let roles = std::collections::BTreeMap::from([("w".to_owned(), r.clone())]);
+        resolve_programs(&roles);
+        // Installed in an earlier directory afterwards: the run uses the one found at start.
+        exe(&a.join("started-tool"));
+        assert_eq!(program("started-tool", &r), b.join("started-tool"));
     }
 
     #[tokio::test]
