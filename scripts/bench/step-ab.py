@@ -9,9 +9,10 @@ per binary. No LangGraph: this compares builds, not systems.
 Per binary it prints the intervals (one step's spawn to the next step's, from
 the engine's `starting a run` debug lines, as blueprint-steps.sh reads them)
 at p50/p90/p99 and their mean, the same at p50/p99 without each flow's first
-interval, the step's one sync of the log (`sync_us`) at
-p50/p99/max, the flow's wall time (the whole `clawboard run` process) at p50,
-and the p50 of each interval by its place in the flow. Exits 1 if a flow
+interval, the step's one sync of the log (`sync_us`) at p50/p99/max with how
+many took over 0.5 ms and its p90 by place, the flow's wall time (the whole
+`clawboard run` process) at p50, and the p50 of each interval by its place in
+the flow. Exits 1 if a flow
 fails or does not log 10 steps.
 """
 import os
@@ -68,7 +69,8 @@ def main():
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 60
     with tempfile.TemporaryDirectory(prefix="step-ab.", dir=os.environ.get("TMPDIR", "/tmp")) as work:
         setup(work)
-        got = {k: {"iv": [], "pos": [[] for _ in range(9)], "sync": [], "wall": []} for k in bins}
+        got = {k: {"iv": [], "pos": [[] for _ in range(9)], "sync": [], "sync_pos": [[] for _ in range(10)], "wall": []}
+               for k in bins}
         for i in range(n):
             for k in ("A", "B") if i % 2 == 0 else ("B", "A"):
                 ivs, syncs, wall = flow(bins[k], work, os.path.join(work, "root-" + k))
@@ -78,6 +80,8 @@ def main():
                 g["wall"].append(wall * 1000)
                 for j, v in enumerate(ivs):
                     g["pos"][j].append(v)
+                for j, v in enumerate(syncs):
+                    g["sync_pos"][j].append(v)
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:3])
         print(f"{n} flows of each, alternating; {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}; load average {load}")
@@ -87,7 +91,10 @@ def main():
                   f"mean {statistics.mean(g['iv']):.2f}")
             later = [v for x in g["pos"][1:] for v in x]
             print(f"  intervals 2-9 ms (without the first): p50 {at(later, 50):.2f}, p99 {at(later, 99):.2f}")
-            print(f"  sync ms: p50 {at(g['sync'], 50):.2f}, p99 {at(g['sync'], 99):.2f}, max {max(g['sync']):.2f}")
+            slow = sum(v > 0.5 for v in g["sync"])
+            print(f"  sync ms: p50 {at(g['sync'], 50):.2f}, p99 {at(g['sync'], 99):.2f}, max {max(g['sync']):.2f}; "
+                  f"{slow} of {len(g['sync'])} over 0.5 ms")
+            print("  sync by place (before step k), p90 ms: " + " ".join(f"{at(x, 90):.2f}" for x in g["sync_pos"]))
             print(f"  wall ms (the whole process): p50 {at(g['wall'], 50):.0f}")
             print("  interval by place, p50 ms: " + " ".join(f"{statistics.median(x):.2f}" for x in g["pos"]))
 
