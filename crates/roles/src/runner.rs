@@ -450,16 +450,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_program_found_is_remembered_until_it_is_gone() {
+    /// A temp dir with two empty directories for a PATH, `a` before `b`.
+    fn two_path_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let (a, b) = (d.path().join("a"), d.path().join("b"));
         std::fs::create_dir_all(&a).unwrap();
         std::fs::create_dir_all(&b).unwrap();
-        let exe = |f: &Path| {
-            std::fs::write(f, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
-        };
+        (d, a, b)
+    }
+
+    /// An executable script at `f`.
+    fn exe(f: &Path) {
+        std::fs::write(f, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn a_program_found_is_remembered_until_it_is_gone() {
+        let (_dir, a, b) = two_path_dirs();
         exe(&b.join("remembered-tool"));
         let path = std::env::join_paths([&a, &b]).unwrap();
         assert_eq!(on_path("remembered-tool", Some(&path)), b.join("remembered-tool"));
@@ -478,14 +486,7 @@ mod tests {
 
     #[test]
     fn the_engine_looks_up_every_roles_program_when_it_starts() {
-        let d = tempfile::tempdir().unwrap();
-        let (a, b) = (d.path().join("a"), d.path().join("b"));
-        std::fs::create_dir_all(&a).unwrap();
-        std::fs::create_dir_all(&b).unwrap();
-        let exe = |f: &Path| {
-            std::fs::write(f, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
-        };
+        let (_dir, a, b) = two_path_dirs();
         exe(&b.join("started-tool"));
         let path = std::env::join_paths([&a, &b]).unwrap();
         let mut r = role(&["started-tool", "--flag"]);
