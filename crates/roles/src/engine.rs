@@ -211,6 +211,8 @@ impl Engine {
         if new.lifecycle.max_parallel_roles > old.lifecycle.max_parallel_roles {
             self.roles.add_permits(new.lifecycle.max_parallel_roles - old.lifecycle.max_parallel_roles);
         }
+        // Programs are looked up afresh, as after bash's `hash -r`.
+        crate::runner::forget_programs();
         crate::runner::resolve_programs(&new.roles);
         *self.config.lock() = Arc::new(new);
     }

@@ -137,18 +137,21 @@ fn kill_group(pid: Option<u32>) {
 /// its own working directory): the name as given, and the spawn searches PATH
 /// itself as before.
 ///
+/// Programs [`on_path`] found: name → (the PATH it was found on, the file).
+static FOUND: std::sync::Mutex<Option<HashMap<String, (OsString, PathBuf)>>> = std::sync::Mutex::new(None);
+
 /// A name found is remembered with its PATH, as bash's `hash` remembers it: the
 /// next run checks that one file (still an executable file) with one `stat`
 /// instead of walking PATH again (on a PATH of ten directories that walk was
 /// ~15 µs of every step; docs/BENCHMARKS.md). A remembered program removed or no
 /// longer executable is looked up afresh; as with bash, one installed later in
-/// an earlier PATH directory is not preferred until then.
+/// an earlier PATH directory is not preferred until then, or until a config
+/// reload ([`forget_programs`], as `hash -r`).
 fn on_path(program: &str, path: Option<&OsStr>) -> PathBuf {
     if program.contains('/') {
         return program.into();
     }
     let Some(path) = path else { return program.into() };
-    static FOUND: std::sync::Mutex<Option<HashMap<String, (OsString, PathBuf)>>> = std::sync::Mutex::new(None);
     let remembered = {
         let found = FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         found.as_ref().and_then(|m| m.get(program)).filter(|(p, _)| p == path).map(|(_, file)| file.clone())
@@ -186,6 +189,11 @@ fn program(name: &str, role: &RoleConfig) -> PathBuf {
         Some(p) => on_path(name, Some(OsStr::new(p))),
         None => on_path(name, std::env::var_os("PATH").as_deref()),
     }
+}
+
+/// Forgets every program found so far: the next run of each looks it up anew.
+pub(crate) fn forget_programs() {
+    FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
 }
 
 /// Looks up every command role's program now (remembered, see [`on_path`]),
@@ -496,6 +504,10 @@ mod tests {
         // Installed in an earlier directory afterwards: the run uses the one found at start.
         exe(&a.join("started-tool"));
         assert_eq!(program("started-tool", &r), b.join("started-tool"));
+        // A reload forgets and looks up again: now the earlier directory's.
+        forget_programs();
+        resolve_programs(&roles);
+        assert_eq!(program("started-tool", &r), a.join("started-tool"));
     }
 
     #[tokio::test]
