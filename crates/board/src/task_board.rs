@@ -320,9 +320,7 @@ impl TaskBoard {
         let board_rel = self.rel(BOARD_FILE)?;
         let _lock = self.store.lock(&board_rel)?;
         self.check(acl, caller, &op)?;
-        let mut board = self.take_owned(self.load_shared()?);
-        ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
-        let record = self.record(board, caller, op)?;
+        let record = self.apply(self.load_shared()?, caller, op)?;
         // A write through the API is answered once it is durable.
         self.store.sync_records()?;
         Ok(record)
@@ -330,8 +328,8 @@ impl TaskBoard {
 
     /// [`TaskBoard::write`], unless `op` would leave every zone as it is: then
     /// nothing is recorded (no history record, no new seq) and `None` comes back.
-    /// For the daemon's own bookkeeping, which restates values (a step's status
-    /// from the VM and from the executor, a stage that did not change).
+    /// For the daemon's own bookkeeping, which restates values (a stage or an
+    /// iteration count that did not change).
     ///
     /// A restated value is found without the board's lock: the board as loaded
     /// holds every record written so far, so the op is a no-op as of a moment
@@ -351,9 +349,14 @@ impl TaskBoard {
         if !ops::changes(&current, &op) {
             return Ok(None);
         }
+        self.apply(current, caller, op).map(Some)
+    }
+
+    /// Applies `op` to `current` (the board as loaded under its lock) and records it.
+    fn apply(&self, current: Arc<BoardFile>, caller: &Caller, op: Op) -> Result<Record> {
         let mut board = self.take_owned(current);
         ops::apply(&mut board, &op).map_err(|r| self.bad(r))?;
-        self.record(board, caller, op).map(Some)
+        self.record(board, caller, op)
     }
 
     /// That `caller` may do `op` and its value is within limits.
