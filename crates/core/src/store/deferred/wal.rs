@@ -136,9 +136,9 @@ impl Wal {
         if self.buf.is_empty() {
             return Ok(());
         }
-        match &mut self.direct {
+        let written = match &mut self.direct {
             Some(d) => match d.write(self.end, &self.buf) {
-                Ok(()) => {}
+                Ok(()) => true,
                 // Refused after all (a file system that opens but cannot write
                 // so): buffered from here on, these records included.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -147,11 +147,14 @@ impl Wal {
                         self.path.display()
                     );
                     self.direct = None;
-                    self.file.write_all_at(&self.buf, self.end).map_err(|e| Error::io(&self.path, e))?;
+                    false
                 }
                 Err(e) => return Err(Error::io(&self.path, e)),
             },
-            None => self.file.write_all_at(&self.buf, self.end).map_err(|e| Error::io(&self.path, e))?,
+            None => false,
+        };
+        if !written {
+            self.file.write_all_at(&self.buf, self.end).map_err(|e| Error::io(&self.path, e))?;
         }
         self.end += self.buf.len() as u64;
         self.buf.clear();
