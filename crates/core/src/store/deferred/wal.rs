@@ -250,9 +250,8 @@ fn preallocate(file: &File, path: &Path) -> Result<()> {
 /// Writes every whole record of the log's current epoch to its file (durably,
 /// in order). Returns how many records were written, and the epoch (0 for no log).
 fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
-    let mut raw = Vec::new();
-    match File::open(wal_path) {
-        Ok(mut f) => f.read_to_end(&mut raw).map_err(|e| Error::io(wal_path, e))?,
+    let raw = match File::open(wal_path) {
+        Ok(mut f) => read_used(&mut f).map_err(|e| Error::io(wal_path, e))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
         Err(e) => return Err(Error::io(wal_path, e)),
     };
@@ -272,32 +271,72 @@ fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
     Ok((n, records.epoch))
 }
 
+/// The first read of the log at a replay: the head and, in the common case
+/// (a log emptied at the last clean stop, or a crash a few steps in), every
+/// record. The rest of the 8 MiB is zeros, which the replay need not read.
+const FIRST_READ: u64 = 64 << 10;
+
+/// The log's bytes from its start through its last record (and a little
+/// more): read [`FIRST_READ`] bytes, and four times as many again while the
+/// records run on past what was read. The whole file only when they fill it.
+fn read_used(file: &mut File) -> std::io::Result<Vec<u8>> {
+    let mut raw = Vec::new();
+    let mut want = FIRST_READ;
+    loop {
+        let have = raw.len() as u64;
+        (&mut *file).take(want - have).read_to_end(&mut raw)?;
+        if (raw.len() as u64) < want || !parse(&raw).cut {
+            return Ok(raw);
+        }
+        want = want.saturating_mul(4);
+    }
+}
+
 pub(super) struct Parsed<'a> {
     pub(super) epoch: u64,
     pub(super) list: Vec<(String, &'a [u8])>,
+    /// The records may go on past the end of the bytes parsed: they ended
+    /// inside a record, or too close to their end to tell.
+    pub(super) cut: bool,
 }
+
+/// The longest header line a record may have.
+const MAX_HEADER: usize = 8192;
 
 pub(super) fn parse(raw: &[u8]) -> Parsed<'_> {
     let mut list = Vec::new();
     let head = raw.get(..HEAD as usize).and_then(|h| serde_json::from_slice::<Head>(h).ok());
-    let Some(Head { wal: 1, epoch }) = head else { return Parsed { epoch: 0, list } };
+    let Some(Head { wal: 1, epoch }) = head else {
+        return Parsed { epoch: 0, list, cut: raw.len() < HEAD as usize };
+    };
     let mut at = HEAD as usize;
-    while at < raw.len() {
-        let Some(nl) = raw[at..].iter().take(8192).position(|b| *b == b'\n') else { break };
-        let Ok(h) = serde_json::from_slice::<Header>(&raw[at..at + nl]) else { break };
+    let cut = loop {
+        if at >= raw.len() {
+            break true;
+        }
+        let Some(nl) = raw[at..].iter().take(MAX_HEADER).position(|b| *b == b'\n') else {
+            break raw.len() - at < MAX_HEADER;
+        };
+        let Ok(h) = serde_json::from_slice::<Header>(&raw[at..at + nl]) else { break false };
         let start = at + nl + 1;
-        let Some(end) = start.checked_add(h.len) else { break };
-        if h.epoch != epoch || end >= raw.len() || raw[end] != b'\n' {
-            break;
+        let Some(end) = start.checked_add(h.len) else { break false };
+        if h.epoch != epoch {
+            break false;
+        }
+        if end >= raw.len() {
+            break true;
+        }
+        if raw[end] != b'\n' {
+            break false;
         }
         let bytes = &raw[start..end];
         if hash_of(bytes) != h.hash {
-            break;
+            break false;
         }
         list.push((h.path, bytes));
         at = end + 1;
-    }
-    Parsed { epoch, list }
+    };
+    Parsed { epoch, list, cut }
 }
 
 #[cfg(test)]
@@ -347,6 +386,76 @@ pub(super) mod tests {
                 assert_eq!(*bytes, &body(n + 40)[..], "direct {direct}");
             }
         }
+    }
+
+    #[test]
+    fn a_replay_reads_the_records_and_not_the_zeros_after_them() {
+        // Record sizes chosen so that the records end well inside the first
+        // read, just past it, straddling it, and far past it (four reads).
+        for (count, size) in [(3, 700), (12, 5000), (13, 5000), (1, 70_000), (60, 20_000)] {
+            let dir = tempfile::tempdir().unwrap();
+            let (store, _) = Store::init(dir.path()).unwrap();
+            let (mut wal, _) = Wal::open(&store).unwrap();
+            let body = |i: usize| vec![b'a' + (i % 26) as u8; size];
+            for i in 0..count {
+                wal.append(&format!("tasks/t/{i}.json"), &body(i)).unwrap();
+            }
+            wal.sync().unwrap();
+            let path = dir.path().join(layout::WAL);
+            let whole = std::fs::read(&path).unwrap();
+            assert_eq!(whole.len() as u64, PREALLOCATED);
+            let used = read_used(&mut File::open(&path).unwrap()).unwrap();
+            let (a, b) = (parse(&whole), parse(&used));
+            assert_eq!(b.list.len(), count, "{count} of {size} bytes");
+            assert_eq!(a.list, b.list, "{count} of {size} bytes");
+            assert!(!b.cut, "{count} of {size} bytes");
+            let records = whole.len() - whole.iter().rev().take_while(|b| **b == 0).count();
+            // Each read four times the last: at most four times what was needed.
+            let bound = (4 * (records + MAX_HEADER)).max(FIRST_READ as usize);
+            assert!(used.len() >= records && used.len() <= bound, "read {} for {records}", used.len());
+            assert!(used.len() < whole.len(), "read all {} for {records}", whole.len());
+        }
+        // Records that fill the file: all of it is read, and all are found.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.log");
+        let mut raw = log(5, &[]);
+        let mut n = 0;
+        while raw.len() < 300_000 {
+            raw.extend(encode(5, &format!("tasks/t/{n}.json"), &[b'x'; 999]));
+            n += 1;
+        }
+        std::fs::write(&path, &raw).unwrap();
+        let used = read_used(&mut File::open(&path).unwrap()).unwrap();
+        assert_eq!(used.len(), raw.len());
+        assert_eq!(parse(&used).list.len(), n);
+    }
+
+    #[test]
+    fn parse_says_when_the_bytes_may_end_inside_a_record() {
+        let raw = log(3, &[("tasks/t/a.json", b"{\"n\":1}\n"), ("tasks/t/b.json", b"two")]);
+        // Cut anywhere: the whole records before the cut, and "cut".
+        for end in HEAD as usize..raw.len() {
+            let p = parse(&raw[..end]);
+            assert!(p.cut, "cut at {end}");
+            assert!(p.list.len() < 2, "cut at {end}");
+        }
+        assert!(parse(&raw[..10]).cut);
+        // Followed by plenty of zeros, another epoch's record, or a bad hash: the end.
+        for tail in [vec![0; MAX_HEADER], encode(2, "tasks/t/old.json", b"old"), {
+            let mut r = encode(3, "tasks/t/c.json", b"ccc");
+            let i = r.len() - 2;
+            r[i] ^= 1;
+            r
+        }] {
+            let mut v = raw.clone();
+            v.extend(&tail);
+            let p = parse(&v);
+            assert_eq!((p.list.len(), p.cut), (2, false));
+        }
+        // A few zeros only: maybe a header line longer than they are.
+        let mut v = raw.clone();
+        v.extend([0; 100]);
+        assert!(parse(&v).cut);
     }
 
     #[test]
