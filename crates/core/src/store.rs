@@ -254,18 +254,26 @@ impl Store {
         }
     }
 
-    /// Before a plain write, rename or removal touching `rels`: the records
-    /// before it made durable (for a durable change), and pending files of the
-    /// same paths written first.
-    fn before_plain(&self, rels: &[&RelPath], durable: bool) -> Result<()> {
+    /// Before a plain write, rename or removal: `changes` are the paths it
+    /// touches with their new content (`None`: removed). Pending files of the
+    /// same paths are written first; a path the write-ahead log has a record of
+    /// gets the change logged too (or a replay after a crash would bring the
+    /// record back over it); then the log is synced, for a durable change or
+    /// one that was logged, so that nothing written after a record survives a
+    /// crash without it.
+    fn before_plain(&self, changes: &[(&RelPath, Option<&[u8]>)], durable: bool) -> Result<()> {
         let Some(d) = &self.deferred else { return Ok(()) };
-        if durable {
-            d.sync()?;
-        }
-        for r in rels {
+        for (r, _) in changes {
             if d.is_pending(r) {
                 d.settle_path(r);
             }
+        }
+        let mut logged = false;
+        for (r, next) in changes {
+            logged |= d.supersede(r, *next)?;
+        }
+        if durable || logged {
+            d.sync()?;
         }
         Ok(())
     }
@@ -363,7 +371,10 @@ impl Store {
     /// Writes `bytes` to `rel` only if nothing is there yet ([`Error::AlreadyExists`] otherwise).
     pub fn create_bytes(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         let _lock = self.lock(rel)?;
-        self.before_plain(&[rel], true)?;
+        if self.deferred.is_some() && self.exists(rel) {
+            return Err(Error::AlreadyExists { path: rel.to_string() });
+        }
+        self.before_plain(&[(rel, Some(bytes))], true)?;
         let dir = self.safe_dir(rel, true)?;
         match fs::symlink_metadata(dir.join(rel.file_name())) {
             Ok(_) => Err(Error::AlreadyExists { path: rel.to_string() }),
@@ -477,7 +488,7 @@ impl Store {
     }
 
     fn write_in(&self, dir: &Path, rel: &RelPath, bytes: &[u8], sync: atomic::Sync) -> Result<()> {
-        self.before_plain(&[rel], sync == atomic::Sync::Durable)?;
+        self.before_plain(&[(rel, Some(bytes))], sync == atomic::Sync::Durable)?;
         let path = rel.to_string();
         match &self.sink {
             None => atomic::write_observed(dir, rel.file_name(), bytes, sync, &mut |_| {}),
@@ -493,7 +504,12 @@ impl Store {
 
     /// Moves `from` to `to` (same filesystem, atomic), creating `to`'s directory.
     pub fn rename(&self, from: &RelPath, to: &RelPath) -> Result<()> {
-        self.before_plain(&[from, to], true)?;
+        // `to` with a record in the log: the moved content is logged as its own.
+        let moved = match &self.deferred {
+            Some(d) if d.is_logged(to) => Some(self.read_bytes(from)?),
+            _ => None,
+        };
+        self.before_plain(&[(from, None), (to, moved.as_deref())], true)?;
         let src = self.resolve_existing(from)?;
         let dir = self.safe_dir(to, true)?;
         let dst = dir.join(to.file_name());
@@ -512,7 +528,7 @@ impl Store {
 
     /// Removes the file `rel`; a file already gone is not an error.
     pub fn remove(&self, rel: &RelPath) -> Result<()> {
-        self.before_plain(&[rel], false)?;
+        self.before_plain(&[(rel, None)], false)?;
         // Through the directories the way writes go: never into a link out of the root.
         let dir = match self.safe_dir(rel, false) {
             Ok(d) => d,

@@ -21,7 +21,11 @@
 //!   and directory listings of this store see it. Other processes see the file a
 //!   few milliseconds later; [`Deferred::settle`] waits for every file.
 //! - A plain write of a path with a pending record waits for that record's file
-//!   first, so an older record never lands over a newer plain write.
+//!   first, so an older record never lands over a newer plain write. A plain
+//!   change (write, removal, rename) of a path the log has a record of in this
+//!   epoch is logged too, and synced, before it is made: a replay after a
+//!   crash ends at the change. (Before, a task's `running` record was replayed
+//!   over its plain `completed`.)
 //! - After a crash, the next process that enables deferred writes on the tree
 //!   writes every record in the log to its file (durably, in log order) before it
 //!   does anything else, then empties the log: [`replay`].
@@ -35,7 +39,7 @@
 //! Log format: a 64-byte head `{"wal":1,"epoch":E}` (padded with spaces, ending
 //! in a newline), then per record a header line `{"epoch":E,"path":P,"len":N,
 //! "hash":H}`, the N bytes, a newline. H is the first 16 hex digits of the BLAKE3
-//! hash of the bytes. The file is kept at least 8 MiB long, zero-filled past the
+//! hash of the bytes. A removal is a record with `"gone":true` and no bytes. The file is kept at least 8 MiB long, zero-filled past the
 //! records: records overwrite blocks that already exist, so syncing one changes
 //! no file metadata (no size, no new blocks) and is a data write alone: no inode
 //! write, and on a journaling file system no journal commit. An
@@ -74,6 +78,11 @@ use wal::{HEAD, Wal};
 const BATCH_DELAY: Duration = Duration::from_millis(20);
 /// Past this size the writer thread checkpoints the log once it is idle.
 const CHECKPOINT_BYTES: u64 = 4 << 20;
+/// A checkpoint fsyncs the files written so far in up to this many rounds
+/// before it takes the log's lock, and stops early once a round had at most
+/// [`LOCKED_FILES`] files: what is left is synced under the lock.
+const UNLOCKED_ROUNDS: usize = 3;
+const LOCKED_FILES: usize = 16;
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -209,6 +218,30 @@ impl Deferred {
     /// The pending content of `rel`, if its file is not written yet.
     pub(crate) fn read(&self, rel: &RelPath) -> Option<Arc<[u8]>> {
         lock(&self.shared.queue).pending.get(&rel.to_string()).map(|p| p.bytes.clone())
+    }
+
+    /// A plain change of `rel` is about to be made (its new content, or
+    /// `None`: removed). If the log has a record of `rel` in this epoch, the
+    /// change is appended to it too, so that a replay after a crash ends at
+    /// the change rather than at the older record. Returns whether it was.
+    pub(crate) fn supersede(&self, rel: &RelPath, next: Option<&[u8]>) -> Result<bool> {
+        let path = rel.to_string();
+        let mut wal = lock(&self.shared.wal);
+        if !wal.has_logged(&path) {
+            return Ok(false);
+        }
+        let len = match next {
+            Some(bytes) => wal.append(&path, bytes)?,
+            None => wal.append_gone(&path)?,
+        };
+        self.shared.wal_len.store(len, Ordering::Relaxed);
+        self.shared.unflushed.store(true, Ordering::Release);
+        Ok(true)
+    }
+
+    /// True when the log has a record of `rel` in this epoch.
+    pub(crate) fn is_logged(&self, rel: &RelPath) -> bool {
+        lock(&self.shared.wal).has_logged(&rel.to_string())
     }
 
     pub(crate) fn is_pending(&self, rel: &RelPath) -> bool {
@@ -391,11 +424,27 @@ impl Shared {
         Ok(())
     }
 
-    /// With `wait`, waits for the queue to empty; without (the writer thread
-    /// itself), skips the checkpoint if it is not empty.
+    /// Makes every file written so far durable and empties the log. With
+    /// `wait`, waits for the queue to empty; without (the writer thread
+    /// itself), gives up if it is not empty by the end (the files synced so far
+    /// stay synced; the next idle moment tries again).
+    ///
+    /// The files are fsynced in rounds with no lock held, records going on
+    /// being appended meanwhile, and only the last few under the log's lock
+    /// (which holds every append back): a checkpoint after 4 MiB of records
+    /// syncs thousands of files, and holding the lock through all of them
+    /// stalled every writer for as long.
     fn checkpoint(&self, wait: bool) -> Result<()> {
-        // No record is appended meanwhile: appends take the log's lock. The
-        // writer thread does not need it (nothing is left unflushed).
+        for _ in 0..UNLOCKED_ROUNDS {
+            let written = std::mem::take(&mut lock(&self.queue).written);
+            let n = written.len();
+            self.sync_files(&written)?;
+            if n <= LOCKED_FILES {
+                break;
+            }
+        }
+        // No record is appended meanwhile: appends (and views) take the log's
+        // lock. The writer thread does not need it (nothing is left unflushed).
         let mut wal = lock(&self.wal);
         self.flush(&mut wal)?;
         let written = {
@@ -421,9 +470,17 @@ impl Shared {
             }
             std::mem::take(&mut q.written)
         };
+        self.sync_files(&written)?;
+        wal.empty()?;
+        self.wal_len.store(HEAD, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// fsyncs `written` (paths relative to the root) and their directories.
+    fn sync_files(&self, written: &BTreeSet<String>) -> Result<()> {
         let root = self.store.root().to_owned();
         let mut dirs = BTreeSet::new();
-        for rel in &written {
+        for rel in written {
             let path = root.join(rel);
             match File::open(&path) {
                 Ok(f) => f.sync_all().map_err(|e| Error::io(&path, e))?,
@@ -442,8 +499,6 @@ impl Shared {
                 Err(e) => return Err(Error::io(&d, e)),
             }
         }
-        wal.empty()?;
-        self.wal_len.store(HEAD, Ordering::Relaxed);
         Ok(())
     }
 }

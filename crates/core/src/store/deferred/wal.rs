@@ -2,6 +2,7 @@
 //! appending and syncing, emptying by epoch, and the replay after a crash. The
 //! format is described in `store/deferred.rs`.
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -30,6 +31,9 @@ struct Header {
     path: String,
     len: usize,
     hash: String,
+    /// The file was removed (a plain removal after a record of it): no bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    gone: bool,
 }
 
 fn hash_of(bytes: &[u8]) -> String {
@@ -58,6 +62,8 @@ pub(super) struct Wal {
     buf: Vec<u8>,
     /// Appended to since the last sync.
     dirty: bool,
+    /// The paths with a record in this epoch.
+    logged: HashSet<String>,
 }
 
 /// Direct writes: whole blocks from block-aligned memory at block-aligned
@@ -116,7 +122,8 @@ impl Wal {
             .map_err(|e| Error::io(&path, e))?;
         preallocate(&file, &path)?;
         let direct = Direct::open(&path);
-        let mut wal = Wal { file, direct, path, epoch, end: HEAD, buf: Vec::new(), dirty: false };
+        let mut wal =
+            Wal { file, direct, path, epoch, end: HEAD, buf: Vec::new(), dirty: false, logged: HashSet::new() };
         wal.begin(epoch + 1)?;
         Ok((wal, replayed))
     }
@@ -124,9 +131,26 @@ impl Wal {
     /// Appends one record (durable at the next [`Wal::sync`]; in the file at
     /// the next [`Wal::flush`]); returns the log's length in use.
     pub(super) fn append(&mut self, path: &str, bytes: &[u8]) -> Result<u64> {
+        self.append_change(path, Some(bytes))
+    }
+
+    /// Appends the removal of `path` (see [`Wal::append`]).
+    pub(super) fn append_gone(&mut self, path: &str) -> Result<u64> {
+        self.append_change(path, None)
+    }
+
+    fn append_change(&mut self, path: &str, bytes: Option<&[u8]>) -> Result<u64> {
         encode_into(&mut self.buf, self.epoch, path, bytes).map_err(|e| Error::io(&self.path, e))?;
+        if !self.logged.contains(path) {
+            self.logged.insert(path.to_owned());
+        }
         self.dirty = true;
         Ok(self.end + self.buf.len() as u64)
+    }
+
+    /// True when `path` has a record in this epoch.
+    pub(super) fn has_logged(&self, path: &str) -> bool {
+        self.logged.contains(path)
     }
 
     /// Writes the appended records to the file (not synced). A record's plain
@@ -189,6 +213,7 @@ impl Wal {
         self.end = HEAD;
         self.buf.clear();
         self.dirty = false;
+        self.logged.clear();
         if let Some(d) = &mut self.direct {
             // The first block holds the head: records written there carry it.
             d.tail = head;
@@ -207,7 +232,8 @@ pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
         return Ok(0); // no log, or one that never had a record
     }
     let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io(&path, e))?;
-    let mut wal = Wal { file, direct: None, path, epoch, end: HEAD, buf: Vec::new(), dirty: false };
+    let mut wal =
+        Wal { file, direct: None, path, epoch, end: HEAD, buf: Vec::new(), dirty: false, logged: HashSet::new() };
     wal.empty()?;
     Ok(replayed)
 }
@@ -216,16 +242,19 @@ pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
 #[cfg(test)]
 pub(super) fn encode(epoch: u64, path: &str, bytes: &[u8]) -> Vec<u8> {
     let mut rec = Vec::new();
-    encode_into(&mut rec, epoch, path, bytes).expect("a header serializes");
+    encode_into(&mut rec, epoch, path, Some(bytes)).expect("a header serializes");
     rec
 }
 
-/// Appends one record, as it goes into the log, to `out`.
-fn encode_into(out: &mut Vec<u8>, epoch: u64, path: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let header = Header { epoch, path: path.to_owned(), len: bytes.len(), hash: hash_of(bytes) };
+/// Appends one record, as it goes into the log, to `out`: `path`'s new
+/// content, or its removal (`None`).
+fn encode_into(out: &mut Vec<u8>, epoch: u64, path: &str, bytes: Option<&[u8]>) -> std::io::Result<()> {
+    let content = bytes.unwrap_or_default();
+    let header =
+        Header { epoch, path: path.to_owned(), len: content.len(), hash: hash_of(content), gone: bytes.is_none() };
     serde_json::to_writer(&mut *out, &header)?;
     out.push(b'\n');
-    out.extend_from_slice(bytes);
+    out.extend_from_slice(content);
     out.push(b'\n');
     Ok(())
 }
@@ -263,7 +292,10 @@ fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
             reason: format!("cannot replay record {} ({path:?}): {e}", i + 1),
         };
         let rel = RelPath::new(&path).map_err(bad)?;
-        store.write_bytes(&rel, bytes).map_err(bad)?;
+        match bytes {
+            Some(bytes) => store.write_bytes(&rel, bytes).map_err(bad)?,
+            None => remove_durably(store, &rel).map_err(bad)?,
+        }
     }
     if n > 0 {
         tracing::info!(records = n, "wrote the records a crash left in {}", layout::WAL);
@@ -292,9 +324,21 @@ fn read_used(file: &mut File) -> std::io::Result<Vec<u8>> {
     }
 }
 
+/// A file removed, and its directory synced (a replayed removal).
+fn remove_durably(store: &Store, rel: &RelPath) -> Result<()> {
+    store.remove(rel)?;
+    let dir = store.path(rel).parent().map(Path::to_owned);
+    match dir.map(|d| File::open(&d).and_then(|f| f.sync_all()).map_err(|e| (d, e))) {
+        Some(Err((_, e))) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Some(Err((d, e))) => Err(Error::io(&d, e)),
+        _ => Ok(()),
+    }
+}
+
 pub(super) struct Parsed<'a> {
     pub(super) epoch: u64,
-    pub(super) list: Vec<(String, &'a [u8])>,
+    /// Each record: its path, and its content (`None`: the file was removed).
+    pub(super) list: Vec<(String, Option<&'a [u8]>)>,
     /// The records may go on past the end of the bytes parsed: they ended
     /// inside a record, or too close to their end to tell.
     pub(super) cut: bool,
@@ -330,10 +374,10 @@ pub(super) fn parse(raw: &[u8]) -> Parsed<'_> {
             break false;
         }
         let bytes = &raw[start..end];
-        if hash_of(bytes) != h.hash {
+        if hash_of(bytes) != h.hash || (h.gone && !bytes.is_empty()) {
             break false;
         }
-        list.push((h.path, bytes));
+        list.push((h.path, (!h.gone).then_some(bytes)));
         at = end + 1;
     };
     Parsed { epoch, list, cut }
@@ -383,7 +427,7 @@ pub(super) mod tests {
             assert_eq!(p.list.len(), 160, "direct {direct}");
             for (n, (path, bytes)) in p.list.iter().enumerate() {
                 assert_eq!(path, &format!("tasks/t/{}.json", n + 40), "direct {direct}");
-                assert_eq!(*bytes, &body(n + 40)[..], "direct {direct}");
+                assert_eq!(*bytes, Some(&body(n + 40)[..]), "direct {direct}");
             }
         }
     }
@@ -464,7 +508,18 @@ pub(super) mod tests {
         let p = parse(&raw);
         assert_eq!(p.epoch, 3);
         assert_eq!(p.list.len(), 2);
-        assert_eq!(p.list[1], ("tasks/t/b.json".to_owned(), &b"two\nlines"[..]));
+        assert_eq!(p.list[1], ("tasks/t/b.json".to_owned(), Some(&b"two\nlines"[..])));
+        // A removal: a record without bytes.
+        let mut gone = raw.clone();
+        let mut rec = Vec::new();
+        encode_into(&mut rec, 3, "tasks/t/a.json", None).unwrap();
+        gone.extend(&rec);
+        assert_eq!(parse(&gone).list[2], ("tasks/t/a.json".to_owned(), None));
+        // One that claims bytes all the same is not a record: the replay ends before it.
+        let forged = String::from_utf8(rec).unwrap().replace("\"len\":0", "\"len\":1").replacen("\n\n", "\nx\n", 1);
+        let mut bad_gone = raw.clone();
+        bad_gone.extend(forged.as_bytes());
+        assert_eq!(parse(&bad_gone).list.len(), 2);
 
         // Cut anywhere inside a third record, or zeros after it: the first two.
         let third = encode(3, "tasks/t/c.json", b"third");
