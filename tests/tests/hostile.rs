@@ -491,3 +491,23 @@ fn nothing_follows_a_symlink_out_of_the_root() {
         r.stderr
     );
 }
+
+/// The whole tree deleted under a running daemon: it stops with an error that
+/// names what is gone, rather than running on. (Its journal readers took the
+/// missing journal for an empty one and asked again at once: a core at 100 %
+/// until someone noticed.)
+#[test]
+fn the_tree_deleted_under_a_running_daemon_stops_it_with_an_error() {
+    let t = Tree::init();
+    t.config(&clawboard_tests::sh_config(""));
+    let mut d = t.daemon();
+    t.drop_task("first.json", r#"{"taskId":"first","type":"coding","description":"before the tree goes"}"#);
+    wait_until(30, "the first task", || t.status_of("first") == "completed");
+    // `rm -rf` races the daemon's own writes into the directories it empties: again until gone.
+    wait_until(30, "the tree to be deleted", || std::fs::remove_dir_all(&t.root).is_ok() || !t.root.exists());
+    wait_until(30, "the daemon to stop", || d.child.try_wait().unwrap().is_some());
+    let code = d.child.wait().unwrap().code();
+    assert_ne!(code, Some(0), "{}", d.output());
+    let log = d.output();
+    assert!(log.contains("journal") && log.contains("No such file or directory"), "{log}");
+}

@@ -261,14 +261,18 @@ impl Tail {
     pub fn read(&mut self, max: usize) -> Result<Vec<Entry>> {
         let mut out = Vec::new();
         while out.len() < max {
-            let Some((first, offset)) = self.at.or_else(|| self.locate()) else { return Ok(out) };
+            let at = match self.at {
+                Some(at) => Some(at),
+                None => self.locate()?,
+            };
+            let Some((first, offset)) = at else { return Ok(out) };
             let path = self.dir.join(segment_name(first));
             let offset = match self.read_segment(&path, offset, max, &mut out) {
                 Ok(o) => o,
                 // Compacted away under the reader: everything in it was consumed.
                 Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                     self.at = None;
-                    if self.locate().is_none_or(|(f, _)| f == first) {
+                    if self.locate()?.is_none_or(|(f, _)| f == first) {
                         return Ok(out);
                     }
                     continue;
@@ -294,10 +298,13 @@ impl Tail {
     }
 
     /// The segment holding the entry after `after` (reading from its start).
-    fn locate(&self) -> Option<(u64, u64)> {
-        let firsts = segments(&self.dir).ok()?;
+    /// The journal's directory gone (the tree deleted under the daemon) is an
+    /// error: read as "no entries yet", a consumer told of new entries would
+    /// ask again at once, forever.
+    fn locate(&self) -> Result<Option<(u64, u64)>> {
+        let firsts = segments(&self.dir)?;
         let i = firsts.iter().rposition(|f| *f <= self.after + 1).unwrap_or(0);
-        firsts.get(i).map(|f| (*f, 0))
+        Ok(firsts.get(i).map(|f| (*f, 0)))
     }
 
     /// Appends the whole lines of `path` from `offset` to `out` (up to `max` in all),
@@ -482,6 +489,21 @@ mod tests {
         // A new reader placed mid-journal starts right after its position.
         let mut late = Tail::new(dir.path(), SEGMENT_ENTRIES + 1);
         assert_eq!(seqs(late.read(10).unwrap()), vec![SEGMENT_ENTRIES + 2]);
+    }
+
+    #[test]
+    fn a_tail_of_a_journal_deleted_under_it_fails_and_names_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("journal");
+        let mut j = Journal::open(&journal).unwrap();
+        j.append(vec![put("a")]).unwrap();
+        let (mut fresh, mut reading) = (Tail::new(&journal, 0), Tail::new(&journal, 0));
+        assert_eq!(reading.read(10).unwrap().len(), 1);
+        std::fs::remove_dir_all(&journal).unwrap();
+        for tail in [&mut fresh, &mut reading] {
+            let e = tail.read(10).unwrap_err();
+            assert!(e.to_string().contains("journal"), "{e}");
+        }
     }
 
     #[test]
