@@ -173,13 +173,18 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     let mut jobs = jobs::Runner::new(stopping.clone(), registry.clone(), journal);
     let clock = jobs::Clock::System;
-    // Not deferred writes (see `clawboard run`): with them, the 300-task test on
-    // three syncing nodes (tests/tests/multinode.rs) stalled twice in the full
-    // suite, cause not found yet. What a `clawboard run` that crashed left in the
-    // write-ahead log is written out here, before anything reads a task.
-    Store::replay_records(&root)?;
-    let store =
-        Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink.clone(), Origin::Daemon);
+    // Records are deferred as in `clawboard run`: appended to the write-ahead
+    // log, one sync per step, the files written just after. What a crash (of a
+    // daemon or of a `clawboard run`) left in the log is written out first,
+    // before anything reads a task.
+    // A board's history stays plain: a person's `clawboard board` writes it
+    // straight to the files while the daemon may run the task, numbering its
+    // record from the ones on disk.
+    let store = Store::open(&root)?
+        .with_max_file_bytes(settings.max_file_bytes)
+        .with_sink(sink.clone(), Origin::Daemon)
+        .with_plain_records(clawboard_board::task_board::is_history_record)
+        .with_deferred_writes()?;
     let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
     let stale = clawboard_roles::clear_active_instances(&store)?;
     if stale > 0 {
@@ -337,6 +342,11 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     drop(engine);
     drop(dispatcher);
     drop(state);
+    // Every deferred file written and fsynced, the log emptied: a clean stop
+    // leaves nothing to replay.
+    let settled = store.clone();
+    tokio::task::spawn_blocking(move || settled.checkpoint()).await??;
+    drop(store);
     tokio::task::spawn_blocking(move || recorder.stop()).await??;
     tracing::info!("stopped; every cursor is durable");
     match failure {

@@ -314,10 +314,10 @@ impl Engine {
             run.task = task.clone();
         }
         // pending → running: a crash before it is written leaves `pending`, which
-        // resumes the same way. With deferred writes (`clawboard run`) it is a
-        // record in the log, made durable by the first step's one sync. Without
-        // (the daemon), it is a durable write of its own (two fsyncs), done while
-        // the first role starts, not before it.
+        // resumes the same way. With deferred writes (the daemon, `clawboard run`)
+        // it is a record in the log, made durable by the first step's one sync.
+        // Without, it is a durable write of its own (two fsyncs), done while the
+        // first role starts, not before it.
         let running = run.task.status == TaskStatus::Running
             && self.store.read::<Task>(&task_rel).is_ok_and(|t| t.status == TaskStatus::Pending);
         let logged = running && self.store.defers_writes();
