@@ -6,7 +6,7 @@
 //! and the CLI a person uses on the same board.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use clawboard_tests::{LIFECYCLE_HEAD, Tree, bin, repo, wait_until};
+use clawboard_tests::{LIFECYCLE_HEAD, Tree, bin, repo, sh_config, wait_until};
 use serde_json::Value;
 
 /// Seed 000, Zone 访问权限, as written there ("R (via slice)" is no direct read).
@@ -342,4 +342,34 @@ fn the_board_example_config_runs_as_the_readme_shows() {
         assert!(s["tokens"].as_u64().unwrap() > 0 && s["tokens"].as_u64().unwrap() <= 200, "{s}");
     }
     assert_eq!(d.stop(), 0);
+}
+
+/// A person's `clawboard board` writes while a daemon runs the tree go through
+/// the daemon (the daemon defers its own board records a few milliseconds, so a
+/// write numbered from the files alone could take one of their numbers): they
+/// land in order with the daemon's, and bad ones are refused as before.
+#[test]
+fn a_persons_board_writes_go_through_a_running_daemon() {
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    t.run(&["board", "set", "p1", "meta.intent", "before the daemon"]).ok();
+    let d = t.daemon();
+    assert!(!d.output().contains("a person's board write"));
+    for i in 0..5 {
+        t.run(&["board", "set", "p1", "meta.topic", &format!("\"topic {i}\"")]).ok();
+    }
+    t.run(&["board", "step-status", "p1", "title", "completed"]).ok();
+    let bad = t.run(&["board", "set", "p1", "meta.intent", "42"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("task p1: meta.intent: is the number 42, not a string"), "{}", bad.stderr);
+    let log = d.output();
+    assert_eq!(log.matches("a person's board write").count(), 7, "{log}");
+    let history = t.run(&["board", "history", "p1", "--json"]).json();
+    let seqs: Vec<u64> = history["records"].as_array().unwrap().iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
+    assert_eq!(t.run(&["board", "get", "p1", "meta.topic"]).stdout.trim(), "\"topic 4\"");
+    assert_eq!(d.stop(), 0);
+    // No daemon: the files directly, as before.
+    t.run(&["board", "set", "p1", "meta.topic", "\"after\""]).ok();
+    assert_eq!(t.run(&["board", "get", "p1", "meta.topic"]).stdout.trim(), "\"after\"");
 }

@@ -119,16 +119,6 @@ pub struct TaskBoard {
     cache: Option<Arc<clawboard_core::lock::Lock<Option<Arc<BoardFile>>>>>,
 }
 
-/// True for a path (relative to the root) of a board history record:
-/// `tasks/{task}/board/history/{seq}.json`.
-pub fn is_history_record(path: &str) -> bool {
-    let mut parts = path.split('/');
-    matches!(
-        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next(), parts.next()),
-        (Some("tasks"), Some(_), Some(BOARD_DIR), Some(HISTORY_DIR), Some(name), None) if name.ends_with(".json")
-    )
-}
-
 fn record_name(seq: u64) -> String {
     format!("{seq:010}.json")
 }

@@ -420,32 +420,3 @@ fn a_record_is_what_the_write_returned() {
     expected.insert("style".into(), json!("casual"));
     assert_eq!(board.load().unwrap().meta_zone, expected);
 }
-
-/// The daemon defers its records but keeps a board's history plain
-/// (`Store::with_plain_records`): a person's `clawboard board`, another process
-/// on the same files, numbers its record after the daemon's and loses nothing.
-#[test]
-fn a_person_writing_beside_a_deferring_daemon_numbers_after_its_records() {
-    let (dir, _) = store();
-    let plain_history = |deferring: clawboard_core::Store| {
-        deferring.with_plain_records(clawboard_board::task_board::is_history_record).with_deferred_writes().unwrap()
-    };
-    let daemon_store = plain_history(clawboard_core::Store::open(dir.path()).unwrap());
-    let person_store = clawboard_core::Store::open(dir.path()).unwrap();
-    let (daemon, person) =
-        (TaskBoard::new(&daemon_store, TASK).unwrap().cached(), TaskBoard::new(&person_store, TASK).unwrap());
-    let acl = acl();
-    let set = |b: &TaskBoard, who: &Caller, path: &str, v: Value| {
-        b.write(&acl, who, Op::set(BoardPath::parse(path).unwrap(), v).unwrap()).unwrap().seq
-    };
-    assert_eq!(set(&daemon, &Caller::daemon(), "meta.intent", json!("by the daemon")), 1);
-    // At once, with no settle: the person's process sees record 1 on disk.
-    assert_eq!(set(&person, &Caller::human(), "meta.topic", json!("by a person")), 2);
-    assert_eq!(set(&daemon, &Caller::daemon(), "control.current_stage", json!("after")), 3);
-    daemon_store.settle();
-    assert_eq!(history_listing(&person_store, TASK), vec!["0000000001.json", "0000000002.json", "0000000003.json"]);
-    let zones = person.load().unwrap().zones();
-    assert_eq!(zones["meta_zone"]["topic"], json!("by a person"));
-    assert_eq!(zones["meta_zone"]["intent"], json!("by the daemon"));
-    assert_eq!(zones["control_zone"]["current_stage"], json!("after"));
-}

@@ -56,6 +56,10 @@ pub struct DaemonState {
     pub jobs: Arc<jobs::Registry>,
     /// Which role plays which actor (entries written through the API).
     pub lanes: Arc<clawboard_entries::Lanes>,
+    /// A person's board writes come through the API with this token
+    /// (`.clawboard/person-token`), so that they are numbered with the
+    /// daemon's own records, some of which are not on disk yet.
+    pub person_token: String,
     /// This node's id when it shares a bucket (part of the ids of entries it makes).
     pub node: Option<String>,
 }
@@ -139,6 +143,28 @@ pub fn check_state_dir(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A new token for a person's board writes, in `.clawboard/person-token` (mode
+/// 600, replaced atomically).
+fn write_person_token(root: &std::path::Path) -> anyhow::Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let token = clawboard_core::token::secret_hex(16).context("no randomness from the OS for the person token")?;
+    let path = root.join(clawboard_core::layout::PERSON_TOKEN);
+    let tmp = path.with_extension(format!("clawboard-tmp.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(format!("{token}\n").as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(token)
+}
+
 /// Runs the daemon until SIGTERM/SIGINT; `args` is kept to reload the config on SIGHUP.
 pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     let (_, report) = Store::init(&settings.root)?;
@@ -177,14 +203,13 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     // log, one sync per step, the files written just after. What a crash (of a
     // daemon or of a `clawboard run`) left in the log is written out first,
     // before anything reads a task.
-    // A board's history stays plain: a person's `clawboard board` writes it
-    // straight to the files while the daemon may run the task, numbering its
-    // record from the ones on disk.
+    // A board's history is deferred too: a person's `clawboard board` writes go
+    // through the API while the daemon runs (`person_token` below).
     let store = Store::open(&root)?
         .with_max_file_bytes(settings.max_file_bytes)
         .with_sink(sink.clone(), Origin::Daemon)
-        .with_plain_records(clawboard_board::task_board::is_history_record)
         .with_deferred_writes()?;
+    let person_token = write_person_token(&root)?;
     let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
     let stale = clawboard_roles::clear_active_instances(&store)?;
     if stale > 0 {
@@ -211,6 +236,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         jobs: registry.clone(),
         lanes: Arc::new(settings.lanes.clone()),
         node: node.clone().filter(|_| settings.sync.enabled),
+        person_token,
     });
 
     // Finish what a crash interrupted: staged intakes, then every active task.

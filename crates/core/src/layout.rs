@@ -26,6 +26,9 @@ pub const JOURNAL: &str = ".clawboard/journal";
 pub const CURSORS: &str = ".clawboard/cursors";
 /// The write-ahead log of deferred writes (see `store/deferred.rs`).
 pub const WAL: &str = ".clawboard/wal.log";
+/// The running daemon's token for a person's board writes (mode 600): whoever
+/// can read it can write the tree's files anyway.
+pub const PERSON_TOKEN: &str = ".clawboard/person-token";
 /// Tasks this node ever claimed (one file each, created exclusively), and those of
 /// them not finished yet, which a starting daemon resumes.
 pub const CLAIMS: &str = ".clawboard/claims";

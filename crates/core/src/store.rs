@@ -85,9 +85,6 @@ pub struct Store {
     origin: Origin,
     /// Set by [`Store::with_deferred_writes`]: shared by every clone.
     deferred: Option<Arc<deferred::Deferred>>,
-    /// Records of the paths this says yes to are written plainly even with
-    /// deferred writes ([`Store::with_plain_records`]).
-    plain_records: Option<fn(&str) -> bool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -123,7 +120,6 @@ impl Store {
             sink: None,
             origin: Origin::Daemon,
             deferred: None,
-            plain_records: None,
         };
         for dir in layout::DIRS {
             let rel = RelPath::new(dir)?;
@@ -161,7 +157,6 @@ impl Store {
             sink: None,
             origin: Origin::Daemon,
             deferred: None,
-            plain_records: None,
         })
     }
 
@@ -174,7 +169,6 @@ impl Store {
             sink: None,
             origin: Origin::Daemon,
             deferred: None,
-            plain_records: None,
         }
     }
 
@@ -217,24 +211,9 @@ impl Store {
     /// is the same): the caller serializes writers of `rel`.
     pub fn write_record(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         match &self.deferred {
-            Some(d) if !self.plain_records.is_some_and(|plain| plain(rel.as_str())) => d.write(rel, bytes, true),
-            _ => self.write_locked(rel, bytes),
+            Some(d) => d.write(rel, bytes, true),
+            None => self.write_locked(rel, bytes),
         }
-    }
-
-    /// Writes the records of the paths `plain` says yes to as plain durable
-    /// files even with deferred writes: the ones another process may write
-    /// beside this one, which must see each of them on disk before it writes
-    /// its own (a task board's history, whose records a person's `clawboard
-    /// board` numbers from the files, while the daemon runs the task).
-    pub fn with_plain_records(mut self, plain: fn(&str) -> bool) -> Self {
-        self.plain_records = Some(plain);
-        self
-    }
-
-    #[cfg(test)]
-    pub(crate) fn is_pending_for_test(&self, rel: &RelPath) -> bool {
-        self.deferred.as_ref().is_some_and(|d| d.is_pending(rel))
     }
 
     /// True when [`Store::write_record`] appends to the write-ahead log (see

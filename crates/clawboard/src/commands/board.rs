@@ -19,7 +19,8 @@ use crate::output;
 
 /// A task's board: read, write, slice, history (seed 000)
 #[derive(Debug, Subcommand)]
-#[command(after_help = "Without --token you act as a person on the tree (any zone). A running role
+#[command(after_help = "Without --token you act as a person on the tree (any zone; while a daemon
+runs, your writes go through it). A running role
 passes its token (CLAWBOARD_TOKEN) and may only do what seed 000's zone table
 gives its component type (config/acl.toml [zones.*]; docs/BOARD.md).
 
@@ -344,16 +345,54 @@ pub fn run(c: BoardCommand, s: &Settings) -> anyhow::Result<u8> {
     };
     let answer = match token.token.filter(|t| !t.trim().is_empty()) {
         Some(t) => crate::commands::write::post(s, "/v1/board", &t, &serde_json::to_vec(&req)?)?,
-        None => {
-            let store = crate::commands::open_store(s)?;
-            let (acl, _) = crate::commands::acl::load(s)?;
-            let ctx = Ctx { store: &store, acl: &acl, templates: &s.templates, own: None };
-            execute(&ctx, &Caller::human(), &req).map_err(|e| -> anyhow::Error {
-                if e.is_bad_input() { BadInput(e.to_string()).into() } else { e.into() }
-            })?
-        }
+        None => match through_daemon(s, &req)? {
+            Some(answer) => answer,
+            None => {
+                let store = crate::commands::open_store(s)?;
+                let (acl, _) = crate::commands::acl::load(s)?;
+                let ctx = Ctx { store: &store, acl: &acl, templates: &s.templates, own: None };
+                execute(&ctx, &Caller::human(), &req).map_err(|e| -> anyhow::Error {
+                    if e.is_bad_input() { BadInput(e.to_string()).into() } else { e.into() }
+                })?
+            }
+        },
     };
     print_answer(s, &req, &answer)
+}
+
+/// A person's board write while a daemon runs the tree goes through it (with
+/// the token it keeps in `.clawboard/person-token`): the daemon holds its own
+/// newest records in memory for a few milliseconds before their files are
+/// written, and a write numbered from the files alone could take one of their
+/// numbers. `None`: no daemon answers, so the write goes to the files.
+fn through_daemon(s: &Settings, req: &Request) -> anyhow::Result<Option<Value>> {
+    if !matches!(req.op.as_str(), "set" | "append_error" | "step_status") {
+        return Ok(None);
+    }
+    let body = serde_json::to_vec(req)?;
+    let token_file = s.root.join(clawboard_core::layout::PERSON_TOKEN);
+    // Twice: a daemon that started since the token was read has a new one.
+    for _ in 0..2 {
+        let token = match std::fs::read_to_string(&token_file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", token_file.display())),
+        };
+        if std::os::unix::net::UnixStream::connect(s.root.join(".clawboard/api.sock")).is_err() {
+            return Ok(None);
+        }
+        let (status, status_line, json) =
+            crate::commands::write::request(s, "/v1/board", &token, "application/json", &body)?;
+        let error =
+            || json["error"].as_str().map_or_else(|| format!("the daemon answered {status_line}"), str::to_owned);
+        match status {
+            200 => return Ok(Some(json)),
+            401 => continue,
+            403 | 422 => return Err(BadInput(error()).into()),
+            _ => anyhow::bail!("{}", error()),
+        }
+    }
+    anyhow::bail!("the daemon refused the token in {}; is another daemon starting?", token_file.display())
 }
 
 fn print_answer(s: &Settings, req: &Request, a: &Value) -> anyhow::Result<u8> {

@@ -60,7 +60,7 @@ fn refusal(status_line: &str, json: &serde_json::Value) -> anyhow::Error {
 }
 
 /// `POST path` with a role's token on the daemon's socket: (status, status line, JSON body).
-fn request(
+pub(crate) fn request(
     s: &Settings,
     path: &str,
     token: &str,

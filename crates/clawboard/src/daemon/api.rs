@@ -145,13 +145,17 @@ fn symlink_on_the_way(root: &std::path::Path, path: &str) -> Option<String> {
 
 /// The running role instance whose token the request carries (`Authorization: Bearer T`).
 fn instance_of(s: &DaemonState, headers: &axum::http::HeaderMap) -> Option<clawboard_roles::engine::InstanceInfo> {
-    let token = headers
+    s.dispatcher.engine.instance_by_token(bearer(headers))
+}
+
+/// The request's bearer token ("" without one).
+fn bearer(headers: &axum::http::HeaderMap) -> &str {
+    headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-        .unwrap_or_default();
-    s.dispatcher.engine.instance_by_token(token)
+        .unwrap_or_default()
 }
 
 const EXPIRED: &str = "unknown or expired token: a token is valid only while its role instance runs";
@@ -264,14 +268,26 @@ async fn board(
         tracing::warn!(who, "board request refused: {msg}");
         fail(status, msg, rule)
     };
-    let Some(inst) = instance_of(&s, &headers) else {
-        return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
-    };
-    let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
     let req: crate::commands::board::Request = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return fail(StatusCode::BAD_REQUEST, format!("the board request is not valid: {e}"), None),
     };
+    if bearer(&headers) == s.person_token {
+        // A person's `clawboard board` while the daemon runs: as on the files
+        // (any task, any zone), but numbered with the daemon's own records.
+        tracing::info!(task = %req.task, op = %req.op, path = req.path.as_deref().unwrap_or(""), "a person's board write");
+        return match execute_board(&s, clawboard_board::Caller::human(), req, None).await {
+            Ok(Ok(v)) => (StatusCode::OK, Json(v)).into_response(),
+            Ok(Err(e @ clawboard_board::Error::Refused { .. })) => fail(StatusCode::FORBIDDEN, e.to_string(), None),
+            Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
+            Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+            Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        };
+    }
+    let Some(inst) = instance_of(&s, &headers) else {
+        return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
+    };
+    let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
     if req.task != inst.task_id {
         let msg =
             format!("task {}: a role works on its own task's board only (its token is for {})", req.task, inst.task_id);
@@ -290,16 +306,7 @@ async fn board(
         max_tokens: r.max_tokens,
         truncate_tokens: r.truncate_tokens,
     });
-    let state = s.clone();
-    let engine = s.dispatcher.engine.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        let templates = engine.templates();
-        let acl = engine.board_acl();
-        let ctx = crate::commands::board::Ctx { store: &state.store, acl: &acl, templates: &templates, own };
-        crate::commands::board::execute(&ctx, &caller, &req)
-    })
-    .await;
-    match done {
+    match execute_board(&s, caller, req, own).await {
         Ok(Ok(v)) => (StatusCode::OK, Json(v)).into_response(),
         Ok(Err(clawboard_board::Error::Refused { task, path, decision })) => {
             let msg = format!("task {task}: {path}: {} may not: {}", inst.role, decision.why.join("; "));
@@ -309,6 +316,24 @@ async fn board(
         Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
         Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
     }
+}
+
+/// Runs one board request on the daemon's store (off the async workers).
+async fn execute_board(
+    s: &Arc<DaemonState>,
+    caller: clawboard_board::Caller,
+    req: crate::commands::board::Request,
+    own: Option<crate::commands::board::OwnSlice>,
+) -> Result<clawboard_board::Result<serde_json::Value>, tokio::task::JoinError> {
+    let state = s.clone();
+    let engine = s.dispatcher.engine.clone();
+    tokio::task::spawn_blocking(move || {
+        let templates = engine.templates();
+        let acl = engine.board_acl();
+        let ctx = crate::commands::board::Ctx { store: &state.store, acl: &acl, templates: &templates, own };
+        crate::commands::board::execute(&ctx, &caller, &req)
+    })
+    .await
 }
 
 /// Serves the API until `stop` fires.

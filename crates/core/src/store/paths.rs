@@ -72,10 +72,6 @@ impl RelPath {
         Path::new(&self.0)
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// The last component (every RelPath has one).
     pub fn file_name(&self) -> &std::ffi::OsStr {
         self.as_path().file_name().unwrap_or_default()

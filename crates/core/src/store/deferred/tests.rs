@@ -202,19 +202,3 @@ fn a_log_naming_a_path_outside_the_tree_is_refused_and_changes_nothing() {
     assert!(e.to_string().contains("escape.json"), "{e}");
     assert!(!dir.path().parent().unwrap().join("escape.json").exists());
 }
-
-#[test]
-fn records_of_paths_kept_plain_are_on_disk_at_once_and_not_in_the_log() {
-    let (dir, store) = tree();
-    let store = store.with_plain_records(|p| p.ends_with(".plain")).with_deferred_writes().unwrap();
-    store.write_record(&rel("tasks/t1/a.plain"), b"at once").unwrap();
-    store.write_record(&rel("tasks/t1/b.json"), b"deferred").unwrap();
-    // No settle: the plain one is a durable file already, the other is not.
-    assert_eq!(std::fs::read(dir.path().join("tasks/t1/a.plain")).unwrap(), b"at once");
-    assert!(!store.is_pending_for_test(&rel("tasks/t1/a.plain")));
-    assert!(store.is_pending_for_test(&rel("tasks/t1/b.json")));
-    store.sync_records().unwrap();
-    let logged: Vec<String> =
-        parse(&std::fs::read(dir.path().join(layout::WAL)).unwrap()).list.into_iter().map(|(p, _)| p).collect();
-    assert_eq!(logged, vec!["tasks/t1/b.json".to_owned()]);
-}
