@@ -2,7 +2,7 @@
 //! intake consumer; the dispatcher driving tasks through the engine; the local API;
 //! systemd notifications; signals (SIGTERM/SIGINT stop, SIGHUP reloads).
 
-mod api;
+pub(crate) mod api;
 mod archive;
 mod cluster;
 mod dispatch;
@@ -202,9 +202,8 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     // Records are deferred as in `clawboard run`: appended to the write-ahead
     // log, one sync per step, the files written just after. What a crash (of a
     // daemon or of a `clawboard run`) left in the log is written out first,
-    // before anything reads a task.
-    // A board's history is deferred too: a person's `clawboard board` writes go
-    // through the API while the daemon runs (`person_token` below).
+    // before anything reads a task. A person's `clawboard board` writes come
+    // through the API meanwhile (`person_token`), not to the files.
     let store = Store::open(&root)?
         .with_max_file_bytes(settings.max_file_bytes)
         .with_sink(sink.clone(), Origin::Daemon)

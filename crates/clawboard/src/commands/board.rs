@@ -378,11 +378,11 @@ fn through_daemon(s: &Settings, req: &Request) -> anyhow::Result<Option<Value>> 
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("reading {}", token_file.display())),
         };
-        if std::os::unix::net::UnixStream::connect(s.root.join(".clawboard/api.sock")).is_err() {
+        let Some((status, status_line, json)) =
+            crate::commands::write::request_if_running(s, "/v1/board", &token, &body)?
+        else {
             return Ok(None);
-        }
-        let (status, status_line, json) =
-            crate::commands::write::request(s, "/v1/board", &token, "application/json", &body)?;
+        };
         let error =
             || json["error"].as_str().map_or_else(|| format!("the daemon answered {status_line}"), str::to_owned);
         match status {

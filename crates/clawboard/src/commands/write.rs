@@ -60,17 +60,40 @@ fn refusal(status_line: &str, json: &serde_json::Value) -> anyhow::Error {
 }
 
 /// `POST path` with a role's token on the daemon's socket: (status, status line, JSON body).
-pub(crate) fn request(
+fn request(
     s: &Settings,
     path: &str,
     token: &str,
     content_type: &str,
     body: &[u8],
 ) -> anyhow::Result<(u16, String, serde_json::Value)> {
-    let socket = s.root.join(".clawboard/api.sock");
-    let mut conn = std::os::unix::net::UnixStream::connect(&socket).with_context(|| {
+    let socket = crate::daemon::api::socket_path(&s.root);
+    let conn = std::os::unix::net::UnixStream::connect(&socket).with_context(|| {
         format!("no daemon answers on {}: role requests go through the running daemon", socket.display())
     })?;
+    exchange(conn, path, token, content_type, body)
+}
+
+/// [`request`] if a daemon answers on the socket; `None` if none does.
+pub(crate) fn request_if_running(
+    s: &Settings,
+    path: &str,
+    token: &str,
+    body: &[u8],
+) -> anyhow::Result<Option<(u16, String, serde_json::Value)>> {
+    match std::os::unix::net::UnixStream::connect(crate::daemon::api::socket_path(&s.root)) {
+        Ok(conn) => exchange(conn, path, token, "application/json", body).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+fn exchange(
+    mut conn: std::os::unix::net::UnixStream,
+    path: &str,
+    token: &str,
+    content_type: &str,
+    body: &[u8],
+) -> anyhow::Result<(u16, String, serde_json::Value)> {
     conn.set_read_timeout(Some(std::time::Duration::from_secs(30))).context("setting a timeout")?;
     let head = format!(
         "POST {path} HTTP/1.0\r\nHost: clawboard\r\nAuthorization: Bearer {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",

@@ -122,10 +122,14 @@ impl Wal {
             .map_err(|e| Error::io(&path, e))?;
         preallocate(&file, &path)?;
         let direct = Direct::open(&path);
-        let mut wal =
-            Wal { file, direct, path, epoch, end: HEAD, buf: Vec::new(), dirty: false, logged: HashSet::new() };
+        let mut wal = Wal::at(file, direct, path, epoch);
         wal.begin(epoch + 1)?;
         Ok((wal, replayed))
+    }
+
+    /// The log in `file` at epoch `epoch`, nothing appended yet.
+    fn at(file: File, direct: Option<Direct>, path: PathBuf, epoch: u64) -> Wal {
+        Wal { file, direct, path, epoch, end: HEAD, buf: Vec::new(), dirty: false, logged: HashSet::new() }
     }
 
     /// Appends one record (durable at the next [`Wal::sync`]; in the file at
@@ -232,8 +236,7 @@ pub(crate) fn replay_and_close(store: &Store) -> Result<usize> {
         return Ok(0); // no log, or one that never had a record
     }
     let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io(&path, e))?;
-    let mut wal =
-        Wal { file, direct: None, path, epoch, end: HEAD, buf: Vec::new(), dirty: false, logged: HashSet::new() };
+    let mut wal = Wal::at(file, None, path, epoch);
     wal.empty()?;
     Ok(replayed)
 }
@@ -327,10 +330,10 @@ fn read_used(file: &mut File) -> std::io::Result<Vec<u8>> {
 /// A file removed, and its directory synced (a replayed removal).
 fn remove_durably(store: &Store, rel: &RelPath) -> Result<()> {
     store.remove(rel)?;
-    let dir = store.path(rel).parent().map(Path::to_owned);
-    match dir.map(|d| File::open(&d).and_then(|f| f.sync_all()).map_err(|e| (d, e))) {
-        Some(Err((_, e))) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Some(Err((d, e))) => Err(Error::io(&d, e)),
+    let path = store.path(rel);
+    let Some(dir) = path.parent() else { return Ok(()) };
+    match File::open(dir).and_then(|f| f.sync_all()) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
         _ => Ok(()),
     }
 }
