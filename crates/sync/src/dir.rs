@@ -14,6 +14,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -21,11 +22,15 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Failure, RemoteError};
 use crate::remote::{Body, Condition, Metadata, ObjectInfo, Page, PutOutcome, Remote};
 
+mod pool;
+
 const META_DIR: &str = ".clawboard-meta";
 
 #[derive(Debug, Clone)]
 pub struct DirRemote {
     dir: PathBuf,
+    /// Where the file system work runs (see [`pool`]).
+    pool: Arc<pool::Pool>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -67,8 +72,10 @@ impl DirRemote {
     /// Opens (creating if needed) the directory `dir` as a bucket.
     pub fn open(dir: &Path) -> Result<DirRemote, RemoteError> {
         let tmp = dir.join(META_DIR).join("tmp");
-        fs::create_dir_all(&tmp).map_err(|e| io_err("OPEN", &dir.display().to_string(), e))?;
-        Ok(DirRemote { dir: dir.to_owned() })
+        let name = dir.display().to_string();
+        fs::create_dir_all(&tmp).map_err(|e| io_err("OPEN", &name, e))?;
+        let pool = pool::Pool::start("clawboard-dir").map_err(|e| io_err("OPEN", &name, e))?;
+        Ok(DirRemote { dir: dir.to_owned(), pool: Arc::new(pool) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -387,12 +394,6 @@ fn walk_sorted(
     Ok(())
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, RemoteError> + Send + 'static,
-) -> Result<T, RemoteError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| err(Failure::Permanent, "TASK", "", e))?
-}
-
 impl Remote for DirRemote {
     fn describe(&self) -> String {
         format!("dir:{}", self.dir.display())
@@ -406,32 +407,32 @@ impl Remote for DirRemote {
         condition: &Condition,
     ) -> Result<PutOutcome, RemoteError> {
         let (me, key, metadata, condition) = (self.clone(), key.to_owned(), metadata.clone(), condition.clone());
-        blocking(move || me.put_sync(&key, &body, &metadata, &condition)).await
+        self.pool.run(move || me.put_sync(&key, &body, &metadata, &condition)).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
         let (me, key) = (self.clone(), key.to_owned());
-        blocking(move || me.get_sync(&key)).await
+        self.pool.run(move || me.get_sync(&key)).await
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, RemoteError> {
         let (me, key) = (self.clone(), key.to_owned());
-        blocking(move || me.head_sync(&key)).await
+        self.pool.run(move || me.head_sync(&key)).await
     }
 
     async fn list(&self, prefix: &str, start_after: Option<&str>, max: usize) -> Result<Page, RemoteError> {
         let (me, prefix, after) = (self.clone(), prefix.to_owned(), start_after.map(str::to_owned));
-        blocking(move || me.list_sync(&prefix, after.as_deref(), max)).await
+        self.pool.run(move || me.list_sync(&prefix, after.as_deref(), max)).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), RemoteError> {
         let (me, key) = (self.clone(), key.to_owned());
-        blocking(move || me.delete_sync(&key)).await
+        self.pool.run(move || me.delete_sync(&key)).await
     }
 
     async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
         let (me, keys) = (self.clone(), keys.to_vec());
-        blocking(move || Ok(keys.into_iter().filter_map(|k| me.delete_sync(&k).err().map(|e| (k, e))).collect())).await
+        self.pool.run(move || Ok(keys.into_iter().filter_map(|k| me.delete_sync(&k).err().map(|e| (k, e))).collect())).await
     }
 }
 

@@ -33,6 +33,13 @@ const NEW_DIR_RESCAN: std::time::Duration = std::time::Duration::from_millis(200
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 /// Index snapshot after this many journaled changes (and at shutdown).
 const SNAPSHOT_EVERY: usize = 20_000;
+/// Group commit: after a commit, the next waits this long, gathering what comes
+/// meanwhile. A change after a quiet spell is journaled at once; the files of a
+/// busy daemon, which its deferred writer writes one after another, are
+/// journaled a few at a time: one fdatasync each, instead of one per file
+/// (about fifty per task of ten steps), each competing with the steps' own
+/// syncs for the disk, and each waking every consumer.
+const GROUP_COMMIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 pub enum Msg {
     Fs(notify::Result<notify::Event>),
@@ -152,6 +159,8 @@ struct State {
     overflow: Arc<AtomicBool>,
     since_snapshot: usize,
     last_seq: watch::Sender<u64>,
+    /// [`GROUP_COMMIT`] (longer in a test).
+    group_commit: std::time::Duration,
     /// Owned by the thread that reads its events: it lives as long as they are read,
     /// and watches a directory that appears right under the root (see [`watch_tree`]).
     watcher: notify::RecommendedWatcher,
@@ -192,6 +201,7 @@ impl Recorder {
             overflow,
             since_snapshot: 0,
             last_seq,
+            group_commit: GROUP_COMMIT,
             watcher,
         };
         let missed = state.index.scan(root, root, true)?;
@@ -240,6 +250,8 @@ impl State {
         // Files found by such a scan while perhaps still being written (see SETTLE),
         // with when to look at them again.
         let mut settling: BTreeMap<String, std::time::Instant> = BTreeMap::new();
+        // When the last commit was made (see GROUP_COMMIT).
+        let mut last_commit: Option<std::time::Instant> = None;
         while !stop {
             let next = rescan_later.first().map(|(t, _)| *t).into_iter().chain(settling.values().copied()).min();
             let first = match next {
@@ -259,6 +271,14 @@ impl State {
                 rescan_later.drain(..split).map(|(_, d)| d).collect()
             };
             let mut batch: Vec<Msg> = first.into_iter().collect();
+            if let Some(until) = last_commit.map(|t| t + self.group_commit).filter(|_| !batch.is_empty()) {
+                while !batch.iter().any(|m| matches!(m, Msg::Stop)) && batch.len() < CHANNEL {
+                    match rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now())) {
+                        Ok(m) => batch.push(m),
+                        Err(_) => break, // the window closed (or every sender is gone: stop below)
+                    }
+                }
+            }
             while batch.len() < CHANNEL {
                 match rx.try_recv() {
                     Ok(m) => batch.push(m),
@@ -341,6 +361,9 @@ impl State {
                 if let Some(c) = self.change_for(&path, hint) {
                     changes.push(c);
                 }
+            }
+            if !changes.is_empty() {
+                last_commit = Some(std::time::Instant::now());
             }
             self.commit(changes)?;
             for done in flushes {
@@ -495,6 +518,7 @@ mod tests {
             overflow: Arc::new(AtomicBool::new(false)),
             since_snapshot: 0,
             last_seq: tx,
+            group_commit: GROUP_COMMIT,
             watcher: notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap(),
         };
         (state, rx)
@@ -542,6 +566,42 @@ mod tests {
         let notes: Vec<_> = all.iter().filter(|e| e.change.path == "gm/note.md").collect();
         assert_eq!(notes.len(), 1, "{all:?}");
         assert_eq!(notes[0].change.origin, Origin::Remote);
+    }
+
+    #[test]
+    fn changes_within_the_group_commit_window_are_journaled_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("gm")).unwrap();
+        let (mut state, mut last_seq) = state(root);
+        state.group_commit = std::time::Duration::from_millis(500);
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let thread = std::thread::spawn(move || state.run(rx));
+        let own = |name: &str| {
+            std::fs::write(root.join("gm").join(name), name).unwrap();
+            tx.send(Msg::Own(format!("gm/{name}"), Origin::Local)).unwrap();
+        };
+        // After a quiet spell: journaled at once.
+        own("a.md");
+        let wait_for = |rx: &mut watch::Receiver<u64>, seq: u64| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while *rx.borrow_and_update() < seq {
+                assert!(std::time::Instant::now() < deadline, "seq {seq} never journaled");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        wait_for(&mut last_seq, 1);
+        // Right after a commit: held until the window closes, with what comes meanwhile.
+        own("b.md");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!last_seq.has_changed().unwrap(), "b.md was journaled alone, within the window");
+        own("c.md");
+        wait_for(&mut last_seq, 3);
+        tx.send(Msg::Stop).unwrap();
+        thread.join().unwrap().unwrap();
+        let all = read_after(&root.join(".clawboard/journal"), 0, 100).unwrap();
+        let paths: Vec<_> = all.iter().map(|e| e.change.path.as_str()).collect();
+        assert_eq!(paths, vec!["gm/a.md", "gm/b.md", "gm/c.md"]);
     }
 
     #[test]
