@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Durable step overhead (issue 16): the same 10-step linear flow, every step the
 # no-op process `sh -c true`, in clawboard (a static_linear blueprint, its
-# attempt records, slices and board written as for any task) and in LangGraph
-# (a StateGraph with a SqliteSaver checkpointer on a file), in the same run,
-# alternating flow by flow: clawboard, LangGraph durability="sync", LangGraph
-# durability="async" (its default), clawboard, ...
+# attempt records, slices and board written as for any task; by `clawboard run`
+# and by a running daemon) and in LangGraph (a StateGraph with a SqliteSaver
+# checkpointer on a file), in the same run, alternating flow by flow: clawboard
+# run, clawboard daemon, LangGraph durability="sync", LangGraph
+# durability="async" (its default), clawboard run, ...
 #
 #   scripts/bench/blueprint-steps.sh                 # 30 flows of each
 #   FLOWS=100 scripts/bench/blueprint-steps.sh
@@ -28,6 +29,14 @@
 # breakdown table splits each step into the process and the rest. (The attempt records' startedAt/endedAt have whole seconds only, so
 # they cannot time a step of milliseconds; the script checks that each flow has
 # 10 `ok` attempt records.)
+# clawboard daemon: a daemon on its own root with the same config (the embedded
+# defaults otherwise: sync to a local directory on, as shipped), started once;
+# each round drops one `writing` task naming bench_linear into its inbox, waits
+# for it to complete, and then for the daemon to go idle (its CPU time still for
+# 100 ms: the push of the task's files to the local bucket done), so that no
+# system's flow runs beside that push (scripts/bench/daemon-steps.sh runs tasks
+# back to back, each beside the previous one's push). Its steps are read from
+# its log the same way; its wall time is the drop to the "completed" line.
 # LangGraph: scripts/bench/langgraph_steps.py serve, one warm process; a node's
 # start is taken in the node right before it spawns `sh -c true`.
 #
@@ -62,8 +71,10 @@ fi
 
 if [ -n "${KEEP:-}" ]; then WORK=$KEEP; rm -rf "$WORK"; mkdir -p "$WORK"; else WORK=$(mktemp -d "${TMPDIR:-/tmp}/blueprint-steps.XXXXXX"); fi
 LG_PID=
+DAEMON_PID=
 cleanup() {
     if [ -n "$LG_PID" ] && kill -0 "$LG_PID" 2>/dev/null; then kill "$LG_PID" 2>/dev/null || true; fi
+    if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; fi
     [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -115,6 +126,68 @@ print(json.dumps({"system": "clawboard", "round": int(rnd), "starts": [t for _, 
 PY
 }
 
+# The daemon's flows, from its log once all rounds are done: each task's steps
+# (checked against its attempt records as above) and its drop time.
+daemon_records() { # root log drops
+    python3 - "$@" <<'PY'
+import json, re, sys
+from datetime import datetime
+from pathlib import Path
+root, log, drops = sys.argv[1:4]
+steps, done = {}, {}
+for line in Path(log).read_text().splitlines():
+    m = re.match(r"(\S+Z) +(DEBUG|INFO) .*(starting a run|the run ended|completed)(.*)", line)
+    if not m:
+        continue
+    t = datetime.fromisoformat(m.group(1)).timestamp()
+    task = re.search(r"task=(\S+)", m.group(4))
+    if m.group(3) == "completed":
+        if task:
+            done[task.group(1)] = t
+        continue
+    step = re.search(r"step=bp/s(\d+)", m.group(4))
+    if task and step:
+        sync = re.search(r"sync_us=(\d+)", m.group(4))
+        steps.setdefault(task.group(1), []).append((m.group(3), int(step.group(1)), t, int(sync.group(1)) / 1000 if sync else None))
+for line in Path(drops).read_text().splitlines():
+    rnd, task, dropped = line.split()
+    recs = [json.loads(p.read_text()) for p in (Path(root) / "tasks" / task / "attempts").glob("*.json")]
+    ok = [r for r in recs if str(r.get("step", "")).startswith("bp/") and r.get("status") == "ok"]
+    ev = steps.get(task, [])
+    starts = [(n, t, s) for kind, n, t, s in ev if kind == "starting a run"]
+    ends = [(n, t) for kind, n, t, _ in ev if kind == "the run ended"]
+    if len(ok) != 10 or [n for n, _, _ in starts] != list(range(1, 11)) or [n for n, _ in ends] != list(range(1, 11)) or task not in done:
+        sys.exit(f"blueprint-steps.sh: daemon task {task}: {len(ok)} ok step attempts, steps {[n for n, _, _ in starts]} started, {[n for n, _ in ends]} ended")
+    print(json.dumps({"system": "clawboard daemon", "round": int(rnd), "starts": [t for _, t, _ in starts],
+                      "ends": [t for _, t in ends], "syncs_ms": [s for _, _, s in starts],
+                      "wall": done[task] - float(dropped)}))
+PY
+}
+
+# Returns once the daemon's CPU time has not moved for 100 ms (at most 20 s).
+daemon_idle() {
+    local last= now
+    for _ in $(seq 200); do
+        now=$(awk '{print $14 + $15}' "/proc/$DAEMON_PID/stat")
+        [ "$now" = "$last" ] && return 0
+        last=$now
+        sleep 0.1
+    done
+    echo "blueprint-steps.sh: the daemon did not go idle in 20 s" >&2
+    return 1
+}
+
+"$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/daemon-root" init >/dev/null
+CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
+    "$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/daemon-root" daemon >"$WORK/daemon.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 100); do
+    grep -q "daemon ready" "$WORK/daemon.log" && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || { echo "blueprint-steps.sh: the daemon did not start:" >&2; cat "$WORK/daemon.log" >&2; exit 1; }
+    sleep 0.1
+done
+daemon_idle
+
 coproc LG { exec "$VENV/bin/python" "$REPO/scripts/bench/langgraph_steps.py" serve --db "$WORK/langgraph.sqlite"; }
 LG_PID=$LG_PID
 read -r ready <&"${LG[0]}"
@@ -129,6 +202,17 @@ for r in $(seq 1 "$FLOWS"); do
     t1=$(date +%s.%N)
     task=$(sed -n 's/^task \([^:]*\): blueprint.*/\1/p' "$WORK/run.log" | head -1)
     record_of "$WORK/root" "$task" "$r" "$(python3 -c "print($t1 - $t0)")" "$WORK/run.log" >> "$WORK/results/clawboard.jsonl"
+    printf '{"taskId":"bench-%s","type":"writing","description":"bench","blueprint_id":"bench_linear","user_input":{"topic":"bench","platform":"general"}}' \
+        "$r" >"$WORK/drop.tmp"
+    echo "$r bench-$r $(date +%s.%N)" >> "$WORK/drops"
+    mv "$WORK/drop.tmp" "$WORK/daemon-root/inbox/bench-$r.json"
+    for _ in $(seq 1500); do
+        grep -q '"status": "completed"' "$WORK/daemon-root/tasks/bench-$r/task.json" 2>/dev/null && break
+        sleep 0.01
+    done
+    grep -q '"status": "completed"' "$WORK/daemon-root/tasks/bench-$r/task.json" ||
+        { echo "blueprint-steps.sh: daemon task bench-$r did not complete in 15 s" >&2; tail -20 "$WORK/daemon.log" >&2; exit 1; }
+    daemon_idle
     for mode in sync async; do
         echo "run $mode" >&"${LG[1]}"
         read -r line <&"${LG[0]}"
@@ -140,6 +224,10 @@ done
 echo quit >&"${LG[1]}"
 wait "$LG_PID" 2>/dev/null || true
 LG_PID=
+kill "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null || true
+DAEMON_PID=
+daemon_records "$WORK/daemon-root" "$WORK/daemon.log" "$WORK/drops" > "$WORK/results/clawboard-daemon.jsonl"
 
 echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%Y-%m-%dT%H:%MZ); work dir on $(df --output=fstype "$WORK" | tail -1)"
 echo
