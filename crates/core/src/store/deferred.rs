@@ -74,8 +74,14 @@ use wal::{HEAD, Wal};
 /// writes its attempt and slice records twice (started, ended) and the views
 /// several times; written a few milliseconds later, each is written once. On
 /// this machine's disk, creating the temp files costs the kernel more than
-/// anything else the daemon does per step.
-const BATCH_DELAY: Duration = Duration::from_millis(20);
+/// anything else the daemon does per step, and a batch's replaced files free
+/// blocks whose discards (the disk is mounted with `discard`) slow the steps'
+/// syncs while they run. At 20 ms the first batch fell inside a flow of ten
+/// short steps and made its syncs the slowest of the flow; at 50 ms it falls
+/// after them, and under a steady load the views are rewritten 2.5 times less
+/// often (docs/BENCHMARKS.md, "Durable step overhead", run 82 on). A task's
+/// end still writes everything at once (`Store::settle`).
+const BATCH_DELAY: Duration = Duration::from_millis(50);
 /// Past this size the writer thread checkpoints the log once it is idle.
 const CHECKPOINT_BYTES: u64 = 4 << 20;
 /// A checkpoint fsyncs the files written so far in up to this many rounds
