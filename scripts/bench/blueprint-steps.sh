@@ -11,6 +11,7 @@
 #   FLOWS=100 scripts/bench/blueprint-steps.sh
 #   TMPDIR=/dev/shm scripts/bench/blueprint-steps.sh # both on tmpfs (fsync is free)
 #   CLAWBOARD_BIN=/tmp/clawboard-x KEEP=/tmp/bs scripts/bench/blueprint-steps.sh
+#   DAEMON_SYNC=false scripts/bench/blueprint-steps.sh  # the daemon without its push to a local bucket
 #
 # Builds nothing but the Python venv (target/tools/bench-venv: langgraph and
 # langgraph-checkpoint-sqlite from PyPI, pinned below). CLAWBOARD_BIN (default
@@ -30,7 +31,8 @@
 # they cannot time a step of milliseconds; the script checks that each flow has
 # 10 `ok` attempt records.)
 # clawboard daemon: a daemon on its own root with the same config (the embedded
-# defaults otherwise: sync to a local directory on, as shipped), started once;
+# defaults otherwise: sync to a local directory on, as shipped; DAEMON_SYNC=false
+# turns it off, as LangGraph has nothing like it), started once;
 # each round drops one `writing` task naming bench_linear into its inbox, waits
 # for it to complete, and then for the daemon to go idle (its CPU time still for
 # 100 ms: the push of the task's files to the local bucket done), so that no
@@ -177,9 +179,11 @@ daemon_idle() {
     return 1
 }
 
-"$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/daemon-root" init >/dev/null
+cp "$WORK/bench.toml" "$WORK/daemon.toml"
+printf '\n[sync]\nenabled = %s\n' "${DAEMON_SYNC:-true}" >> "$WORK/daemon.toml"
+"$CLAWBOARD_BIN" --config "$WORK/daemon.toml" --root "$WORK/daemon-root" init >/dev/null
 CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
-    "$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/daemon-root" daemon >"$WORK/daemon.log" 2>&1 &
+    "$CLAWBOARD_BIN" --config "$WORK/daemon.toml" --root "$WORK/daemon-root" daemon >"$WORK/daemon.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 100); do
     grep -q "daemon ready" "$WORK/daemon.log" && break

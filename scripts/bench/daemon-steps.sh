@@ -10,10 +10,13 @@
 #
 #   scripts/bench/daemon-steps.sh                     # 20 tasks, 180 intervals
 #   TASKS=50 CLAWBOARD_BIN=/tmp/clawboard-x scripts/bench/daemon-steps.sh
+#   SYNC=false scripts/bench/daemon-steps.sh          # no push to the local bucket
 #
-# The daemon writes each record durably as a plain file (temp file, fsync,
-# rename, directory fsync); `clawboard run` appends them to its write-ahead log
-# and syncs once per step (docs/BENCHMARKS.md, "Durable step overhead").
+# The tasks run back to back, so each runs beside the push of the one before
+# (to the local bucket, as shipped): this is the daemon under a steady load.
+# blueprint-steps.sh runs the daemon too, one task at a time with the daemon
+# idle in between, against LangGraph in the same run (docs/BENCHMARKS.md,
+# "Durable step overhead"). SYNC=false turns the push off.
 # Builds nothing: CLAWBOARD_BIN (default target/release/clawboard) must exist.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,8 +39,8 @@ steps = [{"id": f"s{i}", "worker": "noop", "scope": ["meta.topic"]} for i in ran
 json.dump({"blueprint_id": "bench_linear", "type": "static_linear",
            "description": "10 no-op steps in a row (scripts/bench/daemon-steps.sh)", "steps": steps}, open(sys.argv[1], "w"))
 PY
-printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n' \
-    "$work" > "$work/bench.toml"
+printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n\n[sync]\nenabled = %s\n' \
+    "$work" "${SYNC:-true}" > "$work/bench.toml"
 "$CLAWBOARD_BIN" --config "$work/bench.toml" --root "$work/root" init >/dev/null
 CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
     "$CLAWBOARD_BIN" --config "$work/bench.toml" --root "$work/root" daemon >"$work/daemon.log" 2>&1 &
