@@ -72,6 +72,7 @@ if ! grep -qx "Version: $LANGGRAPH_VERSION" <<<"$installed" || ! grep -qx "Versi
 fi
 
 if [ -n "${KEEP:-}" ]; then WORK=$KEEP; rm -rf "$WORK"; mkdir -p "$WORK"; else WORK=$(mktemp -d "${TMPDIR:-/tmp}/blueprint-steps.XXXXXX"); fi
+. "$REPO/scripts/bench/bench-daemon.sh"
 LG_PID=
 DAEMON_PID=
 cleanup() {
@@ -181,15 +182,7 @@ daemon_idle() {
 
 cp "$WORK/bench.toml" "$WORK/daemon.toml"
 printf '\n[sync]\nenabled = %s\n' "${DAEMON_SYNC:-true}" >> "$WORK/daemon.toml"
-"$CLAWBOARD_BIN" --config "$WORK/daemon.toml" --root "$WORK/daemon-root" init >/dev/null
-CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
-    "$CLAWBOARD_BIN" --config "$WORK/daemon.toml" --root "$WORK/daemon-root" daemon >"$WORK/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for _ in $(seq 100); do
-    grep -q "daemon ready" "$WORK/daemon.log" && break
-    kill -0 "$DAEMON_PID" 2>/dev/null || { echo "blueprint-steps.sh: the daemon did not start:" >&2; cat "$WORK/daemon.log" >&2; exit 1; }
-    sleep 0.1
-done
+start_daemon "$WORK/daemon.toml" "$WORK/daemon-root" "$WORK/daemon.log"
 daemon_idle
 
 coproc LG { exec "$VENV/bin/python" "$REPO/scripts/bench/langgraph_steps.py" serve --db "$WORK/langgraph.sqlite"; }
@@ -206,16 +199,8 @@ for r in $(seq 1 "$FLOWS"); do
     t1=$(date +%s.%N)
     task=$(sed -n 's/^task \([^:]*\): blueprint.*/\1/p' "$WORK/run.log" | head -1)
     record_of "$WORK/root" "$task" "$r" "$(python3 -c "print($t1 - $t0)")" "$WORK/run.log" >> "$WORK/results/clawboard.jsonl"
-    printf '{"taskId":"bench-%s","type":"writing","description":"bench","blueprint_id":"bench_linear","user_input":{"topic":"bench","platform":"general"}}' \
-        "$r" >"$WORK/drop.tmp"
     echo "$r bench-$r $(date +%s.%N)" >> "$WORK/drops"
-    mv "$WORK/drop.tmp" "$WORK/daemon-root/inbox/bench-$r.json"
-    for _ in $(seq 1500); do
-        grep -q '"status": "completed"' "$WORK/daemon-root/tasks/bench-$r/task.json" 2>/dev/null && break
-        sleep 0.01
-    done
-    grep -q '"status": "completed"' "$WORK/daemon-root/tasks/bench-$r/task.json" ||
-        { echo "blueprint-steps.sh: daemon task bench-$r did not complete in 15 s" >&2; tail -20 "$WORK/daemon.log" >&2; exit 1; }
+    run_task "$WORK/daemon-root" "$r" "$WORK/daemon.log"
     daemon_idle
     for mode in sync async; do
         echo "run $mode" >&"${LG[1]}"

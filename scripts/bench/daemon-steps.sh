@@ -24,10 +24,11 @@ CLAWBOARD_BIN=${CLAWBOARD_BIN:-$PWD/target/release/clawboard}
 TASKS=${TASKS:-20}
 [ -x "$CLAWBOARD_BIN" ] || { echo "daemon-steps.sh: $CLAWBOARD_BIN is missing; build it first (cargo build --release -p clawboard)" >&2; exit 1; }
 
+. scripts/bench/bench-daemon.sh
 work=$(mktemp -d "${TMPDIR:-/tmp}/daemon-steps.XXXXXX")
-pid=
+DAEMON_PID=
 cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill "$pid"; wait "$pid" 2>/dev/null || true; fi
+    if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -41,26 +42,9 @@ json.dump({"blueprint_id": "bench_linear", "type": "static_linear",
 PY
 printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n\n[sync]\nenabled = %s\n' \
     "$work" "${SYNC:-true}" > "$work/bench.toml"
-"$CLAWBOARD_BIN" --config "$work/bench.toml" --root "$work/root" init >/dev/null
-CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
-    "$CLAWBOARD_BIN" --config "$work/bench.toml" --root "$work/root" daemon >"$work/daemon.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do
-    grep -q "daemon ready" "$work/daemon.log" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
-    sleep 0.1
-done
-
+start_daemon "$work/bench.toml" "$work/root" "$work/daemon.log"
 for i in $(seq 1 "$TASKS"); do
-    printf '{"taskId":"bench-%s","type":"writing","description":"bench","blueprint_id":"bench_linear","user_input":{"topic":"bench","platform":"general"}}' \
-        "$i" >"$work/drop.tmp"
-    mv "$work/drop.tmp" "$work/root/inbox/bench-$i.json"
-    for _ in $(seq 300); do
-        grep -q '"status": "completed"' "$work/root/tasks/bench-$i/task.json" 2>/dev/null && break
-        sleep 0.05
-    done
-    grep -q '"status": "completed"' "$work/root/tasks/bench-$i/task.json" ||
-        { echo "daemon-steps.sh: task bench-$i did not complete in 15 s" >&2; tail -20 "$work/daemon.log" >&2; exit 1; }
+    run_task "$work/root" "$i" "$work/daemon.log"
 done
 
 python3 - "$work/daemon.log" "$TASKS" "$CLAWBOARD_BIN" <<'PY'

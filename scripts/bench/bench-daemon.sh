@@ -1,0 +1,40 @@
+# Sourced by blueprint-steps.sh and daemon-steps.sh: a daemon running the
+# bench_linear blueprint, and its tasks. Needs CLAWBOARD_BIN.
+
+# start_daemon CONFIG ROOT LOG: inits ROOT, starts a daemon on it logging the
+# engine's step lines (debug) and info to LOG, sets DAEMON_PID, and returns once
+# it is ready (10 s at most).
+start_daemon() {
+    local config=$1 root=$2 log=$3
+    "$CLAWBOARD_BIN" --config "$config" --root "$root" init >/dev/null
+    CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
+        "$CLAWBOARD_BIN" --config "$config" --root "$root" daemon >"$log" 2>&1 &
+    DAEMON_PID=$!
+    for _ in $(seq 100); do
+        grep -q "daemon ready" "$log" && return 0
+        kill -0 "$DAEMON_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "the daemon did not start:" >&2
+    cat "$log" >&2
+    return 1
+}
+
+# run_task ROOT N LOG: drops the `writing` task bench-N (blueprint bench_linear)
+# into ROOT's inbox and returns once its task.json says completed (15 s at most).
+run_task() {
+    local root=$1 n=$2 log=$3
+    # Written beside the tree, not in it, then renamed in: the inbox sees a whole file.
+    local tmp
+    tmp="$(dirname "$root")/drop.tmp"
+    printf '{"taskId":"bench-%s","type":"writing","description":"bench","blueprint_id":"bench_linear","user_input":{"topic":"bench","platform":"general"}}' \
+        "$n" >"$tmp"
+    mv "$tmp" "$root/inbox/bench-$n.json"
+    for _ in $(seq 1500); do
+        grep -q '"status": "completed"' "$root/tasks/bench-$n/task.json" 2>/dev/null && return 0
+        sleep 0.01
+    done
+    echo "task bench-$n did not complete in 15 s" >&2
+    tail -20 "$log" >&2
+    return 1
+}
