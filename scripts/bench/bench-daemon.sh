@@ -3,11 +3,12 @@
 
 # start_daemon CONFIG ROOT LOG: inits ROOT, starts a daemon on it logging the
 # engine's step lines (debug) and info to LOG, sets DAEMON_PID, and returns once
-# it is ready (10 s at most).
+# it is ready (10 s at most). DAEMON_LOG adds directives to the log filter, e.g.
+# DAEMON_LOG=clawboard::daemon=debug.
 start_daemon() {
     local config=$1 root=$2 log=$3
     "$CLAWBOARD_BIN" --config "$config" --root "$root" init >/dev/null
-    CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info \
+    CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info${DAEMON_LOG:+,$DAEMON_LOG} \
         "$CLAWBOARD_BIN" --config "$config" --root "$root" daemon >"$log" 2>&1 &
     DAEMON_PID=$!
     for _ in $(seq 100); do
