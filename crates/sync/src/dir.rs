@@ -432,7 +432,9 @@ impl Remote for DirRemote {
 
     async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
         let (me, keys) = (self.clone(), keys.to_vec());
-        self.pool.run(move || Ok(keys.into_iter().filter_map(|k| me.delete_sync(&k).err().map(|e| (k, e))).collect())).await
+        self.pool
+            .run(move || Ok(keys.into_iter().filter_map(|k| me.delete_sync(&k).err().map(|e| (k, e))).collect()))
+            .await
     }
 }
 

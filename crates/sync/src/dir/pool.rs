@@ -96,10 +96,8 @@ mod tests {
     #[tokio::test]
     async fn runs_jobs_on_threads_at_a_lower_priority() {
         let pool = Pool::start("test-pool").unwrap();
-        let (theirs, name) = pool
-            .run(|| Ok((nice_of_this_thread(), std::thread::current().name().map(str::to_owned))))
-            .await
-            .unwrap();
+        let (theirs, name) =
+            pool.run(|| Ok((nice_of_this_thread(), std::thread::current().name().map(str::to_owned)))).await.unwrap();
         assert_eq!(theirs, (nice_of_this_thread() + NICE).min(19), "the pool's threads run {NICE} below");
         assert_eq!(name.as_deref(), Some("test-pool"));
     }
