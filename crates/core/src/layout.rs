@@ -26,6 +26,9 @@ pub const JOURNAL: &str = ".clawboard/journal";
 pub const CURSORS: &str = ".clawboard/cursors";
 /// The write-ahead log of deferred writes (see `store/deferred.rs`).
 pub const WAL: &str = ".clawboard/wal.log";
+/// The sync's bucket when none is configured: a local directory, written by the
+/// sync's directory backend alone (never through the store).
+pub const LOCAL_BUCKET: &str = ".clawboard/bucket";
 /// The running daemon's token for a person's board writes (mode 600): whoever
 /// can read it can write the tree's files anyway.
 pub const PERSON_TOKEN: &str = ".clawboard/person-token";

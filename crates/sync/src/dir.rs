@@ -74,6 +74,7 @@ impl DirRemote {
         let tmp = dir.join(META_DIR).join("tmp");
         let name = dir.display().to_string();
         fs::create_dir_all(&tmp).map_err(|e| io_err("OPEN", &name, e))?;
+        remove_stale_temps(&tmp).map_err(|e| io_err("OPEN", &name, e))?;
         let pool = pool::Pool::start("clawboard-dir").map_err(|e| io_err("OPEN", &name, e))?;
         Ok(DirRemote { dir: dir.to_owned(), pool: Arc::new(pool) })
     }
@@ -114,6 +115,7 @@ impl DirRemote {
         OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| io_err("LOCK", key, e))
     }
 
+    /// A new temp file in `.clawboard-meta/tmp/`, named `{pid}.{random}`.
     fn temp(&self, key: &str) -> Result<(PathBuf, File), RemoteError> {
         let mut n = [0u8; 8];
         getrandom::fill(&mut n).map_err(|e| err(Failure::Permanent, "PUT", key, e))?;
@@ -394,6 +396,28 @@ fn walk_sorted(
     Ok(())
 }
 
+/// Removes the temp files in `tmp` (`{pid}.{random}`) whose writer is gone: a
+/// process killed in the middle of a write leaves one. The store's own walk
+/// for such files skips the bucket (`clawboard_core::layout::LOCAL_BUCKET`).
+fn remove_stale_temps(tmp: &Path) -> std::io::Result<()> {
+    for entry in fs::read_dir(tmp)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        match fs::remove_file(entry.path()) {
+            Ok(()) => tracing::info!(path = %entry.path().display(), "removed a temp file left by a killed write"),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 impl Remote for DirRemote {
     fn describe(&self) -> String {
         format!("dir:{}", self.dir.display())
@@ -441,6 +465,23 @@ impl Remote for DirRemote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opening_the_bucket_clears_the_temp_files_of_killed_writers() {
+        let d = tempfile::tempdir().unwrap();
+        let tmp = d.path().join(META_DIR).join("tmp");
+        fs::create_dir_all(&tmp).unwrap();
+        let dead = tmp.join(format!("{}.00000000deadbeef", u32::MAX - 1));
+        let mine = tmp.join(format!("{}.0000000000000001", std::process::id()));
+        let other = tmp.join("notes.txt");
+        for f in [&dead, &mine, &other] {
+            fs::write(f, b"half").unwrap();
+        }
+        DirRemote::open(d.path()).unwrap();
+        assert!(!dead.exists(), "a dead writer's temp file is removed");
+        assert!(mine.exists(), "a live writer's is kept");
+        assert!(other.exists(), "a name that is not a temp file's is left alone");
+    }
 
     /// A read racing a replace sees one version whole: its content and its
     /// sidecar's ETag agree. (Without the read lock, 2,000 rounds showed a mix.)

@@ -146,7 +146,7 @@ impl SyncSettings {
             (Some(_), Some(_)) => return Err(bad("dir", "set either sync.dir or [sync.s3], not both".into())),
             (Some(d), None) => Backend::Dir(expand(&d)),
             (None, Some(c)) => Backend::S3(resolve_s3(c, &expand)?),
-            (None, None) => Backend::Dir(PathBuf::from(".clawboard/bucket")),
+            (None, None) => Backend::Dir(PathBuf::from(clawboard_core::layout::LOCAL_BUCKET)),
         };
         Ok(SyncSettings {
             enabled: file.enabled.unwrap_or(true),

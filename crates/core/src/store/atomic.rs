@@ -122,9 +122,17 @@ fn process_alive(pid: u32) -> bool {
 }
 
 /// Removes temp files under `root` whose writer is gone. Returns them, relative to `root`.
+///
+/// The local bucket (`.clawboard/bucket`) is not walked: the store never writes
+/// there (the sync's directory backend does, and clears its own temp files),
+/// and it holds a copy of the whole tree and a sidecar per file. Walked, it was
+/// two thirds of the walk: `clawboard run` on a tree of 1,000 tasks of 30 files
+/// took 140 ms with it, 100 without.
 pub(super) fn remove_stale_temps(root: &Path) -> Result<Vec<String>> {
     let mut removed = Vec::new();
-    for entry in walkdir::WalkDir::new(root).follow_links(false) {
+    let bucket = root.join(crate::layout::LOCAL_BUCKET);
+    let walk = walkdir::WalkDir::new(root).follow_links(false).into_iter();
+    for entry in walk.filter_entry(|e| e.path() != bucket) {
         let entry = match entry {
             Ok(e) => e,
             Err(e) if e.io_error().is_some_and(|io| io.kind() == ErrorKind::NotFound) => {
@@ -182,6 +190,25 @@ mod tests {
         assert_eq!(removed.len(), 1);
         assert!(!tmp.exists());
         assert_eq!(fs::read(dir.path().join("a.json")).unwrap(), b"old");
+    }
+
+    #[test]
+    fn the_local_bucket_is_not_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead_pid = u32::MAX - 1;
+        let bucket = dir.path().join(crate::layout::LOCAL_BUCKET).join("tasks/t1");
+        let elsewhere = dir.path().join(".clawboard/cursors");
+        fs::create_dir_all(&bucket).unwrap();
+        fs::create_dir_all(&elsewhere).unwrap();
+        // A file in the bucket named like a store temp is left (the store never
+        // writes there); a store temp elsewhere in the state directory is cleared.
+        let object = bucket.join(format!(".a.json{TEMP_MARK}{dead_pid}.0"));
+        let stale = elsewhere.join(format!(".push{TEMP_MARK}{dead_pid}.0"));
+        fs::write(&object, b"x").unwrap();
+        fs::write(&stale, b"x").unwrap();
+        let removed = remove_stale_temps(dir.path()).unwrap();
+        assert_eq!(removed, vec![format!(".clawboard/cursors/.push{TEMP_MARK}{dead_pid}.0")]);
+        assert!(object.exists());
     }
 
     #[test]
