@@ -277,7 +277,16 @@ async fn board(
         // (any task, any zone), but numbered with the daemon's own records.
         tracing::info!(task = %req.task, op = %req.op, path = req.path.as_deref().unwrap_or(""), "a person's board write");
         return match execute_board(&s, clawboard_board::Caller::human(), req, None).await {
-            Ok(Ok(v)) => (StatusCode::OK, Json(v)).into_response(),
+            Ok(Ok(v)) => {
+                // What the person reads next (`clawboard board get`, `history`) is
+                // read from the files: written before the answer, not up to a
+                // deferred batch later.
+                let store = s.store.clone();
+                match tokio::task::spawn_blocking(move || store.settle()).await {
+                    Ok(()) => (StatusCode::OK, Json(v)).into_response(),
+                    Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, format!("writing the board's files: {e}"), None),
+                }
+            }
             Ok(Err(e @ clawboard_board::Error::Refused { .. })) => fail(StatusCode::FORBIDDEN, e.to_string(), None),
             Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
             Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
