@@ -227,7 +227,12 @@ impl<R: Remote> Push<R> {
     async fn repair_locked(&self, paths: Vec<String>) -> Result<PushReport> {
         let mut report = PushReport { entries: paths.len() as u64, ..PushReport::default() };
         let mut jobs = Vec::new();
-        for path in paths.into_iter().filter(|p| !self.sync.is_fenced(p)) {
+        for path in paths {
+            if self.sync.is_fenced(&path) {
+                // Said, so that a verify whose repair fixed less than it found tells why.
+                tracing::warn!(path, "not repaired: its task is fenced (another node holds it)");
+                continue;
+            }
             let is_file = clawboard_core::store::plain_file(&self.sync.root, &path).is_some();
             // The bucket does not hold what the record says: forget the content, keep
             // the history (so other nodes see the repair as a newer version, not a conflict).

@@ -66,6 +66,7 @@ impl<R: Remote> Push<R> {
             };
             let Some((body, hash, stamp)) = read else {
                 // Gone since it was planned: its delete is (or will be) in the journal.
+                tracing::debug!(path, "not uploaded: not a regular file in the tree (any more)");
                 let pushed = self.sync.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
                 if pushed {
                     self.sync
