@@ -30,7 +30,7 @@ use crate::kind::{FileKind, Format};
 use crate::layout;
 use crate::validate::{self, DEFAULT_MAX_FILE_BYTES};
 
-pub use atomic::{TEMP_MARK, is_temp_name};
+pub use atomic::{TEMP_MARK, is_temp_name, process_alive};
 pub use paths::{RelPath, open_plain, plain_file, real_dir, real_dirs};
 
 /// True if a file modified at `mtime` was written less than `within` ago (or its

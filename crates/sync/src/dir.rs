@@ -406,7 +406,7 @@ fn remove_stale_temps(tmp: &Path) -> std::io::Result<()> {
         let Some(pid) = name.to_str().and_then(|n| n.split('.').next()).and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if clawboard_core::store::process_alive(pid) {
             continue;
         }
         match fs::remove_file(entry.path()) {

@@ -117,7 +117,8 @@ fn temp_owner(name: &str) -> Option<u32> {
     rest.split('.').next()?.parse().ok()
 }
 
-fn process_alive(pid: u32) -> bool {
+/// Whether the process `pid` (a temp file's writer) is still running.
+pub fn process_alive(pid: u32) -> bool {
     pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
 }
 
