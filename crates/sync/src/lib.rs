@@ -42,6 +42,8 @@ pub mod s3;
 pub mod settings;
 pub mod shared;
 pub mod state;
+#[cfg(test)]
+mod testing;
 pub mod verify;
 pub mod version;
 

@@ -91,7 +91,7 @@ struct Local {
 
 /// The author, version vector and HLC stamp an object's metadata names (HEAD or
 /// GET); `None` without clawboard metadata.
-fn stamp_of(info: &ObjectInfo) -> Option<(String, Vv, u64)> {
+pub(crate) fn stamp_of(info: &ObjectInfo) -> Option<(String, Vv, u64)> {
     let author = info.metadata.get(META_NODE)?.clone();
     clawboard_core::check_id(&author).ok()?;
     // Objects pushed before versions existed: one version by their author.

@@ -29,6 +29,9 @@ use crate::report::{PushReport, now_text};
 use crate::shared::{SyncState, sync_dir, task_of};
 use crate::state::{PushState, Pushed};
 
+mod inflight;
+#[cfg(test)]
+mod lost_reply_tests;
 mod pending;
 mod upload;
 
@@ -79,12 +82,15 @@ pub struct Push<R: Remote> {
     sync: Arc<SyncState<R>>,
     /// Finished tasks whose claim this process found still this node's.
     verified: Lock<HashSet<String>>,
+    /// PUTs sent and not yet recorded (this process's and those a stop cut off).
+    inflight: inflight::InFlight,
     pub progress: Arc<Progress>,
 }
 
 impl<R: Remote> Push<R> {
     pub fn new(sync: Arc<SyncState<R>>) -> Push<R> {
-        Push { sync, verified: Lock::new(HashSet::new()), progress: Arc::new(Progress::default()) }
+        let inflight = inflight::InFlight::new(&sync_dir(&sync.root));
+        Push { sync, verified: Lock::new(HashSet::new()), inflight, progress: Arc::new(Progress::default()) }
     }
 
     pub fn sync(&self) -> &SyncState<R> {
@@ -119,6 +125,7 @@ impl<R: Remote> Push<R> {
     async fn locked(&self, mode: Mode) -> Result<PushReport> {
         let _guards = self.sync.exclusive().await?;
         self.sync.load_state()?;
+        self.inflight.load()?;
         // What an interrupted run left in the outbox goes out before anything new is appended.
         if let Err(e) = self.sync.flush_log().await {
             let e = Err(e.at(&self.sync.remote.describe()));
@@ -140,6 +147,15 @@ impl<R: Remote> Push<R> {
                 r
             })
             .map_err(|e| e.at(&self.sync.remote.describe()));
+        // What stays unrecorded (a failed upload's PUT may have landed) is kept for the next push.
+        let result = match self.inflight.save() {
+            Ok(()) => result,
+            Err(e) if result.is_ok() => Err(e),
+            Err(e) => {
+                tracing::warn!("{e}");
+                result
+            }
+        };
         self.write_status(&result)?;
         result
     }

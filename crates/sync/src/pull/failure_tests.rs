@@ -1,47 +1,10 @@
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
 use super::*;
 use crate::Client;
 use crate::dir::DirRemote;
-use crate::error::{Failure, RemoteError};
+use crate::error::RemoteError;
 use crate::remote::{Body, Condition, Metadata, Page, PutOutcome};
 use crate::report::RequestCounts;
-
-/// The directory backend, with GETs of one key failing while `fail` is set.
-#[derive(Clone)]
-struct Flaky {
-    inner: DirRemote,
-    key: String,
-    fail: Arc<AtomicBool>,
-}
-
-impl Remote for Flaky {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    async fn put(&self, k: &str, b: Body, m: &Metadata, c: &Condition) -> Result<PutOutcome, RemoteError> {
-        self.inner.put(k, b, m, c).await
-    }
-    async fn get(&self, k: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
-        if k == self.key && self.fail.load(Ordering::SeqCst) {
-            return Err(RemoteError::new(Failure::Permanent, "GET", k, "injected failure"));
-        }
-        self.inner.get(k).await
-    }
-    async fn head(&self, k: &str) -> Result<Option<ObjectInfo>, RemoteError> {
-        self.inner.head(k).await
-    }
-    async fn list(&self, p: &str, a: Option<&str>, m: usize) -> Result<Page, RemoteError> {
-        self.inner.list(p, a, m).await
-    }
-    async fn delete(&self, k: &str) -> Result<(), RemoteError> {
-        self.inner.delete(k).await
-    }
-    async fn delete_many(&self, k: &[String]) -> Result<Vec<(String, RemoteError)>, RemoteError> {
-        self.inner.delete_many(k).await
-    }
-}
+use crate::testing::{Flaky, node};
 
 /// The directory backend as a far server whose listings carry no ETag (as
 /// s3s-fs's): every HEAD and GET takes 50 ms.
@@ -130,21 +93,14 @@ async fn a_first_pull_heads_instead_of_downloading_and_lets_a_push_through() {
     assert_eq!(std::fs::read_to_string(rb.join("gm/f599.md")).unwrap(), "599\n");
 }
 
-fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Client<R> {
-    clawboard_core::Store::init(root).unwrap();
-    let mut s = crate::SyncSettings::local_default().unwrap();
-    s.retries = 0;
-    Client::open(remote, root, s, id.into(), clawboard_core::Store::unchecked(root)).unwrap()
-}
-
 #[tokio::test]
 async fn a_pull_that_fails_midway_applies_whole_segments_only_and_resumes() {
     let d = tempfile::tempdir().unwrap();
     let bucket = d.path().join("bucket");
     let (ra, rb) = (d.path().join("a"), d.path().join("b"));
     let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
-    let fail = Arc::new(AtomicBool::new(false));
-    let flaky = Flaky { inner: DirRemote::open(&bucket).unwrap(), key: "gm/two.md".into(), fail: fail.clone() };
+    let flaky = Flaky { key: "gm/two.md".into(), ..Flaky::new(&bucket) };
+    let fail = flaky.fail.clone();
     let b = node(flaky, &rb, "b");
     // B's first pull (a listing of the still empty bucket) is behind it.
     b.pull.pull(false).await.unwrap();

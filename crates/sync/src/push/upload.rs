@@ -10,7 +10,7 @@ use clawboard_core::index::Stamp;
 
 use super::{Done, Push};
 use crate::error::{Error, Failure, RemoteError, Result};
-use crate::remote::{Body, Condition, META_VV, PutOutcome, Remote};
+use crate::remote::{Body, Condition, META_MTIME, META_VV, ObjectInfo, PutOutcome, Remote};
 use crate::shared::log_entry;
 use crate::state::Pushed;
 use crate::version::Vv;
@@ -108,12 +108,16 @@ impl<R: Remote> Push<R> {
                 (None, Body::Bytes(_)) => Condition::Absent,
                 (None, Body::File { .. }) => {
                     self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    if self.sync.retry(|| self.sync.remote.head(path)).await?.is_some() {
+                    if let Some(info) = self.sync.retry(|| self.sync.remote.head(path)).await? {
+                        if self.adopt(path, &info)? {
+                            continue;
+                        }
                         return Ok(Done::Deferred);
                     }
                     Condition::None
                 }
             };
+            self.inflight.note(path, record.hlc)?;
             let outcome = match self
                 .sync
                 .retry(|| {
@@ -128,7 +132,14 @@ impl<R: Remote> Push<R> {
                     // node's version (pull resolves it), or an object without a clawboard
                     // version (a server killed mid-write, another tool): replaced.
                     self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
+                    let found = self.sync.retry(|| self.sync.remote.head(path)).await?;
+                    if let Some(info) = &found
+                        && info.blake3() != Some(hash.as_str())
+                        && self.adopt(path, info)?
+                    {
+                        continue;
+                    }
+                    match found {
                         Some(info) if info.blake3() == Some(hash.as_str()) => PutOutcome::Stored { etag: info.etag },
                         Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
                         _ => {
@@ -155,6 +166,7 @@ impl<R: Remote> Push<R> {
             }
             self.sync.outbox.append(&[log_entry(path, &record)])?;
             self.sync.with_state(|s| s.record(path, Some(record)))?;
+            self.inflight.recorded(path);
             self.sync.uploaded_total.fetch_add(1, Ordering::Relaxed);
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
             let now = std::fs::symlink_metadata(&abs).ok().map(|m| Stamp::of(&m));
@@ -169,6 +181,39 @@ impl<R: Remote> Push<R> {
             path,
             format!("kept changing while being uploaded ({CHANGING_TRIES} tries); left for the next push"),
         )))
+    }
+
+    /// Takes an object this node wrote but never recorded (the daemon stopped or
+    /// was killed mid-request, or the reply was lost: see `inflight`) as the
+    /// path's pushed version, so that the file, changed since, goes over it as a
+    /// newer version. Without this, push would take it for another node's and
+    /// leave it to pull, which never resolves this node's own version. False for
+    /// anything else: another node's object, or one of this node's id that this
+    /// tree never sent (a node set up again with the same id must not overwrite
+    /// the bucket with its fresh files).
+    fn adopt(&self, path: &str, info: &ObjectInfo) -> Result<bool> {
+        let Some((author, vv, hlc)) = crate::pull::stamp_of(info) else { return Ok(false) };
+        if author != self.sync.node || !self.inflight.sent(path, hlc) {
+            return Ok(false);
+        }
+        tracing::info!(
+            path,
+            hlc,
+            "the bucket holds a version this node sent but never recorded; pushing the file over it"
+        );
+        let record = Pushed {
+            hash: info.blake3().unwrap_or_default().to_owned(),
+            size: info.size,
+            mtime_ns: info.metadata.get(META_MTIME).and_then(|m| m.parse().ok()).unwrap_or(0),
+            vv,
+            hlc,
+            author,
+            etag: info.etag.clone().unwrap_or_default(),
+            deleted: false,
+        };
+        self.sync.with_state(|s| s.record(path, Some(record)))?;
+        self.inflight.recorded(path);
+        Ok(true)
     }
 
     /// Records deletes this node made: tombstones with a new version, in the outbox.

@@ -1,0 +1,67 @@
+//! A PUT that landed while its record did not: the reply lost, or the daemon
+//! stopped or killed mid-request (`inflight`).
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::Ordering;
+
+use crate::Client;
+use crate::remote::Remote;
+use crate::testing::{Flaky, node, node_with, settings};
+
+async fn object(c: &Client<impl Remote>, key: &str) -> Vec<u8> {
+    c.push.sync().remote().get(key).await.unwrap().unwrap().0.to_vec()
+}
+
+/// A new file's first PUT lands but its reply is lost; the file changes before
+/// the next push (as the daemon's last writes at a stop do). For each body kind
+/// (bytes, and a file streamed past the multipart threshold), in a new process
+/// (a new client on the same tree): the next push sends the file over this
+/// node's own unrecorded version, and verify finds nothing different.
+#[tokio::test]
+async fn a_first_put_whose_reply_was_lost_is_taken_over_by_the_next_push() {
+    let d = tempfile::tempdir().unwrap();
+    let (bucket, root) = (d.path().join("bucket"), d.path().join("a"));
+    // Past 64 bytes a file is streamed from disk, not read into memory.
+    let streamed = crate::SyncSettings { multipart_threshold: 64, ..settings() };
+    let (small, large) = ("gm/small.md", "gm/large.md");
+    let flaky = Flaky::new(&bucket);
+    flaky.lose_puts.store(true, Ordering::SeqCst);
+    {
+        let a = node_with(flaky.clone(), &root, "a", streamed.clone());
+        std::fs::write(root.join(small), "v1\n").unwrap();
+        std::fs::write(root.join(large), "v1 ".repeat(100)).unwrap();
+        let err = a.push.full().await.unwrap_err();
+        assert!(err.to_string().contains("the reply was lost"), "{err}");
+        assert_eq!(object(&a, small).await, b"v1\n", "the PUT landed");
+        assert!(a.push.sync().with_state(|s| Ok(s.get(small).is_none())).unwrap(), "and left no record");
+    }
+    flaky.lose_puts.store(false, Ordering::SeqCst);
+    std::fs::write(root.join(small), "v2, written after the push read v1\n").unwrap();
+    std::fs::write(root.join(large), "v2 ".repeat(100)).unwrap();
+    let a = node_with(flaky, &root, "a", streamed);
+    let r = a.push.full().await.unwrap();
+    assert_eq!(r.deferred, 0, "this node's own version is not left to pull: {r:?}");
+    assert_eq!(object(&a, small).await, b"v2, written after the push read v1\n");
+    assert_eq!(object(&a, large).await, "v2 ".repeat(100).as_bytes());
+    let v = crate::verify::verify(&a.push, false).await.unwrap();
+    assert_eq!(v.differences(), 0, "{v:?}");
+    assert_eq!(std::fs::read(root.join(".clawboard/sync/inflight.jsonl")).unwrap(), b"", "nothing left unrecorded");
+}
+
+/// Only a version this tree sent is taken over. A node set up again with the
+/// same id (a fresh tree, no record, no note of the PUT) leaves the bucket's
+/// version to pull, as it leaves another node's.
+#[tokio::test]
+async fn the_same_node_id_on_a_fresh_tree_does_not_overwrite_the_bucket() {
+    let d = tempfile::tempdir().unwrap();
+    let bucket = d.path().join("bucket");
+    let (old, fresh) = (d.path().join("old"), d.path().join("fresh"));
+    let a = node(Flaky::new(&bucket), &old, "a");
+    std::fs::write(old.join("gm/shared.md"), "the team's\n").unwrap();
+    a.push.full().await.unwrap();
+    let again = node(Flaky::new(&bucket), &fresh, "a");
+    std::fs::write(fresh.join("gm/shared.md"), "a fresh default\n").unwrap();
+    let r = again.push.full().await.unwrap();
+    assert!(r.deferred >= 1, "{r:?}");
+    assert_eq!(object(&again, "gm/shared.md").await, b"the team's\n");
+}
