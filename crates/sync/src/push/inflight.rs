@@ -16,7 +16,7 @@
 //! is rewritten at the end of each push with only the PUTs still unrecorded.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -37,13 +37,22 @@ struct Line {
 
 pub(super) struct InFlight {
     path: PathBuf,
+    state: Lock<State>,
+}
+
+#[derive(Default)]
+struct State {
     /// Path → the HLC stamps of its unrecorded PUTs.
-    sent: Lock<HashMap<String, HashSet<u64>>>,
+    sent: HashMap<String, HashSet<u64>>,
+    /// The file, open for appending since the first note of this push.
+    file: Option<File>,
+    /// The file has lines (found at the load, or noted since).
+    lines: bool,
 }
 
 impl InFlight {
     pub(super) fn new(sync_dir: &Path) -> InFlight {
-        InFlight { path: sync_dir.join(FILE), sent: Lock::new(HashMap::new()) }
+        InFlight { path: sync_dir.join(FILE), state: Lock::new(State::default()) }
     }
 
     /// Reads what earlier pushes (of any process) left unrecorded. A line torn by
@@ -54,10 +63,10 @@ impl InFlight {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(Error::io(&self.path, e)),
         };
-        let mut sent = self.sent.lock();
-        sent.clear();
+        let mut state = self.state.lock();
+        *state = State { lines: !text.is_empty(), ..State::default() };
         for line in text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()) {
-            sent.entry(line.path).or_default().insert(line.hlc);
+            state.sent.entry(line.path).or_default().insert(line.hlc);
         }
         Ok(())
     }
@@ -67,39 +76,46 @@ impl InFlight {
         let mut line = serde_json::to_vec(&Line { path: path.to_owned(), hlc })
             .map_err(|e| Error::io(&self.path, std::io::Error::other(e)))?;
         line.push(b'\n');
-        let mut sent = self.sent.lock();
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut f| f.write_all(&line))
-            .map_err(|e| Error::io(&self.path, e))?;
-        sent.entry(path.to_owned()).or_default().insert(hlc);
+        let mut state = self.state.lock();
+        let file = match &mut state.file {
+            Some(f) => f,
+            None => state.file.insert(
+                OpenOptions::new().create(true).append(true).open(&self.path).map_err(|e| Error::io(&self.path, e))?,
+            ),
+        };
+        file.write_all(&line).map_err(|e| Error::io(&self.path, e))?;
+        state.lines = true;
+        state.sent.entry(path.to_owned()).or_default().insert(hlc);
         Ok(())
     }
 
     /// True when this node sent version `hlc` of `path` and has not recorded it.
     pub(super) fn sent(&self, path: &str, hlc: u64) -> bool {
-        self.sent.lock().get(path).is_some_and(|s| s.contains(&hlc))
+        self.state.lock().sent.get(path).is_some_and(|s| s.contains(&hlc))
     }
 
     /// `path` has a record again: its PUTs need no recognising.
     pub(super) fn recorded(&self, path: &str) {
-        self.sent.lock().remove(path);
+        self.state.lock().sent.remove(path);
     }
 
     /// Rewrites the file with the PUTs still unrecorded. None left (the common
     /// case): the file is emptied in place (creating a file is what costs on a
     /// disk whose inodes turn over fast).
     pub(super) fn save(&self) -> Result<()> {
-        let sent = self.sent.lock();
+        let mut state = self.state.lock();
+        state.file = None;
+        if !state.lines {
+            return Ok(());
+        }
+        let sent = &state.sent;
         if sent.is_empty() {
-            return match OpenOptions::new().write(true).open(&self.path) {
-                Ok(f) if f.metadata().is_ok_and(|m| m.len() == 0) => Ok(()),
-                Ok(f) => f.set_len(0).map_err(|e| Error::io(&self.path, e)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(Error::io(&self.path, e)),
-            };
+            state.lines = false;
+            return OpenOptions::new()
+                .write(true)
+                .open(&self.path)
+                .and_then(|f| f.set_len(0))
+                .map_err(|e| Error::io(&self.path, e));
         }
         let mut text = Vec::new();
         for (path, stamps) in sent.iter() {
@@ -142,6 +158,6 @@ mod tests {
         assert_eq!(fs::read(d.path().join(FILE)).unwrap(), b"", "nothing left: emptied");
         let e = InFlight::new(d.path());
         e.load().unwrap();
-        assert!(e.sent.lock().is_empty());
+        assert!(e.state.lock().sent.is_empty());
     }
 }
