@@ -66,7 +66,8 @@ impl Worker for Push {
         if !flushed {
             tracing::warn!("sync: the journal did not catch up within 10 s; pushing what it has");
         }
-        // Dropped at the stop: an interrupted push resumes from its cursor; what landed is recorded.
+        // Dropped at the stop: an interrupted push resumes from its cursor; what landed is
+        // recorded, or known by its in-flight note when the stop came between the two.
         let r =
             self.push.push().await.map_err(|e| anyhow::anyhow!("sync: push failed; retried on the next run: {e}"))?;
         if r.uploaded + r.deleted > 0 {
