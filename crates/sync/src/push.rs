@@ -228,7 +228,16 @@ impl<R: Remote> Push<R> {
         let gone: Vec<String> = self.sync.with_state(|s| {
             Ok(s.live_paths().filter(|p| !present.contains(p) && !self.sync.is_fenced(p)).cloned().collect())
         })?;
+        // And those never recorded whose PUT may have landed (see `inflight`).
+        let planned: HashSet<&String> = gone.iter().collect();
+        let sent: Vec<String> = self
+            .inflight
+            .paths()
+            .into_iter()
+            .filter(|p| !present.contains(p) && !planned.contains(p) && !self.sync.is_fenced(p))
+            .collect();
         paths.extend(gone);
+        paths.extend(sent);
         let paths = self.drop_foreign(paths).await?;
         report.entries = paths.len() as u64;
         let jobs = self.plan(paths, &mut report)?;
@@ -319,6 +328,9 @@ impl<R: Remote> Push<R> {
                     }
                     (Some(_), _) => jobs.push(Job::Upload(path)),
                     (None, Some(_)) => jobs.push(Job::Delete(path)),
+                    // Never recorded, but a PUT of it was sent: the upload finds out
+                    // whether it landed, and deletes it.
+                    (None, None) if self.inflight.has(&path) => jobs.push(Job::Upload(path)),
                     (None, None) => {}
                 }
             }

@@ -94,6 +94,16 @@ impl InFlight {
         self.state.lock().sent.get(path).is_some_and(|s| s.contains(&hlc))
     }
 
+    /// The paths with a PUT noted and not recorded since.
+    pub(super) fn paths(&self) -> Vec<String> {
+        self.state.lock().sent.keys().cloned().collect()
+    }
+
+    /// True when a PUT of `path` was noted and not recorded since.
+    pub(super) fn has(&self, path: &str) -> bool {
+        self.state.lock().sent.contains_key(path)
+    }
+
     /// `path` has a record again: its PUTs need no recognising.
     pub(super) fn recorded(&self, path: &str) {
         self.state.lock().sent.remove(path);

@@ -48,6 +48,33 @@ async fn a_first_put_whose_reply_was_lost_is_taken_over_by_the_next_push() {
     assert_eq!(std::fs::read(root.join(".clawboard/sync/inflight.jsonl")).unwrap(), b"", "nothing left unrecorded");
 }
 
+/// The same, but the file is deleted before the next push: the object of the
+/// lost PUT goes from the bucket too (left there, other nodes would take the
+/// file for one that exists).
+#[tokio::test]
+async fn a_first_put_whose_reply_was_lost_is_deleted_with_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    let (bucket, root) = (d.path().join("bucket"), d.path().join("a"));
+    let gone = "gm/gone.md";
+    let flaky = Flaky::new(&bucket);
+    flaky.lose_puts.store(true, Ordering::SeqCst);
+    {
+        let a = node(flaky.clone(), &root, "a");
+        std::fs::write(root.join(gone), "short-lived\n").unwrap();
+        a.push.full().await.unwrap_err();
+        assert_eq!(object(&a, gone).await, b"short-lived\n", "the PUT landed");
+    }
+    flaky.lose_puts.store(false, Ordering::SeqCst);
+    std::fs::remove_file(root.join(gone)).unwrap();
+    let a = node(flaky, &root, "a");
+    let r = a.push.full().await.unwrap();
+    assert!(r.deleted >= 1, "{r:?}");
+    assert!(a.push.sync().remote().head(gone).await.unwrap().is_none(), "the object went with the file");
+    let tombstone = a.push.sync().with_state(|s| Ok(s.get(gone).cloned())).unwrap().unwrap();
+    assert!(tombstone.deleted, "{tombstone:?}");
+    assert_eq!(crate::verify::verify(&a.push, false).await.unwrap().differences(), 0);
+}
+
 /// Only a version this tree sent is taken over. A node set up again with the
 /// same id (a fresh tree, no record, no note of the PUT) leaves the bucket's
 /// version to pull, as it leaves another node's.

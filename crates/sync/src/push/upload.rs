@@ -67,7 +67,14 @@ impl<R: Remote> Push<R> {
             let Some((body, hash, stamp)) = read else {
                 // Gone since it was planned: its delete is (or will be) in the journal.
                 tracing::debug!(path, "not uploaded: not a regular file in the tree (any more)");
-                let pushed = self.sync.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
+                let mut pushed = self.sync.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
+                if !pushed && self.inflight.has(path) {
+                    // A PUT of it may have landed, unrecorded, before the file went.
+                    self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
+                    if let Some(info) = self.sync.retry(|| self.sync.remote.head(path)).await? {
+                        pushed = self.adopt(path, &info)?;
+                    }
+                }
                 if pushed {
                     self.sync
                         .retry(|| {
@@ -186,8 +193,9 @@ impl<R: Remote> Push<R> {
     /// Takes an object this node wrote but never recorded (the daemon stopped or
     /// was killed mid-request, or the reply was lost: see `inflight`) as the
     /// path's pushed version, so that the file, changed since, goes over it as a
-    /// newer version. Without this, push would take it for another node's and
-    /// leave it to pull, which never resolves this node's own version. False for
+    /// newer version, or, gone since, is deleted. Without this, push would take it
+    /// for another node's and leave it to pull, which never resolves this node's
+    /// own version (and a deleted file's object would stay in the bucket). False for
     /// anything else: another node's object, or one of this node's id that this
     /// tree never sent (a node set up again with the same id must not overwrite
     /// the bucket with its fresh files).
@@ -199,7 +207,7 @@ impl<R: Remote> Push<R> {
         tracing::info!(
             path,
             hlc,
-            "the bucket holds a version this node sent but never recorded; pushing the file over it"
+            "the bucket holds a version this node sent but never recorded; taking it as the pushed one"
         );
         let record = Pushed {
             hash: info.blake3().unwrap_or_default().to_owned(),
