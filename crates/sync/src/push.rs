@@ -234,7 +234,9 @@ impl<R: Remote> Push<R> {
             .inflight
             .paths()
             .into_iter()
-            .filter(|p| !present.contains(p) && !planned.contains(p) && !self.sync.is_fenced(p))
+            .filter(|p| {
+                !present.contains(p) && !planned.contains(p) && !self.sync.is_excluded(p) && !self.sync.is_fenced(p)
+            })
             .collect();
         paths.extend(gone);
         paths.extend(sent);

@@ -104,8 +104,9 @@ impl InFlight {
         self.state.lock().sent.contains_key(path)
     }
 
-    /// `path` has a record again: its PUTs need no recognising.
-    pub(super) fn recorded(&self, path: &str) {
+    /// `path`'s notes can no longer match: it has a record again, or the bucket
+    /// holds a version other than the ones noted.
+    pub(super) fn forget(&self, path: &str) {
         self.state.lock().sent.remove(path);
     }
 
@@ -158,12 +159,12 @@ mod tests {
         b.load().unwrap();
         assert!(b.sent("gm/a.md", 7) && b.sent("gm/b.md", 8));
         assert!(!b.sent("gm/a.md", 8) && !b.sent("gm/c.md", 9), "only the PUTs noted");
-        b.recorded("gm/a.md");
+        b.forget("gm/a.md");
         b.save().unwrap();
         let c = InFlight::new(d.path());
         c.load().unwrap();
         assert!(!c.sent("gm/a.md", 7) && c.sent("gm/b.md", 8));
-        c.recorded("gm/b.md");
+        c.forget("gm/b.md");
         c.save().unwrap();
         assert_eq!(fs::read(d.path().join(FILE)).unwrap(), b"", "nothing left: emptied");
         let e = InFlight::new(d.path());

@@ -75,6 +75,38 @@ async fn a_first_put_whose_reply_was_lost_is_deleted_with_the_file() {
     assert_eq!(crate::verify::verify(&a.push, false).await.unwrap().differences(), 0);
 }
 
+/// The version pushed over a taken-over one is newer than it: the clock on disk
+/// may be older (the push that sent it failed before saving its clock), and the
+/// file's new mtime may be old (a file restored from an archive).
+#[tokio::test]
+async fn the_version_pushed_over_a_lost_one_is_newer_than_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (bucket, root) = (d.path().join("bucket"), d.path().join("a"));
+    // Only this file: no other upload moves the clock meanwhile.
+    let mut only = settings();
+    only.exclude.extend(["gm/**", "roles/**", "shared/**"].map(String::from));
+    let path = "reports/restored.md";
+    let stamp = |info: crate::remote::ObjectInfo| -> u64 { info.metadata[crate::remote::META_HLC].parse().unwrap() };
+    let flaky = Flaky::new(&bucket);
+    flaky.lose_puts.store(true, Ordering::SeqCst);
+    {
+        let a = node_with(flaky.clone(), &root, "a", only.clone());
+        std::fs::write(root.join(path), "v1\n").unwrap();
+        a.push.full().await.unwrap_err();
+    }
+    flaky.lose_puts.store(false, Ordering::SeqCst);
+    let lost = stamp(flaky.head(path).await.unwrap().unwrap());
+    std::fs::write(root.join(path), "v2, restored\n").unwrap();
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    std::fs::File::options().write(true).open(root.join(path)).unwrap().set_modified(old).unwrap();
+    let a = node_with(flaky.clone(), &root, "a", only);
+    a.push.full().await.unwrap();
+    let pushed = stamp(flaky.head(path).await.unwrap().unwrap());
+    assert!(pushed > lost, "the new version's stamp {pushed} is not above the lost one's {lost}");
+    let record = a.push.sync().with_state(|s| Ok(s.get(path).cloned())).unwrap().unwrap();
+    assert!(record.vv["a"] > lost, "{record:?}");
+}
+
 /// Only a version this tree sent is taken over. A node set up again with the
 /// same id (a fresh tree, no record, no note of the PUT) leaves the bucket's
 /// version to pull, as it leaves another node's.

@@ -71,8 +71,9 @@ impl<R: Remote> Push<R> {
                 if !pushed && self.inflight.has(path) {
                     // A PUT of it may have landed, unrecorded, before the file went.
                     self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    if let Some(info) = self.sync.retry(|| self.sync.remote.head(path)).await? {
-                        pushed = self.adopt(path, &info)?;
+                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
+                        Some(info) => pushed = self.adopt(path, &info)?,
+                        None => self.inflight.forget(path),
                     }
                 }
                 if pushed {
@@ -173,7 +174,7 @@ impl<R: Remote> Push<R> {
             }
             self.sync.outbox.append(&[log_entry(path, &record)])?;
             self.sync.with_state(|s| s.record(path, Some(record)))?;
-            self.inflight.recorded(path);
+            self.inflight.forget(path);
             self.sync.uploaded_total.fetch_add(1, Ordering::Relaxed);
             self.progress.bytes.fetch_add(size, Ordering::Relaxed);
             let now = std::fs::symlink_metadata(&abs).ok().map(|m| Stamp::of(&m));
@@ -198,17 +199,27 @@ impl<R: Remote> Push<R> {
     /// own version (and a deleted file's object would stay in the bucket). False for
     /// anything else: another node's object, or one of this node's id that this
     /// tree never sent (a node set up again with the same id must not overwrite
-    /// the bucket with its fresh files).
+    /// the bucket with its fresh files). Then the path's notes are dropped: the
+    /// bucket holds one version of a path, and it is none of those noted.
     fn adopt(&self, path: &str, info: &ObjectInfo) -> Result<bool> {
-        let Some((author, vv, hlc)) = crate::pull::stamp_of(info) else { return Ok(false) };
-        if author != self.sync.node || !self.inflight.sent(path, hlc) {
+        let ours = crate::pull::stamp_of(info)
+            .filter(|(author, _, hlc)| *author == self.sync.node && self.inflight.sent(path, *hlc));
+        let Some((author, mut vv, hlc)) = ours else {
+            self.inflight.forget(path);
             return Ok(false);
-        }
+        };
+        // The versions made from here on must be newer than this one, whatever
+        // the clock saved when that push ended (it may not have saved).
+        self.sync.clock.observe(hlc);
         tracing::info!(
             path,
             hlc,
             "the bucket holds a version this node sent but never recorded; taking it as the pushed one"
         );
+        // A tombstone's history is kept (the object may be older than the delete it records).
+        if let Some(known) = self.sync.with_state(|s| Ok(s.get(path).map(|r| r.vv.clone())))? {
+            crate::version::merge(&mut vv, &known);
+        }
         let record = Pushed {
             hash: info.blake3().unwrap_or_default().to_owned(),
             size: info.size,
@@ -220,7 +231,7 @@ impl<R: Remote> Push<R> {
             deleted: false,
         };
         self.sync.with_state(|s| s.record(path, Some(record)))?;
-        self.inflight.recorded(path);
+        self.inflight.forget(path);
         Ok(true)
     }
 
@@ -235,6 +246,7 @@ impl<R: Remote> Push<R> {
                 let record = Pushed { vv, hlc, author: self.sync.node.clone(), deleted: true, ..Pushed::default() };
                 entries.push(log_entry(path, &record));
                 s.record(path, Some(record))?;
+                self.inflight.forget(path);
             }
             Ok(())
         })?;
