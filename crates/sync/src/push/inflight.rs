@@ -35,6 +35,14 @@ struct Line {
     hlc: u64,
 }
 
+/// Appends `path`'s line to `out`.
+fn line(out: &mut Vec<u8>, file: &Path, path: &str, hlc: u64) -> Result<()> {
+    serde_json::to_writer(&mut *out, &Line { path: path.to_owned(), hlc })
+        .map_err(|e| Error::io(file, std::io::Error::other(e)))?;
+    out.push(b'\n');
+    Ok(())
+}
+
 pub(super) struct InFlight {
     path: PathBuf,
     state: Lock<State>,
@@ -56,7 +64,8 @@ impl InFlight {
     }
 
     /// Reads what earlier pushes (of any process) left unrecorded. A line torn by
-    /// a crash is skipped: its PUT was not sent yet.
+    /// a crash is skipped (its PUT was not sent yet), and so is one naming no path
+    /// of the tree (written by something else: push never asks the bucket about it).
     pub(super) fn load(&self) -> Result<()> {
         let text = match fs::read_to_string(&self.path) {
             Ok(t) => t,
@@ -65,7 +74,8 @@ impl InFlight {
         };
         let mut state = self.state.lock();
         *state = State { lines: !text.is_empty(), ..State::default() };
-        for line in text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()) {
+        let lines = text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok());
+        for line in lines.filter(|l| clawboard_core::RelPath::new(&l.path).is_ok()) {
             state.sent.entry(line.path).or_default().insert(line.hlc);
         }
         Ok(())
@@ -73,9 +83,8 @@ impl InFlight {
 
     /// Notes the PUT of `path`'s version `hlc`, before it is sent.
     pub(super) fn note(&self, path: &str, hlc: u64) -> Result<()> {
-        let mut line = serde_json::to_vec(&Line { path: path.to_owned(), hlc })
-            .map_err(|e| Error::io(&self.path, std::io::Error::other(e)))?;
-        line.push(b'\n');
+        let mut bytes = Vec::new();
+        line(&mut bytes, &self.path, path, hlc)?;
         let mut state = self.state.lock();
         let file = match &mut state.file {
             Some(f) => f,
@@ -83,7 +92,7 @@ impl InFlight {
                 OpenOptions::new().create(true).append(true).open(&self.path).map_err(|e| Error::io(&self.path, e))?,
             ),
         };
-        file.write_all(&line).map_err(|e| Error::io(&self.path, e))?;
+        file.write_all(&bytes).map_err(|e| Error::io(&self.path, e))?;
         state.lines = true;
         state.sent.entry(path.to_owned()).or_default().insert(hlc);
         Ok(())
@@ -131,9 +140,7 @@ impl InFlight {
         let mut text = Vec::new();
         for (path, stamps) in sent.iter() {
             for &hlc in stamps {
-                serde_json::to_writer(&mut text, &Line { path: path.clone(), hlc })
-                    .map_err(|e| Error::io(&self.path, std::io::Error::other(e)))?;
-                text.push(b'\n');
+                line(&mut text, &self.path, path, hlc)?;
             }
         }
         let dir = self.path.parent().unwrap_or(Path::new("."));
@@ -153,12 +160,18 @@ mod tests {
         a.load().unwrap();
         a.note("gm/a.md", 7).unwrap();
         a.note("gm/b.md", 8).unwrap();
-        // A line torn by a crash: skipped.
-        fs::OpenOptions::new().append(true).open(d.path().join(FILE)).unwrap().write_all(b"{\"p\":\"gm/c").unwrap();
+        // A line naming no path of the tree, and one torn by a crash: skipped.
+        fs::OpenOptions::new()
+            .append(true)
+            .open(d.path().join(FILE))
+            .unwrap()
+            .write_all(b"{\"p\":\"../outside\",\"t\":9}\n{\"p\":\"gm/c")
+            .unwrap();
         let b = InFlight::new(d.path());
         b.load().unwrap();
         assert!(b.sent("gm/a.md", 7) && b.sent("gm/b.md", 8));
         assert!(!b.sent("gm/a.md", 8) && !b.sent("gm/c.md", 9), "only the PUTs noted");
+        assert_eq!(b.paths().len(), 2, "{:?}", b.paths());
         b.forget("gm/a.md");
         b.save().unwrap();
         let c = InFlight::new(d.path());

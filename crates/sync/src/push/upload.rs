@@ -140,15 +140,9 @@ impl<R: Remote> Push<R> {
                     // node's version (pull resolves it), or an object without a clawboard
                     // version (a server killed mid-write, another tool): replaced.
                     self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    let found = self.sync.retry(|| self.sync.remote.head(path)).await?;
-                    if let Some(info) = &found
-                        && info.blake3() != Some(hash.as_str())
-                        && self.adopt(path, info)?
-                    {
-                        continue;
-                    }
-                    match found {
+                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
                         Some(info) if info.blake3() == Some(hash.as_str()) => PutOutcome::Stored { etag: info.etag },
+                        Some(info) if self.adopt(path, &info)? => continue,
                         Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
                         _ => {
                             self.sync
