@@ -202,13 +202,51 @@ fn every_config_in_the_llm_docs_is_accepted() {
     let blocks: Vec<&str> = doc.split("```toml\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
     assert!(blocks.len() >= 6, "{} toml blocks", blocks.len());
     let t = Tree::init();
-    for block in &blocks {
+    // A key file is checked when the config is loaded: each block's (under /etc)
+    // becomes one beside the config, named relative to it.
+    let key = t.dir.path().join("test.key");
+    std::fs::write(&key, "sk-docs\n").unwrap();
+    set_mode(&key, 0o600);
+    let local_key = with_local_key_file(&blocks);
+    let mut key_files = 0;
+    for block in &local_key {
+        key_files += usize::from(block.contains("\napi_key_file = \"test.key\""));
         let cfg = t.config(block);
         t.run(&["--config", cfg.to_str().unwrap(), "status"]).ok();
     }
+    assert!(key_files >= 1, "no block has an api_key_file");
     // And the same check refuses a bad one, naming the key.
     let cfg = t.config(&blocks[0].replace("temperature = 0.2", "temperature = 3.0"));
     let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);
     r.expect_code(2);
     assert!(r.stderr.contains("key roles.title-worker.llm.temperature: 3 is out of range 0..=2"), "{}", r.stderr);
+    // A key file that is missing, or that others can read, is refused at load.
+    let with_file = local_key.iter().find(|b| b.contains("\napi_key_file = \"test.key\"")).unwrap();
+    let cfg = t.config(&with_file.replace("\"test.key\"", "\"missing.key\""));
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains(".llm.api_key_file: API key file ") && r.stderr.contains("missing.key"), "{}", r.stderr);
+    set_mode(&key, 0o644);
+    let cfg = t.config(with_file);
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("group or others have access to it (mode 644)"), "{}", r.stderr);
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The blocks with each `api_key_file = "..."` line naming `test.key` instead.
+fn with_local_key_file(blocks: &[&str]) -> Vec<String> {
+    blocks
+        .iter()
+        .map(|b| {
+            b.lines()
+                .map(|l| if l.starts_with("api_key_file = ") { "api_key_file = \"test.key\"" } else { l })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
 }

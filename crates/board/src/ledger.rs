@@ -27,7 +27,11 @@ pub struct Usage {
 impl Usage {
     /// The `usage` of a role's output, if it carries one in OpenAI's shape.
     pub fn from_output(output: &Value) -> Option<Usage> {
-        let u = output.get("usage")?;
+        Usage::from_usage(output.get("usage")?)
+    }
+
+    /// A `usage` object itself (`prompt_tokens`, `completion_tokens`).
+    pub fn from_usage(u: &Value) -> Option<Usage> {
         let n = |k: &str| u.get(k).and_then(Value::as_u64);
         if n("prompt_tokens").is_none() && n("completion_tokens").is_none() {
             return None;

@@ -283,17 +283,6 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let origin = config_file.as_ref().map_or("config".to_owned(), |p| p.display().to_string());
     let bad = |e: ConfigError| BadInput(format!("{origin}: key {e}"));
     let expand = |p: &str| expand_home(p, env);
-    let roles = clawboard_roles::RolesConfig::resolve(file.lifecycle, file.roles).map_err(bad)?;
-    let templates_dir = file.board.templates.as_deref().map(|d| {
-        let p = expand(d);
-        match (&config_file, p.is_relative()) {
-            (Some(cfg), true) => cfg.parent().unwrap_or(Path::new(".")).join(p),
-            _ => p,
-        }
-    });
-    let templates = clawboard_board::template::load(templates_dir.as_deref())
-        .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
-    roles.check_templates(&templates).map_err(bad)?;
     let relative_to_config = |d: &str| {
         let p = expand(d);
         match (&config_file, p.is_relative()) {
@@ -301,6 +290,12 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
             _ => p,
         }
     };
+    let mut roles = clawboard_roles::RolesConfig::resolve(file.lifecycle, file.roles).map_err(bad)?;
+    roles.resolve_key_files(relative_to_config).map_err(bad)?;
+    let templates_dir = file.board.templates.as_deref().map(relative_to_config);
+    let templates = clawboard_board::template::load(templates_dir.as_deref())
+        .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
+    roles.check_templates(&templates).map_err(bad)?;
     let blueprints = blueprints(file.blueprints, &roles, &templates, relative_to_config)
         .map_err(|e| BadInput(format!("{origin}: key blueprints: {e}")))?;
     let lanes = clawboard_entries::Lanes::resolve(file.lanes, |r| roles.roles.contains_key(r)).map_err(bad)?;

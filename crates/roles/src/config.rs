@@ -275,6 +275,18 @@ impl RolesConfig {
         Ok(())
     }
 
+    /// Resolves each `llm` role's `api_key_file` with `resolve` (`~`, relative to
+    /// the config file) and checks it is a regular file only its owner can read.
+    pub fn resolve_key_files(&mut self, resolve: impl Fn(&str) -> std::path::PathBuf) -> Result<(), ConfigError> {
+        for (id, r) in &mut self.roles {
+            if let Some(l) = &mut r.llm {
+                l.resolve_key_file(&resolve);
+                l.check_key_file(id)?;
+            }
+        }
+        Ok(())
+    }
+
     /// True when the lifecycle keeps tasks' boards under this config.
     pub fn keeps_boards(&self) -> bool {
         match self.lifecycle.board {
@@ -341,6 +353,26 @@ mod tests {
     #[case::credentials_in_url(
         llm_role(json!({"base_url": "https://u:sk-x@h/v1", "model": "m"})),
         "roles.w.llm.base_url: carries credentials"
+    )]
+    #[case::key_in_query(
+        llm_role(json!({"base_url": "https://h/v1?api-key=sk-x", "model": "m"})),
+        "roles.w.llm.base_url: \"https://h/v1?api-key=sk-x\" has a query or fragment"
+    )]
+    #[case::whole_endpoint(
+        llm_role(json!({"base_url": "http://h:8000/v1/chat/completions/", "model": "m"})),
+        "roles.w.llm.base_url: \"http://h:8000/v1/chat/completions/\" is the whole endpoint"
+    )]
+    #[case::bad_port(
+        llm_role(json!({"base_url": "http://h:99999/v1", "model": "m"})),
+        "roles.w.llm.base_url: \"http://h:99999/v1\" is not a valid URL: invalid port number"
+    )]
+    #[case::space_in_host(
+        llm_role(json!({"base_url": "http://my host/v1", "model": "m"})),
+        "roles.w.llm.base_url: \"http://my host/v1\" is not a valid URL"
+    )]
+    #[case::no_wait(
+        llm_role(json!({"base_url": "http://h/v1", "model": "m", "max_wait": "0s"})),
+        "roles.w.llm.max_wait: must be more than 0"
     )]
     #[case::both_key_sources(
         llm_role(json!({"base_url": "http://h/v1", "model": "m", "api_key_env": "K", "api_key_file": "/k"})),

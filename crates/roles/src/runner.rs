@@ -56,6 +56,13 @@ pub struct RunOutcome {
     /// Why it failed, in one line, when it did.
     pub error: Option<String>,
     pub elapsed: Duration,
+    /// Tokens the run reports having spent (an `llm` role's `usage`), kept for
+    /// the slice ledger also when the reply was refused.
+    pub usage: Option<serde_json::Value>,
+    /// Running the role again now is pointless: its server asked for a longer
+    /// wait than the role allows (`llm.max_wait`). Its retries are skipped; the
+    /// fallback, if any, runs.
+    pub skip_retries: bool,
 }
 
 /// Who a run is for; passed as environment (command) or headers (HTTP).
@@ -100,15 +107,22 @@ pub async fn run(role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mu
     out
 }
 
-fn failed(msg: impl Into<String>) -> RunOutcome {
+/// A run that ended as `status`, with nothing else to say yet.
+fn ended(status: RunStatus) -> RunOutcome {
     RunOutcome {
-        status: RunStatus::Failed,
+        status,
         exit_code: None,
         stdout: Vec::new(),
         stderr: Vec::new(),
-        error: Some(msg.into()),
+        error: None,
         elapsed: Duration::ZERO,
+        usage: None,
+        skip_retries: false,
     }
+}
+
+fn failed(msg: impl Into<String>) -> RunOutcome {
+    RunOutcome { error: Some(msg.into()), ..ended(RunStatus::Failed) }
 }
 
 /// Reads at most `limit` bytes; the flag says whether there was more.
@@ -240,7 +254,7 @@ async fn run_command(
             });
         }
     }
-    RunOutcome { status, exit_code, stdout, stderr, error, elapsed: Duration::ZERO }
+    RunOutcome { exit_code, stdout, stderr, error, ..ended(status) }
 }
 
 async fn run_http(
@@ -284,12 +298,11 @@ async fn run_http(
     tokio::select! {
         r = call => match r {
             Ok((code, body)) if code.is_success() => RunOutcome {
-                status: RunStatus::Exited, exit_code: Some(i32::from(code.as_u16())), stdout: body,
-                stderr: Vec::new(), error: None, elapsed: Duration::ZERO,
+                exit_code: Some(i32::from(code.as_u16())), stdout: body, ..ended(RunStatus::Exited)
             },
             Ok((code, body)) => RunOutcome {
-                status: RunStatus::Failed, exit_code: Some(i32::from(code.as_u16())), stdout: Vec::new(),
-                stderr: body, error: Some(format!("POST {} answered {code}", http.url)), elapsed: Duration::ZERO,
+                exit_code: Some(i32::from(code.as_u16())), stderr: body,
+                ..failed(format!("POST {} answered {code}", http.url))
             },
             Err((true, msg)) => RunOutcome { status: RunStatus::TimedOut, ..failed(msg) },
             Err((false, msg)) => failed(msg),

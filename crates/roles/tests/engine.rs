@@ -183,3 +183,54 @@ fn a_damaged_active_list_is_started_afresh() {
         assert!(now.instances.is_empty());
     }
 }
+
+/// An `llm` role whose server asks for a longer wait than `max_wait` allows: its
+/// attempt fails at once, its retries are skipped (each would be refused the
+/// same way), and the step goes to the fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_that_asks_for_a_long_wait_sends_the_step_to_its_fallback() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { continue };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0; 65536];
+            let _ = sock.read(&mut buf);
+            let body = r#"{"error":{"message":"rate limited"}}"#;
+            let _ = write!(
+                sock,
+                "HTTP/1.1 429 Too Many Requests\r\nretry-after: 120\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let mut busy: RoleConfig = serde_json::from_value(serde_json::json!({
+        "llm": {"base_url": base, "model": "m", "max_wait": "60s"},
+        "max_retries": 3,
+        "fallback": "skill",
+        "retry_backoff": "10ms",
+    }))
+    .unwrap();
+    busy.timeout = std::time::Duration::from_secs(10);
+    let cfg = config(&[("w1", busy), ("skill", sh(r#"printf '{"summary":"skill did it"}'"#))]);
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    submit(d.path(), &store, "t5");
+    let engine = Engine::new(store.clone(), cfg, Shutdown::never());
+    assert_eq!(engine.drive("t5").await.unwrap(), Outcome::Completed);
+    let runs = attempts::load(&store, "t5").unwrap();
+    let w1: Vec<_> = runs.iter().filter(|a| a.role == "w1").collect();
+    // Once per iteration (the validator asks for two): never a retry.
+    assert_eq!(w1.len(), 2, "{w1:?}");
+    assert!(
+        w1[0].error.as_deref().unwrap().contains("Retry-After 120s, longer than max_wait (60s)"),
+        "{:?}",
+        w1[0].error
+    );
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(runs.iter().filter(|a| a.role == "skill" && a.status == AttemptStatus::Ok).count(), 2);
+}

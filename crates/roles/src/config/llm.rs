@@ -74,7 +74,7 @@ impl LlmConfig {
                 format!("{:?} is not an http:// or https:// URL", self.base_url),
             ));
         };
-        let authority = rest.split('/').next().unwrap_or_default();
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         if authority.is_empty() {
             return Err(ConfigError::new(key("base_url"), format!("{:?} has no host", self.base_url)));
         }
@@ -83,6 +83,29 @@ impl LlmConfig {
             return Err(ConfigError::new(
                 key("base_url"),
                 "carries credentials (user@host); give the key with api_key_env or api_key_file",
+            ));
+        }
+        if rest.contains(['?', '#']) {
+            // `{base_url}/chat/completions` would land inside the query; a key in it
+            // (`?api-key=…`) would show up in errors and logs.
+            return Err(ConfigError::new(
+                key("base_url"),
+                format!(
+                    "{:?} has a query or fragment; give the API's base only (e.g. http://127.0.0.1:11434/v1) and the key with api_key_env or api_key_file",
+                    self.base_url
+                ),
+            ));
+        }
+        if let Err(e) = reqwest::Url::parse(&self.endpoint()) {
+            return Err(ConfigError::new(key("base_url"), format!("{:?} is not a valid URL: {e}", self.base_url)));
+        }
+        if self.base_url.trim_end_matches('/').ends_with("/chat/completions") {
+            return Err(ConfigError::new(
+                key("base_url"),
+                format!(
+                    "{:?} is the whole endpoint; give its base (without /chat/completions), which clawboard completes",
+                    self.base_url
+                ),
             ));
         }
         if self.model.trim().is_empty() {
@@ -101,6 +124,10 @@ impl LlmConfig {
         }
         if self.output_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(ConfigError::new(key("output_key"), "is empty; e.g. \"output\""));
+        }
+        if self.max_wait.is_zero() {
+            // Every re-send after a 429 would go at once.
+            return Err(ConfigError::new(key("max_wait"), "must be more than 0 (e.g. \"60s\")"));
         }
         if self.http_retries > MAX_HTTP_RETRIES {
             return Err(ConfigError::new(
@@ -128,7 +155,7 @@ impl LlmConfig {
                 }
                 value
             }
-            (None, Some(path)) => read_key_file(path)?,
+            (None, Some(path)) => read_key_file(path, role)?,
             (None, None) => return Ok(None),
         };
         let key = key.trim().to_owned();
@@ -147,17 +174,60 @@ impl LlmConfig {
     }
 }
 
-fn read_key_file(path: &Path) -> Result<String, KeyError> {
+/// The longest key file read: keys are well under a kilobyte.
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
+impl LlmConfig {
+    /// Resolves `api_key_file` (`~`, or relative to the config file's directory).
+    pub fn resolve_key_file(&mut self, resolve: impl Fn(&str) -> PathBuf) {
+        if let Some(p) = &self.api_key_file {
+            self.api_key_file = Some(resolve(&p.to_string_lossy()));
+        }
+    }
+
+    /// At load, before any task: `api_key_file` names a regular file its owner alone
+    /// may read (its content is read at each run). Errors name the key.
+    pub fn check_key_file(&self, id: &str) -> Result<(), ConfigError> {
+        let Some(path) = &self.api_key_file else { return Ok(()) };
+        key_file_mode(path, id).map_err(|e| {
+            let key = format!("roles.{id}.llm.api_key_file");
+            // The error names the key already, as the run-time one does not.
+            ConfigError::new(&key, e.to_string().replace(&format!(" ({key})"), ""))
+        })
+    }
+}
+
+/// Checks the key file is a regular file without group or other bits.
+fn key_file_mode(path: &Path, role: &str) -> Result<(), KeyError> {
     use std::os::unix::fs::PermissionsExt;
 
-    let io = |e: std::io::Error| KeyError::Io { path: path.to_owned(), source: e };
-    let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(KeyError::FileMode { path: path.to_owned(), mode });
+    let key = format!("roles.{role}.llm.api_key_file");
+    let meta =
+        std::fs::metadata(path).map_err(|e| KeyError::Io { path: path.to_owned(), key: key.clone(), source: e })?;
+    if !meta.is_file() {
+        // A FIFO would block the read; a directory has no key.
+        return Err(KeyError::NotAFile { path: path.to_owned(), key });
     }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(KeyError::FileMode { path: path.to_owned(), key, mode });
+    }
+    Ok(())
+}
+
+fn read_key_file(path: &Path, role: &str) -> Result<String, KeyError> {
+    use std::io::Read;
+
+    key_file_mode(path, role)?;
+    let key = format!("roles.{role}.llm.api_key_file");
+    let io = |e: std::io::Error| KeyError::Io { path: path.to_owned(), key: key.clone(), source: e };
+    let mut text = String::new();
+    std::fs::File::open(path).map_err(io)?.take(MAX_KEY_FILE_BYTES + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(KeyError::FileTooLarge { path: path.to_owned(), key, limit: MAX_KEY_FILE_BYTES });
+    }
     if text.trim().is_empty() {
-        return Err(KeyError::FileEmpty { path: path.to_owned() });
+        return Err(KeyError::FileEmpty { path: path.to_owned(), key });
     }
     Ok(text)
 }
@@ -189,16 +259,20 @@ impl std::fmt::Debug for ApiKey {
 pub enum KeyError {
     #[error("the environment variable {var} ({key}) is not set or empty")]
     EnvUnset { var: String, key: String },
-    #[error("API key file {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("API key file {} ({key}): {source}", path.display())]
+    Io { path: PathBuf, key: String, source: std::io::Error },
+    #[error("API key file {} ({key}) is not a regular file", path.display())]
+    NotAFile { path: PathBuf, key: String },
     #[error(
-        "API key file {}: readable by group or others (mode {mode:o}); run `chmod 600 {}`",
+        "API key file {} ({key}): group or others have access to it (mode {mode:o}); run `chmod 600 {}`",
         path.display(),
         path.display()
     )]
-    FileMode { path: PathBuf, mode: u32 },
-    #[error("API key file {} is empty", path.display())]
-    FileEmpty { path: PathBuf },
+    FileMode { path: PathBuf, key: String, mode: u32 },
+    #[error("API key file {} ({key}) is empty", path.display())]
+    FileEmpty { path: PathBuf, key: String },
+    #[error("API key file {} ({key}) is over {limit} bytes; is it the key?", path.display())]
+    FileTooLarge { path: PathBuf, key: String, limit: u64 },
     #[error("the API key from {source_name} has spaces or control characters inside it")]
     Malformed { source_name: String },
 }
@@ -246,11 +320,56 @@ mod tests {
         let err = c.api_key("w").unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains(&f.display().to_string()) && msg.contains("mode 644"), "{msg}");
+        assert!(msg.contains("(roles.w.llm.api_key_file)"), "{msg}");
         assert!(!msg.contains("sk-file-2") && !format!("{err:?}").contains("sk-file-2"));
         std::fs::write(&f, "sk bad").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o400)).unwrap();
         let err = c.api_key("w").unwrap_err();
         assert!(!format!("{err} {err:?}").contains("sk bad"), "{err}");
+    }
+
+    #[test]
+    fn a_key_file_is_checked_at_load_and_resolved_like_other_paths() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("key");
+        std::fs::write(&f, "sk-4\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Relative to the config's directory, as the caller resolves it.
+        let mut c = llm(serde_json::json!({"api_key_file": "key"}));
+        c.resolve_key_file(|p| d.path().join(p));
+        assert_eq!(c.api_key_file.as_deref(), Some(f.as_path()));
+        assert!(c.check_key_file("w").is_ok());
+        assert_eq!(c.api_key("w").unwrap().unwrap().expose(), "sk-4");
+
+        // Group-writable only is refused too, and said so.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o620)).unwrap();
+        let err = c.check_key_file("w").unwrap_err().to_string();
+        assert!(
+            err.starts_with("roles.w.llm.api_key_file: ")
+                && err.contains("group or others have access to it (mode 620)"),
+            "{err}"
+        );
+
+        let missing = llm(serde_json::json!({"api_key_file": d.path().join("nope")}));
+        let err = missing.check_key_file("w").unwrap_err().to_string();
+        assert!(err.starts_with("roles.w.llm.api_key_file: ") && err.contains("No such file"), "{err}");
+
+        // A FIFO (whose read would block) and a directory are not key files.
+        let fifo = d.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").args(["-m", "600"]).arg(&fifo).status().unwrap().success());
+        let c = llm(serde_json::json!({"api_key_file": fifo}));
+        assert!(c.check_key_file("w").unwrap_err().to_string().contains("is not a regular file"));
+        assert!(c.api_key("w").unwrap_err().to_string().contains("is not a regular file"));
+        let c = llm(serde_json::json!({"api_key_file": d.path()}));
+        assert!(c.check_key_file("w").unwrap_err().to_string().contains("is not a regular file"));
+
+        // A huge file is not read whole.
+        let big = d.path().join("big");
+        std::fs::write(&big, vec![b'k'; 100_000]).unwrap();
+        std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let c = llm(serde_json::json!({"api_key_file": big}));
+        assert!(c.api_key("w").unwrap_err().to_string().contains("is over 65536 bytes"));
     }
 
     #[test]

@@ -212,10 +212,21 @@ impl TaskRun<'_> {
 
     /// The run of a sliced role ended: its outcome, reported usage and the whole
     /// board's count go into the ledger.
-    pub(crate) fn slice_finished(&self, mut handed: Handed, ok: bool, stdout: &[u8]) -> Result<(), StepError> {
+    /// `usage` is what the run reported apart from its stdout (kept also when it failed).
+    pub(crate) fn slice_finished(
+        &self,
+        mut handed: Handed,
+        ok: bool,
+        stdout: &[u8],
+        usage: Option<&Value>,
+    ) -> Result<(), StepError> {
         self.count_full(&mut handed);
         let mut entry = handed.entry;
-        entry.usage = serde_json::from_slice::<Value>(stdout).ok().as_ref().and_then(Usage::from_output);
+        entry.usage = serde_json::from_slice::<Value>(stdout)
+            .ok()
+            .as_ref()
+            .and_then(Usage::from_output)
+            .or_else(|| usage.and_then(Usage::from_usage));
         entry.outcome = if ok { "ok" } else { "failed" }.to_owned();
         ledger::finish(self.engine.store(), &self.id, &entry).map_err(board_err)
     }

@@ -102,6 +102,9 @@ impl crate::Engine {
                 (Err(e), _) => {
                     tracing::warn!(entry = entry_id, role = role_id, attempt = retry + 1, "entry run failed: {e}");
                     error = format!("{role_id}: {e}");
+                    if out.skip_retries {
+                        break;
+                    }
                 }
             }
         }

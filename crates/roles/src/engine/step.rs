@@ -37,6 +37,8 @@ enum Tried<T> {
     Failed {
         kind: &'static str,
         error: String,
+        /// Its role's remaining retries would fail too (see `RunOutcome::skip_retries`).
+        skip_retries: bool,
     },
 }
 
@@ -120,10 +122,14 @@ impl TaskRun<'_> {
                 }
                 match self.attempt::<T>(info, role_id, role_cfg, check, &feedback).await? {
                     Tried::Done(attempt, output) => return Ok((attempt, output)),
-                    Tried::Failed { kind, error } => {
+                    Tried::Failed { kind, error, skip_retries } => {
                         self.board_attempt_failed(info, kind, &error, retry + 1)?;
                         feedback.push(error.clone());
                         last_error = error;
+                        if skip_retries {
+                            tracing::info!(task = %self.id, step = %info.step, "{role_id}: its retries are skipped (its server asked for a longer wait)");
+                            break;
+                        }
                     }
                 }
             }
@@ -248,7 +254,7 @@ impl TaskRun<'_> {
         attempts::save_output(store, &self.id, &attempt, &out.stdout, &out.stderr)?;
         attempts::save(store, &self.id, &attempt)?;
         if let Some(h) = handed {
-            self.slice_finished(h, attempt.status == AttemptStatus::Ok, &out.stdout)?;
+            self.slice_finished(h, attempt.status == AttemptStatus::Ok, &out.stdout, out.usage.as_ref())?;
         }
         self.engine.count_run(attempt.status);
         if let Some(slot) = self.attempts.lock().iter_mut().find(|a| a.number == number) {
@@ -285,7 +291,7 @@ impl TaskRun<'_> {
                     _ if err.starts_with("invalid output") => "invalid_output",
                     _ => "attempt_failed",
                 };
-                Ok(Tried::Failed { kind, error: format!("{role_id}: {err}") })
+                Ok(Tried::Failed { kind, error: format!("{role_id}: {err}"), skip_retries: out.skip_retries })
             }
         }
     }

@@ -15,7 +15,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use super::{RunIdentity, RunOutcome, RunStatus, failed, fired};
+use super::{RunIdentity, RunOutcome, RunStatus, ended, failed, fired};
 use crate::config::{ApiKey, LlmConfig, RoleConfig};
 
 /// The wait before the first re-send when the server gives no `Retry-After`; doubles.
@@ -45,12 +45,18 @@ enum LlmError {
         max_wait.as_secs()
     )]
     WaitTooLong { url: String, status: StatusCode, wait: Duration, max_wait: Duration },
+    #[error(
+        "POST {url} answered {status} with Retry-After {}s, longer than the {}s left of the role's timeout; giving up this attempt",
+        wait.as_secs(),
+        left.as_secs()
+    )]
+    WaitPastTimeout { url: String, status: StatusCode, wait: Duration, left: Duration },
     #[error("the response of POST {url} is over {cap} bytes (max_output_bytes is {limit})")]
     ResponseTooLarge { url: String, cap: u64, limit: u64 },
     #[error("the reply is {size} bytes, more than max_output_bytes ({limit})")]
-    OutputTooLarge { size: usize, limit: u64 },
+    OutputTooLarge { size: usize, limit: u64, usage: Option<Value> },
     #[error("the reply of POST {url} {what}")]
-    Reply { url: String, what: String, status: StatusCode },
+    Reply { url: String, what: String, status: StatusCode, usage: Option<Value> },
 }
 
 impl LlmError {
@@ -60,7 +66,16 @@ impl LlmError {
             LlmError::Refused { status, .. }
             | LlmError::GaveUp { status, .. }
             | LlmError::WaitTooLong { status, .. }
+            | LlmError::WaitPastTimeout { status, .. }
             | LlmError::Reply { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The tokens a refused reply reported: spent all the same.
+    fn usage(&self) -> Option<Value> {
+        match self {
+            LlmError::OutputTooLarge { usage, .. } | LlmError::Reply { usage, .. } => usage.clone(),
             _ => None,
         }
     }
@@ -86,23 +101,25 @@ pub(super) async fn run(
         Ok(k) => k,
         Err(e) => return failed(e.to_string()),
     };
-    let call = ask(llm, role.max_output_bytes, context, key.as_ref());
+    let deadline = tokio::time::Instant::now() + role.timeout;
+    let call = ask(llm, role.max_output_bytes, deadline, context, key.as_ref());
     tokio::select! {
         r = call => match r {
             Ok(a) => RunOutcome {
-                status: RunStatus::Exited,
                 exit_code: Some(i32::from(a.status.as_u16())),
                 stderr: note(llm, &a).into_bytes(),
+                usage: a.usage.clone(),
                 stdout: a.stdout,
-                error: None,
-                elapsed: Duration::ZERO,
+                ..ended(RunStatus::Exited)
             },
             Err(e) => RunOutcome {
                 exit_code: e.status().map(|s| i32::from(s.as_u16())),
+                usage: e.usage(),
+                skip_retries: matches!(e, LlmError::WaitTooLong { .. }),
                 ..failed(redact(&e.to_string(), key.as_ref()))
             },
         },
-        _ = tokio::time::sleep(role.timeout) => RunOutcome {
+        _ = tokio::time::sleep_until(deadline) => RunOutcome {
             status: RunStatus::TimedOut,
             ..failed(format!("timed out after {:?} waiting for {}", role.timeout, llm.endpoint()))
         },
@@ -117,7 +134,13 @@ fn note(llm: &LlmConfig, a: &Answer) -> String {
 }
 
 /// Sends the completion request, again after a 429 or 5xx, and reads the reply.
-async fn ask(llm: &LlmConfig, limit: u64, context: &[u8], key: Option<&ApiKey>) -> Result<Answer, LlmError> {
+async fn ask(
+    llm: &LlmConfig,
+    limit: u64,
+    deadline: tokio::time::Instant,
+    context: &[u8],
+    key: Option<&ApiKey>,
+) -> Result<Answer, LlmError> {
     let url = llm.endpoint();
     let body = request_body(llm, context).to_string().into_bytes();
     let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
@@ -151,13 +174,10 @@ async fn ask(llm: &LlmConfig, limit: u64, context: &[u8], key: Option<&ApiKey>) 
             }
         }
         if status.is_success() {
-            let (stdout, usage) = reply_to_output(&got, llm.output_key.as_deref()).map_err(|what| LlmError::Reply {
-                url: url.clone(),
-                what: redact(&what, key),
-                status,
-            })?;
+            let (stdout, usage) = reply_to_output(&got, llm.output_key.as_deref(), key)
+                .map_err(|(what, usage)| LlmError::Reply { url: url.clone(), what, status, usage })?;
             if stdout.len() as u64 > limit {
-                return Err(LlmError::OutputTooLarge { size: stdout.len(), limit });
+                return Err(LlmError::OutputTooLarge { size: stdout.len(), limit, usage });
             }
             return Ok(Answer { status, stdout, tries, usage });
         }
@@ -174,6 +194,11 @@ async fn ask(llm: &LlmConfig, limit: u64, context: &[u8], key: Option<&ApiKey>) 
             Some(wait) => wait,
             None => FIRST_BACKOFF.saturating_mul(1_u32 << (tries - 1).min(16)).min(llm.max_wait),
         };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if wait >= left {
+            // Said now, rather than a timeout while waiting.
+            return Err(LlmError::WaitPastTimeout { url, status, wait, left });
+        }
         tracing::info!(url = %url, %status, wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "the LLM endpoint is busy; sending again");
         tokio::time::sleep(wait).await;
     }
@@ -192,11 +217,12 @@ fn reason(e: reqwest::Error) -> String {
     out
 }
 
-/// The first [`BODY_QUOTE`] characters of a body on one line, the key blanked.
+/// The first [`BODY_QUOTE`] characters of a body on one line, the key blanked
+/// (before the cut, which could leave a part of it that no longer matches).
 fn quote(body: &[u8], key: Option<&ApiKey>) -> String {
-    let text = String::from_utf8_lossy(body);
+    let text = redact(&String::from_utf8_lossy(body), key);
     let one_line: String = text.chars().take(BODY_QUOTE).map(|c| if c.is_control() { ' ' } else { c }).collect();
-    redact(one_line.trim(), key)
+    one_line.trim().to_owned()
 }
 
 fn redact(text: &str, key: Option<&ApiKey>) -> String {
@@ -268,20 +294,18 @@ fn user_message(context: &[u8]) -> String {
     text
 }
 
-/// The run's stdout from a 2xx response body, and the usage it reported; the error
-/// says in one line what was wrong with the reply.
-fn reply_to_output(body: &[u8], output_key: Option<&str>) -> Result<(Vec<u8>, Option<Value>), String> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("is not JSON ({e}); it begins {:?}", begins(&String::from_utf8_lossy(body))))?;
-    let Some(first) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
-        return Err("has no choices".into());
-    };
-    let Some(content) = first.pointer("/message/content").and_then(Value::as_str) else {
-        let finish = first.get("finish_reason").and_then(Value::as_str).unwrap_or("none");
-        return Err(format!("has no text in choices[0].message.content (finish_reason {finish:?})"));
-    };
-    let reply: Value = serde_json::from_str(unfence(content)).map_err(|e| {
-        format!("has choices[0].message.content that is not JSON ({e}); it begins {:?}", begins(content))
+/// What was wrong with a reply, in one line (the key blanked), and the usage it
+/// reported, which was spent all the same.
+type Refused = (String, Option<Value>);
+
+/// The run's stdout from a 2xx response body, and the usage it reported.
+fn reply_to_output(
+    body: &[u8],
+    output_key: Option<&str>,
+    key: Option<&ApiKey>,
+) -> Result<(Vec<u8>, Option<Value>), Refused> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        (format!("is not JSON ({e}); it begins {:?}", begins(&String::from_utf8_lossy(body), key)), None)
     })?;
     let usage = v.get("usage").and_then(|u| {
         let mut kept = Map::new();
@@ -292,6 +316,32 @@ fn reply_to_output(body: &[u8], output_key: Option<&str>) -> Result<(Vec<u8>, Op
         }
         (!kept.is_empty()).then_some(Value::Object(kept))
     });
+    let fail = |what: String| (what, usage.clone());
+    let Some(first) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+        return Err(fail("has no choices".into()));
+    };
+    let finish = first.get("finish_reason").and_then(Value::as_str).unwrap_or("none");
+    let content = first.pointer("/message/content").and_then(Value::as_str).filter(|c| !c.trim().is_empty());
+    let Some(content) = content else {
+        // Thinking models on some servers put all their text beside `content`.
+        let beside = ["reasoning_content", "reasoning"]
+            .into_iter()
+            .find(|k| {
+                first.pointer(&format!("/message/{k}")).and_then(Value::as_str).is_some_and(|t| !t.trim().is_empty())
+            })
+            .map(|k| {
+                format!("; its text is in message.{k} (a thinking model: give it room to answer, or turn thinking off)")
+            })
+            .unwrap_or_default();
+        return Err(fail(format!("has no text in choices[0].message.content (finish_reason {finish:?}){beside}")));
+    };
+    let reply = parse_reply(content).map_err(|e| {
+        let cut = if finish == "length" { "; it was cut off at the token limit" } else { "" };
+        fail(format!(
+            "has choices[0].message.content that is not JSON ({e}; finish_reason {finish:?}{cut}); it begins {:?}",
+            begins(content, key)
+        ))
+    })?;
     let mut out = match output_key {
         Some(k) => Value::Object(Map::from_iter([(k.to_owned(), reply)])),
         None => reply,
@@ -299,13 +349,42 @@ fn reply_to_output(body: &[u8], output_key: Option<&str>) -> Result<(Vec<u8>, Op
     if let (Some(u), Some(o)) = (&usage, out.as_object_mut()) {
         o.insert("usage".into(), u.clone());
     }
-    let bytes = serde_json::to_vec(&out).map_err(|e| format!("cannot be printed: {e}"))?;
+    let bytes = serde_json::to_vec(&out).map_err(|e| fail(format!("cannot be printed: {e}")))?;
     Ok((bytes, usage))
 }
 
-/// The first 80 characters of a text, for an error.
-fn begins(text: &str) -> String {
-    text.trim().chars().take(80).collect()
+/// The JSON document in a model's reply: the whole text; else, once a leading
+/// `<think>` block is dropped, the first ```` ``` ```` fence's content, or the
+/// first JSON object or array in the text with prose before or after it. The
+/// error is the whole text's.
+fn parse_reply(content: &str) -> Result<Value, serde_json::Error> {
+    let whole = serde_json::from_str(unfence(content));
+    if whole.is_ok() {
+        return whole;
+    }
+    let mut text = content.trim_start();
+    if let Some(rest) = text.strip_prefix("<think>") {
+        // Thinking never closed: cut off before the answer; its text is no answer.
+        let Some(end) = rest.find("</think>") else { return whole };
+        text = &rest[end + "</think>".len()..];
+    }
+    let fenced = text.find("```").map(|at| unfence(&text[at..]));
+    let candidates = fenced.into_iter().chain(text.find(['{', '[']).map(|at| &text[at..]));
+    for candidate in candidates {
+        // The first value only: what follows it (prose, a closing fence) is ignored.
+        let mut values = serde_json::Deserializer::from_str(candidate).into_iter::<Value>();
+        if let Some(Ok(v)) = values.next()
+            && (v.is_object() || v.is_array())
+        {
+            return Ok(v);
+        }
+    }
+    whole
+}
+
+/// The first 80 characters of a text, the key blanked first, for an error.
+fn begins(text: &str, key: Option<&ApiKey>) -> String {
+    redact(text.trim(), key).chars().take(80).collect()
 }
 
 /// The text inside a ```` ```json ```` (or bare ```` ``` ````) fence, else the text.
@@ -313,7 +392,8 @@ fn unfence(text: &str) -> &str {
     let t = text.trim();
     let Some(rest) = t.strip_prefix("```") else { return t };
     let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
+    let rest = rest.find("```").map_or(rest, |end| &rest[..end]);
+    rest.trim()
 }
 
 #[cfg(test)]

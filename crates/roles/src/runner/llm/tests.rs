@@ -256,6 +256,8 @@ async fn a_retry_after_beyond_max_wait_fails_at_once() {
     let err = out.error.clone().unwrap();
     assert!(err.contains("with Retry-After 120s, longer than max_wait (60s)"), "{err}");
     assert_eq!(s.seen().len(), 1);
+    // The role's own retries would be refused as well: they are skipped.
+    assert!(out.skip_retries);
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_no_key(&out, &r);
 }
@@ -284,6 +286,14 @@ async fn another_4xx_fails_at_once_quoting_the_body_without_the_key() {
     r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"length"}]}"#.to_owned(),
     "has no text in choices[0].message.content (finish_reason \"length\")"
 )]
+#[case::empty_content_of_a_thinking_model(
+    r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning":"Let me think"},"finish_reason":"stop"}]}"#.to_owned(),
+    "has no text in choices[0].message.content (finish_reason \"stop\"); its text is in message.reasoning (a thinking model"
+)]
+#[case::cut_off_at_the_token_limit(
+    r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"{\"summary\": \"Five AI"},"finish_reason":"length"}]}"#.to_owned(),
+    "finish_reason \"length\"; it was cut off at the token limit); it begins \"{\\\"summary\\\": \\\"Five AI\""
+)]
 #[tokio::test]
 async fn a_bad_reply_fails_in_one_line(#[case] body: String, #[case] want: &str) {
     let s = serve(vec![Reply { status: "200 OK", headers: Vec::new(), body }]).await;
@@ -296,6 +306,50 @@ async fn a_bad_reply_fails_in_one_line(#[case] body: String, #[case] want: &str)
     assert!(!err.contains('\n'), "{err:?}");
     assert!(out.stdout.is_empty());
     assert_no_key(&out, &r);
+}
+
+#[tokio::test]
+async fn a_refused_reply_keeps_the_usage_it_reported() {
+    let s = serve(vec![ok("I cannot answer in JSON today.")]).await;
+    let out = go(&role(&s.base_url, json!({})), &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.usage, Some(json!({"prompt_tokens": 12, "completion_tokens": 5})));
+    assert!(!out.skip_retries);
+}
+
+#[tokio::test]
+async fn a_key_echoed_at_the_quote_limit_leaves_no_part_of_it() {
+    // The key starts 10 characters before the 300 quoted: cutting first would
+    // leave "sk-test-01", which no longer matches the key.
+    let body = format!("{}{KEY} tail", "e".repeat(290));
+    let s = serve(vec![status("400 Bad Request", Vec::new(), &body)]).await;
+    let d = tempfile::tempdir().unwrap();
+    let r = role(&s.base_url, json!({"api_key_file": key_file(d.path(), 0o600)}));
+    let out = go(&r, &json!({})).await;
+    let err = out.error.clone().unwrap();
+    assert!(err.ends_with("eee*** tail"), "{err}");
+    assert!(!err.contains(&KEY[..6]), "{err}");
+    // The same for the 80 characters of a reply that is not JSON.
+    let content = format!("{}{KEY}", "x".repeat(75));
+    let s = serve(vec![ok(&content)]).await;
+    let r = role(&s.base_url, json!({"api_key_file": key_file(d.path(), 0o600)}));
+    let err = go(&r, &json!({})).await.error.unwrap();
+    assert!(err.contains("xxxxx***") && !err.contains(&KEY[..6]), "{err}");
+}
+
+#[tokio::test]
+async fn a_retry_after_past_the_role_timeout_fails_the_attempt_at_once() {
+    let s = serve(vec![status("429 Too Many Requests", vec![("retry-after", "30".into())], ""), ok("{}")]).await;
+    let mut r = role(&s.base_url, json!({"max_wait": "60s"}));
+    r.timeout = Duration::from_secs(5);
+    let started = Instant::now();
+    let out = go(&r, &json!({})).await;
+    assert_eq!((out.status, out.exit_code), (RunStatus::Failed, Some(429)), "{:?}", out.error);
+    let err = out.error.unwrap();
+    assert!(err.contains("with Retry-After 30s, longer than the 4s left of the role's timeout"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // The next attempt, later, may be let in: its retries are not skipped.
+    assert!(!out.skip_retries);
 }
 
 #[tokio::test]
@@ -402,6 +456,23 @@ fn fences_around_the_reply_are_taken_off() {
 }
 
 #[test]
+fn the_json_is_found_in_a_chatty_reply() {
+    for (text, want) in [
+        ("{\"a\":1}", json!({"a": 1})),
+        ("<think>\nThe user wants {x}.\n</think>\n{\"a\":1}", json!({"a": 1})),
+        ("Here is the JSON:\n```json\n{\"a\":1}\n```\nHope it helps!", json!({"a": 1})),
+        ("Sure: {\"a\": [1, 2]} — anything else?", json!({"a": [1, 2]})),
+        ("[1, 2]\n\nThese are the ids.", json!([1, 2])),
+        ("<think>a</think>\n```\n{\"a\":\"```\"}\n```", json!({"a": "```"})),
+    ] {
+        assert_eq!(parse_reply(text).unwrap(), want, "{text:?}");
+    }
+    for text in ["Five AI tools", "<think>{\"a\":1}", "the score is 5", ""] {
+        assert!(parse_reply(text).is_err(), "{text:?}");
+    }
+}
+
+#[test]
 fn retry_after_is_seconds_or_an_http_date() {
     let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:27:30Z").unwrap().with_timezone(&chrono::Utc);
     assert_eq!(parse_retry_after("5", now), Some(Duration::from_secs(5)));
@@ -413,10 +484,10 @@ fn retry_after_is_seconds_or_an_http_date() {
 #[test]
 fn usage_is_kept_only_when_the_reply_has_it() {
     let body = json!({"choices": [{"message": {"content": "{\"x\":1}"}}]}).to_string();
-    let (out, usage) = reply_to_output(body.as_bytes(), None).unwrap();
+    let (out, usage) = reply_to_output(body.as_bytes(), None, None).unwrap();
     assert_eq!((serde_json::from_slice::<Value>(&out).unwrap(), usage), (json!({"x": 1}), None));
     // A reply that is not an object keeps its shape; output_key gives it one.
     let body = completion("[1,2]");
-    let (out, _) = reply_to_output(body.as_bytes(), None).unwrap();
+    let (out, _) = reply_to_output(body.as_bytes(), None, None).unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), json!([1, 2]));
 }
