@@ -390,6 +390,16 @@ fn bad_blueprint_input_is_rejected_at_intake_with_the_field_named() {
             task(json!({"blueprint_id": "xiaohongshu_viral"})),
             "/user_input: is required (blueprint_id is \"xiaohongshu_viral\")",
         ),
+        (
+            "nul.json",
+            task(json!({"blueprint_id": "xiaohongshu_viral", "user_input": {"topic": "a\u{0}b"}})),
+            "/user_input/topic: holds the control character U+0000",
+        ),
+        (
+            "typo.json",
+            task(json!({"blueprint_id": "xiaohongshu_viral", "user_input": {"topic": "t"}, "execution_confg": {}})),
+            "/execution_confg: is not a field of a task; did you mean execution_config?",
+        ),
     ];
     for (name, body, _) in &cases {
         t.drop_task(name, body);
@@ -464,6 +474,25 @@ fn a_bad_blueprint_file_stops_the_config_from_loading_with_file_step_field_and_r
                 json!([{"id": "title", "worker": "title-worker", "template": "no_such_template", "output": "content.hook"}]),
             ),
             "step \"title\": template: \"no_such_template\" is not a known template",
+        ),
+        (
+            "late_read",
+            bp(
+                "late_read",
+                json!([
+                    step("title", "title-worker", json!(["meta.topic", "content.body.content"]), "content.hook"),
+                    step("body", "body-worker", json!(["meta.topic"]), "content.body"),
+                ]),
+            ),
+            "step \"title\": scope: content.body.content: written only by step \"body\", which does not run before this one",
+        ),
+        (
+            "endless_retry",
+            bp(
+                "endless_retry",
+                json!([{"id": "body", "worker": "body-worker", "scope": ["meta.topic"], "output": "content.body", "retry": 4_294_967_295_u64}]),
+            ),
+            "step \"body\": retry: 4294967295 retries; at most 10",
         ),
     ];
     let mut cycle_config = PathBuf::new();
@@ -959,6 +988,27 @@ fn clawboard_run_prints_the_contract_and_refuses_bad_input_and_a_served_tree() {
     assert!(r.stderr.contains("/user_input/topic: is required"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
     assert_eq!(std::fs::read_dir(t.root.join("tasks")).unwrap().count(), 1);
+    // More bad inputs, each refused before anything is written.
+    for (text, want) in [
+        (
+            r#"{"user_input": {"topic": "t"}, "execution_confg": {"max_retries": 0}}"#,
+            "/execution_confg: is not a field of the input",
+        ),
+        (r#"{"user_input": {"topic": "t"}, "blueprint_id": 5}"#, "/blueprint_id: is 5, not a string"),
+        (
+            r#"{"topic": "t", "execution_config": {"max_retries": 0}}"#,
+            "/user_input: is required beside /execution_config",
+        ),
+        (r#"{"user_input": {"topic": "a\u0000b"}}"#, "/user_input/topic: holds the control character U+0000"),
+    ] {
+        let bad = t.scratch("bad.json", text.as_bytes());
+        let r = t.run(&["--config", cfg, "run", "xiaohongshu_viral", "--input", bad.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(r.stderr.contains(want), "{text}: {}", r.stderr);
+        assert!(r.stderr.contains("bad.json"), "the file is named: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+        assert_eq!(std::fs::read_dir(t.root.join("tasks")).unwrap().count(), 1, "{text}");
+    }
 
     // A tree a daemon serves: refused, naming the daemon.
     let d = t.daemon();

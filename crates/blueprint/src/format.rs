@@ -196,12 +196,9 @@ struct RawLoop {
     max: RawCount,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawCount {
-    Number(u32),
-    Var(String),
-}
+/// `loop.max`: a number, or `$max_retries` (any other JSON is refused by
+/// [`check_loop`], naming what it got).
+type RawCount = serde_json::Value;
 
 /// What a blueprint is checked against: the roles and templates there are.
 pub struct Known<'a> {
@@ -217,26 +214,55 @@ pub const INPUT_META: &[&str] =
 pub const VM_CONTROL: &[&str] =
     &["step_status", "errors", "retries", "iteration_count", "current_stage", "sensitive_filter", "quality_gate"];
 
+/// Meta keys that are the user's input as given, which no step writes over (a
+/// step may refine the others, e.g. `reference_summary`).
+pub const USER_META: &[&str] = &["topic", "intent", "style", "platform", "constraints"];
+
 /// Most steps a blueprint may have.
 pub const MAX_STEPS: usize = 64;
 /// Most candidates of a competing step.
 pub const MAX_COMPETE: u32 = 8;
+/// The largest `max_tokens` of a step.
+pub const MAX_TOKENS: u64 = 10_000_000;
+/// Most retries of a step (as `execution_config.max_retries`).
+pub const MAX_RETRY: u32 = 10;
+/// The largest blueprint file read.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 impl Blueprint {
     /// Parses and checks `text`, read from `file`.
     pub fn parse(file: &str, text: &str, known: &Known<'_>) -> Result<Blueprint> {
+        check_shape(file, text)?;
         let de = &mut serde_json::Deserializer::from_str(text);
-        let raw: RawBlueprint = serde_path_to_error::deserialize(de).map_err(|e| {
+        let raw: RawBlueprint = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
             let field = e.path().to_string();
-            Error::invalid(file, None, if field == "." { String::new() } else { field }, e.inner().to_string())
+            Error::invalid(
+                file,
+                None,
+                if field == "." { "(top level)".to_owned() } else { field },
+                e.inner().to_string(),
+            )
         })?;
+        de.end().map_err(|e| Error::invalid(file, None, "(top level)", format!("{e} after the blueprint's object")))?;
         check(file, raw, known)
     }
 
     /// Reads and checks `path`; its name must be `{blueprint_id}.json`.
     pub fn load(path: &Path, known: &Known<'_>) -> Result<Blueprint> {
+        use std::io::Read;
+
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: file.clone(), source })?;
+        let io = |source| Error::Io { path: file.clone(), source };
+        let mut text = String::new();
+        std::fs::File::open(path).map_err(io)?.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(io)?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(Error::invalid(
+                &file,
+                None,
+                "(file)",
+                format!("is over {MAX_FILE_BYTES} bytes; a blueprint is a list of steps"),
+            ));
+        }
         let bp = Blueprint::parse(&file, &text, known)?;
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
         if stem != bp.id {
@@ -248,6 +274,39 @@ impl Blueprint {
             ));
         }
         Ok(bp)
+    }
+}
+
+/// A blueprint, each of its steps and its loop are JSON objects: serde would take
+/// a struct from an array too (`["id", "static_linear", ...]`), which no one
+/// means to write. Syntax errors are left to the parse that follows, which
+/// names the field.
+fn check_shape(file: &str, text: &str) -> Result<()> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else { return Ok(()) };
+    let kind = |v: &serde_json::Value| match v {
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Null => "null",
+        serde_json::Value::Object(_) => "an object",
+    };
+    let bad = |field: String, v: &serde_json::Value| {
+        Error::invalid(file, None, field, format!("is {}; it must be a JSON object {{...}}", kind(v)))
+    };
+    if !v.is_object() {
+        return Err(bad("(top level)".into(), &v));
+    }
+    if let Some(steps) = v.get("steps").and_then(serde_json::Value::as_array) {
+        for (i, s) in steps.iter().enumerate() {
+            if !s.is_object() {
+                return Err(bad(format!("steps[{i}]"), s));
+            }
+        }
+    }
+    match v.get("loop") {
+        Some(l) if !l.is_object() && !l.is_null() => Err(bad("loop".into(), l)),
+        _ => Ok(()),
     }
 }
 
@@ -283,11 +342,38 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
             if p.keys.is_empty() {
                 return Err(bad(Some(&id), "output", format!("{o:?} names a whole zone; name a key in it")));
             }
+            let first = p.keys[0].as_str();
+            if p.zone == Zone::Control && VM_CONTROL.contains(&first) {
+                return Err(bad(
+                    Some(&id),
+                    "output",
+                    format!("{o:?}: control.{first} is written by the blueprint VM itself; pick another key"),
+                ));
+            }
+            if p.zone == Zone::Meta && USER_META.contains(&first) {
+                return Err(bad(
+                    Some(&id),
+                    "output",
+                    format!("{o:?}: meta.{first} is the user's input, which no step writes over; pick another key"),
+                ));
+            }
             Ok((id, p))
         })
         .collect::<Result<_>>()?;
+    for (i, (a, pa)) in outputs.iter().enumerate() {
+        if let Some((b, pb)) = outputs[..i].iter().find(|(_, pb)| pa.is_within(pb) || pb.is_within(pa)) {
+            // Which one's value the board would end with depends on timing.
+            return Err(bad(
+                Some(a),
+                "output",
+                format!("{pa} overlaps step {b:?}'s output {pb}; each step writes a place of its own"),
+            ));
+        }
+    }
 
     let mut steps = Vec::with_capacity(raw.steps.len());
+    // What each step's slice names, and the field it is named in.
+    let mut reads: Vec<(&'static str, Vec<String>)> = Vec::with_capacity(raw.steps.len());
     for (i, s) in raw.steps.iter().enumerate() {
         let at = Some(s.id.as_str());
         let (role, component) = match (&s.worker, &s.skill) {
@@ -325,14 +411,28 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
                 }
             },
         };
+        let field = if matches!(slice, SliceOf::Template(_)) { "template" } else { "scope" };
         for text in &scope_texts {
             if let Some(reason) = unwritten(text, &outputs) {
-                let field = if matches!(slice, SliceOf::Template(_)) { "template" } else { "scope" };
                 return Err(bad(at, field, format!("{text:?}: {reason}")));
             }
         }
-        if s.max_tokens == Some(0) {
-            return Err(bad(at, "max_tokens", "must be at least 1".into()));
+        reads.push((field, scope_texts));
+        match s.max_tokens {
+            Some(0) => return Err(bad(at, "max_tokens", "must be at least 1".into())),
+            Some(n) if n > MAX_TOKENS => {
+                return Err(bad(
+                    at,
+                    "max_tokens",
+                    format!("{n} is over {MAX_TOKENS}, more than any model's context; a budget that large is none"),
+                ));
+            }
+            _ => {}
+        }
+        if let Some(n) = s.retry
+            && n > MAX_RETRY
+        {
+            return Err(bad(at, "retry", format!("{n} retries; at most {MAX_RETRY}")));
         }
         let mut after: Vec<String> = Vec::new();
         for d in &s.depends_on {
@@ -365,6 +465,21 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
             }
             _ => {}
         }
+        if s.middleware.contains(&Middleware::QualityGate) {
+            // The gate judges the score this step has just written.
+            let score = BoardPath::new(Zone::Control, &["quality_scores", "virality"]);
+            let own = outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p);
+            if !own.is_some_and(|o| score.is_within(o) || o.is_within(&score)) {
+                let writes = own.map_or_else(|| "it has no output".to_owned(), |o| format!("it writes {o}"));
+                return Err(bad(
+                    at,
+                    "middleware",
+                    format!(
+                        "quality_gate judges {score}, which this step does not write ({writes}); put it on the scoring step"
+                    ),
+                ));
+            }
+        }
         let when = match &s.when {
             Some(_) if !adaptive => {
                 return Err(bad(
@@ -373,7 +488,13 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
                     "conditions are for adaptive blueprints; this one is static_linear".into(),
                 ));
             }
-            Some(c) => Some(Condition::parse(c).map_err(|r| bad(at, "when", r))?),
+            Some(c) => {
+                let c = Condition::parse(c).map_err(|r| bad(at, "when", r))?;
+                if let Some(reason) = unwritten_path(&c.path, &outputs) {
+                    return Err(bad(at, "when", format!("{}: {reason}", c.path)));
+                }
+                Some(c)
+            }
             None => None,
         };
         steps.push(Step {
@@ -393,15 +514,25 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
         });
     }
     if let Some(cycle) = find_cycle(&steps) {
-        return Err(bad(Some(&cycle[0]), "depends_on", format!("forms a cycle: {}", cycle.join(" -> "))));
+        // An edge no `depends_on` wrote: a step after the one before it in the file.
+        let implicit = cycle
+            .windows(2)
+            .any(|w| raw.steps.iter().find(|s| s.id == w[0]).is_some_and(|s| !s.depends_on.contains(&w[1])));
+        let hint = if implicit {
+            " (a step without `parallel: true` also waits for the one before it in the file)"
+        } else {
+            ""
+        };
+        return Err(bad(Some(&cycle[0]), "depends_on", format!("forms a cycle: {}{hint}", cycle.join(" -> "))));
     }
     let repeat = match raw.repeat {
         None => None,
         Some(_) if !adaptive => {
             return Err(bad(None, "loop", "a loop is for adaptive blueprints; this one is static_linear".into()));
         }
-        Some(l) => Some(check_loop(file, l, &steps)?),
+        Some(l) => Some(check_loop(file, l, &steps, &outputs)?),
     };
+    check_order(file, &steps, &reads, repeat.as_ref(), &outputs)?;
     Ok(Blueprint {
         id: raw.blueprint_id,
         kind: raw.kind,
@@ -412,7 +543,7 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
     })
 }
 
-fn check_loop(file: &str, l: RawLoop, steps: &[Step]) -> Result<Loop> {
+fn check_loop(file: &str, l: RawLoop, steps: &[Step], outputs: &[(String, BoardPath)]) -> Result<Loop> {
     let bad = |field: &str, reason: String| Error::invalid(file, None, field, reason);
     if l.steps.is_empty() {
         return Err(bad("loop.steps", "is empty; name the steps to run again".into()));
@@ -424,13 +555,96 @@ fn check_loop(file: &str, l: RawLoop, steps: &[Step]) -> Result<Loop> {
     }
     let ordered: Vec<String> = steps.iter().filter(|s| l.steps.contains(&s.id)).map(|s| s.id.clone()).collect();
     let condition = Condition::parse(&l.condition).map_err(|r| bad("loop.while", r))?;
-    let max = match l.max {
-        RawCount::Number(n) if n <= 10 => Count::Fixed(n),
-        RawCount::Number(n) => return Err(bad("loop.max", format!("{n} rounds; at most 10"))),
-        RawCount::Var(v) if v == "$max_retries" => Count::MaxRetries,
-        RawCount::Var(v) => return Err(bad("loop.max", format!("{v:?} is neither a number nor $max_retries"))),
+    if let Some(reason) = unwritten_path(&condition.path, outputs) {
+        return Err(bad("loop.while", format!("{}: {reason}", condition.path)));
+    }
+    let max = match &l.max {
+        RawCount::Number(n) => match n.as_u64() {
+            Some(n) if n <= 10 => Count::Fixed(n as u32),
+            Some(n) => return Err(bad("loop.max", format!("{n} rounds; at most 10"))),
+            None => return Err(bad("loop.max", format!("{n} is not a count of rounds (0 to 10)"))),
+        },
+        RawCount::String(v) if v == "$max_retries" => Count::MaxRetries,
+        other => return Err(bad("loop.max", format!("{other} is neither a number (0 to 10) nor \"$max_retries\""))),
     };
     Ok(Loop { steps: ordered, condition, max })
+}
+
+/// A step reads only what is there when it runs: for each value its slice or its
+/// `when` names, a step that writes it runs before it (`depends_on`, or file
+/// order), or, in an adaptive loop, a step of the loop it is in writes it (seen
+/// from the second round on). The input's meta and the VM's control are there
+/// from the start. Otherwise the step would always see nothing, or, beside a
+/// parallel writer, sometimes.
+fn check_order(
+    file: &str,
+    steps: &[Step],
+    reads: &[(&'static str, Vec<String>)],
+    repeat: Option<&Loop>,
+    outputs: &[(String, BoardPath)],
+) -> Result<()> {
+    let index: BTreeMap<&str, usize> = steps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
+    // Every step that finishes before each one (no cycles: checked before).
+    let mut before: Vec<Option<BTreeSet<usize>>> = vec![None; steps.len()];
+    fn ancestors(
+        i: usize,
+        steps: &[Step],
+        index: &BTreeMap<&str, usize>,
+        memo: &mut Vec<Option<BTreeSet<usize>>>,
+    ) -> BTreeSet<usize> {
+        if let Some(done) = &memo[i] {
+            return done.clone();
+        }
+        let mut all = BTreeSet::new();
+        for d in &steps[i].after {
+            if let Some(&j) = index.get(d.as_str()) {
+                all.insert(j);
+                all.extend(ancestors(j, steps, index, memo));
+            }
+        }
+        memo[i] = Some(all.clone());
+        all
+    }
+    let in_loop = |id: &str| repeat.is_some_and(|l| l.steps.iter().any(|s| s == id));
+    for (i, s) in steps.iter().enumerate() {
+        let earlier = ancestors(i, steps, &index, &mut before);
+        let (field, texts) = &reads[i];
+        let when = s.when.as_ref().map(|c| ("when", c.path.clone()));
+        let named = texts
+            .iter()
+            .filter(|t| t.as_str() != "all")
+            .filter_map(|t| BoardPath::parse(t.strip_suffix(".*").unwrap_or(t)).ok().map(|p| (*field, p)))
+            .chain(when);
+        for (field, path) in named {
+            let Some(first) = path.keys.first() else { continue };
+            let from_start = match path.zone {
+                Zone::Meta => INPUT_META.contains(&first.as_str()),
+                Zone::Control => VM_CONTROL.contains(&first.as_str()),
+                _ => false,
+            };
+            let writers: Vec<&str> = outputs
+                .iter()
+                .filter(|(_, o)| path.is_within(o) || o.is_within(&path))
+                .map(|(id, _)| id.as_str())
+                .collect();
+            let ready = writers.iter().any(|w| index.get(w).is_some_and(|j| earlier.contains(j)))
+                || (in_loop(&s.id) && writers.iter().any(|w| in_loop(w)));
+            if from_start || writers.is_empty() || ready {
+                continue;
+            }
+            let names: Vec<String> = writers.iter().map(|w| format!("{w:?}")).collect();
+            return Err(Error::invalid(
+                file,
+                Some(&s.id),
+                field,
+                format!(
+                    "{path}: written only by step {}, which does not run before this one; add it to depends_on",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Why no one writes what a scope names, if no one does.
@@ -440,8 +654,14 @@ fn unwritten(text: &str, outputs: &[(String, BoardPath)]) -> Option<String> {
         return None;
     }
     let Ok(path) = BoardPath::parse(base) else { return None };
+    unwritten_path(&path, outputs)
+}
+
+/// Why no one writes `path`, if no one does: no step's output, not the input's
+/// meta, not the VM's control.
+fn unwritten_path(path: &BoardPath, outputs: &[(String, BoardPath)]) -> Option<String> {
     let first = path.keys.first()?;
-    if outputs.iter().any(|(_, o)| path.is_within(o) || o.is_within(&path)) {
+    if outputs.iter().any(|(_, o)| path.is_within(o) || o.is_within(path)) {
         return None;
     }
     match path.zone {

@@ -187,6 +187,47 @@ pub fn board_styles() -> &'static [&'static str] {
     }
 }
 
+/// True when `a` is `b` with at most two letters changed, added or removed (or
+/// differs only in case, `-` for `_`): a typo of it.
+fn near(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let (a, b): (Vec<char>, Vec<char>) = (norm(a).chars().collect(), norm(b).chars().collect());
+    if a.len().abs_diff(b.len()) > 2 {
+        return false;
+    }
+    // Levenshtein distance, one row at a time.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(prev + usize::from(ca != cb));
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()] <= 2
+}
+
+impl UserInput {
+    /// Every text of the request, with its JSON pointer.
+    fn texts(&self) -> Vec<(String, &str)> {
+        let mut out = vec![("/user_input/topic".to_owned(), self.topic.as_str())];
+        out.extend(self.intent.as_deref().map(|t| ("/user_input/intent".to_owned(), t)));
+        out.extend(self.style.as_deref().map(|t| ("/user_input/style".to_owned(), t)));
+        if let Some(c) = &self.constraints {
+            out.extend(c.tone.as_deref().map(|t| ("/user_input/constraints/tone".to_owned(), t)));
+            for (i, w) in c.must_include.iter().enumerate() {
+                out.push((format!("/user_input/constraints/must_include/{i}"), w.as_str()));
+            }
+        }
+        for (i, m) in self.reference_materials.iter().enumerate() {
+            out.push((format!("/user_input/reference_materials/{i}"), m.as_str()));
+        }
+        out
+    }
+}
+
 impl Input {
     /// The input a task's unknown top-level fields (`extra`) carry: `None` when
     /// there is neither `blueprint_id` nor `user_input` (not a blueprint task),
@@ -200,6 +241,21 @@ impl Input {
         extra: &Map<String, Value>,
         known: &[S],
     ) -> Result<Option<Input>> {
+        // A misspelt input key would leave the task a plain one, or its config the
+        // defaults, without a word; other keys are the task's own.
+        for key in extra.keys() {
+            if INPUT_KEYS.contains(&key.as_str()) {
+                continue;
+            }
+            if let Some(meant) = INPUT_KEYS.iter().find(|k| near(key, k)) {
+                return Err(Error::invalid(
+                    file,
+                    None,
+                    format!("/{key}"),
+                    format!("is not a field of a task; did you mean {meant}?"),
+                ));
+            }
+        }
         if !extra.contains_key("blueprint_id") && !extra.contains_key("user_input") {
             if extra.contains_key("execution_config") {
                 return Err(Error::invalid(
@@ -255,6 +311,13 @@ impl Input {
         let topic = &self.user_input.topic;
         if topic.trim().is_empty() {
             return bad("/user_input/topic", "must not be empty".into());
+        }
+        for (field, text) in self.user_input.texts() {
+            // What the board refuses in any value (docs/BOARD.md): said here, before
+            // anything is written, rather than by the step that would write it.
+            if let Some(c) = text.chars().find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')) {
+                return bad(&field, format!("holds the control character U+{:04X}", u32::from(c)));
+            }
         }
         let chars = topic.chars().count();
         if chars > TOPIC_MAX_CHARS {

@@ -121,6 +121,41 @@ fn bad_blueprints_name_the_step_field_and_reason() {
         (with(good(), |v| v["blueprint_id"] = json!("Bad Id")), "blueprint_id: \"Bad Id\" is not [a-z0-9_]+"),
         (with(good(), |v| v["steps"] = json!([])), "steps: is empty"),
         (with(good(), |v| v["steps"][0]["id"] = json!("a.b")), "steps[0].id: \"a.b\" is not a step id"),
+        (with(good(), |v| v["steps"][1]["retry"] = json!(11)), "step \"body\": retry: 11 retries; at most 10"),
+        (with(good(), |v| v["steps"][1]["retry"] = json!(4_294_967_295_u64)), "retry: 4294967295 retries"),
+        (with(good(), |v| v["steps"][0]["max_tokens"] = json!(u64::MAX)), "max_tokens: 18446744073709551615 is over"),
+        (
+            with(good(), |v| v["steps"][2]["when"] = json!("control.nonexistent_score > 50")),
+            "step \"score\": when: control.nonexistent_score: no step writes it",
+        ),
+        (
+            with(good(), |v| v["steps"][2]["when"] = json!("meta.platfrom == \"twitter\"")),
+            "when: meta.platfrom: no step writes it and the input has no such field",
+        ),
+        (
+            with(good(), |v| v["loop"]["while"] = json!("control.qualty_scores.virality < $quality_threshold")),
+            "loop.while: control.qualty_scores.virality: no step writes it",
+        ),
+        (
+            with(good(), |v| v["steps"][2]["output"] = json!("control.step_status")),
+            "step \"score\": output: \"control.step_status\": control.step_status is written by the blueprint VM itself",
+        ),
+        (
+            with(good(), |v| v["steps"][1]["output"] = json!("meta.topic")),
+            "step \"body\": output: \"meta.topic\": meta.topic is the user's input",
+        ),
+        (
+            with(good(), |v| v["steps"][3]["output"] = json!("content.body.extra")),
+            "step \"deep\": output: content.body.extra overlaps step \"body\"'s output content.body",
+        ),
+        (
+            with(good(), |v| v["steps"][1]["middleware"] = json!(["quality_gate"])),
+            "step \"body\": middleware: quality_gate judges control.quality_scores.virality, which this step does not write (it writes content.body)",
+        ),
+        (with(good(), |v| v["loop"]["max"] = json!(-1)), "loop.max: -1 is not a count of rounds (0 to 10)"),
+        (with(good(), |v| v["loop"]["max"] = json!(2.5)), "loop.max: 2.5 is not a count"),
+        (with(good(), |v| v["loop"]["max"] = json!(null)), "loop.max: null is neither a number"),
+        (with(good(), |v| v["loop"]["max"] = json!(11)), "loop.max: 11 rounds; at most 10"),
     ];
     for (v, want) in cases {
         let e = parse(v).unwrap_err().to_string();
@@ -130,6 +165,105 @@ fn bad_blueprints_name_the_step_field_and_reason() {
     let no_template = with(good(), |v| v["steps"][0]["template"] = json!("nope"));
     let e = parse(no_template).unwrap_err().to_string();
     assert!(e.contains("title_generation"), "the known templates are listed: {e}");
+}
+
+/// A blueprint in the wrong shape, or with more after it, is refused whole.
+#[test]
+fn only_one_json_object_is_a_blueprint() {
+    let t = templates();
+    let roles = |_: &str| true;
+    let known = Known { roles: &roles, templates: &t };
+    let parse_text = |text: &str| Blueprint::parse("bp.json", text, &known).unwrap_err().to_string();
+    for (text, want) in [
+        (format!("{} xx", good()), "bp.json: (top level): trailing characters at line 1"),
+        (format!("{}{{\"blueprint_id\":\"evil\"", good()), "bp.json: (top level): trailing characters"),
+        (r#"["xhs","adaptive","",[]]"#.to_owned(), "bp.json: (top level): is an array; it must be a JSON object"),
+        ("[1,2]".to_owned(), "bp.json: (top level): is an array"),
+        ("\"xhs\"".to_owned(), "bp.json: (top level): is a string"),
+        (
+            with(good(), |v| v["steps"][1] = json!(["body", "body-worker"])).to_string(),
+            "bp.json: steps[1]: is an array; it must be a JSON object",
+        ),
+        (with(good(), |v| v["loop"] = json!([["a"], "x < 1", 1])).to_string(), "bp.json: loop: is an array"),
+        (
+            "{\"blueprint_id\": \"a\", \"blueprint_id\": \"b\"}".to_owned(),
+            "bp.json: (top level): duplicate field `blueprint_id`",
+        ),
+    ] {
+        let e = parse_text(&text);
+        assert!(e.starts_with(want), "want {want:?}, got {e}");
+    }
+    // A file over the limit is not read whole.
+    let d = tempfile::tempdir().unwrap();
+    let big = d.path().join("xhs.json");
+    let mut text = good().to_string();
+    text.push_str(&" ".repeat(MAX_FILE_BYTES as usize));
+    std::fs::write(&big, text).unwrap();
+    let e = Blueprint::load(&big, &known).unwrap_err().to_string();
+    assert!(e.contains("(file): is over 1048576 bytes"), "{e}");
+}
+
+/// A step reads what is written before it runs; in a loop, what the loop writes.
+#[test]
+fn a_step_that_reads_what_runs_after_it_is_refused() {
+    let lin = |steps: Value| json!({"blueprint_id": "lin", "type": "static_linear", "steps": steps});
+    // Reads content.x, which only the later step b writes.
+    let later = lin(json!([
+        {"id": "a", "worker": "body-worker", "scope": ["content.x"], "output": "content.y"},
+        {"id": "b", "worker": "body-worker", "scope": ["meta.topic"], "output": "content.x"}
+    ]));
+    let e = parse(later).unwrap_err().to_string();
+    assert!(
+        e.contains("step \"a\": scope: content.x: written only by step \"b\", which does not run before this one; add it to depends_on"),
+        "{e}"
+    );
+    // Beside its writer (both parallel): seen sometimes, so refused too.
+    let beside = lin(json!([
+        {"id": "w", "worker": "body-worker", "scope": ["meta.topic"], "output": "content.x"},
+        {"id": "r", "worker": "body-worker", "scope": ["content.x"], "output": "content.y", "parallel": true}
+    ]));
+    assert!(
+        parse(beside.clone())
+            .unwrap_err()
+            .to_string()
+            .contains("step \"r\": scope: content.x: written only by step \"w\"")
+    );
+    // Ordered by depends_on, it is fine.
+    let ordered = with(beside, |v| v["steps"][1]["depends_on"] = json!(["w"]));
+    assert!(parse(ordered).is_ok());
+    // A `when` on a value written after the step is refused as well.
+    let adaptive = json!({"blueprint_id": "ad", "type": "adaptive", "steps": [
+        {"id": "a", "worker": "body-worker", "scope": ["meta.topic"], "output": "content.y", "when": "control.quality_scores.virality > 1"},
+        {"id": "s", "worker": "virality-scorer", "scope": ["content.y"], "output": "control.quality_scores"}
+    ]});
+    assert!(
+        parse(adaptive.clone())
+            .unwrap_err()
+            .to_string()
+            .contains("step \"a\": when: control.quality_scores.virality: written only by step \"s\"")
+    );
+    // In a loop with its writer, it sees the last round's value: fine.
+    let looped = with(adaptive, |v| {
+        v["loop"] =
+            json!({"steps": ["a", "s"], "while": "control.quality_scores.virality < $quality_threshold", "max": 2});
+    });
+    assert!(parse(looped).is_ok());
+}
+
+#[test]
+fn the_shipped_blueprints_pass_every_check() {
+    let t = templates();
+    let roles = |_: &str| true;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/blueprints");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            Blueprint::load(&path, &Known { roles: &roles, templates: &t }).unwrap();
+            n += 1;
+        }
+    }
+    assert_eq!(n, 4);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use clawboard_blueprint::contract::Input;
+use clawboard_blueprint::contract::{INPUT_KEYS, Input};
 use clawboard_core::formats::{Priority, Task, TaskStatus, TaskType};
 use clawboard_core::{RelPath, Timestamp, layout};
 use clawboard_roles::{Engine, Outcome, Shutdown};
@@ -63,12 +63,29 @@ fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value
 fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Result<Input> {
     let mut obj = match v {
         Value::Object(o) if o.contains_key("user_input") => o,
+        Value::Object(o) if o.keys().any(|k| INPUT_KEYS.contains(&k.as_str())) => {
+            // Half of each form: `execution_config` beside the request's own fields.
+            let key = o.keys().find(|k| INPUT_KEYS.contains(&k.as_str())).map_or("", String::as_str);
+            return Err(BadInput(format!(
+                "{shown}: /user_input: is required beside /{key} (give {{\"user_input\": {{\"topic\": ...}}, \"{key}\": ...}}, or the request alone)"
+            ))
+            .into());
+        }
         other => {
             let mut o = Map::new();
             o.insert("user_input".into(), other);
             o
         }
     };
+    // The file is the input contract and nothing else: a key beside its three is
+    // a mistake (`execution_confg` would run on the defaults).
+    if let Some(key) = obj.keys().find(|k| !INPUT_KEYS.contains(&k.as_str())) {
+        return Err(BadInput(format!(
+            "{shown}: /{key}: is not a field of the input (its fields: {})",
+            INPUT_KEYS.join(", ")
+        ))
+        .into());
+    }
     match obj.get("blueprint_id") {
         Some(Value::String(id)) if id != blueprint => {
             return Err(BadInput(format!(
@@ -76,8 +93,11 @@ fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Res
             ))
             .into());
         }
-        _ => {
+        Some(Value::String(_)) | None => {
             obj.insert("blueprint_id".into(), Value::String(blueprint.to_owned()));
+        }
+        Some(other) => {
+            return Err(BadInput(format!("{shown}: /blueprint_id: is {other}, not a string")).into());
         }
     }
     if let Some(why) = s.blueprints.unavailable.get(blueprint) {

@@ -66,6 +66,9 @@ fn execution_config_fields_default_one_by_one() {
 fn not_a_blueprint_task() {
     assert!(parse(json!({})).unwrap().is_none());
     assert!(parse(json!({"mine": 1, "team": ["x"]})).unwrap().is_none());
+    // Newlines and tabs are text; other keys, far from the input's, are the task's own.
+    let ok = parse(json!({"blueprint_id": "deep_analysis", "user_input": {"topic": "a\n\tb\r\n"}, "source": "crm"}));
+    assert!(ok.unwrap().is_some());
 }
 
 #[rstest]
@@ -96,6 +99,16 @@ fn not_a_blueprint_task() {
     "/execution_config/quality_threshold", "is 100.5; it must be 0 to 100")]
 #[case::threshold_under(json!({"blueprint_id": "deep_analysis", "user_input": {"topic": "t"}, "execution_config": {"quality_threshold": -1}}),
     "/execution_config/quality_threshold", "is -1; it must be 0 to 100")]
+#[case::nul_in_topic(json!({"blueprint_id": "deep_analysis", "user_input": {"topic": "a\u{0}b"}}),
+    "/user_input/topic", "holds the control character U+0000")]
+#[case::escape_in_material(json!({"blueprint_id": "deep_analysis", "user_input": {"topic": "t", "reference_materials": ["ok", "a\u{1b}[31m"]}}),
+    "/user_input/reference_materials/1", "holds the control character U+001B")]
+#[case::bell_in_tone(json!({"blueprint_id": "deep_analysis", "user_input": {"topic": "t", "constraints": {"tone": "\u{7}"}}}),
+    "/user_input/constraints/tone", "holds the control character U+0007")]
+#[case::config_misspelt(json!({"blueprint_id": "deep_analysis", "user_input": {"topic": "t"}, "execution_confg": {"max_retries": 0}}),
+    "/execution_confg", "is not a field of a task; did you mean execution_config?")]
+#[case::id_misspelt_makes_no_plain_task(json!({"blueprint-id": "deep_analysis", "user_inptu": {"topic": "t"}}),
+    "/blueprint-id", "is not a field of a task; did you mean blueprint_id?")]
 fn refused(#[case] v: Value, #[case] field: &str, #[case] reason: &str) {
     assert_eq!(refusal(v), (field.to_owned(), reason.to_owned()));
 }
