@@ -283,13 +283,6 @@ fn the_four_shipped_blueprints_run_to_success_through_a_daemon() {
         }
     }
 
-    // Twitter: every tweet within 140 characters, at most 3 hashtags (twitter's hashtags_max).
-    let tw = output_of(&t, "bp-tw");
-    for tweet in tw["blackboard_snapshot"]["content_zone"]["thread"].as_array().unwrap() {
-        assert!(tweet.as_str().unwrap().chars().count() <= 140, "{tweet}");
-    }
-    assert!(tw["final_content"]["platform_versions"][0]["hashtags"].as_array().unwrap().len() <= 3);
-
     // 小红书: three competing titles, the winner's 最好 replaced, one loop round.
     let out = output_of(&t, "bp-xhs");
     let hook = &out["blackboard_snapshot"]["content_zone"]["hook"];
@@ -1017,6 +1010,62 @@ fn clawboard_run_prints_the_contract_and_refuses_bad_input_and_a_served_tree() {
     assert!(r.stderr.contains(&format!("a daemon (pid {}) serves", d.child.id())), "{}", r.stderr);
     assert_eq!(std::fs::read_dir(t.root.join("tasks")).unwrap().count(), 1);
     assert_eq!(d.stop(), 0);
+}
+
+/// The middleware, not the example roles, holds the content to the platform: the
+/// twitter example prints three hashtags and tweets of Chinese text; with
+/// `hashtags_max = 2` the versions keep two (the cut reported), and with a tweet
+/// limit under the tweets' Twitter weight (CJK counts 2) the thread fails
+/// compliance, so the run is not a success.
+#[test]
+fn platform_rules_in_the_config_are_what_the_content_is_held_to() {
+    let t = Tree::init();
+    let input = t.scratch("tw.json", r#"{"topic": "秋冬护肤的三个习惯", "platform": "twitter"}"#.as_bytes());
+    let cut = t.config(&config(&[], "[blueprints.platforms.twitter]\nhashtags_max = 2\n"));
+    let r = t.run(&["--config", cut.to_str().unwrap(), "run", "twitter_thread", "--input", input.to_str().unwrap()]);
+    r.ok();
+    let out = r.json();
+    check_contract(&out);
+    assert_eq!(out["execution_result"]["status"], "success");
+    let board_tags = out["blackboard_snapshot"]["content_zone"]["hashtags"].as_array().unwrap().len();
+    assert!(board_tags > 2, "the example role prints more than the limit: {board_tags}");
+    assert_eq!(out["final_content"]["platform_versions"][0]["hashtags"].as_array().unwrap().len(), 2);
+    let improvements = out["quality_report"]["improvements_applied"].to_string();
+    assert!(improvements.contains("hashtags cut to 2 for twitter"), "{improvements}");
+
+    // Each tweet weighs twice its Chinese characters: a limit of 20 is under every one.
+    let tight = t.config(&config(&[], "[blueprints.platforms.twitter]\ntweet_max_chars = 20\n"));
+    let r = t.run(&["--config", tight.to_str().unwrap(), "run", "twitter_thread", "--input", input.to_str().unwrap()]);
+    let out = r.json();
+    check_contract(&out);
+    assert_ne!(out["execution_result"]["status"], "success", "{out:#}");
+    let errors = out["blackboard_snapshot"]["control_zone"]["errors"].to_string();
+    assert!(errors.contains("as Twitter counts (CJK and emoji 2, a link 23); twitter allows 20"), "{errors}");
+}
+
+/// A listed word left in the final content (here the topic, which is the title
+/// when no step writes one) makes the run `partial`, not `success`, and the
+/// refused word is on control.sensitive_filter's record.
+#[test]
+fn a_listed_word_in_the_final_content_is_no_success() {
+    let t = Tree::init();
+    let dir = t.dir.path().join("bps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bp = json!({"blueprint_id": "body_only", "type": "static_linear", "steps": [
+        {"id": "body", "worker": "body-worker", "scope": ["meta.topic"], "output": "content.body"}
+    ]});
+    std::fs::write(dir.join("body_only.json"), bp.to_string()).unwrap();
+    let cfg = t.config(&config(&[], &format!("[blueprints]\ndir = \"{}\"\n", dir.display())));
+    let input = t.scratch("in.json", r#"{"topic": "国家级护肤"}"#.as_bytes());
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "run", "body_only", "--input", input.to_str().unwrap()]);
+    let out = r.json();
+    check_contract(&out);
+    assert_eq!(out["execution_result"]["status"], "partial", "{out:#}");
+    assert_eq!(out["quality_report"]["sensitive_filter_passed"], false);
+    let record = &out["blackboard_snapshot"]["control_zone"]["sensitive_filter"];
+    assert_eq!(record["passed"], false, "{record}");
+    assert!(record["findings"].to_string().contains("国家级"), "{record}");
+    assert!(!record["fixes_applied"].to_string().contains("国家级"), "an unfixed word is no fix: {record}");
 }
 
 // --- 8. a PM that names a blueprint ----------------------------------------------

@@ -50,6 +50,32 @@ command = ["sh", "-c", "cat >/dev/null; printf '{\"experiences\":[]}'"]
     c
 }
 
+/// `clawboard ARGS` with more environment, and `stdin` on its standard input.
+fn run_env(t: &Tree, args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> clawboard_tests::Run {
+    use std::io::Write;
+    let mut cmd = t.command(args);
+    cmd.envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    clawboard_tests::Run::from(child.wait_with_output().unwrap())
+}
+
+/// A task `id` that is there and over (`completed`): a board is a task's, and a
+/// daemon leaves an ended task alone.
+fn ended_task(t: &Tree, id: &str) {
+    let dir = t.root.join("tasks").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let task = serde_json::json!({
+        "taskId": id, "type": "coding", "description": "a board to write on", "priority": "normal",
+        "createdBy": "human", "createdAt": "2026-11-27T00:00:00Z", "status": "completed",
+        "completedAt": "2026-11-27T00:00:01Z"
+    });
+    std::fs::write(dir.join("task.json"), serde_json::to_string_pretty(&task).unwrap()).unwrap();
+}
+
 /// The output a role printed in the task's last ok attempt of `step`.
 fn output_of(t: &Tree, task: &str, step: &str) -> Value {
     let a = t.attempts(task).into_iter().rev().find(|a| a["step"] == step && a["status"] == "ok").unwrap();
@@ -191,6 +217,16 @@ fn clawboard_tests_metrics(t: &Tree) -> String {
 #[test]
 fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
     let t = Tree::init();
+    // No task, no board: nothing is read as empty, nothing is made.
+    for args in
+        [vec!["board", "get", "t1"], vec!["board", "set", "t1", "meta.intent", "x"], vec!["board", "history", "t1"]]
+    {
+        let r = t.run(&args);
+        r.expect_code(2);
+        assert!(r.stderr.contains("there is no task \"t1\" (no tasks/t1/task.json)"), "{args:?}: {}", r.stderr);
+    }
+    assert!(!t.root.join("tasks/t1").exists());
+    ended_task(&t, "t1");
     t.run(&["board", "set", "t1", "meta.intent", "写一篇关于AI的小红书"]).ok();
     t.run(&["board", "set", "t1", "meta.platform", "xiaohongshu"]).ok();
     t.run(&["board", "set", "t1", "content.hook.variants", r#"[{"type":"numeric","content":"5个AI工具","score":85}]"#])
@@ -201,6 +237,7 @@ fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
     got.ok();
     assert_eq!(got.stdout.trim(), "\"xiaohongshu\"");
     let before = t.snapshot();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     for (args, want) in [
         (vec!["board", "set", "t1", "meta.intent", "42"], "task t1: meta.intent: is the number 42, not a string"),
         (vec!["board", "set", "t1", "meta.platform", "myspace"], "\"myspace\" is not one of xiaohongshu"),
@@ -216,6 +253,23 @@ fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
         ),
         (vec!["board", "get", "../x", "meta"], "not a valid task id"),
         (vec!["board", "slice", "t1", "--scope", "meta.intent,content.x.intent"], "lands on the slice key \"intent\""),
+        // Meant as JSON and broken: said, not stored as text.
+        (
+            vec!["board", "set", "t1", "content.results.x", r#"{"ok": tru}"#],
+            "content.results.x: the value is not valid JSON (expected ident",
+        ),
+        (
+            vec!["board", "set", "t1", "meta.intent", r#"{"broken"#],
+            "meta.intent: the value is not valid JSON (EOF while parsing",
+        ),
+        (
+            vec!["board", "set", "t1", "meta.intent", &deep],
+            "meta.intent: the value is not valid JSON (recursion limit exceeded",
+        ),
+        (
+            vec!["board", "set", "t1", "control.quality_scores.virality", "1e999"],
+            "the value is not valid JSON (number out of range",
+        ),
     ] {
         let r = t.run(&args);
         r.expect_code(2);
@@ -244,6 +298,38 @@ fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
     let acl = t.run(&["acl", "check", "--as", "body-worker", "--write", "board:control.retries"]);
     acl.expect_code(1);
     assert!(acl.stdout.contains("rule: [zones.worker] control = \"-\""), "{}", acl.stdout);
+
+    // A role's process without its token is not taken for a person.
+    let r = run_env(
+        &t,
+        &["board", "set", "t1", "control.x", "1"],
+        &[("CLAWBOARD_INSTANCE_ID", "inst-abc"), ("CLAWBOARD_TOKEN", "")],
+        b"",
+    );
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("CLAWBOARD_TOKEN is empty, but this process runs as role instance inst-abc"),
+        "{}",
+        r.stderr
+    );
+
+    // A board that would grow past the file limit is refused before anything is written.
+    let big = format!("\"{}\"", "x".repeat(700 * 1024));
+    let limited = [("CLAWBOARD_MAX_FILE_SIZE", "1MiB")];
+    run_env(&t, &["board", "set", "t1", "content.big1", "-"], &limited, big.as_bytes()).ok();
+    let before = t.snapshot();
+    let r = run_env(&t, &["board", "set", "t1", "content.big2", "-"], &limited, big.as_bytes());
+    r.expect_code(2);
+    assert!(r.stderr.contains("over the 1048576-byte limit of a file (limits.max_file_size)"), "{}", r.stderr);
+    assert!(t.snapshot() == before, "the refused write changed the tree");
+    // The board still reads, with the first value and without the second.
+    let got = run_env(&t, &["board", "get", "t1", "content"], &limited, b"");
+    got.ok();
+    assert!(
+        got.stdout.contains("big1") && !got.stdout.contains("big2"),
+        "{}",
+        &got.stdout[..200.min(got.stdout.len())]
+    );
 }
 
 /// Writers killed with `kill -9` at random points of a burst: whatever was
@@ -253,6 +339,7 @@ fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
 fn kill_dash_nine_during_a_burst_of_writes_keeps_the_board_equal_to_its_history() {
     use std::os::unix::process::CommandExt;
     let t = Tree::init();
+    ended_task(&t, "k1");
     t.run(&["board", "set", "k1", "meta.intent", "burst"]).ok();
     let acked = t.dir.path().join("acked");
     for (round, wait_ms) in [(0, 400u64), (1, 650), (2, 900)] {
@@ -352,6 +439,7 @@ fn the_board_example_config_runs_as_the_readme_shows() {
 fn a_persons_board_writes_go_through_a_running_daemon() {
     let t = Tree::init();
     t.config(&sh_config(""));
+    ended_task(&t, "p1");
     t.run(&["board", "set", "p1", "meta.intent", "before the daemon"]).ok();
     let d = t.daemon();
     assert!(!d.output().contains("a person's board write"));

@@ -13,6 +13,6 @@ mod compliance;
 mod config;
 mod filter;
 
-pub use compliance::{Checked, Parts, platform_compliance};
+pub use compliance::{Checked, Parts, cut, platform_compliance, tweet_length};
 pub use config::{ALL_PLATFORMS, MiddlewareConfig, PLATFORMS, PlatformLimits, SHIPPED_TOML};
 pub use filter::{Filtered, Finding, fix_note, sensitive_filter};

@@ -211,7 +211,17 @@ impl TaskBoard {
     /// The board as of record `seq` (every record up to it, folded from empty).
     pub fn at(&self, seq: u64) -> Result<BoardFile> {
         let mut board = BoardFile::empty(self.task.clone());
-        for s in self.record_seqs()?.into_iter().take_while(|s| *s <= seq) {
+        let seqs = self.record_seqs()?;
+        let newest = seqs.last().copied().unwrap_or(0);
+        if seq > newest {
+            // Not the newest board under another name: a number past the history is a mistake.
+            return Err(Error::Bad {
+                task: self.task.to_string(),
+                path: "(at)".into(),
+                reason: format!("the board has no record {seq}; its history ends at {newest}"),
+            });
+        }
+        for s in seqs.into_iter().take_while(|s| *s <= seq) {
             self.fold(&mut board, &self.read_record(s)?)?;
         }
         Ok(board)
@@ -379,12 +389,25 @@ impl TaskBoard {
         };
         board.seq = record.seq;
         board.updated_at = Some(record.at.clone());
+        let text = clawboard_core::store::to_pretty_json(&board);
+        let max = self.store.max_file_bytes();
+        if text.len() as u64 > max {
+            // Written, the board could not be read back (every file of the tree is
+            // held to the limit): refused, and nothing is written.
+            return Err(self.bad((
+                record.path.clone(),
+                format!(
+                    "with this value the board would be {} bytes, over the {max}-byte limit of a file (limits.max_file_size)",
+                    text.len()
+                ),
+            )));
+        }
         let rec_rel = self.rel(&format!("{HISTORY_DIR}/{}", record_name(record.seq)))?;
         // Record first (durable at the store's next `sync_records`), then the folded
         // board, a checkpoint of the history that `load` completes from the records
         // past its seq (so it is a view: written without fsync).
         self.store.write_record_json(&rec_rel, &record)?;
-        self.store.write_view_locked(&board_rel, clawboard_core::store::to_pretty_json(&board).as_bytes())?;
+        self.store.write_view_locked(&board_rel, text.as_bytes())?;
         if let Some(cache) = &self.cache {
             *cache.lock() = Some(Arc::new(board));
         }

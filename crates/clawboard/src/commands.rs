@@ -31,3 +31,22 @@ pub fn open_store(s: &Settings) -> anyhow::Result<Store> {
     tracing::debug!(root = %store.root().display(), "opened the blackboard");
     Ok(store)
 }
+
+/// The path of `task`'s `task.json` when the task is there; a board, a slice
+/// and a ledger are a task's, and none is shown (or made) for a task that is not.
+pub fn task_file_of(store: &Store, task: &str) -> Option<String> {
+    let file = clawboard_core::layout::task_file(task, clawboard_core::layout::TASK_FILE);
+    clawboard_core::RelPath::new(&file).is_ok_and(|t| store.exists(&t)).then_some(file)
+}
+
+/// [`task_file_of`], or the error a person reads.
+pub fn need_task(store: &Store, task: &str) -> anyhow::Result<()> {
+    match task_file_of(store, task) {
+        Some(_) => Ok(()),
+        None => Err(crate::cli::BadInput(format!(
+            "there is no task {task:?} (no {})",
+            clawboard_core::layout::task_file(task, clawboard_core::layout::TASK_FILE)
+        ))
+        .into()),
+    }
+}

@@ -103,8 +103,9 @@ impl MiddlewareConfig {
     /// [`check`](Self::check), with `file` as the file errors name.
     ///
     /// Refused: a platform other than the four (or `all` for word lists), an
-    /// empty word, a replacement that contains a listed word (it would be found
-    /// again), a limit of 0.
+    /// empty word (or one of invisible characters only), a replacement for a
+    /// word on no list, a replacement that contains a listed word (it would be
+    /// found again; compared folded, as the filter compares), a limit of 0.
     pub fn check_in(&self, file: &str) -> Result<()> {
         let bad = |key: String, reason: String| Err(Error::invalid(file, None, key, reason));
         for (platform, words) in &self.sensitive_words {
@@ -115,18 +116,26 @@ impl MiddlewareConfig {
             if let Some(i) = words.iter().position(|w| w.trim().is_empty()) {
                 return bad(key, format!("word {} is empty", i + 1));
             }
+            if let Some(i) = words.iter().position(|w| super::filter::fold(w).chars.iter().all(|c| c.is_whitespace())) {
+                return bad(key, format!("word {} ({:?}) is invisible characters only", i + 1, words[i]));
+            }
         }
+        // Built once: folded, for the replacement check below.
+        let listed: Vec<(&str, String)> =
+            self.all_words().into_iter().map(|w| (w, super::filter::fold(w).chars.into_iter().collect())).collect();
         for (word, replacement) in &self.replacements {
             let key = format!("blueprints.replacements.{word}");
             if word.trim().is_empty() {
                 return bad(key, "an empty word cannot be replaced".into());
             }
-            if let Some(listed) = self.all_words().into_iter().find(|w| replacement.contains(*w)) {
+            if !listed.iter().any(|(w, _)| w == word) {
+                return bad(key, format!("{word:?} is on no list of [blueprints.sensitive_words]; it is never found"));
+            }
+            let folded: String = super::filter::fold(replacement).chars.into_iter().collect();
+            if let Some((w, _)) = listed.iter().find(|(_, f)| folded.contains(f.as_str())) {
                 return bad(
                     key,
-                    format!(
-                        "the replacement {replacement:?} contains the listed word {listed:?}; it would be found again"
-                    ),
+                    format!("the replacement {replacement:?} contains the listed word {w:?}; it would be found again"),
                 );
             }
         }
@@ -258,6 +267,21 @@ thread_max = 25
         "[blueprints.sensitive_words]\nall = [\"第一\"]\nwechat = [\"微信\"]\n[blueprints.replacements]\n\"第一\" = \"加微信\"",
         "blueprints.replacements.第一",
         "the replacement \"加微信\" contains the listed word \"微信\"; it would be found again"
+    )]
+    #[case::invisible_word(
+        "[blueprints.sensitive_words]\nall = [\"x\", \"\\u200b\\u200b\"]",
+        "blueprints.sensitive_words.all",
+        "word 2 (\"\\u{200b}\\u{200b}\") is invisible characters only"
+    )]
+    #[case::replacement_of_an_unlisted_word(
+        "[blueprints.sensitive_words]\nall = [\"第一\"]\n[blueprints.replacements]\n\"最佳\" = \"很好\"",
+        "blueprints.replacements.最佳",
+        "\"最佳\" is on no list of [blueprints.sensitive_words]; it is never found"
+    )]
+    #[case::replacement_with_a_listed_word_in_another_form(
+        "[blueprints.sensitive_words]\nall = [\"第一\", \"加V\"]\n[blueprints.replacements]\n\"第一\" = \"加ｖ\"",
+        "blueprints.replacements.第一",
+        "the replacement \"加ｖ\" contains the listed word \"加V\"; it would be found again"
     )]
     #[case::limits_platform(
         "[blueprints.platforms.all]\ntitle_max_chars = 3",

@@ -186,6 +186,11 @@ pub fn execute(ctx: &Ctx<'_>, caller: &Caller, r: &Request) -> Result<Value, cla
     let board = TaskBoard::new(ctx.store, &r.task)?;
     let bad =
         |path: &str, reason: String| clawboard_board::Error::Bad { task: r.task.clone(), path: path.into(), reason };
+    // A board is a task's: none is read as empty, nor made, for a task that is not there.
+    if crate::commands::task_file_of(ctx.store, &r.task).is_none() {
+        let file = clawboard_core::layout::task_file(&r.task, clawboard_core::layout::TASK_FILE);
+        return Err(bad("(task)", format!("there is no task {:?} (no {file})", r.task)));
+    }
     let need = |what: &str| bad(&format!("({what})"), format!("the {:?} request needs {what}", r.op));
     match r.op.as_str() {
         "get" => match &r.path {
@@ -236,7 +241,14 @@ fn slice(ctx: &Ctx<'_>, caller: &Caller, board: &TaskBoard, r: &Request) -> Resu
         (Some(r.scope.clone()).filter(|s| !s.is_empty()), r.template.clone(), r.max_tokens, None)
     } else {
         match &ctx.own {
-            Some(o) => (o.scope.clone(), o.template.clone(), r.max_tokens.or(o.max_tokens), o.truncate_tokens),
+            // A caller may ask for less than its own budget, never more.
+            Some(o) => {
+                let budget = match (r.max_tokens, o.max_tokens) {
+                    (Some(asked), Some(own)) => Some(asked.min(own)),
+                    (asked, own) => own.or(asked),
+                };
+                (o.scope.clone(), o.template.clone(), budget, o.truncate_tokens)
+            }
             None => return Err(bad("give --scope or --template (this caller has no slice of its own)".into())),
         }
     };
@@ -275,18 +287,23 @@ fn value_of(text: &str, path: &str) -> anyhow::Result<Value> {
     } else {
         text.to_owned()
     };
-    if let Ok(v) = serde_json::from_str::<Value>(&text) {
-        return Ok(v);
-    }
-    // Plain text where the board holds a string (or anything, for an unknown key).
+    let why = match serde_json::from_str::<Value>(&text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    // Plain text where the board holds a string (or anything, for an unknown key),
+    // unless it was meant as JSON: an object, an array or a quoted string that
+    // does not parse is a mistake to say, not text to store.
+    let meant_json = matches!(text.trim_start().chars().next(), Some('{' | '[' | '"'));
     let holds_text =
         BoardPath::parse(path).ok().and_then(|p| clawboard_board::ops::spec_at(&p).ok()).is_some_and(|t| {
             matches!(t, None | Some(clawboard_core::formats::Ty::Str | clawboard_core::formats::Ty::Enum(_)))
         });
-    if holds_text {
+    if holds_text && !meant_json {
         Ok(Value::String(text.trim_end_matches('\n').to_owned()))
     } else {
-        Err(BadInput(format!("{path}: the value is not JSON: quote text as '\"…\"', or write JSON")).into())
+        Err(BadInput(format!("{path}: the value is not valid JSON ({why}): quote text as '\"…\"', or write JSON"))
+            .into())
     }
 }
 
@@ -343,7 +360,18 @@ pub fn run(c: BoardCommand, s: &Settings) -> anyhow::Result<u8> {
             (Request { task: a.task, op: "history".into(), path: a.path, ..Default::default() }, a.token)
         }
     };
-    let answer = match token.token.filter(|t| !t.trim().is_empty()) {
+    let given = token.token.filter(|t| !t.trim().is_empty());
+    if given.is_none()
+        && let Some(instance) = std::env::var("CLAWBOARD_INSTANCE_ID").ok().filter(|i| !i.trim().is_empty())
+    {
+        // A role's run has its token; without it, the call would be a person's
+        // (the daemon's person token), with a person's rights on every zone.
+        return Err(BadInput(format!(
+            "CLAWBOARD_TOKEN is empty, but this process runs as role instance {instance} (CLAWBOARD_INSTANCE_ID): a role writes with its run's token"
+        ))
+        .into());
+    }
+    let answer = match given {
         Some(t) => crate::commands::write::post(s, "/v1/board", &t, &serde_json::to_vec(&req)?)?,
         None => match through_daemon(s, &req)? {
             Some(answer) => answer,

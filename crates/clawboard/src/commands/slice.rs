@@ -61,6 +61,7 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
         .get(role_id)
         .ok_or_else(|| BadInput(format!("{}: no role {role_id:?} under [roles] in the config", a.step)))?;
     let board = TaskBoard::new(store, &a.task)?;
+    crate::commands::need_task(store, &a.task)?;
     let state = match a.at {
         Some(seq) => board.at(seq)?,
         None => board.load()?,
@@ -103,6 +104,7 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
 
 fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::Result<u8> {
     clawboard_core::check_id(task).map_err(|e| BadInput(format!("task {task:?}: {e}")))?;
+    crate::commands::need_task(store, task)?;
     let entries = ledger::list(store, task)?;
     let totals = ledger::totals(&entries);
     if s.json {

@@ -124,6 +124,9 @@ static CONTENT: Ty = Ty::Obj(&[
         ]),
     ),
     ("hashtags", Ty::Arr(&Ty::Str)),
+    // A team task's worker outputs, by role (the lifecycle writes each): an object
+    // whatever a role writes beside them, or the next worker's output has no place.
+    ("results", Ty::Map(&Ty::Any)),
     (
         "platform_versions",
         Ty::Map(&Ty::Obj(&[

@@ -16,7 +16,7 @@ mod assemble;
 mod flow;
 mod middleware;
 
-pub(crate) use middleware::{parts_of, write_parts};
+pub(crate) use middleware::parts_of;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

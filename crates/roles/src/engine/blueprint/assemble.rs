@@ -14,7 +14,7 @@ use clawboard_core::formats::{BoardFile, TaskResult, Zone};
 use clawboard_core::{Timestamp, layout};
 use serde_json::{Map, Value, json};
 
-use super::{Vm, failed, parts_of, write_parts};
+use super::{Vm, failed, parts_of};
 use crate::engine::StepError;
 use crate::engine::run::rel;
 
@@ -54,9 +54,27 @@ impl Vm<'_, '_> {
                 body: format!("No step produced anything.\n\nDiagnosis:\n{}\n\nThe input:\n{input}", errors.join("\n")),
                 platform_versions: Vec::new(),
             };
+            if !self.journal.lock().findings.is_empty() {
+                // What the filter refused on the way, on the record.
+                self.write_filter_record(false)?;
+            }
             (content, true, false)
         } else {
             self.final_content(&board).await?
+        };
+        // Content that still holds a listed word, or is over a platform's limit,
+        // is not a success, whatever the steps did; the summary says why.
+        let mut held_back = Vec::new();
+        if !filter_passed {
+            held_back.push("the final content still holds a sensitive word (quality_report.sensitive_filter_passed)");
+        }
+        if !compliant && status != RunStatus::Failed {
+            held_back.push("the final content is over a platform's limits (quality_report.platform_compliance)");
+        }
+        let content_note = held_back.join("; ");
+        let (status, stopped) = match (status, stopped) {
+            (RunStatus::Success, None) if !held_back.is_empty() => (RunStatus::Partial, Some(content_note.as_str())),
+            other => other,
         };
         let scores = board.control_zone.get("quality_scores").and_then(Value::as_object);
         let numbers: Vec<f64> = scores.map(|m| m.values().filter_map(Value::as_f64).collect()).unwrap_or_default();
@@ -108,7 +126,11 @@ impl Vm<'_, '_> {
     }
 
     /// The final content from the board, after the last sensitive-word check and
-    /// platform compliance: (content, filter passed, compliant).
+    /// platform compliance: (content, filter passed, compliant). With the built-in
+    /// filter, each part is filtered with its own platform's words before it is
+    /// held to that platform's limits (a replacement may lengthen a title); a
+    /// filter role checks the assembled content instead, and the title is cut
+    /// after its fixes.
     async fn final_content(&self, board: &BoardFile) -> Result<(FinalContent, bool, bool), StepError> {
         let c = &board.content_zone;
         let topic = board.meta_zone.get("topic").and_then(Value::as_str).unwrap_or_default();
@@ -119,41 +141,64 @@ impl Vm<'_, '_> {
             None => thread.join("\n\n"),
         };
         let hashtags = strings(c.get("hashtags"));
+        let built_in = self.filter_role.is_none() && self.middleware_on();
+        let mut passed = true;
+        // The built-in filter on one part, its findings on the record.
+        let mut filter = |platform: &str, at: &str, parts: mw::Parts| -> Result<mw::Parts, StepError> {
+            if !built_in {
+                return Ok(parts);
+            }
+            let value = serde_json::to_value(&parts).map_err(failed)?;
+            let f = mw::sensitive_filter(&self.mw, platform, at, &value);
+            passed &= f.passed;
+            if !f.findings.is_empty() {
+                let mut j = self.journal.lock();
+                j.findings.extend(f.findings.iter().filter_map(|x| serde_json::to_value(x).ok()));
+                j.fixes.extend(f.findings.iter().filter(|x| x.fixed).map(mw::fix_note));
+                j.improve(f.findings.iter().filter(|x| x.fixed).map(mw::fix_note));
+                j.errors.extend(f.unfixed());
+            }
+            serde_json::from_value(f.value).map_err(failed)
+        };
         let mut versions = Vec::new();
+        let mut unknown = Vec::new();
         if let Some(map) = c.get("platform_versions").and_then(Value::as_object) {
-            for (platform, v) in map {
-                let mut v = v.clone();
-                let checked = mw::platform_compliance(&self.mw, platform, &parts_of(&v));
-                write_parts(&checked.parts, &mut v);
+            for (i, (platform, v)) in map.iter().enumerate() {
+                if !mw::PLATFORMS.contains(&platform.as_str()) {
+                    unknown.push(format!("platform_versions.{platform}: {platform:?} is not a platform"));
+                }
+                let mut parts = parts_of(v);
+                if v.get("hashtags").is_none() {
+                    parts.hashtags = hashtags.clone();
+                }
+                let parts = filter(platform, &format!("final_content.platform_versions.{i}"), parts)?;
+                let checked = mw::platform_compliance(&self.mw, platform, &parts);
                 let p = checked.parts;
                 let text =
                     [p.title.as_str(), p.body.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>();
-                let tags = if v.get("hashtags").is_some() { p.hashtags.clone() } else { hashtags.clone() };
                 versions.push((
-                    PlatformVersion { platform: platform.clone(), content: text.join("\n\n"), hashtags: tags },
+                    PlatformVersion { platform: platform.clone(), content: text.join("\n\n"), hashtags: p.hashtags },
                     checked.adjustments,
                     checked.failures,
                 ));
             }
         }
-        // The title too is held to the task's platform (a body is the versions' business).
-        let title_only = mw::Parts { title: title.to_owned(), body: String::new(), hashtags: Vec::new(), thread: None };
-        let cut = mw::platform_compliance(&self.mw, &self.platform, &title_only);
-        self.journal.lock().improve(cut.adjustments);
+        let own = mw::Parts { title: title.to_owned(), body, hashtags: Vec::new(), thread: None };
+        let own = filter(&self.platform, "final_content", own)?;
         let mut content = FinalContent {
-            title: cut.parts.title,
-            body,
+            title: own.title,
+            body: own.body,
             platform_versions: versions.iter().map(|(v, _, _)| v.clone()).collect(),
         };
-        let compliant = versions.iter().all(|(_, _, f)| f.is_empty());
+        let compliant = versions.iter().all(|(_, _, f)| f.is_empty()) && unknown.is_empty();
         {
             let mut j = self.journal.lock();
             for (_, adj, fails) in &versions {
                 j.improve(adj.iter().cloned());
                 j.errors.extend(fails.iter().map(|f| format!("platform compliance: {f}")));
             }
+            j.errors.extend(unknown.into_iter().map(|u| format!("platform compliance: {u}")));
         }
-        let mut passed = true;
         if let (Some(role), true) = (self.filter_role.clone(), self.middleware_on()) {
             // The filter role checks the final content too, written to `content.final_content`.
             let target = clawboard_board::BoardPath::parse("content.final_content").map_err(|e| failed(e.reason))?;
@@ -165,21 +210,16 @@ impl Vm<'_, '_> {
                     self.journal.lock().errors.push(why);
                 }
             }
-        } else if self.middleware_on() {
-            let value = serde_json::to_value(&content).map_err(failed)?;
-            let f = mw::sensitive_filter(&self.mw, &self.platform, "final_content", &value);
-            passed = f.passed;
-            if !f.findings.is_empty() {
-                content = serde_json::from_value(f.value).map_err(failed)?;
-                {
-                    let mut j = self.journal.lock();
-                    j.findings.extend(f.findings.iter().filter_map(|x| serde_json::to_value(x).ok()));
-                    j.fixes.extend(f.findings.iter().map(mw::fix_note));
-                    j.improve(f.findings.iter().map(mw::fix_note));
-                }
-            }
+        } else if built_in {
             self.write_filter_record(passed)?;
         }
+        // The title is held to the task's platform last, after every fix (a body
+        // is the versions' business).
+        let title_only =
+            mw::Parts { title: content.title.clone(), body: String::new(), hashtags: Vec::new(), thread: None };
+        let cut = mw::platform_compliance(&self.mw, &self.platform, &title_only);
+        self.journal.lock().improve(cut.adjustments);
+        content.title = cut.parts.title;
         Ok((content, passed, compliant))
     }
 

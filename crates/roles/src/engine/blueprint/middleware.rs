@@ -60,9 +60,18 @@ impl Vm<'_, '_> {
         let f = if self.filter_role.is_some() {
             mw::Filtered { value: value.clone(), findings: Vec::new(), passed: true }
         } else {
-            mw::sensitive_filter(&self.mw, &self.platform, &at, value)
+            self.filter_at(path, &at, value)
         };
         if !f.passed {
+            // Kept for control.sensitive_filter: what was refused, not only what was fixed.
+            {
+                let mut j = self.journal.lock();
+                for x in f.findings.iter().filter(|x| !x.fixed).filter_map(|x| serde_json::to_value(x).ok()) {
+                    if !j.findings.contains(&x) {
+                        j.findings.push(x);
+                    }
+                }
+            }
             // In fix_note's words (`sensitive word "X" in PATH (no replacement configured)`),
             // which the retried role is told as its feedback.
             let left: Vec<String> = f.findings.iter().filter(|x| !x.fixed).map(mw::fix_note).collect();
@@ -82,10 +91,35 @@ impl Vm<'_, '_> {
         Ok((v, fixes))
     }
 
+    /// The built-in sensitive-word filter on a step's output at `path` (shown as
+    /// `at`): each version of `content.platform_versions` with its own platform's
+    /// words (a version's platform is its key), any other output with the task's.
+    pub(super) fn filter_at(&self, path: &BoardPath, at: &str, value: &Value) -> mw::Filtered {
+        match version_platform(path) {
+            Versions::All => match value.as_object() {
+                Some(map) => {
+                    let mut out = mw::Filtered { value: json!({}), findings: Vec::new(), passed: true };
+                    let mut fixed = Map::new();
+                    for (platform, version) in map {
+                        let f = mw::sensitive_filter(&self.mw, platform, &format!("{at}.{platform}"), version);
+                        fixed.insert(platform.clone(), f.value);
+                        out.findings.extend(f.findings);
+                        out.passed &= f.passed;
+                    }
+                    out.value = Value::Object(fixed);
+                    out
+                }
+                None => mw::sensitive_filter(&self.mw, &self.platform, at, value),
+            },
+            Versions::One(platform) => mw::sensitive_filter(&self.mw, platform, at, value),
+            Versions::No => mw::sensitive_filter(&self.mw, &self.platform, at, value),
+        }
+    }
+
     /// Platform compliance of a step's output at `path`: each version of a
-    /// `platform_versions` map by its own platform; any other output (a title,
-    /// a body, hashtags, a thread) by the task's platform. Titles and hashtag
-    /// lists are cut; the rest fails.
+    /// `platform_versions` map by its own platform (a key that is no platform
+    /// fails); any other output (a title, a body, hashtags, a thread) by the
+    /// task's platform. Titles and hashtag lists are cut; the rest fails.
     pub(super) fn comply(&self, path: &BoardPath, value: &Value) -> (Value, Vec<String>, Vec<String>) {
         let mut out = value.clone();
         let mut notes = Vec::new();
@@ -103,16 +137,31 @@ impl Vm<'_, '_> {
                 None => write_parts(&checked.parts, v),
             }
         };
-        match path.keys.first().map(String::as_str) {
-            Some("platform_versions") if path.zone == clawboard_core::formats::Zone::Content => {
+        let mut unknown = Vec::new();
+        match version_platform(path) {
+            Versions::All => {
                 if let Some(map) = out.as_object_mut() {
                     for (platform, version) in map.iter_mut() {
-                        check(platform, version, None);
+                        if mw::PLATFORMS.contains(&platform.as_str()) {
+                            check(platform, version, None);
+                        } else {
+                            unknown.push(platform.clone());
+                        }
                     }
                 }
             }
-            Some(key) => check(&self.platform, &mut out, Some(key)),
-            None => {}
+            Versions::One(platform) if mw::PLATFORMS.contains(&platform) => check(platform, &mut out, None),
+            Versions::One(platform) => unknown.push(platform.to_owned()),
+            Versions::No => {
+                if let Some(key) = path.keys.first() {
+                    check(&self.platform, &mut out, Some(key));
+                }
+            }
+        }
+        for p in unknown {
+            // No limits would apply to it: a misspelt or unknown platform is refused.
+            failures
+                .push(format!("platform_versions.{p}: {p:?} is not a platform (one of {})", mw::PLATFORMS.join(", ")));
         }
         (out, notes, failures)
     }
@@ -260,6 +309,27 @@ impl Vm<'_, '_> {
     }
 }
 
+/// Where in `platform_versions` a step's output is.
+enum Versions<'p> {
+    /// `content.platform_versions`: a map of platform → version.
+    All,
+    /// `content.platform_versions.PLATFORM`: one version.
+    One(&'p str),
+    /// Elsewhere.
+    No,
+}
+
+fn version_platform(path: &BoardPath) -> Versions<'_> {
+    if path.zone != clawboard_core::formats::Zone::Content {
+        return Versions::No;
+    }
+    match path.keys.as_slice() {
+        [first] if first == "platform_versions" => Versions::All,
+        [first, platform] if first == "platform_versions" => Versions::One(platform),
+        _ => Versions::No,
+    }
+}
+
 /// A platform version's parts, as platform compliance checks them.
 pub(crate) fn parts_of(version: &Value) -> mw::Parts {
     let text = |k: &str| version.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -312,10 +382,11 @@ pub(super) fn parts_of_output(key: &str, v: &Value) -> mw::Parts {
 pub(super) fn write_output_parts(key: &str, p: &mw::Parts, v: &mut Value) {
     match (key, v) {
         ("hook", Value::Object(m)) => {
-            for k in ["selected", "title", "content"] {
-                if m.contains_key(k) {
-                    m.insert(k.into(), json!(p.title));
-                }
+            // Into the field the title was read from (see `parts_of_output`), and
+            // only that one: beside a `title`, `content` is an opening, not a title.
+            let from = ["selected", "title", "content"].into_iter().find(|k| m.get(*k).is_some_and(Value::is_string));
+            if let Some(k) = from {
+                m.insert(k.into(), json!(p.title));
             }
         }
         ("hashtags", v @ Value::Array(_)) => *v = json!(p.hashtags),
@@ -329,4 +400,38 @@ pub(super) struct Fixes {
     pub findings: Vec<Value>,
     pub notes: Vec<String>,
     pub adjustments: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_cut_title_goes_back_where_it_came_from_only() {
+        // A hook with a title and an opening paragraph in `content`: the title is cut, the opening kept.
+        let mut hook = json!({"title": "a long title", "content": "the opening paragraph"});
+        let mut p = parts_of_output("hook", &hook);
+        assert_eq!(p.title, "a long title");
+        p.title = "a long".into();
+        write_output_parts("hook", &p, &mut hook);
+        assert_eq!(hook, json!({"title": "a long", "content": "the opening paragraph"}));
+        // A selected title wins over the rest, and only it is cut.
+        let mut hook = json!({"selected": "the winner", "title": "draft"});
+        let mut p = parts_of_output("hook", &hook);
+        p.title = "the".into();
+        write_output_parts("hook", &p, &mut hook);
+        assert_eq!(hook, json!({"selected": "the", "title": "draft"}));
+    }
+
+    #[test]
+    fn a_platform_version_is_known_by_its_path() {
+        let p = |s: &str| BoardPath::parse(s).unwrap();
+        assert!(matches!(version_platform(&p("content.platform_versions")), Versions::All));
+        assert!(matches!(version_platform(&p("content.platform_versions.twitter")), Versions::One("twitter")));
+        assert!(matches!(version_platform(&p("content.platform_versions.twitter.title")), Versions::No));
+        assert!(matches!(version_platform(&p("content.hook")), Versions::No));
+        assert!(matches!(version_platform(&p("control.platform_versions")), Versions::No));
+    }
 }
