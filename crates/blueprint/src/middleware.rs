@@ -14,5 +14,5 @@ mod config;
 mod filter;
 
 pub use compliance::{Checked, Parts, cut, platform_compliance, tweet_length};
-pub use config::{ALL_PLATFORMS, MiddlewareConfig, PLATFORMS, PlatformLimits, SHIPPED_TOML};
+pub use config::{ALL_PLATFORMS, MiddlewareConfig, PLATFORMS, PlatformLimits, SECTION, SHIPPED_TOML};
 pub use filter::{Filtered, Finding, fix_note, sensitive_filter};

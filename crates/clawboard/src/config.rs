@@ -296,8 +296,15 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let templates = clawboard_board::template::load(templates_dir.as_deref())
         .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
     roles.check_templates(&templates).map_err(bad)?;
-    let blueprints = blueprints(file.blueprints, &roles, &templates, relative_to_config)
-        .map_err(|e| BadInput(format!("{origin}: key blueprints: {e}")))?;
+    let blueprints = blueprints(file.blueprints, &roles, &templates, relative_to_config).map_err(|e| match e {
+        // The middleware's own check names its key already (`blueprints.replacements.X`).
+        clawboard_blueprint::Error::Invalid { file, field, reason, .. }
+            if file == clawboard_blueprint::middleware::SECTION =>
+        {
+            BadInput(format!("{origin}: key {field}: {reason}"))
+        }
+        e => BadInput(format!("{origin}: key blueprints: {e}")),
+    })?;
     let lanes = clawboard_entries::Lanes::resolve(file.lanes, |r| roles.roles.contains_key(r)).map_err(bad)?;
     let sync = clawboard_sync::SyncSettings::resolve(file.sync, expand).map_err(bad)?;
     let github = clawboard_github::GithubSettings::resolve(
@@ -364,15 +371,32 @@ fn blueprints(
     dir_of: impl Fn(&str) -> PathBuf,
 ) -> Result<clawboard_blueprint::Catalog, clawboard_blueprint::Error> {
     let mut mw = clawboard_blueprint::middleware::MiddlewareConfig::shipped()?;
+    let (own_words, own_replacements) = (section.sensitive_words.is_some(), section.replacements.is_some());
     if let Some(w) = section.sensitive_words {
         mw.sensitive_words = w;
     }
     if let Some(r) = section.replacements {
         mw.replacements = r;
+    } else if own_words {
+        // The shipped replacements of words one's own lists no longer hold are never used.
+        let listed: std::collections::BTreeSet<&String> = mw.sensitive_words.values().flatten().collect();
+        mw.replacements.retain(|w, _| listed.contains(w));
     }
     // A platform given replaces that platform's limits; the others keep theirs.
     mw.platforms.extend(section.platforms.unwrap_or_default());
-    mw.check()?;
+    mw.check().map_err(|e| match e {
+        // A shipped table checked against one given here: say which is which.
+        clawboard_blueprint::Error::Invalid { file, step, field, mut reason } => {
+            let shipped = |table: &str| field.starts_with(&format!("blueprints.{table}"));
+            if shipped("replacements") && !own_replacements {
+                reason.push_str(" (the shipped [blueprints.replacements] of config/blueprints/middleware.toml; give your own table to change it)");
+            } else if shipped("sensitive_words") && !own_words {
+                reason.push_str(" (the shipped [blueprints.sensitive_words] of config/blueprints/middleware.toml; give your own table to change it)");
+            }
+            clawboard_blueprint::Error::Invalid { file, step, field, reason }
+        }
+        other => other,
+    })?;
     let has_role = |r: &str| roles.roles.contains_key(r);
     let known = clawboard_blueprint::format::Known { roles: &has_role, templates };
     let dir = section.dir.as_deref().map(dir_of);

@@ -15,7 +15,7 @@ pub const ALL_PLATFORMS: &str = "all";
 pub const SHIPPED_TOML: &str = include_str!("../../../../config/blueprints/middleware.toml");
 
 /// The name errors of [`MiddlewareConfig::check`] give as the file.
-const SECTION: &str = "[blueprints]";
+pub const SECTION: &str = "[blueprints]";
 
 /// The middleware's part of the `[blueprints]` config section.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

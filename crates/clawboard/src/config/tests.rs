@@ -70,6 +70,32 @@ fn bad_config_names_the_key_in_one_line() {
     }
 }
 
+/// The middleware's errors name their own key once, and say when the table at
+/// fault is the shipped one.
+#[test]
+fn bad_middleware_config_names_its_key_and_which_table() {
+    let env = Env::from_pairs(&[("HOME", "/h")]);
+    // A word list of one's own is enough: the shipped replacements of words it
+    // does not hold are dropped, not refused.
+    let (_d, cfg) = write_config("[blueprints.sensitive_words]\nall = [\"国家级\", \"最好\"]\n");
+    let s = resolve(&args(&["--config", &cfg]), &env).unwrap();
+    let replaced: Vec<&String> = s.blueprints.middleware.replacements.keys().collect();
+    assert_eq!(replaced, ["最好"]);
+    // One that makes a shipped replacement hold a listed word (最好 → 很好).
+    let (_d, cfg) = write_config("[blueprints.sensitive_words]\nall = [\"最好\", \"很好\"]\n");
+    let err = resolve(&args(&["--config", &cfg]), &env).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("{cfg}: key blueprints.replacements.")), "{err}");
+    assert!(!err.contains("[blueprints]:"), "the section is named once: {err}");
+    assert!(err.contains("contains the listed word \"很好\""), "{err}");
+    assert!(err.contains("(the shipped [blueprints.replacements] of config/blueprints/middleware.toml"), "{err}");
+    // One's own table at fault: no note.
+    let (_d, cfg) =
+        write_config("[blueprints.sensitive_words]\nall = [\"x\"]\n[blueprints.replacements]\nx = \"xx\"\n");
+    let err = resolve(&args(&["--config", &cfg]), &env).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("{cfg}: key blueprints.replacements.x: the replacement \"xx\"")), "{err}");
+    assert!(!err.contains("shipped"), "{err}");
+}
+
 #[test]
 fn roles_named_anywhere_must_be_configured() {
     let cases = [
