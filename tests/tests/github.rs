@@ -128,6 +128,39 @@ fn a_comment_with_a_marker_becomes_a_local_entry_and_a_broken_one_is_reported() 
     assert!(r.stdout.contains(&format!("comment {}", comments[2]["id"])) && r.stdout.contains("rule 3"), "{r:?}");
 }
 
+/// An entry comment is taken only from someone who can push to the repository
+/// (owner, member, collaborator) or is in github.trusted_authors: anyone can
+/// comment on a public issue, and an entry asks a role to act.
+#[test]
+fn an_entry_comment_by_someone_without_write_access_is_not_taken() {
+    let repo = Repo::by(
+        "untrusted",
+        Some("mallory"),
+        &[entry_comment("vpm-mini-issue1-5", "open", "2025-11-30T02:30:00+09:00")],
+    );
+    let t = tree(&repo, "");
+    let report = sync(&t);
+    assert!(report["imported"].as_array().unwrap().is_empty(), "{report:#}");
+    let why = report["skipped"][0]["reason"].as_str().unwrap();
+    assert!(why.contains("written by mallory (NONE), who is neither the repository's owner"), "{why}");
+    assert!(t.run(&["entry", "show", "vpm-mini-issue1-5"]).code != 0, "no entry was made");
+
+    // The repository's owner is trusted without being listed; so is a listed login.
+    let owner_repo =
+        Repo::by("owner", None, &[entry_comment("vpm-mini-issue1-6", "open", "2025-11-30T02:30:00+09:00")]);
+    let t = Tree::init();
+    t.config(&owner_repo.config("").replace(&format!("trusted_authors = [\"{}\"]", sim::login()), ""));
+    let report = sync(&t);
+    assert_eq!(ids(&report["imported"]), ["vpm-mini-issue1-6"], "{report:#}");
+
+    // A copy from the future would win every later comparison: not taken.
+    let later = Repo::new("future", &[entry_comment("vpm-mini-issue1-7", "open", "2999-01-01T00:00:00Z")]);
+    let t = tree(&later, "");
+    let report = sync(&t);
+    assert!(report["imported"].as_array().unwrap().is_empty(), "{report:#}");
+    assert!(report["skipped"][0]["reason"].as_str().unwrap().contains("is in the future"), "{report:#}");
+}
+
 #[test]
 fn a_local_entry_gets_one_comment_and_a_sync_without_change_is_all_304s() {
     let repo = Repo::new("export", &[]);

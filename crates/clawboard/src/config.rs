@@ -265,6 +265,14 @@ fn env_parse<T>(env: &Env, key: &str, parse: impl Fn(&str) -> Result<T, String>)
     env.get(key).map(|v| parse(v).map_err(|e| BadInput(format!("environment variable {key}: {e}")))).transpose()
 }
 
+/// The largest `limits.max_file_size`.
+const MAX_FILE_BYTES_LIMIT: u64 = 1 << 40;
+
+/// How errors name the config file.
+fn config_origin(file: Option<&Path>) -> String {
+    file.map_or("config".to_owned(), |p| p.display().to_string())
+}
+
 /// Resolves every setting: CLI flag, else environment, else config file, else default.
 pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let (file, config_file) = load_file(args, env)?;
@@ -275,12 +283,23 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         .or_else(|| file.root.as_deref().map(|r| expand_home(r, env)))
         .or_else(|| env.home().map(|h| h.join("clawos/blackboard")))
         .context("no blackboard root: pass --root, set CLAWBOARD_ROOT, or set HOME")?;
-    let max_file_bytes = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| ByteSize::parse(s).map(|b| b.0))?
-        .or(file.limits.max_file_size.map(|b| b.0))
-        .unwrap_or(DEFAULT_MAX_FILE_BYTES);
+    // A file is read whole: 1 byte to 1024 GiB (past it, a size plus one would wrap).
+    let in_range = |n: u64| {
+        if (1..=MAX_FILE_BYTES_LIMIT).contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!("{n} bytes is out of range; give 1 byte to 1024 GiB (default 16 MiB)"))
+        }
+    };
+    let from_env = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| ByteSize::parse(s).and_then(|b| in_range(b.0)))?;
+    let from_file =
+        file.limits.max_file_size.map(|b| in_range(b.0)).transpose().map_err(|e| {
+            BadInput(format!("{}: key limits.max_file_size: {e}", config_origin(config_file.as_deref())))
+        })?;
+    let max_file_bytes = from_env.or(from_file).unwrap_or(DEFAULT_MAX_FILE_BYTES);
     let log_filter_is_default =
         args.verbose == 0 && args.quiet == 0 && env.get("CLAWBOARD_LOG").is_none() && file.log.filter.is_none();
-    let origin = config_file.as_ref().map_or("config".to_owned(), |p| p.display().to_string());
+    let origin = config_origin(config_file.as_deref());
     let bad = |e: ConfigError| BadInput(format!("{origin}: key {e}"));
     let expand = |p: &str| expand_home(p, env);
     let relative_to_config = |d: &str| {

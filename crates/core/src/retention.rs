@@ -157,6 +157,28 @@ pub struct PolicyError {
     pub reason: String,
 }
 
+/// The largest `retention.yaml` read.
+const MAX_POLICY_BYTES: usize = 64 * 1024;
+
+/// What [`Policy::parse`] looks for before loading: aliases, and how many documents.
+#[derive(Default)]
+struct Shape {
+    alias_line: Option<usize>,
+    documents: usize,
+}
+
+impl yaml_rust2::parser::MarkedEventReceiver for Shape {
+    fn on_event(&mut self, ev: yaml_rust2::Event, mark: yaml_rust2::scanner::Marker) {
+        match ev {
+            yaml_rust2::Event::Alias(_) => {
+                self.alias_line.get_or_insert(mark.line());
+            }
+            yaml_rust2::Event::DocumentStart => self.documents += 1,
+            _ => {}
+        }
+    }
+}
+
 impl Default for Policy {
     /// The seed's policy.
     fn default() -> Policy {
@@ -174,6 +196,24 @@ impl Policy {
     pub fn parse(file: &str, text: &str) -> Result<Policy, PolicyError> {
         use yaml_rust2::{Yaml, YamlLoader};
         let err = |key: &str, reason: String| PolicyError { file: file.to_owned(), key: key.to_owned(), reason };
+        if text.len() > MAX_POLICY_BYTES {
+            return Err(err(
+                "(file)",
+                format!("is {} bytes; a retention policy is a few lines (at most {MAX_POLICY_BYTES})", text.len()),
+            ));
+        }
+        // Before it is loaded: an alias is expanded as it loads, and a few hundred
+        // bytes of them can stand for gigabytes.
+        let mut shape = Shape::default();
+        yaml_rust2::parser::Parser::new_from_str(text)
+            .load(&mut shape, true)
+            .map_err(|e| err("(syntax)", e.to_string()))?;
+        if let Some(line) = shape.alias_line {
+            return Err(err("(syntax)", format!("line {line}: an alias (*name); write the value out")));
+        }
+        if shape.documents > 1 {
+            return Err(err("(syntax)", format!("holds {} documents (---); the policy is one", shape.documents)));
+        }
         let docs = YamlLoader::load_from_str(text).map_err(|e| err("(syntax)", e.to_string()))?;
         let mut policy = Policy::default();
         let Some(doc) = docs.first() else { return Ok(policy) }; // an empty file: the seed
@@ -228,8 +268,9 @@ pub enum Subject {
     Task { id: String },
     /// One file (a harvest or a report).
     File { path: String },
-    /// One entry of `roles/memory-queue.json`.
-    QueueEntry { task_id: String, role_id: String },
+    /// One entry of `roles/memory-queue.json` (its status and time tell it from
+    /// another entry of the same task and role).
+    QueueEntry { task_id: String, role_id: String, status: String, enqueued_at: String },
 }
 
 impl Subject {
@@ -238,7 +279,7 @@ impl Subject {
         match self {
             Subject::Task { id } => format!("{}/{id}/", layout::TASKS),
             Subject::File { path } => path.clone(),
-            Subject::QueueEntry { task_id, role_id } => format!("roles/memory-queue.json [{task_id} {role_id}]"),
+            Subject::QueueEntry { task_id, role_id, .. } => format!("roles/memory-queue.json [{task_id} {role_id}]"),
         }
     }
 }
@@ -409,7 +450,12 @@ pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guar
                     QueueStatus::Pending => Rule::QueuePending,
                     QueueStatus::Completed => Rule::QueueCompleted,
                 };
-                let subject = Subject::QueueEntry { task_id: e.task_id.to_string(), role_id: e.role_id.to_string() };
+                let subject = Subject::QueueEntry {
+                    task_id: e.task_id.to_string(),
+                    role_id: e.role_id.to_string(),
+                    status: queue_status(e.status).to_owned(),
+                    enqueued_at: e.enqueued_at.to_string(),
+                };
                 consider(&mut plan, subject, rule, e.enqueued_at.instant().with_timezone(&Utc), false);
             }
         }
@@ -458,7 +504,7 @@ pub struct RunReport {
 pub fn execute(store: &Store, plan: &Plan, force: bool, guard: &dyn Guard) -> Result<RunReport, Error> {
     let mut report = RunReport::default();
     let items = plan.delete.iter().chain(plan.held.iter().filter(|_| force));
-    let mut queue_drop: Vec<(String, String)> = Vec::new();
+    let mut queue_drop: Vec<Subject> = Vec::new();
     for item in items {
         if item.held.is_some() {
             report.forced += 1;
@@ -479,8 +525,8 @@ pub fn execute(store: &Store, plan: &Plan, force: bool, guard: &dyn Guard) -> Re
                 }
                 Err(e) => Err(e),
             },
-            Subject::QueueEntry { task_id, role_id } => {
-                queue_drop.push((task_id.clone(), role_id.clone()));
+            Subject::QueueEntry { .. } => {
+                queue_drop.push(item.subject.clone());
                 Ok(())
             }
         };
@@ -492,7 +538,15 @@ pub fn execute(store: &Store, plan: &Plan, force: bool, guard: &dyn Guard) -> Re
         let rel = RelPath::new(crate::layout::MEMORY_QUEUE)?;
         let dropped = store.update_json(&rel, |q: &mut MemoryQueue| {
             let before = q.queue.len();
-            q.queue.retain(|e| !queue_drop.iter().any(|(t, r)| e.task_id.as_str() == t && e.role_id.as_str() == r));
+            // Exactly the entries planned: another of the same task and role (a
+            // younger one, pending) is not one of them.
+            q.queue.retain(|e| {
+                !queue_drop.iter().any(|d| {
+                    matches!(d, Subject::QueueEntry { task_id, role_id, status, enqueued_at }
+                        if e.task_id.as_str() == task_id && e.role_id.as_str() == role_id
+                            && queue_status(e.status) == status && e.enqueued_at.to_string() == *enqueued_at)
+                })
+            });
             before - q.queue.len()
         });
         match dropped {
@@ -501,6 +555,13 @@ pub fn execute(store: &Store, plan: &Plan, force: bool, guard: &dyn Guard) -> Re
         }
     }
     Ok(report)
+}
+
+fn queue_status(s: QueueStatus) -> &'static str {
+    match s {
+        QueueStatus::Pending => "pending",
+        QueueStatus::Completed => "completed",
+    }
 }
 
 /// Whether task `id` may still go: it is still ended and, when `guarded`, the guard

@@ -166,7 +166,7 @@ fn read_opened(file: std::fs::File, path: &Path, max_bytes: u64) -> Result<Vec<u
     }
     let mut bytes = Vec::with_capacity(size as usize);
     // Take one byte more than allowed, in case the file grew since the stat.
-    file.take(max_bytes + 1).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+    file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
     if bytes.len() as u64 > max_bytes {
         return Err(refused(path, too_large(bytes.len() as u64)));
     }

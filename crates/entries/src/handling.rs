@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use clawboard_core::formats::{Entry, EntryStatus, Extra, SourceRef};
+use clawboard_core::formats::{Entry, EntryStatus, SourceRef};
 use clawboard_core::{Id, Store, Timestamp, layout};
 use serde::{Deserialize, Serialize};
 
@@ -196,23 +196,7 @@ pub fn plan(
         {
             id = board::bump(&id)?;
         }
-        planned.push(Entry {
-            id,
-            from: pick.actor.clone(),
-            to: e.to.clone(),
-            project_id: handled.project_id.clone(),
-            kind: e.kind.clone(),
-            status: EntryStatus::Open,
-            payload: e.payload.clone(),
-            target_docs: e.target_docs.clone().unwrap_or_else(|| handled.target_docs.clone()),
-            created_at: now.clone(),
-            updated_at: now.clone(),
-            source_issue: handled.source_issue.clone(),
-            source_comment_id: None,
-            source_run_id: handled.source_run_id.clone(),
-            note: e.note.clone(),
-            extra: Extra::new(),
-        });
+        planned.push(out.new_entry(e, handled, &pick.actor, id, now.clone()));
     }
     for p in &planned {
         board::check(p)?;

@@ -29,6 +29,19 @@ use clawboard_core::{Id, RelPath};
 use serde::{Deserialize, Serialize};
 
 use crate::comment::DEFAULT_MARKER;
+
+/// The longest chain of entries, each written by the run that handled the one
+/// before: past it, two actors that keep answering each other (or one that
+/// answers itself) would run forever.
+pub const MAX_HOPS: u64 = 32;
+
+/// The extra field that counts an entry's place in its chain.
+pub const HOPS_FIELD: &str = "hops";
+
+/// How many runs led to `entry` (0 for one a person or a comment wrote).
+pub fn hops_of(entry: &Entry) -> u64 {
+    entry.extra.get(HOPS_FIELD).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
 use crate::lifecycle::HUMAN;
 
 /// `[lanes]`: lanes by name, as read.
@@ -265,10 +278,18 @@ impl LaneOutput {
         self.status.unwrap_or(EntryStatus::Done)
     }
 
-    /// Checks the output against the actor's rights; the error names the field.
+    /// Checks the output against the actor's rights, and that all of it can be
+    /// written (an output that fails only when applied would be run again and
+    /// again); the error names the field.
     pub fn check(&self, handled: &Entry, pick: &Pick) -> Result<(), String> {
         if !self.final_status().is_final() {
             return Err(format!("status: {}: a handled entry ends done, error or canceled", self.final_status()));
+        }
+        let hops = hops_of(handled) + 1;
+        if !self.entries.is_empty() && hops > MAX_HOPS {
+            return Err(format!(
+                "entries: they would be {hops} runs from the first entry of their chain, past {MAX_HOPS}; actors that keep answering each other stop here"
+            ));
         }
         for (i, e) in self.entries.iter().enumerate() {
             if let Some(p) = name_problem(&e.to) {
@@ -292,6 +313,18 @@ impl LaneOutput {
                 ));
             }
         }
+        for (i, e) in self.entries.iter().enumerate() {
+            // As `handling::plan` will write it (an id of the same project; the
+            // real one is picked then).
+            let provisional = self.new_entry(e, handled, &pick.actor, handled.id.clone(), handled.updated_at.clone());
+            crate::board::check(&provisional).map_err(|err| format!("entries[{i}]: {err}"))?;
+        }
+        if self.note.is_some() {
+            let mut after = handled.clone();
+            after.status = self.final_status();
+            after.note.clone_from(&self.note);
+            crate::board::check(&after).map_err(|err| format!("note: {err}"))?;
+        }
         for (i, d) in self.docs.iter().enumerate() {
             if !pick.config.writes_docs {
                 return Err(format!("docs[{i}]: {} may not change documents (writes_docs is off)", pick.actor));
@@ -302,6 +335,39 @@ impl LaneOutput {
             doc_path(&pick.docs, &d.path).map_err(|e| format!("docs[{i}].path: {e}"))?;
         }
         Ok(())
+    }
+}
+
+impl LaneOutput {
+    /// The entry `e` of this output becomes, written by `actor` while handling
+    /// `handled`, with `id` at `now`: one hop further down its chain.
+    pub fn new_entry(
+        &self,
+        e: &NewEntry,
+        handled: &Entry,
+        actor: &str,
+        id: Id,
+        now: clawboard_core::Timestamp,
+    ) -> Entry {
+        let mut extra = Extra::new();
+        extra.insert(HOPS_FIELD.into(), (hops_of(handled) + 1).into());
+        Entry {
+            id,
+            from: actor.to_owned(),
+            to: e.to.clone(),
+            project_id: handled.project_id.clone(),
+            kind: e.kind.clone(),
+            status: EntryStatus::Open,
+            payload: e.payload.clone(),
+            target_docs: e.target_docs.clone().unwrap_or_else(|| handled.target_docs.clone()),
+            created_at: now.clone(),
+            updated_at: now,
+            source_issue: handled.source_issue.clone(),
+            source_comment_id: None,
+            source_run_id: handled.source_run_id.clone(),
+            note: e.note.clone(),
+            extra,
+        }
     }
 }
 
@@ -411,6 +477,41 @@ writes_docs = true
         assert!(out(r#"{"entries":[{"to":"Sho"}]}"#).unwrap_err().starts_with("entries[0]: missing field `kind`"));
         assert!(out(r#"{"from":"Gen"}"#).unwrap_err().contains("unknown field `from`"), "a role never names its from");
         assert!(out("not json").is_err());
+
+        // What only applying would have refused is refused here (else the run is
+        // repeated for ever): an entry over the size limit, an empty target doc, a
+        // note that makes the handled entry too large.
+        let big = format!(
+            r#"{{"entries":[{{"to":"Sho","kind":"doc_update_review_request","payload":{{"summary":"{}"}}}}]}}"#,
+            "x".repeat(70_000)
+        );
+        let e = out(&big).unwrap().check(&handled, &aya).unwrap_err();
+        assert!(e.starts_with("entries[0]: "), "{e}");
+        let empty_doc =
+            out(r#"{"entries":[{"to":"Sho","kind":"doc_update_review_request","target_docs":[""]}]}"#).unwrap();
+        assert!(empty_doc.check(&handled, &aya).unwrap_err().starts_with("entries[0]: "));
+        let long_note = format!(r#"{{"note":"{}"}}"#, "n".repeat(70_000));
+        assert!(out(&long_note).unwrap().check(&handled, &aya).unwrap_err().starts_with("note: "));
+    }
+
+    #[test]
+    fn a_chain_of_entries_ends_at_max_hops() {
+        let lanes = Lanes::resolve(section(DOC_UPDATE), |_| true).unwrap();
+        let mut handled = entry("Aya", "doc_update_proposal_request", "vpm-mini");
+        let aya = lanes.pick(&handled).unwrap();
+        let answer = LaneOutput::parse(br#"{"entries":[{"to":"Sho","kind":"doc_update_review_request"}]}"#).unwrap();
+        // Each new entry is one hop further than the one handled.
+        let next =
+            answer.new_entry(&answer.entries[0], &handled, "Aya", handled.id.clone(), handled.updated_at.clone());
+        assert_eq!(hops_of(&handled), 0);
+        assert_eq!(hops_of(&next), 1);
+        handled.extra.insert(HOPS_FIELD.into(), (MAX_HOPS - 1).into());
+        assert_eq!(answer.check(&handled, &aya), Ok(()), "the last hop allowed");
+        handled.extra.insert(HOPS_FIELD.into(), MAX_HOPS.into());
+        let e = answer.check(&handled, &aya).unwrap_err();
+        assert!(e.starts_with("entries: they would be 33 runs from the first entry of their chain, past 32"), "{e}");
+        // Ending the chain is always allowed.
+        assert_eq!(LaneOutput::parse(br#"{"note":"done"}"#).unwrap().check(&handled, &aya), Ok(()));
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub async fn sync<A: Api>(
     report.issues = issues.keys().copied().collect();
     for (issue, lane) in &issues {
         tracing::debug!(issue, lane = lane.as_deref().unwrap_or("-"), "github: syncing an issue");
-        sync_issue(store, lanes, api, *issue, &mut report).await?;
+        sync_issue(store, lanes, settings, api, *issue, &mut report, now).await?;
     }
     api.finish()?;
     let after = api.stats();
@@ -115,7 +115,15 @@ pub async fn sync<A: Api>(
     Ok(report)
 }
 
-async fn sync_issue<A: Api>(store: &Store, lanes: &Lanes, api: &mut A, issue: u64, report: &mut Report) -> Result<()> {
+async fn sync_issue<A: Api>(
+    store: &Store,
+    lanes: &Lanes,
+    settings: &GithubSettings,
+    api: &mut A,
+    issue: u64,
+    report: &mut Report,
+    now: DateTime<Utc>,
+) -> Result<()> {
     let comments = match api.list_comments(issue).await {
         Ok(c) => c,
         Err(e) if is_local(&e) => {
@@ -124,9 +132,9 @@ async fn sync_issue<A: Api>(store: &Store, lanes: &Lanes, api: &mut A, issue: u6
         }
         Err(e) => return Err(e),
     };
-    let listing = read_comments(issue, comments, report);
+    let listing = read_comments(issue, comments, report, &|c, id| trusted(store, settings, c, id));
     for remote in listing.entries.values() {
-        import(store, issue, remote, report);
+        import(store, issue, remote, report, now);
     }
     let (locals, _) = entries::list(store, &Filter::default())?;
     let mut wrote = false;
@@ -143,10 +151,26 @@ async fn sync_issue<A: Api>(store: &Store, lanes: &Lanes, api: &mut A, issue: u6
     Ok(())
 }
 
-fn read_comments(issue: u64, comments: Vec<Comment>, report: &mut Report) -> Listing {
+/// Whether comment `c`, holding entry `id`, may create or change it: it is the
+/// comment the local entry is bound to (posted by this bridge, or taken before),
+/// or its writer is trusted ([`GithubSettings::trusts`]).
+fn trusted(store: &Store, settings: &GithubSettings, c: &Comment, id: &str) -> Result<(), String> {
+    let bound = entries::read(store, id)
+        .ok()
+        .and_then(|(_, e)| e.source_comment_id)
+        .is_some_and(|s| issue_number(&s) == Some(c.id));
+    if bound { Ok(()) } else { settings.trusts(c.author(), c.author_association.as_deref()) }
+}
+
+fn read_comments(
+    issue: u64,
+    comments: Vec<Comment>,
+    report: &mut Report,
+    trust: &dyn Fn(&Comment, &str) -> std::result::Result<(), String>,
+) -> Listing {
     let mut listing = Listing::default();
     for c in comments {
-        let body = c.body.unwrap_or_default();
+        let body = c.body.clone().unwrap_or_default();
         if !has_marker(&body) {
             continue;
         }
@@ -160,6 +184,11 @@ fn read_comments(issue: u64, comments: Vec<Comment>, report: &mut Report) -> Lis
             }
             Ok(p) => {
                 let id = p.entry.id.to_string();
+                if let Err(why) = trust(&c, &id) {
+                    // Not an entry of this tree's: neither taken nor written over.
+                    report.skip(Some(issue), Some(c.id), Some(&id), format!("not taken: {why}"));
+                    continue;
+                }
                 if let Some(first) = listing.entries.get(&id) {
                     let why =
                         format!("entry {id} is already in comment {}; this second copy is ignored", first.comment);
@@ -183,13 +212,17 @@ fn broken_id(body: &str) -> Option<String> {
 }
 
 /// Takes one entry found on `issue` into the tree (new, or newer than the local copy).
-fn import(store: &Store, issue: u64, r: &Remote, report: &mut Report) {
+fn import(store: &Store, issue: u64, r: &Remote, report: &mut Report, now: DateTime<Utc>) {
     let id = r.entry.id.to_string();
     let item = Item { id: id.clone(), issue, comment: r.comment };
     let mut found = r.entry.clone();
     found.source_issue = Some(SourceRef::Number(issue));
     found.source_comment_id = Some(SourceRef::Number(r.comment));
     let skip = |report: &mut Report, why: String| report.skip(Some(issue), Some(r.comment), Some(&id), why);
+    // A time to come would win every later comparison: such a copy is not taken.
+    if found.updated_at.instant().with_timezone(&Utc) > now + chrono::Duration::minutes(5) {
+        return skip(report, format!("its updated_at ({}) is in the future", found.updated_at));
+    }
     let local = match entries::read(store, &id) {
         Ok((_, local)) => local,
         Err(entries::Error::NotFound(_)) => {
@@ -220,6 +253,11 @@ fn import(store: &Store, issue: u64, r: &Remote, report: &mut Report) {
         }
     }
     if found.updated_at.instant() > local.updated_at.instant() {
+        if found.status != local.status
+            && let Err(why) = entries::lifecycle::check_transition(local.status, found.status)
+        {
+            return skip(report, format!("the newer comment is not taken: {why}"));
+        }
         match entries::replace(store, &found) {
             Ok(true) => {
                 tracing::info!(issue, comment = r.comment, "github: entry {id} updated from its newer comment");

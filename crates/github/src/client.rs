@@ -35,6 +35,26 @@ pub struct Comment {
     pub id: u64,
     #[serde(default)]
     pub body: Option<String>,
+    /// Who wrote it.
+    #[serde(default)]
+    pub user: Option<User>,
+    /// The writer's standing in the repository (`OWNER`, `MEMBER`, `COLLABORATOR`,
+    /// `CONTRIBUTOR`, `NONE` …).
+    #[serde(default)]
+    pub author_association: Option<String>,
+}
+
+/// A comment's writer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct User {
+    pub login: String,
+}
+
+impl Comment {
+    /// The writer's login, or `?` when GitHub gave none.
+    pub fn author(&self) -> &str {
+        self.user.as_ref().map_or("?", |u| u.login.as_str())
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -8,6 +8,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::client::{Api, Comment, Stats};
 use crate::error::{Error, Result};
 
+/// A comment by `login`, standing `association` in the repository.
+fn by(id: u64, body: &str, login: &str, association: &str) -> Comment {
+    Comment {
+        id,
+        body: Some(body.to_owned()),
+        user: Some(crate::client::User { login: login.to_owned() }),
+        author_association: Some(association.to_owned()),
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Issue number -> (labels, open, comments oldest first).
@@ -48,7 +58,8 @@ impl MemoryApi {
         let id = s.next_id;
         s.next_id += 1;
         if let Some(i) = s.issues.get_mut(&number) {
-            i.2.push(Comment { id, body: Some(body.to_owned()) });
+            // Someone who can push to the repository.
+            i.2.push(by(id, body, "someone", "COLLABORATOR"));
         }
         id
     }
@@ -108,7 +119,8 @@ impl Api for MemoryApi {
         let mut s = self.request()?;
         let id = s.next_id;
         let i = s.issues.get_mut(&issue).ok_or_else(|| not_found(format!("issue {issue}")))?;
-        let c = Comment { id, body: Some(body.to_owned()) };
+        // The token's user, the repository's owner.
+        let c = by(id, body, "owner", "OWNER");
         i.2.push(c.clone());
         s.next_id += 1;
         s.writes.push(("POST", id));

@@ -30,6 +30,10 @@ pub struct GithubSection {
     pub max_wait: Option<String>,
     #[serde(default)]
     pub issues: Vec<IssuesSection>,
+    /// Logins whose entry comments are taken beside the repository's owner,
+    /// members and collaborators (e.g. the bot the token belongs to).
+    #[serde(default)]
+    pub trusted_authors: Vec<String>,
 }
 
 /// One `[[github.issues]]` (or `issues = [{ … }]`): a lane's issues, by number, by
@@ -155,6 +159,28 @@ pub struct GithubSettings {
     pub issues: Vec<IssueSet>,
     /// The longest a request waits out rate limits, in all, before it fails.
     pub max_wait: Duration,
+    /// `github.trusted_authors`.
+    pub trusted_authors: Vec<String>,
+}
+
+/// The standings in a repository whose entry comments are taken: they can push
+/// to it, which is what an entry asks a role to act on.
+pub const TRUSTED_ASSOCIATIONS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
+
+impl GithubSettings {
+    /// Whether an entry comment by `login`, standing `association` in the
+    /// repository, may create or change an entry; the error says why not.
+    pub fn trusts(&self, login: &str, association: Option<&str>) -> Result<(), String> {
+        if association.is_some_and(|a| TRUSTED_ASSOCIATIONS.contains(&a))
+            || self.trusted_authors.iter().any(|t| t.eq_ignore_ascii_case(login))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "written by {login} ({}), who is neither the repository's owner, a member or a collaborator, nor in github.trusted_authors",
+            association.unwrap_or("no standing given")
+        ))
+    }
 }
 
 impl GithubSettings {
@@ -224,7 +250,24 @@ impl GithubSettings {
         if enabled && issues.is_empty() {
             return Err(bad("issues", "is empty: name the issues to bridge (numbers or a label)".into()));
         }
-        Ok(GithubSettings { enabled, api, repository, token, schedule, issues, max_wait })
+        for (i, login) in s.trusted_authors.iter().enumerate() {
+            let ok = !login.is_empty()
+                && login.len() <= 39
+                && login.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '[' || c == ']');
+            if !ok {
+                return Err(bad(&format!("trusted_authors[{i}]"), format!("{login:?} is not a GitHub login")));
+            }
+        }
+        Ok(GithubSettings {
+            enabled,
+            api,
+            repository,
+            token,
+            schedule,
+            issues,
+            max_wait,
+            trusted_authors: s.trusted_authors,
+        })
     }
 
     /// The repository, or an error naming the key (for a run while it is unset).

@@ -128,7 +128,7 @@ fn failed(msg: impl Into<String>) -> RunOutcome {
 /// Reads at most `limit` bytes; the flag says whether there was more.
 async fn read_capped(mut r: impl AsyncRead + Unpin, limit: u64) -> (Vec<u8>, bool) {
     let mut buf = Vec::new();
-    let mut take = (&mut r).take(limit + 1);
+    let mut take = (&mut r).take(limit.saturating_add(1));
     // A read error ends the stream; what was read so far is kept.
     let _ = take.read_to_end(&mut buf).await;
     let over = buf.len() as u64 > limit;
@@ -312,27 +312,42 @@ async fn run_http(
 }
 
 /// Kills the process groups of role processes a previous daemon on `root` left
-/// running when it died (found by their `CLAWBOARD_ROOT` environment). Returns how many.
+/// running when it died. Returns how many.
 pub fn kill_orphans(root: &str) -> usize {
-    let Ok(procs) = std::fs::read_dir("/proc") else { return 0 };
-    let needle = format!("CLAWBOARD_ROOT={root}");
+    orphans_in(std::path::Path::new("/proc"), root).into_iter().fold(0, |killed, pid| {
+        kill_group(Some(pid));
+        if let Ok(i) = i32::try_from(pid) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(i), Signal::SIGKILL);
+        }
+        killed + 1
+    })
+}
+
+/// The processes under `proc` (a `/proc`) that a role run on `root` started:
+/// their environment holds `CLAWBOARD_ROOT=root` and a role instance's id
+/// (`CLAWBOARD_INSTANCE_ID=inst-…`). `CLAWBOARD_ROOT` alone is no mark: it is
+/// how a person points the CLI at a tree, and their shell has it too.
+fn orphans_in(proc: &std::path::Path, root: &str) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir(proc) else { return Vec::new() };
+    let root_var = format!("CLAWBOARD_ROOT={root}");
     let me = std::process::id();
-    let mut killed = 0;
+    let mut found = Vec::new();
     for p in procs.filter_map(Result::ok) {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         if pid == me {
             continue;
         }
         let Ok(environ) = std::fs::read(p.path().join("environ")) else { continue };
-        if environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            kill_group(Some(pid));
-            if let Ok(i) = i32::try_from(pid) {
-                let _ = nix::sys::signal::kill(Pid::from_raw(i), Signal::SIGKILL);
-            }
-            killed += 1;
+        let (mut in_root, mut of_role) = (false, false);
+        for kv in environ.split(|b| *b == 0) {
+            in_root |= kv == root_var.as_bytes();
+            of_role |= kv.strip_prefix(b"CLAWBOARD_INSTANCE_ID=inst-").is_some_and(|id| !id.is_empty());
+        }
+        if in_root && of_role {
+            found.push(pid);
         }
     }
-    killed
+    found
 }
 
 #[cfg(test)]
@@ -340,6 +355,28 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn only_a_role_runs_processes_are_orphans_not_a_shell_with_the_root_exported() {
+        let d = tempfile::tempdir().unwrap();
+        let proc_entry = |pid: &str, env: &[&str]| {
+            let dir = d.path().join(pid);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut bytes = Vec::new();
+            for kv in env {
+                bytes.extend_from_slice(kv.as_bytes());
+                bytes.push(0);
+            }
+            std::fs::write(dir.join("environ"), bytes).unwrap();
+        };
+        proc_entry("101", &["HOME=/h", "CLAWBOARD_ROOT=/bb", "CLAWBOARD_INSTANCE_ID=inst-a1b2c3", "CLAWBOARD_TOKEN=t"]);
+        proc_entry("102", &["HOME=/h", "CLAWBOARD_ROOT=/bb"]); // a person's shell
+        proc_entry("103", &["CLAWBOARD_ROOT=/other", "CLAWBOARD_INSTANCE_ID=inst-ffffff"]); // another tree
+        proc_entry("104", &["CLAWBOARD_ROOT=/bb", "CLAWBOARD_INSTANCE_ID="]); // emptied
+        proc_entry("105", &["CLAWBOARD_ROOT=/bbx", "CLAWBOARD_INSTANCE_ID=inst-1"]); // a root that only starts alike
+        proc_entry("self", &["CLAWBOARD_ROOT=/bb", "CLAWBOARD_INSTANCE_ID=inst-1"]); // not a pid
+        assert_eq!(orphans_in(d.path(), "/bb"), [101]);
+    }
 
     fn role(argv: &[&str]) -> RoleConfig {
         let mut r: RoleConfig = serde_json::from_value(serde_json::json!({"command": argv})).unwrap();

@@ -21,6 +21,11 @@ pub fn api() -> String {
     env("CLAWBOARD_TEST_GITHUB_API")
 }
 
+/// The user the simulator acts as (the token's).
+pub fn login() -> String {
+    env("CLAWBOARD_TEST_GITHUB_LOGIN")
+}
+
 pub fn token() -> String {
     env("CLAWBOARD_TEST_GITHUB_TOKEN")
 }
@@ -118,11 +123,24 @@ impl Repo {
         self.requests(0).last().map_or(0, |r| r["seq"].as_u64().unwrap())
     }
 
+    /// The bridge's config; the simulator's user (whose token the tests use, and who
+    /// writes the seeded comments) is a trusted author.
     pub fn config(&self, extra: &str) -> String {
         format!(
-            "[github]\napi = \"{}\"\nrepository = \"{}\"\nissues = [{{ numbers = [1] }}]\n{extra}",
+            "[github]\napi = \"{}\"\nrepository = \"{}\"\nissues = [{{ numbers = [1] }}]\ntrusted_authors = [\"{}\"]\n{extra}",
             api(),
-            self.full()
+            self.full(),
+            login()
         )
+    }
+
+    /// Issue 1, its comments written by `user` (`None`: the repository's owner).
+    pub fn by(test: &str, user: Option<&str>, comments: &[String]) -> Repo {
+        let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let r = Repo { owner: format!("o{}-{}", std::process::id(), n % 1_000_000_000_000), name: test.into() };
+        let seed = json!({"title": test, "comments": comments, "user": user.unwrap_or(&r.owner)});
+        let (status, issue) = http("POST", &format!("/_sim/repos/{}/{}/issues", r.owner, r.name), Some(seed));
+        assert_eq!((status, issue["number"].as_u64()), (201, Some(1)), "{issue}");
+        r
     }
 }

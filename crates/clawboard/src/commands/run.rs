@@ -48,7 +48,7 @@ fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value
     } else {
         Box::new(std::fs::File::open(file).map_err(|e| BadInput(format!("{shown}: cannot read the input: {e}")))?)
     };
-    reader.take(max + 1).read_to_end(&mut bytes).map_err(|e| BadInput(format!("{shown}: {e}")))?;
+    reader.take(max.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| BadInput(format!("{shown}: {e}")))?;
     if bytes.len() as u64 > max {
         return Err(BadInput(format!("{shown}: the input is over the limit of {max} bytes")).into());
     }

@@ -62,9 +62,18 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
         .ok_or_else(|| BadInput(format!("{}: no role {role_id:?} under [roles] in the config", a.step)))?;
     let board = TaskBoard::new(store, &a.task)?;
     crate::commands::need_task(store, &a.task)?;
+    let newest = board.load()?;
     let state = match a.at {
+        // A number past the history is a mistake, not the newest board by another name.
+        Some(seq) if seq > newest.seq => {
+            return Err(BadInput(format!(
+                "--at {seq}: task {}'s board has no record {seq}; its history ends at {}",
+                a.task, newest.seq
+            ))
+            .into());
+        }
         Some(seq) => board.at(seq)?,
-        None => board.load()?,
+        None => newest,
     };
     let at = format!("roles.{role_id}");
     let selector = Selector::of(role.scope.as_deref(), role.template.as_deref(), &s.templates, &at)?

@@ -80,7 +80,10 @@ pub fn run(c: TaskCommand, s: &Settings) -> anyhow::Result<u8> {
 fn read_submission(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Vec<u8>)> {
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();
-        std::io::stdin().take(max + 1).read_to_end(&mut bytes).context("reading the task from standard input")?;
+        std::io::stdin()
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .context("reading the task from standard input")?;
         if bytes.len() as u64 > max {
             let limit = validate::human_bytes(max);
             return Err(BadInput(format!(

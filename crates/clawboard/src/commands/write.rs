@@ -29,7 +29,10 @@ pub struct WriteArgs {
 
 pub fn run(a: WriteArgs, s: &Settings) -> anyhow::Result<u8> {
     let mut body = Vec::new();
-    std::io::stdin().take(s.max_file_bytes + 1).read_to_end(&mut body).context("reading standard input")?;
+    std::io::stdin()
+        .take(s.max_file_bytes.saturating_add(1))
+        .read_to_end(&mut body)
+        .context("reading standard input")?;
     if body.len() as u64 > s.max_file_bytes {
         let limit = clawboard_core::validate::human_bytes(s.max_file_bytes);
         return Err(BadInput(format!("{}: over the {limit} limit (limits.max_file_size)", a.path)).into());

@@ -38,7 +38,25 @@ pub fn resolve(
     let bad = |key: &str, msg: String| BadInput(format!("{origin}: key {key}: {msg}"));
     let text = r.schedule.unwrap_or_else(|| RETENTION_SCHEDULE.to_owned());
     let schedule = Schedule::parse("retention.schedule", &text).map_err(|e| bad("retention.schedule", e.reason))?;
-    let file = r.file.map(|f| expand(&f));
+    // Relative to the config file's directory, as every path of the config is (not
+    // to the working directory, which differs between the CLI and the daemon).
+    let file = match r.file.as_deref() {
+        Some(f) if f.trim().is_empty() => {
+            return Err(bad("retention.file", "is empty; name a retention.yaml, or leave the key out".into()));
+        }
+        Some(f) => {
+            let p = expand(f);
+            let p = match config_file.and_then(Path::parent) {
+                Some(dir) if p.is_relative() => dir.join(p),
+                _ => p,
+            };
+            if !p.is_file() {
+                return Err(bad("retention.file", format!("{} is not a file", p.display())));
+            }
+            Some(p)
+        }
+        None => None,
+    };
     let beside_config = config_file.and_then(Path::parent).map(|d| d.join("retention.yaml"));
     Ok(RetentionResolved { enabled: r.enabled.unwrap_or(true), schedule, file, beside_config })
 }

@@ -96,6 +96,23 @@ fn bad_middleware_config_names_its_key_and_which_table() {
     assert!(!err.contains("shipped"), "{err}");
 }
 
+/// `retention.file` is taken from the config file's directory, like every path
+/// of the config, and must be there.
+#[test]
+fn a_relative_retention_file_is_the_config_directorys() {
+    let env = Env::from_pairs(&[("HOME", "/h")]);
+    let (d, cfg) = write_config("[retention]\nfile = \"policy.yaml\"\n");
+    let err = resolve(&args(&["--config", &cfg]), &env).unwrap_err().to_string();
+    let want = d.path().join("policy.yaml");
+    assert!(err.contains(&format!("key retention.file: {} is not a file", want.display())), "{err}");
+    std::fs::write(&want, "retention:\n  tasks:\n    failed: 1 day\n").unwrap();
+    let s = resolve(&args(&["--config", &cfg]), &env).unwrap();
+    assert_eq!(s.retention.file.as_deref(), Some(want.as_path()));
+    let (_d, cfg) = write_config("[retention]\nfile = \"\"\n");
+    let err = resolve(&args(&["--config", &cfg]), &env).unwrap_err().to_string();
+    assert!(err.contains("key retention.file: is empty"), "{err}");
+}
+
 #[test]
 fn roles_named_anywhere_must_be_configured() {
     let cases = [
@@ -143,6 +160,17 @@ fn bad_env_names_the_variable() {
     let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_MAX_FILE_SIZE", "lots")]);
     let err = resolve(&args(&[]), &env).unwrap_err().to_string();
     assert!(err.starts_with("environment variable CLAWBOARD_MAX_FILE_SIZE: "), "{err}");
+    // The edges: 0 (every file refused) and u64::MAX (a size plus one wraps to 0).
+    for v in ["0", "18446744073709551615"] {
+        let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_MAX_FILE_SIZE", v)]);
+        let err = resolve(&args(&[]), &env).unwrap_err().to_string();
+        assert!(err.contains("is out of range; give 1 byte to 1024 GiB"), "{v}: {err}");
+        let (_d, cfg) = write_config(&format!("[limits]\nmax_file_size = \"{v}\"\n"));
+        let err = resolve(&args(&["--config", &cfg]), &Env::from_pairs(&[("HOME", "/h")])).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{cfg}: key limits.max_file_size: {v} bytes is out of range")), "{v}: {err}");
+    }
+    let env = Env::from_pairs(&[("HOME", "/h"), ("CLAWBOARD_MAX_FILE_SIZE", "1024 GiB")]);
+    assert_eq!(resolve(&args(&[]), &env).unwrap().max_file_bytes, 1 << 40);
 }
 
 #[test]

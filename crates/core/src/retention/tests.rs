@@ -74,6 +74,8 @@ fn durations_parse_as_people_write_them_and_bad_ones_name_the_key() {
         ("retention: [1, 2]\n", "retention", "is not a mapping"),
         ("retention:\n  tasks: [\n", "(syntax)", ""),
         ("retention:\n  tasks:\n    completed: 6m\n", "retention.tasks.completed", "under an hour"),
+        ("x: &d 30 days\nretention:\n  tasks:\n    completed: *d\n", "(syntax)", "line 4: an alias (*name)"),
+        ("retention:\n  tasks: {}\n---\nretention: {}\n", "(syntax)", "holds 2 documents"),
     ] {
         let e = Policy::parse("/etc/clawboard/retention.yaml", yaml).unwrap_err();
         assert_eq!((e.file.as_str(), e.key.as_str()), ("/etc/clawboard/retention.yaml", key), "{yaml}: {e}");
@@ -83,6 +85,24 @@ fn durations_parse_as_people_write_them_and_bad_ones_name_the_key() {
     assert_eq!(partial.keep(Rule::TasksFailed), Keep::For(Duration::from_secs(86_400)));
     assert_eq!(partial.keep(Rule::TasksCompleted), Rule::TasksCompleted.seed(), "a key left out keeps the seed's");
     assert_eq!(Policy::parse("r.yaml", "").unwrap(), Policy::default());
+}
+
+/// A file of a few hundred bytes whose aliases expand to billions of nodes is
+/// refused before it is loaded (it took gigabytes, then aborted, when loaded).
+#[test]
+fn an_alias_bomb_is_refused_before_it_is_loaded() {
+    let mut yaml = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..9 {
+        let p = format!("*a{}", i - 1);
+        yaml.push_str(&format!("a{i}: &a{i} [{}]\n", [p.as_str(); 10].join(", ")));
+    }
+    yaml.push_str("retention:\n  tasks: {}\n");
+    assert!(yaml.len() < 600, "{}", yaml.len());
+    let e = Policy::parse("r.yaml", &yaml).unwrap_err();
+    assert_eq!(e.key, "(syntax)");
+    assert!(e.reason.contains("an alias (*name)"), "{e}");
+    let big = format!("retention:\n  tasks: {{}}\n#{}\n", "x".repeat(70_000));
+    assert!(Policy::parse("r.yaml", &big).unwrap_err().reason.contains("a retention policy is a few lines"));
 }
 
 #[test]
@@ -167,6 +187,8 @@ fn a_tree_with_every_kind_of_item() {
         {"taskId": "q1", "roleId": "w", "status": "pending", "enqueuedAt": "2026-11-22T00:00:00Z"},
         {"taskId": "q2", "roleId": "w", "status": "pending", "enqueuedAt": "2026-11-22T00:00:01Z"},
         {"taskId": "q3", "roleId": "w", "status": "completed", "enqueuedAt": "2026-11-23T00:00:00Z"},
+        // The same task and role again, pending and young: not the planned entry.
+        {"taskId": "q3", "roleId": "w", "status": "pending", "enqueuedAt": "2026-11-22T12:00:00Z"},
     ]});
     write(r, "roles/memory-queue.json", &serde_json::to_vec(&queue).unwrap());
     // A symlink inside an expired task, pointing outside the root: removed, not followed.
@@ -224,6 +246,15 @@ fn a_tree_with_every_kind_of_item() {
     let report = execute(&store, &at_now, false, &guard).unwrap();
     assert_eq!((report.tasks, report.files, report.queue_entries, report.forced), (2, 4, 2, 0), "{report:?}");
     assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let left: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.join("roles/memory-queue.json")).unwrap()).unwrap();
+    let left: Vec<(&str, &str)> = left["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["taskId"].as_str().unwrap(), e["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(left, [("q2", "pending"), ("q3", "pending")], "exactly the planned entries went");
     for gone in ["tasks/done-30d", "tasks/failed-7d", "harvest/daily/2026-11-15.json", "reports/weekly/2025-W46.md"] {
         assert!(!r.join(gone).exists(), "{gone}");
     }
@@ -238,7 +269,7 @@ fn a_tree_with_every_kind_of_item() {
     assert_eq!(std::fs::read_to_string(outside.path().join("precious.txt")).unwrap(), "keep me");
     assert!(std::fs::symlink_metadata(r.join("harvest/daily/2026-11-01.json")).is_ok(), "not the policy's");
     let q: MemoryQueue = store.read(&RelPath::new("roles/memory-queue.json").unwrap()).unwrap();
-    assert_eq!(q.queue.iter().map(|e| e.task_id.as_str()).collect::<Vec<_>>(), ["q2"]);
+    assert_eq!(q.queue.iter().map(|e| e.task_id.as_str()).collect::<Vec<_>>(), ["q2", "q3"]);
 
     // --force deletes the held one too.
     let again = plan(&store, &Policy::default(), now, &guard).unwrap();
