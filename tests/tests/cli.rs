@@ -202,6 +202,37 @@ fn validate_with_kind_and_unknown_paths() {
     let r = t.run(&["validate", "--kind", "bogus", f.to_str().unwrap()]);
     r.expect_code(2);
     assert!(r.stderr.contains("unknown kind \"bogus\""), "{}", r.stderr);
+    // A path that cannot be checked is that path's problem; the others are still checked.
+    let good = t.scratch("ok.json", br#"{"level":"high","from":"me","issue":"x"}"#);
+    let missing = t.dir.path().join("gone.json");
+    let r = t.run(&[
+        "validate",
+        "--kind",
+        "escalation",
+        t.dir.path().to_str().unwrap(),
+        missing.to_str().unwrap(),
+        good.to_str().unwrap(),
+    ]);
+    r.expect_code(2);
+    assert!(r.stdout.contains(&format!("{}: ok (escalation)", good.display())), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("{}: /: cannot be read: No such file", missing.display())), "{}", r.stdout);
+    assert!(r.stdout.contains("Is a directory"), "the reason is given: {}", r.stdout);
+    assert!(r.stdout.contains("3 checked, 1 valid, 2 invalid"), "{}", r.stdout);
+    // A bad status names every status there is.
+    let seed = std::fs::read_to_string(
+        repo().join("tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"),
+    )
+    .unwrap();
+    let mut e: serde_json::Value = serde_json::from_str(&seed).unwrap();
+    e["status"] = "bogus".into();
+    let bogus = t.scratch("bogus.json", e.to_string().as_bytes());
+    let r = t.run(&["validate", "--kind", "entry", bogus.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stdout.contains("/status: \"bogus\" is not one of open, in_progress, done, error, canceled"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

@@ -232,6 +232,7 @@ fn bad_sync_config_is_refused_naming_the_key() {
         ("max_conflict_copies = 0", "sync.max_conflict_copies", "out of range"),
         ("log_retention = \"7\"", "sync.log_retention", "no unit"),
         ("pull = \"yes\"", "pull", "invalid type"),
+        ("exclude = [\"ok/**\", \"[unclosed\"]", "sync.exclude[1]", "\"[unclosed\": "),
     ] {
         t.config(&format!("[sync]\n{bad}\n"));
         for args in [&["pull"][..], &["push"][..]] {

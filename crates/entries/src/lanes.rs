@@ -110,7 +110,7 @@ pub struct Pick {
 impl Lanes {
     /// Checks `section`; `has_role` says whether a `[roles.ID]` exists.
     pub fn resolve(section: LanesSection, has_role: impl Fn(&str) -> bool) -> Result<Lanes, ConfigError> {
-        let mut seen: BTreeMap<&str, (&str, &[String])> = BTreeMap::new();
+        let mut seen: BTreeMap<&str, Vec<(&str, &[String])>> = BTreeMap::new();
         for (name, lane) in &section {
             let key = |k: &str| format!("lanes.{name}{k}");
             Id::new(name).map_err(|e| ConfigError::new(key(""), format!("{name:?} is not a lane name: {e}")))?;
@@ -150,8 +150,9 @@ impl Lanes {
                         return Err(ConfigError::new(akey(""), format!("the kind {p}")));
                     }
                 }
-                if let Some((other, projects)) = seen.get(actor.as_str())
-                    && overlap(projects, &lane.projects)
+                if let Some((other, _)) = seen
+                    .get(actor.as_str())
+                    .and_then(|lanes| lanes.iter().find(|(_, projects)| overlap(projects, &lane.projects)))
                 {
                     return Err(ConfigError::new(
                         akey(""),
@@ -160,7 +161,9 @@ impl Lanes {
                         ),
                     ));
                 }
-                seen.insert(actor, (name, &lane.projects));
+                // Every lane the actor is in, not only the last: a third lane may
+                // overlap the first while the second does not.
+                seen.entry(actor).or_default().push((name, &lane.projects));
             }
         }
         Ok(Lanes { lanes: section })
@@ -448,6 +451,11 @@ writes_docs = true
             err("[lanes.a.actors.X]\nrole = \"r\"\n[lanes.b.actors.X]\nrole = \"r\"")
                 .contains("is also an actor of lane a")
         );
+        // A third lane that overlaps the first, not the second (the one seen last).
+        let three = "[lanes.a]\nprojects = [\"p1\"]\n[lanes.a.actors.X]\nrole = \"r\"\n\
+                     [lanes.b]\nprojects = [\"p2\"]\n[lanes.b.actors.X]\nrole = \"r\"\n\
+                     [lanes.c]\nprojects = [\"p1\"]\n[lanes.c.actors.X]\nrole = \"r\"";
+        assert!(err(three).contains("X is also an actor of lane a for the same projects"), "{}", err(three));
         let e = toml::from_str::<toml::Value>("[lanes.l.actors.A]\nrole = \"r\"\nwho = 1").unwrap();
         let typed: Result<LanesSection, _> = e.get("lanes").unwrap().clone().try_into();
         assert!(typed.unwrap_err().to_string().contains("unknown field `who`"));

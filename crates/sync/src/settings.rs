@@ -154,7 +154,17 @@ impl SyncSettings {
             schedule,
             push_on_task_end: file.push_on_task_end.unwrap_or(true),
             concurrency,
-            exclude: file.exclude.unwrap_or_default(),
+            exclude: {
+                // Checked here, naming the pattern, rather than at the first push.
+                let exclude = file.exclude.unwrap_or_default();
+                for (i, p) in exclude.iter().enumerate() {
+                    globset::GlobBuilder::new(p)
+                        .literal_separator(true)
+                        .build()
+                        .map_err(|e| ConfigError::new(format!("sync.exclude[{i}]"), format!("{p:?}: {e}")))?;
+                }
+                exclude
+            },
             retries,
             retry_base,
             retry_max,

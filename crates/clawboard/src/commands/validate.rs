@@ -41,23 +41,33 @@ struct Checked {
     problems: Vec<Problem>,
 }
 
-fn check(path: &std::path::Path, kind: Option<FileKind>, max: u64) -> anyhow::Result<Checked> {
+fn check(path: &std::path::Path, kind: Option<FileKind>, max: u64) -> Checked {
     let file = path.display().to_string();
-    let bad = |kind, problems| Ok(Checked { file: file.clone(), kind, valid: false, problems });
+    let bad = |kind, problems| Checked { file: file.clone(), kind, valid: false, problems };
+    if let Err(e) = std::fs::symlink_metadata(path) {
+        // Said before the kind is guessed from a name that is not there.
+        return bad(None, vec![Problem::new("", format!("cannot be read: {e}"))]);
+    }
     match check_file(path, kind, max) {
-        Ok((kind, _)) => Ok(Checked { file: file.clone(), kind: Some(kind.name()), valid: true, problems: vec![] }),
+        Ok((kind, _)) => Checked { file: file.clone(), kind: Some(kind.name()), valid: true, problems: vec![] },
         Err(Error::Invalid(inv)) => bad(inv.kind, inv.problems),
-        Err(e @ (Error::UnknownKind { .. } | Error::NotFound { .. })) => {
-            let msg = e.to_string();
+        // One file that cannot be read (a directory, no permission) is that file's
+        // problem; the others are still checked.
+        Err(e) => {
+            let mut msg = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                msg.push_str(&format!(": {s}"));
+                source = s.source();
+            }
             let msg = msg.strip_prefix(&format!("{file}: ")).unwrap_or(&msg).to_owned();
             bad(None, vec![Problem::new("", msg)])
         }
-        Err(e) => Err(e.into()),
     }
 }
 
 pub fn run(a: ValidateArgs, s: &Settings) -> anyhow::Result<u8> {
-    let results = a.files.iter().map(|f| check(f, a.kind, s.max_file_bytes)).collect::<anyhow::Result<Vec<_>>>()?;
+    let results: Vec<Checked> = a.files.iter().map(|f| check(f, a.kind, s.max_file_bytes)).collect();
     let invalid = results.iter().filter(|r| !r.valid).count();
     if s.json {
         output::json(&results)?;

@@ -10,18 +10,19 @@ use super::task::names;
 use super::{Extra, is_empty_map};
 use crate::{Id, Timestamp};
 
-/// Where an entry is in its life (seed 004 §2.2, §3).
+/// Where an entry is in its life (seed 004 §2.2, §3): `open` (not yet taken up by
+/// the actor it is addressed to), `in_progress` (being handled), `done` (handled),
+/// `error` (handling failed, or the payload was unusable), `canceled` (no longer
+/// needed: a human's or a higher role's call).
+// No doc comment on a variant: with one, the schema lists the values apart and a
+// refusal names only one of them ("must be \"open\"") instead of all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryStatus {
-    /// Not yet taken up by the actor it is addressed to.
     Open,
-    /// Being handled.
     InProgress,
     Done,
-    /// Handling failed, or the payload was unusable.
     Error,
-    /// No longer needed (a human's or a higher role's call).
     Canceled,
 }
 names!(EntryStatus: Open => "open", InProgress => "in_progress", Done => "done", Error => "error", Canceled => "canceled");
