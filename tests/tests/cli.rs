@@ -62,6 +62,32 @@ fn init_restores_what_is_missing_and_keeps_what_exists() {
     assert_eq!(std::fs::read_to_string(t.root.join("gm/decisions.md")).unwrap(), "# mine\n");
 }
 
+/// A root init cannot make a tree of is refused before anything is made: a file
+/// where a directory of the layout goes, a link to nowhere. A directory of
+/// someone else's it may not read does not stop it.
+#[test]
+fn init_refuses_a_root_in_the_way_before_making_anything() {
+    let t = Tree::new();
+    std::fs::create_dir_all(&t.root).unwrap();
+    std::fs::write(t.root.join("inbox"), "a file of mine").unwrap();
+    let r = t.run(&["init"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("inbox") && r.stderr.contains("is in the way: the tree needs a directory inbox/ there"),
+        "{}",
+        r.stderr
+    );
+    let left: Vec<_> = std::fs::read_dir(&t.root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["inbox"], "nothing was made");
+
+    let dangling = t.dir.path().join("nowhere-link");
+    std::os::unix::fs::symlink(t.dir.path().join("nowhere"), &dangling).unwrap();
+    let r = t.command_no_root(&["--root", dangling.to_str().unwrap(), "init"]).output().unwrap();
+    let r = clawboard_tests::Run::from(r);
+    r.expect_code(2);
+    assert!(r.stderr.contains("is a symbolic link to") && r.stderr.contains("which does not exist"), "{}", r.stderr);
+}
+
 #[test]
 fn submit_then_list_shows_the_task() {
     let t = Tree::init();

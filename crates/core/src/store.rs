@@ -106,6 +106,13 @@ impl Store {
     /// Creates whatever part of the layout is missing; changes nothing that exists.
     pub fn init(root: &Path) -> Result<(Store, InitReport)> {
         let mut report = InitReport::default();
+        if fs::symlink_metadata(root).is_ok_and(|m| m.file_type().is_symlink()) && !root.exists() {
+            let to = fs::read_link(root).map(|t| t.display().to_string()).unwrap_or_default();
+            return Err(Error::UnsafePath {
+                path: root.display().to_string(),
+                reason: format!("is a symbolic link to {to:?}, which does not exist; create it, or give another root"),
+            });
+        }
         if !root.exists() {
             fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
             report.created.push(".".into());
@@ -113,6 +120,17 @@ impl Store {
         let canonical = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
         if !canonical.is_dir() {
             return Err(Error::UnsafePath { path: root.display().to_string(), reason: "is not a directory".into() });
+        }
+        // Every place of the layout first, so that a clash stops init before it
+        // has made anything (not half a tree).
+        for dir in layout::DIRS {
+            let p = canonical.join(dir);
+            if fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
+                return Err(Error::UnsafePath {
+                    path: p.display().to_string(),
+                    reason: format!("is in the way: the tree needs a directory {dir}/ there"),
+                });
+            }
         }
         let store = Store {
             root: canonical,

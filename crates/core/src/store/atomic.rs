@@ -140,8 +140,11 @@ pub(super) fn remove_stale_temps(root: &Path) -> Result<Vec<String>> {
                 continue;
             }
             Err(e) => {
+                // A directory this process may not read (someone else's, in a root
+                // that held other things) has no temp file of ours: passed over.
                 let path = e.path().map(Path::to_owned).unwrap_or_else(|| root.to_owned());
-                return Err(Error::io(path, e.into()));
+                tracing::warn!(path = %path.display(), "not looked into for leftover temp files: {e}");
+                continue;
             }
         };
         let Some(name) = entry.file_name().to_str() else {
