@@ -95,6 +95,10 @@ fn encode(rel: &RelPath, entry: &Entry) -> Result<String> {
 pub fn create(store: &Store, entry: &Entry) -> Result<RelPath> {
     let rel = rel_path(entry.project_id.as_str(), entry.id.as_str())?;
     let text = encode(&rel, entry)?;
+    // The look in every project and the create, as one: two writers of one id in
+    // two projects would both find it free. A lock of its own, not one of the
+    // store's path locks, which `create_bytes` takes inside it.
+    let _ids = ids_lock(store)?;
     if let Some(taken) = find(store, entry.id.as_str())? {
         return Err(Error::Duplicate { id: entry.id.to_string(), path: taken.to_string() });
     }
@@ -103,6 +107,17 @@ pub fn create(store: &Store, entry: &Entry) -> Result<RelPath> {
         other => other.into(),
     })?;
     Ok(rel)
+}
+
+/// Held while an entry's id is checked free and the entry created.
+fn ids_lock(store: &Store) -> Result<std::fs::File> {
+    let dir = store.root().join(layout::LOCKS);
+    let path = dir.join("entry-ids.lock");
+    let io = |e| Error::from(clawboard_core::Error::io(&path, e));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::from(clawboard_core::Error::io(&dir, e)))?;
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+    file.lock().map_err(io)?;
+    Ok(file)
 }
 
 /// A new id as the seed advises: the project, the source, and a counter one past

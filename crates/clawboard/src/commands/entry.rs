@@ -268,14 +268,25 @@ fn from_flags(a: NewArgs, store: &clawboard_core::Store) -> anyhow::Result<Entry
 
 fn new(a: NewArgs, s: &Settings) -> anyhow::Result<u8> {
     let store = open_store(s)?;
-    let entry = match &a.file {
+    // An id picked here (not given) moves on when another writer took it first.
+    let picked = a.file.is_none() && a.id.is_none();
+    let mut entry = match &a.file {
         Some(file) => {
             let text = read_input(file)?;
             clawboard_core::validate::parse::<Entry>(file, text.as_bytes(), &Default::default())?
         }
         None => from_flags(a, &store)?,
     };
-    let rel = entries::create(&store, &entry)?;
+    let mut tries = 0;
+    let rel = loop {
+        match entries::create(&store, &entry) {
+            Err(entries::Error::Duplicate { .. }) if picked && tries < 1000 => {
+                entry.id = entries::board::bump(&entry.id)?;
+                tries += 1;
+            }
+            r => break r?,
+        }
+    };
     if s.json {
         output::json(&entry)?;
     } else {
