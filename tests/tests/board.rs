@@ -313,6 +313,11 @@ fn a_person_uses_the_board_from_the_cli_and_bad_input_changes_nothing() {
         r.stderr
     );
 
+    // Bytes that are not text, on standard input: bad input, not a failure.
+    let r = run_env(&t, &["board", "set", "t1", "meta.intent", "-"], &[], b"\xff\xfe caf\xe9");
+    r.expect_code(2);
+    assert!(r.stderr.contains("meta.intent: the value on standard input is not UTF-8 text"), "{}", r.stderr);
+
     // A board that would grow past the file limit is refused before anything is written.
     let big = format!("\"{}\"", "x".repeat(700 * 1024));
     let limited = [("CLAWBOARD_MAX_FILE_SIZE", "1MiB")];

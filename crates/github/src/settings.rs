@@ -197,6 +197,19 @@ impl GithubSettings {
         let enabled = s.enabled.unwrap_or(false);
         let api = s.api.unwrap_or_else(|| DEFAULT_API.to_owned());
         let api = api.trim_end_matches('/').to_owned();
+        if let Some(rest) = api.strip_prefix("http://") {
+            // The token goes in every request: in the clear only to this machine.
+            let host = rest.split(['/', ':']).next().unwrap_or_default();
+            let host = if rest.starts_with('[') { rest.split(']').next().map_or("", |h| &h[1..]) } else { host };
+            if !matches!(host, "127.0.0.1" | "localhost" | "::1") {
+                return Err(bad(
+                    "api",
+                    format!(
+                        "{api:?}: plain http sends the token in the clear; use https:// (plain http only to 127.0.0.1, localhost or [::1])"
+                    ),
+                ));
+            }
+        }
         let host = api.strip_prefix("https://").or_else(|| api.strip_prefix("http://"));
         if host.is_none_or(|h| h.is_empty() || h.starts_with('/') || h.contains(['?', '#', ' ', '@'])) {
             return Err(bad(
@@ -353,6 +366,14 @@ issues = [{ lane = "doc_update", numbers = [571, 572], label = "blackboard" }, {
         );
         assert!(err("[github]\nenabled = true\nrepository = \"o/r\"").starts_with("github.issues: is empty"));
         assert!(err("[github]\napi = \"api.github.com\"").starts_with("github.api: "));
+        assert!(
+            err("[github]\napi = \"http://ghe.example/api/v3\"").contains("plain http sends the token in the clear")
+        );
+        assert!(err("[github]\napi = \"http://10.0.0.5:8080\"").contains("use https://"));
+        assert!(err("[github]\ntrusted_authors = [\"a b\"]").starts_with("github.trusted_authors[0]: "));
+        for local in ["http://127.0.0.1:8080", "http://localhost:9", "http://[::1]:9/api"] {
+            assert!(resolve(&format!("[github]\napi = \"{local}\"\nrepository = \"o/r\"")).is_ok(), "{local}");
+        }
         assert!(err("[github]\ntoken_env = \"A\"\ntoken_file = \"/t\"").contains("not both"));
         assert!(err("[github]\ntoken_env = \"A-B\"").starts_with("github.token_env: "));
         assert!(err("[github]\nschedule = \"often\"").starts_with("github.schedule: "));

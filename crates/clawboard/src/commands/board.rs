@@ -281,9 +281,10 @@ fn slice(ctx: &Ctx<'_>, caller: &Caller, board: &TaskBoard, r: &Request) -> Resu
 
 fn value_of(text: &str, path: &str) -> anyhow::Result<Value> {
     let text = if text == "-" {
-        let mut buf = String::new();
-        std::io::stdin().read_to_string(&mut buf).context("reading the value from standard input")?;
-        buf
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).context("reading the value from standard input")?;
+        String::from_utf8(bytes)
+            .map_err(|e| BadInput(format!("{path}: the value on standard input is not UTF-8 text ({e})")))?
     } else {
         text.to_owned()
     };

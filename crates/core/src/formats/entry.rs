@@ -126,6 +126,33 @@ pub fn name_problem(value: &str) -> Option<String> {
     } else if value.chars().any(char::is_control) {
         Some(format!("{value:?} holds a control character"))
     } else {
-        None
+        // A name is printed on terminals and on the review page: a direction
+        // override would show it reversed, a zero-width one as another name.
+        value
+            .chars()
+            .find(|c| invisible_format(*c))
+            .map(|c| format!("{value:?} holds the invisible formatting character U+{:04X}", u32::from(c)))
+    }
+}
+
+/// Zero-width characters and bidirectional controls.
+fn invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_what_it_shows() {
+        assert_eq!(name_problem("Aya"), None);
+        assert_eq!(name_problem("綾"), None);
+        assert!(name_problem(" ").is_some_and(|p| p == "is empty"));
+        assert!(name_problem("A\u{7}").is_some_and(|p| p.contains("control character")));
+        // Shown reversed, or as another name.
+        for hidden in ["A\u{202E}yaS", "A\u{200B}ya", "\u{2066}Aya\u{2069}"] {
+            assert!(name_problem(hidden).is_some_and(|p| p.contains("invisible formatting character")), "{hidden:?}");
+        }
     }
 }
