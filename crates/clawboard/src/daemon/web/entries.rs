@@ -22,10 +22,7 @@ pub fn section(w: &Web) -> String {
         o.push_str(&format!("<p class=\"flash error\">Cannot read entries/: {}</p>", esc(&e.to_string())));
         Default::default()
     });
-    let mut shown: Vec<&Entry> = all
-        .iter()
-        .filter(|e| (e.to == entries::HUMAN && !e.status.is_final()) || e.status == EntryStatus::Error)
-        .collect();
+    let mut shown: Vec<&Entry> = all.iter().filter(|e| waits_on_a_person(e, &w.daemon.lanes)).collect();
     shown.reverse();
     o.insert_str(0, &format!("<section id=\"entries\"><h2>Entries for Human ({})</h2>", shown.len()));
     if shown.is_empty() {
@@ -54,6 +51,17 @@ pub fn section(w: &Web) -> String {
     o
 }
 
+/// Whether a person sees entry `e`: it waits on Human, it ended in `error`, or it
+/// is open and no lane picks it (an actor's name or a kind no lane has, while
+/// lanes are configured): it would wait for ever otherwise.
+fn waits_on_a_person(e: &Entry, lanes: &entries::Lanes) -> bool {
+    (e.to == entries::HUMAN && !e.status.is_final()) || e.status == EntryStatus::Error || stranded(e, lanes)
+}
+
+fn stranded(e: &Entry, lanes: &entries::Lanes) -> bool {
+    !lanes.is_empty() && e.to != entries::HUMAN && !e.status.is_final() && lanes.pick(e).is_none()
+}
+
 fn row(w: &Web, e: &Entry) -> String {
     let id = esc(e.id.as_str());
     let summary = e.payload.get("summary").and_then(|s| s.as_str()).unwrap_or_default();
@@ -72,7 +80,11 @@ fn row(w: &Web, e: &Entry) -> String {
         esc(&e.from),
         esc(&e.kind),
         esc(&crate::output::truncate(summary, 200)),
-        esc(e.note.as_deref().unwrap_or("")),
+        esc(&if stranded(e, &w.daemon.lanes) {
+            format!("no lane picks it: to {}, kind {}", e.to, e.kind)
+        } else {
+            e.note.clone().unwrap_or_default()
+        }),
         esc(e.updated_at.as_str()),
         st = e.status.as_str(),
     )
@@ -108,5 +120,40 @@ pub async fn act(
         }
         Ok(Err(e)) => back(format!("error={}", crate::output::percent_encode(&e.to_string()))),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_no_lane_picks_waits_on_a_person() {
+        let section: entries::LanesSection = toml::from_str::<toml::Table>(
+            "[lanes.doc_update]\nprojects = [\"p\"]\n[lanes.doc_update.actors.Aya]\nrole = \"aya\"\npicks = [\"ask\"]\n",
+        )
+        .unwrap()
+        .get("lanes")
+        .unwrap()
+        .clone()
+        .try_into()
+        .unwrap();
+        let lanes = entries::Lanes::resolve(section, |_| true).unwrap();
+        let entry = |to: &str, kind: &str, status: EntryStatus| -> Entry {
+            serde_json::from_value(serde_json::json!({
+                "id": "p-x-1", "from": "Human", "to": to, "project_id": "p", "kind": kind, "status": status,
+                "payload": {}, "target_docs": [], "created_at": "2026-11-27T00:00:00Z", "updated_at": "2026-11-27T00:00:00Z"
+            }))
+            .unwrap()
+        };
+        assert!(!waits_on_a_person(&entry("Aya", "ask", EntryStatus::Open), &lanes), "a lane picks it");
+        assert!(waits_on_a_person(&entry("Aay", "ask", EntryStatus::Open), &lanes), "a misspelt actor");
+        assert!(waits_on_a_person(&entry("Aya", "aks", EntryStatus::Open), &lanes), "a kind Aya does not pick");
+        assert!(!waits_on_a_person(&entry("Aay", "ask", EntryStatus::Done), &lanes), "ended");
+        assert!(waits_on_a_person(&entry("Human", "ask", EntryStatus::Open), &lanes));
+        assert!(waits_on_a_person(&entry("Aya", "ask", EntryStatus::Error), &lanes));
+        // Without lanes, entries are data for someone else: none is stranded.
+        let none = entries::Lanes::resolve(entries::LanesSection::default(), |_| true).unwrap();
+        assert!(!waits_on_a_person(&entry("Aay", "ask", EntryStatus::Open), &none));
     }
 }
