@@ -240,11 +240,19 @@ pub fn parse_file(path: &Path, text: &str) -> Result<FileConfig, BadInput> {
     })
 }
 
+/// `line N (`the line`): ` for an error at `span`: the line quoted, since TOML's
+/// message alone may not name the key (`duplicate key`).
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    match span {
-        Some(r) => format!("line {}: ", text[..r.start.min(text.len())].matches('\n').count() + 1),
-        None => String::new(),
+    let Some(r) = span else { return String::new() };
+    let start = r.start.min(text.len());
+    let n = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(n - 1).unwrap_or_default().trim();
+    if line.is_empty() {
+        return format!("line {n}: ");
     }
+    let shown: String = line.chars().take(60).collect();
+    let more = if line.chars().count() > 60 { "…" } else { "" };
+    format!("line {n} (`{shown}{more}`): ")
 }
 
 fn load_file(args: &GlobalArgs, env: &Env) -> anyhow::Result<(FileConfig, Option<PathBuf>)> {

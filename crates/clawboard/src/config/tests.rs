@@ -60,7 +60,8 @@ fn bad_config_names_the_key_in_one_line() {
         ("[limits]\nmax_size = 3\n", "key limits.max_size: unknown field `max_size`"),
         ("rooot = \"/x\"\n", "key rooot: unknown field `rooot`"),
         ("[log]\nformat = \"xml\"\n", "key log.format: unknown variant `xml`"),
-        ("root = \n", "line 1: "),
+        ("root = \n", "line 1 (`root =`): "),
+        ("[log]\nfilter = \"a\"\nfilter = \"b\"\n", "line 3 (`filter = \"b\"`): duplicate key"),
     ];
     for (text, want) in cases {
         let err = parse_file(Path::new("c.toml"), text).unwrap_err().0;
