@@ -272,7 +272,7 @@ async fn board(
         Ok(r) => r,
         Err(e) => return fail(StatusCode::BAD_REQUEST, format!("the board request is not valid: {e}"), None),
     };
-    if bearer(&headers) == s.person_token {
+    if clawboard_core::token::constant_time_eq(bearer(&headers).as_bytes(), s.person_token.as_bytes()) {
         // A person's `clawboard board` while the daemon runs: as on the files
         // (any task, any zone), but numbered with the daemon's own records.
         tracing::info!(task = %req.task, op = %req.op, path = req.path.as_deref().unwrap_or(""), "a person's board write");
