@@ -80,6 +80,16 @@ fn init_refuses_a_root_in_the_way_before_making_anything() {
     let left: Vec<_> = std::fs::read_dir(&t.root).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, ["inbox"], "nothing was made");
 
+    // A directory of other things: made a tree, and said so.
+    std::fs::remove_file(t.root.join("inbox")).unwrap();
+    std::fs::write(t.root.join("notes.txt"), "mine").unwrap();
+    let r = t.run(&["init"]);
+    r.ok();
+    assert!(r.stdout.contains("was not a blackboard and already held notes.txt; left as they are"), "{}", r.stdout);
+    assert_eq!(std::fs::read_to_string(t.root.join("notes.txt")).unwrap(), "mine");
+    let again = t.run(&["init"]);
+    assert!(!again.stdout.contains("was not a blackboard"), "{}", again.stdout);
+
     let dangling = t.dir.path().join("nowhere-link");
     std::os::unix::fs::symlink(t.dir.path().join("nowhere"), &dangling).unwrap();
     let r = t.command_no_root(&["--root", dangling.to_str().unwrap(), "init"]).output().unwrap();

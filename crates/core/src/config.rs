@@ -101,6 +101,10 @@ impl Schedule {
             }
         };
         let inner = cron::Schedule::from_str(&full).map_err(|e| ConfigError::new(key, format!("{text:?}: {e}")))?;
+        // A valid schedule that never comes (30 February) would be a job that never runs.
+        if inner.upcoming(chrono::Utc).next().is_none() {
+            return Err(ConfigError::new(key, format!("{text:?} never comes (no such date); the job would never run")));
+        }
         Ok(Schedule { text: text.to_owned(), inner })
     }
 
@@ -129,6 +133,9 @@ mod tests {
     fn schedules_take_five_or_six_fields() {
         assert!(Schedule::parse("s", "*/5 * * * *").is_ok());
         assert!(Schedule::parse("s", "*/2 * * * * *").is_ok());
+        let never = Schedule::parse("retention.schedule", "0 0 30 2 *").unwrap_err().to_string();
+        assert!(never.contains("never comes"), "{never}");
+        assert!(Schedule::parse("s", "0 0 29 2 *").is_ok(), "29 February comes in leap years");
         let e = Schedule::parse("sync.schedule", "every 5 minutes").unwrap_err().to_string();
         assert!(e.contains("sync.schedule") && e.contains("5 fields"), "{e}");
         let e = Schedule::parse("sync.schedule", "99 * * * *").unwrap_err().to_string();

@@ -157,6 +157,21 @@ pub struct PolicyError {
     pub reason: String,
 }
 
+/// A YAML value as it was written, for an error (not Rust's `Integer(30)`).
+fn yaml_shown(v: &yaml_rust2::Yaml) -> String {
+    use yaml_rust2::Yaml;
+    match v {
+        Yaml::Integer(n) => n.to_string(),
+        Yaml::Real(r) => r.clone(),
+        Yaml::Boolean(b) => b.to_string(),
+        Yaml::String(s) => format!("{s:?}"),
+        Yaml::Null => "null (nothing)".into(),
+        Yaml::Array(_) => "a list".into(),
+        Yaml::Hash(_) => "a mapping".into(),
+        _ => "this value".into(),
+    }
+}
+
 /// The largest `retention.yaml` read.
 const MAX_POLICY_BYTES: usize = 64 * 1024;
 
@@ -249,7 +264,12 @@ impl Policy {
                     };
                     let text = match fv {
                         Yaml::String(s) => s.clone(),
-                        other => return Err(err(&key, format!("{other:?} is not a duration such as \"30 days\""))),
+                        other => {
+                            return Err(err(
+                                &key,
+                                format!("{} is not a duration such as \"30 days\"", yaml_shown(other)),
+                            ));
+                        }
                     };
                     let keep = Keep::parse(&text).map_err(|e| err(&key, e))?;
                     policy.keep.insert(rule, keep);

@@ -67,7 +67,8 @@ fn durations_parse_as_people_write_them_and_bad_ones_name_the_key() {
     for (yaml, key, reason) in [
         ("retention:\n  tasks:\n    completed: 30 dayz\n", "retention.tasks.completed", "unknown unit"),
         ("retention:\n  tasks:\n    completed: soon\n", "retention.tasks.completed", "not a duration"),
-        ("retention:\n  tasks:\n    completed: 30\n", "retention.tasks.completed", "is not a duration such as"),
+        ("retention:\n  tasks:\n    completed: 30\n", "retention.tasks.completed", "30 is not a duration such as"),
+        ("retention:\n  tasks:\n    completed: [1]\n", "retention.tasks.completed", "a list is not a duration"),
         ("retention:\n  tasks:\n    archived: 30 days\n", "retention.tasks.archived", "tasks has completed, failed"),
         ("retention:\n  logs:\n    daily: 1 day\n", "retention.logs", "unknown key"),
         ("retain:\n  tasks: {}\n", "retain", "unknown key"),
