@@ -626,7 +626,12 @@ def sensitive_filter(ctx, s):
     checked; a word with a replacement is replaced, one without fails the check.
     Prints {"output": {"passed", "findings", "fixes_applied", "fixed": {key: value}}}."""
     platform = platform_of(s, ctx)
-    words, reps = filter_config(platform)
+    if isinstance(ctx.get("sensitive_words"), list):
+        # The daemon hands over the words in force (its config's [blueprints]).
+        words = [w for w in ctx["sensitive_words"] if isinstance(w, str)]
+        reps = {k: v for k, v in (ctx.get("replacements") or {}).items() if isinstance(v, str)}
+    else:
+        words, reps = filter_config(platform)
     findings, fixes, fixed, passed = [], [], {}, True
 
     def clean(path, value):

@@ -1068,6 +1068,38 @@ fn a_listed_word_in_the_final_content_is_no_success() {
     assert!(!record["fixes_applied"].to_string().contains("国家级"), "an unfixed word is no fix: {record}");
 }
 
+/// The word filter as a role (`[blueprints] sensitive_filter_role`): each step's
+/// output, and the final content, go through the example role as steps of their
+/// own, and it checks the words the config has (handed over in its context), not
+/// the shipped file's: here 秋冬, which no shipped list holds.
+#[test]
+fn a_filter_role_checks_every_output_with_the_configs_words() {
+    let t = Tree::init();
+    let cfg = t.config(&config(
+        &[],
+        "[blueprints]\nsensitive_filter_role = \"sensitive-filter\"\n\
+         [blueprints.sensitive_words]\nall = [\"最好\", \"秋冬\"]\n\
+         [blueprints.replacements]\n\"最好\" = \"很好\"\n\"秋冬\" = \"冬季\"\n",
+    ));
+    let input = t.scratch("in.json", json!({"user_input": xhs_input()}).to_string().as_bytes());
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "run", "xiaohongshu_viral", "--input", input.to_str().unwrap()]);
+    r.ok();
+    let out = r.json();
+    check_contract(&out);
+    assert_eq!(out["execution_result"]["status"], "success", "{out:#}");
+    let title = out["final_content"]["title"].as_str().unwrap();
+    assert!(title.contains("冬季") && !title.contains("秋冬"), "{title}");
+    let tasks: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let steps: Vec<String> = t.attempts(&tasks[0]).iter().map(|a| a["step"].as_str().unwrap().to_owned()).collect();
+    assert!(steps.iter().any(|s| s == "bp/title/filter"), "{steps:?}");
+    assert!(steps.iter().any(|s| s == "bp/final/filter"), "{steps:?}");
+    let fixes = out["blackboard_snapshot"]["control_zone"]["sensitive_filter"]["fixes_applied"].to_string();
+    assert!(fixes.contains("秋冬") && fixes.contains("冬季"), "{fixes}");
+}
+
 // --- 8. a PM that names a blueprint ----------------------------------------------
 
 #[test]

@@ -199,6 +199,13 @@ impl Vm<'_, '_> {
         extra.insert("blueprint_id".into(), json!(self.bp.id));
         extra.insert("checks".into(), json!(target.to_string()));
         extra.insert("platform".into(), json!(self.platform));
+        // The words in force (the config's, not the shipped file's), so that a
+        // filter role checks what the built-in filter would.
+        let words = self.mw.words_for(&self.platform);
+        let replacements: Map<String, Value> =
+            words.iter().filter_map(|w| self.mw.replacements.get(*w).map(|r| ((*w).to_owned(), json!(r)))).collect();
+        extra.insert("sensitive_words".into(), json!(words));
+        extra.insert("replacements".into(), Value::Object(replacements));
         let info = StepInfo {
             kind: "blueprint",
             step: format!("{step}/filter"),
