@@ -149,62 +149,33 @@ fn refusals_name_the_entry_field_or_rule_and_change_nothing() {
 #[test]
 fn entries_written_at_once_get_ids_of_their_own() {
     let t = Tree::init();
-    let children: Vec<_> = (0..12)
-        .map(|_| {
-            t.command(&[
-                "--json",
-                "entry",
-                "new",
-                "--project",
-                "p",
-                "--from",
-                "Human",
-                "--to",
-                "Aya",
-                "--kind",
-                "k",
-                "--source",
-                "c",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-        })
-        .collect();
+    // `clawboard entry new` for Human to Aya in `project`, plus `more`, all started at once.
+    let at_once = |projects: &[&str], more: &[&str]| -> Vec<std::process::Output> {
+        let children: Vec<_> = projects
+            .iter()
+            .map(|project| {
+                let mut args = vec!["--json", "entry", "new", "--project", project, "--from", "Human", "--to", "Aya"];
+                args.extend_from_slice(&["--kind", "k"]);
+                args.extend_from_slice(more);
+                t.command(&args)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+    };
     let mut ids = std::collections::BTreeSet::new();
-    for c in children {
-        let out = c.wait_with_output().unwrap();
+    for out in at_once(&["p"; 12], &["--source", "c"]) {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         ids.insert(v["id"].as_str().unwrap().to_owned());
     }
     assert_eq!(ids.len(), 12, "{ids:?}");
 
-    let children: Vec<_> = ["q", "r", "q", "r", "q", "r"]
-        .into_iter()
-        .map(|project| {
-            t.command(&[
-                "entry",
-                "new",
-                "--project",
-                project,
-                "--from",
-                "Human",
-                "--to",
-                "Aya",
-                "--kind",
-                "k",
-                "--id",
-                "dup4",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-        })
-        .collect();
-    let made = children.into_iter().filter_map(|c| c.wait_with_output().ok()).filter(|o| o.status.success()).count();
+    let made =
+        at_once(&["q", "r", "q", "r", "q", "r"], &["--id", "dup4"]).iter().filter(|o| o.status.success()).count();
     assert_eq!(made, 1, "one id, one entry");
     let found: Vec<_> = ["q", "r"].iter().filter(|p| t.root.join(format!("entries/{p}/dup4.json")).exists()).collect();
     assert_eq!(found.len(), 1, "{found:?}");
