@@ -548,13 +548,13 @@ def platform_adapter(ctx, s):
     tags = first(s, "hashtags")
     tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else hashtag_worker(ctx, s)["output"]
     if platform == "twitter":
-        # A thread, tweet by tweet (platform compliance checks each against 280
-        # chars): the thread's tweets (or the body cut into tweets), then the CTA
-        # and the hashtags as the last tweet.
+        # A thread, tweet by tweet (platform compliance weighs each as Twitter
+        # does, against 280): the thread's tweets (or the body cut into tweets),
+        # then the CTA and the hashtags as the last tweet.
         tweets = [text(t) for t in thread] if isinstance(thread, list) and thread else chunks(body, 270)
         last = " ".join(p for p in [cta, " ".join("#" + t for t in tags)] if p)
         if last:
-            tweets.append(last[:280])
+            tweets.append(cut(last, 280))
         full = "\n\n".join(tweets)
         return {"output": {platform: {
             "title": title,
@@ -579,17 +579,39 @@ def platform_adapter(ctx, s):
     }}}
 
 
+def weight(text):
+    """A tweet's length as Twitter counts it (twitter-text v3, as platform
+    compliance does): 1 for U+0000-U+10FF and a few punctuation ranges, 2 for
+    any other character (Chinese, emoji). An emoji of several code points is
+    over-counted here, which only makes a tweet shorter."""
+    light = lambda c: ord(c) <= 0x10FF or 0x2000 <= ord(c) <= 0x200D or 0x2010 <= ord(c) <= 0x201F or 0x2032 <= ord(c) <= 0x2037
+    return sum(1 if light(c) else 2 for c in str(text))
+
+
+def cut(text, size):
+    """The longest start of `text` weighing at most `size`."""
+    out, n = "", 0
+    for c in str(text):
+        n += weight(c)
+        if n > size:
+            break
+        out += c
+    return out
+
+
 def chunks(body, size):
-    """`body` as tweets of at most `size` chars, cut at paragraph breaks where possible."""
+    """`body` as tweets weighing at most `size` (see `weight`), cut at paragraph
+    breaks where possible."""
     out, cur = [], ""
     for para in [p for p in str(body).split("\n\n") if p]:
-        while len(para) > size:
+        while weight(para) > size:
             if cur:
                 out.append(cur)
                 cur = ""
-            out.append(para[:size])
-            para = para[size:]
-        if cur and len(cur) + 2 + len(para) > size:
+            head = cut(para, size)
+            out.append(head)
+            para = para[len(head):]
+        if cur and weight(cur) + 2 + weight(para) > size:
             out.append(cur)
             cur = para
         else:
