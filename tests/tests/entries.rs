@@ -101,6 +101,13 @@ fn render_prints_the_seeds_form_and_parse_reads_it_back() {
     assert_eq!(r.stdout, seed);
 }
 
+/// An entry file for `entry new --file`: id `e1`, `status` and `payload` as given.
+fn entry_text(status: &str, payload: &str) -> String {
+    format!(
+        r#"{{"id":"e1","from":"Human","to":"Aya","project_id":"p","kind":"k","status":"{status}","payload":{payload},"target_docs":[],"created_at":"2025-11-30T02:30:00+09:00","updated_at":"2025-11-30T02:30:00+09:00"}}"#
+    )
+}
+
 #[test]
 fn refusals_name_the_entry_field_or_rule_and_change_nothing() {
     let t = Tree::init();
@@ -138,6 +145,30 @@ fn refusals_name_the_entry_field_or_rule_and_change_nothing() {
     );
     let big = t.scratch("big.json", big.as_bytes());
     refused(&["entry", "new", "--file", big.to_str().unwrap()], &["entry big", "at most 65000 bytes"]);
+    let done = t.scratch("done.json", entry_text("done", "{}").as_bytes());
+    refused(&["entry", "new", "--file", done.to_str().unwrap()], &["done.json: /status", "a new entry starts open"]);
+    let twice = t.scratch("twice.json", entry_text("open", r#"{"summary":"a","summary":"b"}"#).as_bytes());
+    refused(
+        &["entry", "new", "--file", twice.to_str().unwrap()],
+        &["twice.json", "/payload", "the key \"summary\" appears twice"],
+    );
+    refused(
+        &[
+            "entry",
+            "new",
+            "--project",
+            "p",
+            "--from",
+            "Human",
+            "--to",
+            "Aya",
+            "--kind",
+            "k",
+            "--details",
+            r#"{"a":1,"a":2}"#,
+        ],
+        &["--details", "the key \"a\" appears twice"],
+    );
     let broken = t.scratch("broken.md", b"<!-- blackboard:doc_update_v1 -->\n\njson\n{\"id\": 'x'}");
     refused(&["entry", "parse", broken.to_str().unwrap(), "--add"], &["broken.md", "rule 3", "double quotes only"]);
     refused(&["entry", "render", &id, "--marker", "evil -->"], &["--marker"]);

@@ -277,12 +277,40 @@ impl Blueprint {
     }
 }
 
+/// A JSON pointer as the blueprint's errors name fields: `/steps/0/when` → `steps[0].when`.
+fn pointer_to_field(pointer: &str) -> String {
+    let mut field = String::new();
+    for part in pointer.split('/').skip(1) {
+        if part.bytes().all(|b| b.is_ascii_digit()) && !part.is_empty() {
+            field.push_str(&format!("[{part}]"));
+        } else {
+            if !field.is_empty() {
+                field.push('.');
+            }
+            field.push_str(&part.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    field
+}
+
 /// A blueprint, each of its steps and its loop are JSON objects: serde would take
 /// a struct from an array too (`["id", "static_linear", ...]`), which no one
 /// means to write. Syntax errors are left to the parse that follows, which
 /// names the field.
 fn check_shape(file: &str, text: &str) -> Result<()> {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else { return Ok(()) };
+    let v = match clawboard_core::json::parse_value(text.as_bytes()) {
+        Ok(v) => v,
+        Err(clawboard_core::json::JsonError::DuplicateKey { pointer, key, line, column }) => {
+            let field = if pointer.is_empty() { "(top level)".to_owned() } else { pointer_to_field(&pointer) };
+            return Err(Error::invalid(
+                file,
+                None,
+                field,
+                format!("names {key:?} twice (line {line}, column {column}); JSON readers disagree on which counts"),
+            ));
+        }
+        Err(clawboard_core::json::JsonError::Syntax(_)) => return Ok(()),
+    };
     let kind = |v: &serde_json::Value| match v {
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::String(_) => "a string",

@@ -54,7 +54,7 @@ fn set_op() -> impl Strategy<Value = Gen> {
         text().prop_map(|s| Gen::Set("meta.intent", json!(s))),
         styles.prop_map(|s| Gen::Set("meta.style", json!(s))),
         platforms.prop_map(|s| Gen::Set("meta.platform", json!(s))),
-        any::<i32>().prop_map(|n| Gen::Set("meta.constraints.word_count.max", json!(n))),
+        any::<u32>().prop_map(|n| Gen::Set("meta.constraints.word_count.max", json!(n))),
         text().prop_map(|s| Gen::Set("meta.constraints.tone", json!(s))),
         text().prop_map(|s| Gen::Set("meta.constraints", json!({"tone": s, "must_include": [s]}))),
         scalar().prop_map(|v| Gen::Set("meta.mine", v)),

@@ -27,6 +27,7 @@ pub mod formats;
 pub mod id;
 pub mod index;
 pub mod journal;
+pub mod json;
 pub mod kind;
 pub mod layout;
 pub mod lock;

@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::json::JsonError;
 use crate::kind::{FileKind, Format, PathContext};
 use crate::schema::{self, Problem};
 
@@ -83,7 +84,18 @@ pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Va
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(vec![Problem::new("", "the file is empty; it must hold one JSON object")]);
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| vec![json_problem(&e)])?;
+    let value = crate::json::parse_value(bytes).map_err(|e| {
+        vec![match e {
+            JsonError::Syntax(e) => json_problem(&e),
+            JsonError::DuplicateKey { pointer, key, line, column } => Problem::new(
+                pointer,
+                format!(
+                    "the key {key:?} appears twice in this object (line {line}, column {column}); \
+                     JSON readers disagree on which one counts, so remove one"
+                ),
+            ),
+        }]
+    })?;
     let problems = schema::validate(kind.schema(), &value);
     if !problems.is_empty() {
         return Err(problems);
@@ -232,6 +244,13 @@ mod tests {
         assert!(problems(br#"{"type":"coding","description":"x"} x"#)[0].contains("unexpected text after"));
         assert!(problems(br#"{"type":"coding""#)[0].contains("ends too early"));
         assert!(problems(br#"[1]"#)[0].contains("expected an object, found an array"));
+        assert_eq!(
+            problems(br#"{"type":"coding","description":"x","type":"writing"}"#),
+            vec![
+                "/: the key \"type\" appears twice in this object (line 1, column 41); \
+                 JSON readers disagree on which one counts, so remove one"
+            ]
+        );
         assert!(
             problems(br#"{"type":"coding","description":"x","status":"running"}"#)[0]
                 .starts_with("/status: a new task must be \"pending\"")

@@ -91,7 +91,7 @@ pub fn parse(text: &str) -> Result<Parsed, CommentError> {
             .ok_or_else(|| CommentError::JsonLine(format!("the {fence}json block is never closed with {fence}")))?;
         rest[at + 1..at + 1 + close].join("\n")
     };
-    let value: serde_json::Value = serde_json::from_str(body.trim()).map_err(|e| {
+    let value = clawboard_core::json::parse_value(body.trim().as_bytes()).map_err(|e| {
         let hint = if body.contains('\'') { " (JSON takes double quotes only)" } else { "" };
         CommentError::Json(format!("{e}{hint}"))
     })?;

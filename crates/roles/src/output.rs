@@ -85,7 +85,14 @@ pub struct HarvestOutput {
 /// directory (`..`, an absolute path; a URL is fine). Unparsable output passes here
 /// and is reported by [`parse_output`].
 pub fn check_scope(stdout: &[u8], task_id: &str) -> Result<(), String> {
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(stdout) else { return Ok(()) };
+    let v = match clawboard_core::json::parse_value(stdout) {
+        Ok(v) => v,
+        Err(clawboard_core::json::JsonError::Syntax(_)) => return Ok(()),
+        Err(clawboard_core::json::JsonError::DuplicateKey { pointer, key, line, column }) => {
+            let at = if pointer.is_empty() { "/" } else { &pointer };
+            return Err(format!("stdout {at}: the key {key:?} appears twice (line {line}, column {column})"));
+        }
+    };
     match v.get("taskId") {
         None => {}
         Some(serde_json::Value::String(t)) if t == task_id => {}

@@ -187,8 +187,9 @@ fn only_one_json_object_is_a_blueprint() {
         (with(good(), |v| v["loop"] = json!([["a"], "x < 1", 1])).to_string(), "bp.json: loop: is an array"),
         (
             "{\"blueprint_id\": \"a\", \"blueprint_id\": \"b\"}".to_owned(),
-            "bp.json: (top level): duplicate field `blueprint_id`",
+            "bp.json: (top level): names \"blueprint_id\" twice (line 1, column 36)",
         ),
+        (good().to_string().replacen("\"id\":", "\"id\":\"x\",\"id\":", 1), "bp.json: steps[0]: names \"id\" twice"),
     ] {
         let e = parse_text(&text);
         assert!(e.starts_with(want), "want {want:?}, got {e}");

@@ -288,9 +288,12 @@ fn value_of(text: &str, path: &str) -> anyhow::Result<Value> {
     } else {
         text.to_owned()
     };
-    let why = match serde_json::from_str::<Value>(&text) {
+    let why = match clawboard_core::json::parse_value(text.as_bytes()) {
         Ok(v) => return Ok(v),
-        Err(e) => e,
+        Err(dup @ clawboard_core::json::JsonError::DuplicateKey { .. }) => {
+            return Err(BadInput(format!("{path}: {dup}")).into());
+        }
+        Err(clawboard_core::json::JsonError::Syntax(e)) => e,
     };
     // Plain text where the board holds a string (or anything, for an unknown key),
     // unless it was meant as JSON: an object, an array or a quoted string that

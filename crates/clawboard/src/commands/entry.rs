@@ -203,10 +203,12 @@ fn read_input(file: &str) -> anyhow::Result<String> {
 }
 
 fn object(flag: &str, text: &str) -> anyhow::Result<serde_json::Value> {
-    match serde_json::from_str::<serde_json::Value>(text) {
+    use clawboard_core::json::{JsonError, parse_value};
+    match parse_value(text.as_bytes()) {
         Ok(v) if v.is_object() => Ok(v),
         Ok(_) => Err(BadInput(format!("--{flag}: must be a JSON object")).into()),
-        Err(e) => Err(BadInput(format!("--{flag}: not JSON: {e}")).into()),
+        Err(JsonError::Syntax(e)) => Err(BadInput(format!("--{flag}: not JSON: {e}")).into()),
+        Err(dup) => Err(BadInput(format!("--{flag}: {dup}")).into()),
     }
 }
 
@@ -273,7 +275,17 @@ fn new(a: NewArgs, s: &Settings) -> anyhow::Result<u8> {
     let mut entry = match &a.file {
         Some(file) => {
             let text = read_input(file)?;
-            clawboard_core::validate::parse::<Entry>(file, text.as_bytes(), &Default::default())?
+            let entry = clawboard_core::validate::parse::<Entry>(file, text.as_bytes(), &Default::default())?;
+            // A new entry starts open, as the lifecycle has it: one written already
+            // done, say, would never reach its addressee's lane.
+            if entry.status != EntryStatus::Open {
+                return Err(BadInput(format!(
+                    "{file}: /status: a new entry starts open, not {}; write it open, then `clawboard entry status {} {}`",
+                    entry.status, entry.id, entry.status
+                ))
+                .into());
+            }
+            entry
         }
         None => from_flags(a, &store)?,
     };

@@ -52,7 +52,10 @@ fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value
     if bytes.len() as u64 > max {
         return Err(BadInput(format!("{shown}: the input is over the limit of {max} bytes")).into());
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| BadInput(format!("{shown}: not JSON: {e}")))?;
+    let v = clawboard_core::json::parse_value(&bytes).map_err(|e| match e {
+        clawboard_core::json::JsonError::Syntax(e) => BadInput(format!("{shown}: not JSON: {e}")),
+        dup => BadInput(format!("{shown}: {dup}")),
+    })?;
     if !v.is_object() {
         return Err(BadInput(format!("{shown}: /: the input must be a JSON object")).into());
     }

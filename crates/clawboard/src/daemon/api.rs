@@ -217,7 +217,7 @@ async fn write(
     // A role raises an escalation; it never decides one, never speaks for another
     // role or task, and never rewrites one.
     let (body, create_only) = if q.path.starts_with("escalations/") {
-        let mut e: clawboard_core::formats::Escalation = match serde_json::from_slice(&body) {
+        let mut e: clawboard_core::formats::Escalation = match clawboard_core::json::from_slice(&body) {
             Ok(e) => e,
             Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("{}: {e}", q.path), None),
         };
@@ -268,7 +268,7 @@ async fn board(
         tracing::warn!(who, "board request refused: {msg}");
         fail(status, msg, rule)
     };
-    let req: crate::commands::board::Request = match serde_json::from_slice(&body) {
+    let req: crate::commands::board::Request = match clawboard_core::json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return fail(StatusCode::BAD_REQUEST, format!("the board request is not valid: {e}"), None),
     };

@@ -64,7 +64,8 @@ impl Zone {
 pub enum Ty {
     Str,
     Enum(&'static [&'static str]),
-    Int,
+    /// A count: a whole number, 0 or more (retries, iterations, words).
+    Count,
     Num,
     Bool,
     /// Any JSON value (the seed's `findings: array` without items).
@@ -86,7 +87,7 @@ static META: Ty = Ty::Obj(&[
     (
         "constraints",
         Ty::Obj(&[
-            ("word_count", Ty::Obj(&[("min", Ty::Int), ("max", Ty::Int)])),
+            ("word_count", Ty::Obj(&[("min", Ty::Count), ("max", Ty::Count)])),
             ("tone", Ty::Str),
             ("must_include", Ty::Arr(&Ty::Str)),
             ("must_avoid", Ty::Arr(&Ty::Str)),
@@ -133,7 +134,7 @@ static CONTENT: Ty = Ty::Obj(&[
             ("title", Ty::Str),
             ("body", Ty::Str),
             ("hashtags", Ty::Arr(&Ty::Str)),
-            ("word_count", Ty::Int),
+            ("word_count", Ty::Count),
             ("emoji_density", Ty::Str),
         ])),
     ),
@@ -149,7 +150,7 @@ static CONTROL: Ty = Ty::Obj(&[
             ("timestamp", Ty::Str),
         ])),
     ),
-    ("retries", Ty::Map(&Ty::Int)),
+    ("retries", Ty::Map(&Ty::Count)),
     (
         "quality_scores",
         Ty::Obj(&[
@@ -164,7 +165,7 @@ static CONTROL: Ty = Ty::Obj(&[
         "sensitive_filter",
         Ty::Obj(&[("passed", Ty::Bool), ("findings", Ty::Arr(&Ty::Any)), ("fixes_applied", Ty::Arr(&Ty::Str))]),
     ),
-    ("iteration_count", Ty::Int),
+    ("iteration_count", Ty::Count),
     ("current_stage", Ty::Str),
 ]);
 
@@ -190,7 +191,7 @@ impl Ty {
         match self {
             Ty::Str => "a string",
             Ty::Enum(_) => "one of a fixed set of strings",
-            Ty::Int => "an integer",
+            Ty::Count => "a whole number, 0 or more",
             Ty::Num => "a number",
             Ty::Bool => "true or false",
             Ty::Any => "any value",
@@ -214,7 +215,7 @@ impl Ty {
                     Err((String::new(), format!("{s:?} is not one of {}", allowed.join(", "))))
                 }
             }
-            (Ty::Int, Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
+            (Ty::Count, Value::Number(n)) if n.is_u64() => Ok(()),
             (Ty::Num, Value::Number(_)) => Ok(()),
             (Ty::Bool, Value::Bool(_)) => Ok(()),
             (Ty::Arr(item), Value::Array(items)) => {
@@ -246,7 +247,7 @@ impl Ty {
         match self {
             Ty::Str => json!({"type": "string"}),
             Ty::Enum(v) => json!({"type": "string", "enum": v}),
-            Ty::Int => json!({"type": "integer"}),
+            Ty::Count => json!({"type": "integer", "minimum": 0}),
             Ty::Num => json!({"type": "number"}),
             Ty::Bool => json!({"type": "boolean"}),
             Ty::Any => json!({}),
@@ -381,7 +382,7 @@ mod tests {
         let bad = json!({"constraints": {"word_count": {"max": "nine"}}});
         assert_eq!(
             META.check(&bad).unwrap_err(),
-            (".constraints.word_count.max".into(), "is \"nine\", not an integer".into())
+            (".constraints.word_count.max".into(), "is \"nine\", not a whole number, 0 or more".into())
         );
         let e = META.check(&json!({"platform": "myspace"})).unwrap_err();
         assert!(e.1.contains("not one of xiaohongshu"), "{e:?}");
@@ -389,7 +390,9 @@ mod tests {
         assert_eq!(e.0, ".step_status.title");
         let e = CONTENT.check(&json!({"hook": {"variants": [{"score": 1}, {"score": "x"}]}})).unwrap_err();
         assert_eq!(e.0, ".hook.variants.1.score");
-        assert!(CONTROL.check(&json!({"iteration_count": 1.5})).is_err(), "an integer");
+        assert!(CONTROL.check(&json!({"iteration_count": 1.5})).is_err(), "a whole number");
+        let e = CONTROL.check(&json!({"retries": {"title": -1}})).unwrap_err();
+        assert_eq!(e, (".retries.title".into(), "is the number -1, not a whole number, 0 or more".into()));
         assert!(CONTROL.check(&json!({"quality_scores": {"virality": 81.5}})).is_ok());
     }
 
@@ -397,7 +400,7 @@ mod tests {
     fn children() {
         assert!(matches!(CONTENT.child("hook"), Ok(Some(Ty::Obj(_)))));
         assert!(matches!(CONTENT.child("anything"), Ok(None)));
-        assert!(matches!(CONTROL.child("retries").unwrap().unwrap().child("title"), Ok(Some(Ty::Int))));
+        assert!(matches!(CONTROL.child("retries").unwrap().unwrap().child("title"), Ok(Some(Ty::Count))));
         assert_eq!(Ty::Str.child("x").unwrap_err(), "a string");
     }
 

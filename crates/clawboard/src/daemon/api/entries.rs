@@ -80,7 +80,7 @@ pub async fn create(
         Err(r) => return *r,
     };
     let who = format!("{} (instance {})", inst.role, inst.id);
-    let req: NewEntry = match serde_json::from_slice(&body) {
+    let req: NewEntry = match clawboard_core::json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("the entry request is not valid: {e}")),
     };
@@ -171,7 +171,7 @@ pub async fn status(
         Err(r) => return *r,
     };
     let who = format!("{} (instance {})", inst.role, inst.id);
-    let req: StatusChange = match serde_json::from_slice(&body) {
+    let req: StatusChange = match clawboard_core::json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("the status request is not valid: {e}")),
     };
