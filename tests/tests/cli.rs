@@ -362,6 +362,29 @@ fn completions_and_man_page() {
     assert!(dir.join("clawboard-task-submit.1").is_file());
 }
 
+/// A reader that stops early (`clawboard completions bash | head -1`) ends the
+/// command quietly: exit 0, nothing on stderr, no panic.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let t = Tree::init();
+    // The completion script (over 100 KB) fills the pipe: the write fails for sure.
+    // `status` writes less than a pipe holds: closed before it starts, it fails too.
+    for args in [&["completions", "bash"][..], &["status"], &["task", "list"]] {
+        let mut child = t
+            .command(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn every_help_has_an_example() {
     let t = Tree::new();

@@ -127,11 +127,23 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     crate::logging::init(&settings);
     match dispatch(cli.command, &cli.global, &settings) {
         Ok(code) => ExitCode::from(code),
+        // The reader of our output went away (`clawboard status | head -1`): what
+        // it wanted it has; stop quietly, as other Unix tools do.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(exit_code_of(&e))
         }
     }
+}
+
+/// Whether `e` is a write to a closed pipe (our stdout's reader exited).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+    })
 }
 
 /// 2 for bad input (a core error that says so, or a [`BadInput`]), 1 otherwise.

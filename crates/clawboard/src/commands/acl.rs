@@ -85,18 +85,18 @@ pub fn run(c: AclCommand, s: &Settings) -> anyhow::Result<u8> {
         )?;
     } else {
         let verb = if a.write { "write" } else { "read" };
-        println!(
+        outln!(
             "{}: {} may {}{verb} {}",
             if d.allowed { "allowed" } else { "refused" },
             a.role,
             if d.allowed { "" } else { "not " },
             output::printable(&format!("{:?}", a.path))
-        );
-        println!("rule: {}", d.rule);
+        )?;
+        outln!("rule: {}", d.rule)?;
         for step in &d.why {
-            println!("  - {}", output::printable(step));
+            outln!("  - {}", output::printable(step))?;
         }
-        println!("acl: {source}");
+        outln!("acl: {source}")?;
     }
     Ok(if d.allowed { EXIT_OK } else { EXIT_FAILURE })
 }

@@ -122,33 +122,34 @@ fn now(archive: &Archive, s: &Settings, no_harvest: bool) -> anyhow::Result<u8> 
         })?;
     } else {
         if !no_harvest {
-            print_harvest(&harvest);
+            print_harvest(&harvest)?;
         }
         if let Ok(r) = &report {
-            print_run(archive, r);
+            print_run(archive, r)?;
         }
     }
     let report = report?;
     Ok(if report.commit.problems.is_empty() && harvest.problems.is_empty() { EXIT_OK } else { EXIT_FAILURE })
 }
 
-pub fn print_harvest(h: &HarvestReport) {
-    println!(
+pub fn print_harvest(h: &HarvestReport) -> std::io::Result<()> {
+    outln!(
         "harvest: {} file(s) written, {} unchanged, {} memory-queue entr{} completed",
         h.written.len(),
         h.unchanged,
         h.queue_completed,
         if h.queue_completed == 1 { "y" } else { "ies" }
-    );
+    )?;
     for p in &h.problems {
         eprintln!("warning: harvest skipped {p}");
     }
+    Ok(())
 }
 
-fn print_run(archive: &Archive, r: &RunReport) {
+fn print_run(archive: &Archive, r: &RunReport) -> std::io::Result<()> {
     let c = &r.commit;
     match &c.commit {
-        Some(id) => println!(
+        Some(id) => outln!(
             "archive: commit {} on {} ({} file(s) changed; {} sources, {} read) in {} ms",
             &id[..12],
             archive.settings().branch,
@@ -156,15 +157,15 @@ fn print_run(archive: &Archive, r: &RunReport) {
             c.sources,
             c.read,
             c.elapsed_ms
-        ),
-        None => println!("archive: nothing changed ({} sources, {} read) in {} ms", c.sources, c.read, c.elapsed_ms),
+        )?,
+        None => outln!("archive: nothing changed ({} sources, {} read) in {} ms", c.sources, c.read, c.elapsed_ms)?,
     }
     for p in &c.problems {
         eprintln!("error: {p}");
     }
     match (&r.push, archive.settings().remote.as_deref()) {
         (Some(p), Some(remote)) => match &p.pushed {
-            Some(id) => println!(
+            Some(id) => outln!(
                 "archive: {} at {} on {} ({} attempt(s), {} merge(s)) in {} ms",
                 archive.settings().branch,
                 &id[..12],
@@ -172,11 +173,12 @@ fn print_run(archive: &Archive, r: &RunReport) {
                 p.attempts,
                 p.merges,
                 p.elapsed_ms
-            ),
-            None => println!("archive: nothing to push"),
+            )?,
+            None => outln!("archive: nothing to push")?,
         },
-        _ => println!("archive: no remote (archive.remote): the commits stay in this node's repository"),
+        _ => outln!("archive: no remote (archive.remote): the commits stay in this node's repository")?,
     }
+    Ok(())
 }
 
 fn status(archive: &Archive, s: &Settings) -> anyhow::Result<u8> {
@@ -208,7 +210,7 @@ fn status(archive: &Archive, s: &Settings) -> anyhow::Result<u8> {
         },
     ]);
     // The header row is empty: skip it.
-    print!("{}", t.render().split_once('\n').map_or("", |(_, rest)| rest));
+    out!("{}", t.render().split_once('\n').map_or("", |(_, rest)| rest))?;
     Ok(EXIT_OK)
 }
 
@@ -219,7 +221,7 @@ fn log(archive: &Archive, s: &Settings, n: usize) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if entries.is_empty() {
-        println!("no commits yet (run `clawboard archive now`)");
+        outln!("no commits yet (run `clawboard archive now`)")?;
         return Ok(EXIT_OK);
     }
     let remote = archive.settings().remote.is_some();
@@ -237,7 +239,7 @@ fn log(archive: &Archive, s: &Settings, n: usize) -> anyhow::Result<u8> {
             output::truncate(&e.message, 80),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(EXIT_OK)
 }
 
@@ -252,9 +254,9 @@ pub fn harvest(a: HarvestArgs, s: &Settings) -> anyhow::Result<u8> {
     if s.json {
         output::json(&report)?;
     } else {
-        print_harvest(&report);
+        print_harvest(&report)?;
         for w in &report.written {
-            println!("  wrote {w}");
+            outln!("  wrote {w}")?;
         }
     }
     Ok(if report.problems.is_empty() { EXIT_OK } else { EXIT_FAILURE })

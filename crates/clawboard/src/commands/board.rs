@@ -442,17 +442,17 @@ fn print_answer(s: &Settings, req: &Request, a: &Value) -> anyhow::Result<u8> {
                 eprintln!("{}: not on the board of task {}", req.path.as_deref().unwrap_or(""), req.task);
                 return Ok(EXIT_FAILURE);
             }
-            println!("{}", serde_json::to_string_pretty(&a["value"])?);
+            outln!("{}", serde_json::to_string_pretty(&a["value"])?)?;
         }
         "set" | "append_error" | "step_status" => {
             let r = &a["record"];
-            println!(
+            outln!(
                 "#{} {} {} (by {})",
                 r["seq"],
                 r["op"].as_str().unwrap_or(""),
                 r["path"].as_str().unwrap_or(""),
                 r["actor"]["role"].as_str().unwrap_or("")
-            );
+            )?;
         }
         "history" => {
             let mut t = output::Table::new(&["seq", "at", "actor", "component", "op", "path", "value"]);
@@ -471,17 +471,19 @@ fn print_answer(s: &Settings, req: &Request, a: &Value) -> anyhow::Result<u8> {
                     output::truncate(&output::printable(&r["value"].to_string()), 60),
                 ]);
             }
-            print!("{}", t.render());
+            out!("{}", t.render())?;
         }
         "slice" => {
-            println!("{}", serde_json::to_string_pretty(&a["slice"])?);
+            outln!("{}", serde_json::to_string_pretty(&a["slice"])?)?;
             let budget = a["budget"].as_u64().map_or("unlimited".to_owned(), |b| b.to_string());
-            println!(
+            outln!(
                 "-- {} tokens (o200k), budget {budget}, rungs {}, missing {}",
-                a["tokens"], a["rungs"], a["missing"]
-            );
+                a["tokens"],
+                a["rungs"],
+                a["missing"]
+            )?;
         }
-        _ => println!("{}", serde_json::to_string_pretty(a)?),
+        _ => outln!("{}", serde_json::to_string_pretty(a)?)?,
     }
     Ok(EXIT_OK)
 }

@@ -17,6 +17,9 @@ pub struct CompletionsArgs {
 
 pub fn run(a: CompletionsArgs) -> anyhow::Result<u8> {
     let mut cmd = Cli::command();
-    clap_complete::generate(a.shell, &mut cmd, "clawboard", &mut std::io::stdout());
+    // Into memory first: clap_complete panics when its writer fails (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "clawboard", &mut script);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
     Ok(EXIT_OK)
 }

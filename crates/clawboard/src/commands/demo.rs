@@ -203,8 +203,8 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     let config = write_setup(&root)?;
     let log_path = root.join(".clawboard/demo/daemon.log");
     let log = std::fs::File::create(&log_path).context("creating the daemon log")?;
-    println!("clawboard demo — blackboard at {}\n", root.display());
-    println!("starting `clawboard daemon` (log: {})", log_path.display());
+    outln!("clawboard demo — blackboard at {}\n", root.display())?;
+    outln!("starting `clawboard daemon` (log: {})", log_path.display())?;
     let exe = std::env::current_exe().context("finding the clawboard binary")?;
     let child = Command::new(exe)
         .arg("--root")
@@ -230,11 +230,11 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    println!("daemon ready after {:.1} s", started.elapsed().as_secs_f64());
+    outln!("daemon ready after {:.1} s", started.elapsed().as_secs_f64())?;
     let page = web_url(&root);
     match &page {
-        Some(url) => println!("review page: {url}\n"),
-        None => println!("the review page did not come up; see {}\n", log_path.display()),
+        Some(url) => outln!("review page: {url}\n")?,
+        None => outln!("the review page did not come up; see {}\n", log_path.display())?,
     }
 
     let suffix = clawboard_core::id::random_hex(2);
@@ -268,15 +268,15 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         }),
     )?;
     drop_task(&root, &format!("{viral}.json"), &blueprint::task(&viral))?;
-    println!(
+    outln!(
         "dropped 4 tasks into inbox/: {iterate}.json, {escalate}.json, {invalid}, {viral}.json (blueprint xiaohongshu_viral)"
-    );
+    )?;
     let request = lap::start(&store, 571)?;
-    println!(
+    outln!(
         "wrote entry {request}: Human asks Aya to update projects/{}/{} (the Doc Update lane)\n",
         lap::PROJECT,
         lap::DOC
-    );
+    )?;
 
     let t0 = Instant::now();
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
@@ -284,8 +284,18 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     let mut approved = Vec::new();
     let mut entries_seen = BTreeMap::new();
     let mut steps_seen = BTreeMap::new();
-    let say = |what: &str| println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
+    // A failed write (stdout closed) is kept and ends the demo below; its daemon is
+    // stopped as the guard drops.
+    let stdout_failed = std::cell::Cell::new(None);
+    let say = |what: &str| {
+        if let Err(e) = outln!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64()) {
+            stdout_failed.set(Some(e));
+        }
+    };
     loop {
+        if let Some(e) = stdout_failed.take() {
+            return Err(e.into());
+        }
         blueprint::follow(&store, &viral, &mut steps_seen, &say);
         for id in [&iterate, &escalate, &viral] {
             let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE))?;
@@ -317,9 +327,9 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             if a.review {
                 say(&format!("escalation {esc_id} from {}: \"{}\" — waiting for you to decide it:", e.from, e.issue));
                 if let Some(url) = &page {
-                    println!("         open {url}");
+                    outln!("         open {url}")?;
                 }
-                println!("         or run: clawboard --root {} escalations approve {esc_id}", root.display());
+                outln!("         or run: clawboard --root {} escalations approve {esc_id}", root.display())?;
             } else {
                 say(&format!("escalation {esc_id} from {}: \"{}\" — the demo approves it", e.from, e.issue));
                 escalations::decide(&store, esc_id, Decision::Approved, "demo", Some("approved by clawboard demo"))?;
@@ -335,7 +345,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
             break;
         }
         if t0.elapsed() > DEADLINE && !a.review {
-            println!("\nthe demo's tasks did not finish within {} s; see {}", DEADLINE.as_secs(), log_path.display());
+            outln!("\nthe demo's tasks did not finish within {} s; see {}", DEADLINE.as_secs(), log_path.display())?;
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -344,26 +354,26 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(daemon.0.id() as i32), nix::sys::signal::Signal::SIGTERM)
         .context("stopping the daemon")?;
     let status = daemon.0.wait()?;
-    println!("\ndaemon stopped ({status}) after {:.1} s\n", t0.elapsed().as_secs_f64());
+    outln!("\ndaemon stopped ({status}) after {:.1} s\n", t0.elapsed().as_secs_f64())?;
 
     let mut ok = rejected.is_some();
-    println!("where everything is ({}):", root.display());
+    outln!("where everything is ({}):", root.display())?;
     for id in [&iterate, &escalate] {
         let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE))?;
         let task = store.read::<Task>(&rel)?;
         ok &= task.status == TaskStatus::Completed;
         let runs = clawboard_records::attempts::load(&store, id)?;
-        println!("  tasks/{id}/  {}, {} role runs", task.status, runs.len());
+        outln!("  tasks/{id}/  {}, {} role runs", task.status, runs.len())?;
     }
-    println!("    task.json team-composition.json status.md result.json validation.json memory-harvest.json attempts/");
+    outln!("    task.json team-composition.json status.md result.json validation.json memory-harvest.json attempts/")?;
     for id in &approved {
         let decision =
             escalations::load(&store, id).ok().and_then(|e| e.decision).map_or("undecided", Decision::as_str);
-        println!("  escalations/{id}.json  {decision} (also in gm/decisions.md)");
+        outln!("  escalations/{id}.json  {decision} (also in gm/decisions.md)")?;
     }
     ok &= blueprint::summary(&store, &root, &viral)?;
-    println!("  gm/pm-performance.json  the PM's tasks, pass rate, mean score and iterations");
-    println!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it");
+    outln!("  gm/pm-performance.json  the PM's tasks, pass rate, mean score and iterations")?;
+    outln!("  inbox/rejected/{invalid}  with {invalid}.error.txt beside it")?;
     ok &= lap::summary(&store, &root)?;
     // The memory archive, as the daemon does it every 6 hours: harvest, then commit
     // to the local `memory` branch (no remote in the demo).
@@ -373,29 +383,29 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     let harvest = archive.harvest(now, &clawboard_archive::HarvestSettings::default(), None)?;
     let run = archive.run(now)?;
     for w in &harvest.written {
-        println!("  {w}  the memory cells harvested");
+        outln!("  {w}  the memory cells harvested")?;
     }
-    println!(
+    outln!(
         "  roles/memory-queue.json  {} entr{} marked completed by the harvest",
         harvest.queue_completed,
         if harvest.queue_completed == 1 { "y" } else { "ies" }
-    );
+    )?;
     if let Some(id) = &run.commit.commit {
-        println!(
+        outln!(
             "  .clawboard/archive/memory.git  branch memory, commit {} ({} files); see it with\n      git --git-dir {}/.clawboard/archive/memory.git log --stat memory",
             &id[..12],
             run.commit.changed,
             root.display()
-        );
+        )?;
     }
     let report = clawboard_records::reports::write(
         &store,
         clawboard_records::reports::Period::containing(clawboard_records::reports::Kind::Daily, now.date_naive()),
         now,
     )?;
-    println!("  {report}  today's evolution report (`clawboard report daily|weekly|monthly`)");
-    println!("\nlook around:  clawboard --root {} task list", root.display());
-    println!("              clawboard --root {} escalations list", root.display());
-    println!("              clawboard --root {} entry list --project {}", root.display(), lap::PROJECT);
+    outln!("  {report}  today's evolution report (`clawboard report daily|weekly|monthly`)")?;
+    outln!("\nlook around:  clawboard --root {} task list", root.display())?;
+    outln!("              clawboard --root {} escalations list", root.display())?;
+    outln!("              clawboard --root {} entry list --project {}", root.display(), lap::PROJECT)?;
     Ok(if ok && status.success() { EXIT_OK } else { EXIT_FAILURE })
 }

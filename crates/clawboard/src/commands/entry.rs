@@ -302,7 +302,7 @@ fn new(a: NewArgs, s: &Settings) -> anyhow::Result<u8> {
     if s.json {
         output::json(&entry)?;
     } else {
-        println!("Wrote entry {} ({rel}): {} -> {}, {}.", entry.id, entry.from, entry.to, entry.kind);
+        outln!("Wrote entry {} ({rel}): {} -> {}, {}.", entry.id, entry.from, entry.to, entry.kind)?;
     }
     Ok(EXIT_OK)
 }
@@ -323,7 +323,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if found.is_empty() {
-        println!("No entries.");
+        outln!("No entries.")?;
         return Ok(EXIT_OK);
     }
     let mut t = Table::new(&["ID", "STATUS", "FROM", "TO", "KIND", "UPDATED", "SUMMARY"]);
@@ -338,7 +338,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
             summary(e),
         ]);
     }
-    print!("{}", output::printable(&t.render()));
+    out!("{}", output::printable(&t.render()))?;
     Ok(EXIT_OK)
 }
 
@@ -354,7 +354,7 @@ fn change(s: &Settings, id: &str, status: EntryStatus, actor: &str, note: Option
     if s.json {
         output::json(&entry)?;
     } else {
-        println!("Entry {id} is {status} (by {actor}, {}).", entry.updated_at);
+        outln!("Entry {id} is {status} (by {actor}, {}).", entry.updated_at)?;
     }
     Ok(EXIT_OK)
 }
@@ -367,7 +367,7 @@ fn render(a: RenderArgs, s: &Settings) -> anyhow::Result<u8> {
     }
     let (_, entry) = entries::read(&open_store(s)?, &a.id)?;
     let marker = a.marker.as_deref().unwrap_or_else(|| s.lanes.marker_of(&entry));
-    print!("{}", entries::render(&entry, marker));
+    out!("{}", entries::render(&entry, marker))?;
     Ok(EXIT_OK)
 }
 

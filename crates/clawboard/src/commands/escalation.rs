@@ -91,7 +91,7 @@ pub fn run(c: EscalationCommand, s: &Settings) -> anyhow::Result<u8> {
         output::json(&esc)?;
     } else {
         let task = esc.task_id.as_ref().map_or(String::new(), |t| format!(" (task {t})"));
-        println!("{} escalation {}{task}.", if decision == Decision::Approved { "Approved" } else { "Rejected" }, a.id);
+        outln!("{} escalation {}{task}.", if decision == Decision::Approved { "Approved" } else { "Rejected" }, a.id)?;
     }
     Ok(EXIT_OK)
 }
@@ -107,7 +107,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if entries.is_empty() {
-        println!("{}", if a.pending { "No pending escalations." } else { "No escalations." });
+        outln!("{}", if a.pending { "No pending escalations." } else { "No escalations." })?;
         return Ok(EXIT_OK);
     }
     let now = chrono::Utc::now();
@@ -129,7 +129,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
             truncate(&esc.issue, 60),
         ]);
     }
-    print!("{}", output::printable(&t.render()));
+    out!("{}", output::printable(&t.render()))?;
     Ok(EXIT_OK)
 }
 
@@ -165,7 +165,7 @@ fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
         output::json(&shown)?;
         return Ok(EXIT_OK);
     }
-    print!("{}", output::printable(&render_shown(&shown, chrono::Utc::now())));
+    out!("{}", output::printable(&render_shown(&shown, chrono::Utc::now())))?;
     Ok(EXIT_OK)
 }
 

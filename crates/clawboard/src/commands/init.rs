@@ -22,24 +22,24 @@ pub fn run(_: InitArgs, s: &Settings) -> anyhow::Result<u8> {
     }
     let root = report.root.display();
     if report.created.is_empty() {
-        println!("Nothing to do: the blackboard at {root} is complete.");
+        outln!("Nothing to do: the blackboard at {root} is complete.")?;
     } else {
-        println!("Initialized the blackboard at {root} ({} created):", report.created.len());
+        outln!("Initialized the blackboard at {root} ({} created):", report.created.len())?;
         for item in &report.created {
-            println!("  + {item}");
+            outln!("  + {item}")?;
         }
     }
     for tmp in &report.removed_temp_files {
-        println!("Removed {tmp}, a temp file left by an interrupted write.");
+        outln!("Removed {tmp}, a temp file left by an interrupted write.")?;
     }
     if !others.is_empty() {
         // A tree made inside a directory of other things: said, not refused.
         let shown: Vec<&str> = others.iter().take(5).map(String::as_str).collect();
         let more = if others.len() > 5 { format!(" and {} more", others.len() - 5) } else { String::new() };
-        println!(
+        outln!(
             "Note: {root} was not a blackboard and already held {}{more}; left as they are. A tree of its own directory is easier to sync and back up.",
             shown.join(", ")
-        );
+        )?;
     }
     Ok(EXIT_OK)
 }

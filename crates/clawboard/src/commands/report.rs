@@ -53,14 +53,14 @@ pub fn run(a: ReportArgs, s: &Settings) -> anyhow::Result<u8> {
     let store = open_store(s)?;
     let period = Period::containing(kind_of(a.kind), day);
     if a.stdout {
-        print!("{}", reports::render(&store, period, now)?);
+        out!("{}", reports::render(&store, period, now)?)?;
         return Ok(EXIT_OK);
     }
     let rel = reports::write(&store, period, now)?;
     if s.json {
         crate::output::json(&serde_json::json!({"report": rel, "period": period.name()}))?;
     } else {
-        println!("Wrote {rel}");
+        outln!("Wrote {rel}")?;
     }
     Ok(EXIT_OK)
 }

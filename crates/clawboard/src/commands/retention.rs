@@ -115,20 +115,20 @@ pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
                 output::json(&serde_json::json!({"policy": source, "plan": plan}))?;
                 return Ok(EXIT_OK);
             }
-            println!("Policy: {source}");
+            outln!("Policy: {source}")?;
             if plan.delete.is_empty() {
-                println!("Nothing is due.");
+                outln!("Nothing is due.")?;
             } else {
-                println!("\nWould delete ({}):", plan.delete.len());
-                print!("{}", table(&plan.delete, false));
+                outln!("\nWould delete ({}):", plan.delete.len())?;
+                out!("{}", table(&plan.delete, false))?;
             }
             if !plan.held.is_empty() {
-                println!("\nHeld back ({}):", plan.held.len());
-                print!("{}", table(&plan.held, true));
+                outln!("\nHeld back ({}):", plan.held.len())?;
+                out!("{}", table(&plan.held, true))?;
             }
-            println!("\n{} more item(s) the policy covers are not due yet.", plan.kept);
+            outln!("\n{} more item(s) the policy covers are not due yet.", plan.kept)?;
             for skipped in &plan.skipped {
-                println!("skipped: {skipped}");
+                outln!("skipped: {skipped}")?;
             }
             Ok(EXIT_OK)
         }
@@ -144,7 +144,7 @@ pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
             if s.json {
                 output::json(&serde_json::json!({"policy": source, "report": report, "held": plan.held.len()}))?;
             } else {
-                println!(
+                outln!(
                     "Deleted {} task(s), {} file(s), {} memory-queue entr{}{}; {} held back.",
                     report.tasks,
                     report.files,
@@ -152,7 +152,7 @@ pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
                     if report.queue_entries == 1 { "y" } else { "ies" },
                     if report.forced > 0 { format!(" ({} forced)", report.forced) } else { String::new() },
                     if a.force { 0 } else { plan.held.len() }
-                );
+                )?;
                 for f in &report.failed {
                     eprintln!("not deleted: {f}");
                 }

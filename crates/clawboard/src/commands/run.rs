@@ -178,7 +178,7 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     let result: clawboard_core::formats::TaskResult =
         store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;
     if let Some(out) = result.extra.get("output") {
-        println!("{}", serde_json::to_string_pretty(out)?);
+        outln!("{}", serde_json::to_string_pretty(out)?)?;
     }
     match outcome {
         Outcome::Completed => {

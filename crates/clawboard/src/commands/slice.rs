@@ -100,13 +100,16 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
     if s.json {
         output::json(&out)?;
     } else {
-        println!("step {} (role {role_id}) on task {} at board seq {}", a.step, a.task, state.seq);
-        println!("scope: {}", out["scope"]);
-        println!("{}", serde_json::to_string_pretty(&out["slice_data"])?);
-        println!(
+        outln!("step {} (role {role_id}) on task {} at board seq {}", a.step, a.task, state.seq)?;
+        outln!("scope: {}", out["scope"])?;
+        outln!("{}", serde_json::to_string_pretty(&out["slice_data"])?)?;
+        outln!(
             "-- {} tokens (o200k; the whole board: {full}), budget {}, rungs {}, missing {}",
-            built.tokens, out["budget"], out["rungs"], out["missing"]
-        );
+            built.tokens,
+            out["budget"],
+            out["rungs"],
+            out["missing"]
+        )?;
     }
     Ok(EXIT_OK)
 }
@@ -136,10 +139,14 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
             e.outcome.clone(),
         ]);
     }
-    print!("{}", t.render());
-    println!(
+    out!("{}", t.render())?;
+    outln!(
         "total: {} slices, {} tokens handed (the whole board each time: {}), roles report {} prompt + {} completion (o200k counts)",
-        totals.slices, totals.slice_tokens, totals.full_tokens, totals.prompt_tokens, totals.completion_tokens
-    );
+        totals.slices,
+        totals.slice_tokens,
+        totals.full_tokens,
+        totals.prompt_tokens,
+        totals.completion_tokens
+    )?;
     Ok(EXIT_OK)
 }

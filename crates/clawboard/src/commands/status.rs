@@ -135,20 +135,20 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         output::json(&status)?;
         return Ok(EXIT_OK);
     }
-    println!("clawboard {}  root {}", status.version, status.root);
+    outln!("clawboard {}  root {}", status.version, status.root)?;
     if let Some(c) = &status.config_file {
-        println!("config       {c}");
+        outln!("config       {c}")?;
     }
     let counts: Vec<String> = status.tasks.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    println!("tasks        {}", counts.join(", "));
+    outln!("tasks        {}", counts.join(", "))?;
     if status.unreadable_tasks > 0 {
-        println!("             {} unreadable (see `clawboard validate`)", status.unreadable_tasks);
+        outln!("             {} unreadable (see `clawboard validate`)", status.unreadable_tasks)?;
     }
-    println!("inbox        {} waiting, {} rejected", status.inbox_waiting, status.inbox_rejected);
+    outln!("inbox        {} waiting, {} rejected", status.inbox_waiting, status.inbox_rejected)?;
     match &status.daemon {
         Some(d) => {
             let q = &d["queue"];
-            println!(
+            outln!(
                 "daemon       running (pid {}), since {}; {} running, {} waiting, {} held; {} role instances",
                 d["pid"],
                 d["startedAt"].as_str().unwrap_or("?"),
@@ -156,39 +156,39 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
                 q["waiting"],
                 q["held"],
                 d["instances"]
-            );
+            )?;
         }
-        None => println!("daemon       not running"),
+        None => outln!("daemon       not running")?,
     }
-    println!("escalations  {} pending", status.escalations_pending);
+    outln!("escalations  {} pending", status.escalations_pending)?;
     if let Some(url) = &status.web {
-        println!("web          {url}  (`clawboard web token` prints the URL with the token)");
+        outln!("web          {url}  (`clawboard web token` prints the URL with the token)")?;
     }
     if let Some(node) = &status.node {
-        println!("node         {node}");
+        outln!("node         {node}")?;
     }
     if let Some(nodes) = &status.nodes {
         for (id, n) in &nodes.nodes {
             let state = n.extra.get("state").and_then(|v| v.as_str()).unwrap_or("?");
             let running: Vec<&str> = n.running_tasks.iter().map(|t| t.as_str()).collect();
-            println!(
+            outln!(
                 "  {id:<24} {state:<5}  last seen {}  v{}  running: {}",
                 n.last_seen,
                 n.version.as_deref().unwrap_or("?"),
                 if running.is_empty() { "-".to_owned() } else { running.join(", ") }
-            );
+            )?;
         }
     }
     if !status.conflicts.is_empty() {
-        println!("conflicts    {} resolved by sync; the latest:", status.conflicts.len());
+        outln!("conflicts    {} resolved by sync; the latest:", status.conflicts.len())?;
         for c in status.conflicts.iter().rev().take(5) {
-            println!(
+            outln!(
                 "  {}  {} (kept {} as {})",
                 c["at"].as_str().unwrap_or("?"),
                 c["path"].as_str().unwrap_or("?"),
                 c["loser"].as_str().unwrap_or("?"),
                 c["copy"].as_str().unwrap_or("-")
-            );
+            )?;
         }
     }
     if let Some(a) = &status.archive {
@@ -202,23 +202,23 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
             None => "; local only (no archive.remote)".to_owned(),
         };
         match a.commits {
-            0 => println!("archive      no commits yet on {} (`clawboard archive now`){pushed}", a.branch),
-            n => println!(
+            0 => outln!("archive      no commits yet on {} (`clawboard archive now`){pushed}", a.branch)?,
+            n => outln!(
                 "archive      {n} commit(s) on {}, the last {} at {}{pushed}",
                 a.branch,
                 short(&a.file.last_commit),
                 a.file.last_commit_at.as_deref().unwrap_or("-")
-            ),
+            )?,
         }
         if let Some(e) = &a.file.last_error {
-            println!("             last error: {e}");
+            outln!("             last error: {e}")?;
         }
     }
     if let Some(e) = &status.archive_error {
-        println!("archive      status unreadable: {e}");
+        outln!("archive      status unreadable: {e}")?;
     }
     if !status.missing.is_empty() {
-        println!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "));
+        outln!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "))?;
     }
     Ok(EXIT_OK)
 }

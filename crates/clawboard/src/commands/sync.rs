@@ -182,7 +182,7 @@ async fn push_now(push: Arc<Push<AnyRemote>>, s: &Settings, a: PushArgs, full: b
     if s.json {
         output::json(&report)?;
     } else {
-        println!("{}", describe(&report, &push.sync().remote().describe()));
+        outln!("{}", describe(&report, &push.sync().remote().describe()))?;
     }
     Ok(EXIT_OK)
 }
@@ -204,7 +204,7 @@ async fn pull_now(pull: Arc<Pull<AnyRemote>>, s: &Settings, a: PullArgs) -> anyh
     if s.json {
         output::json(&report)?;
     } else {
-        println!(
+        outln!(
             "Pulled from {}: {} segments, {} files written, {} deleted, {} conflicts{}.",
             pull.sync().remote().describe(),
             report.segments,
@@ -212,9 +212,9 @@ async fn pull_now(pull: Arc<Pull<AnyRemote>>, s: &Settings, a: PullArgs) -> anyh
             report.deleted,
             report.conflicts.len(),
             if report.full { " (full reconcile by listing)" } else { "" }
-        );
+        )?;
         for c in &report.conflicts {
-            println!("  conflict  {}  kept {}'s version as {}", c.path, c.loser, c.copy.as_deref().unwrap_or("-"));
+            outln!("  conflict  {}  kept {}'s version as {}", c.path, c.loser, c.copy.as_deref().unwrap_or("-"))?;
         }
     }
     Ok(EXIT_OK)
@@ -319,7 +319,7 @@ fn status(s: &Settings, root: &std::path::Path) -> anyhow::Result<u8> {
     if let (Some(e), Some(at)) = (&st.last_pull_error, &st.last_pull_error_at) {
         t.row(vec!["pull error".into(), format!("{at}: {e}")]);
     }
-    print!("{}", t.render().lines().skip(1).map(|l| format!("{l}\n")).collect::<String>());
+    out!("{}", t.render().lines().skip(1).map(|l| format!("{l}\n")).collect::<String>())?;
     Ok(EXIT_OK)
 }
 
@@ -329,7 +329,7 @@ async fn verify(push: Arc<Push<AnyRemote>>, s: &Settings, a: VerifyArgs) -> anyh
     if s.json {
         output::json(&report)?;
     } else {
-        println!(
+        outln!(
             "{}: {} match, {} missing, {} extra, {} different{}",
             push.sync().remote().describe(),
             report.matched,
@@ -337,13 +337,13 @@ async fn verify(push: Arc<Push<AnyRemote>>, s: &Settings, a: VerifyArgs) -> anyh
             report.extra.len(),
             report.different.len(),
             if a.fix { format!("; fixed {}", report.fixed) } else { String::new() }
-        );
+        )?;
         for (what, list) in [("missing", &report.missing), ("extra", &report.extra), ("different", &report.different)] {
             for p in list.iter().take(20) {
-                println!("  {what:<9}  {p}");
+                outln!("  {what:<9}  {p}")?;
             }
             if list.len() > 20 {
-                println!("  … and {} more {what}", list.len() - 20);
+                outln!("  … and {} more {what}", list.len() - 20)?;
             }
         }
     }

@@ -122,7 +122,7 @@ fn submit(a: SubmitArgs, s: &Settings) -> anyhow::Result<u8> {
     if s.json {
         output::json(&task)?;
     } else {
-        println!("Submitted {} → {}", task.task_id, layout::task_file(task.task_id.as_str(), layout::TASK_FILE));
+        outln!("Submitted {} → {}", task.task_id, layout::task_file(task.task_id.as_str(), layout::TASK_FILE))?;
     }
     Ok(EXIT_OK)
 }
@@ -149,7 +149,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if tasks.is_empty() {
-        println!("No tasks.");
+        outln!("No tasks.")?;
         return Ok(EXIT_OK);
     }
     let mut t = Table::new(&["ID", "STATUS", "TYPE", "PRIORITY", "CREATED", "DESCRIPTION"]);
@@ -163,7 +163,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
             truncate(&task.description, 60),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render())?;
     Ok(EXIT_OK)
 }
 
@@ -202,23 +202,23 @@ fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     let t = &shown.task;
-    println!("{}  {}", t.task_id, t.status);
-    println!("  type:        {}", t.kind);
-    println!("  priority:    {}", t.priority);
-    println!("  created:     {} by {}", t.created_at, t.created_by);
+    outln!("{}  {}", t.task_id, t.status)?;
+    outln!("  type:        {}", t.kind)?;
+    outln!("  priority:    {}", t.priority)?;
+    outln!("  created:     {} by {}", t.created_at, t.created_by)?;
     if let Some(d) = &t.deadline {
-        println!("  deadline:    {d}");
+        outln!("  deadline:    {d}")?;
     }
     if let Some(pm) = &t.assigned_pm {
-        println!("  assignedPM:  {pm}");
+        outln!("  assignedPM:  {pm}")?;
     }
     if let Some(c) = &t.completed_at {
-        println!("  completed:   {c}");
+        outln!("  completed:   {c}")?;
     }
-    println!("  files:       {}", shown.files.join(", "));
+    outln!("  files:       {}", shown.files.join(", "))?;
     if shown.escalations > 0 {
-        println!("  escalations: {}", shown.escalations);
+        outln!("  escalations: {}", shown.escalations)?;
     }
-    println!("  description: {}", t.description);
+    outln!("  description: {}", t.description)?;
     Ok(EXIT_OK)
 }

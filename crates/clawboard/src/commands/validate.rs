@@ -74,20 +74,20 @@ pub fn run(a: ValidateArgs, s: &Settings) -> anyhow::Result<u8> {
     } else {
         for r in &results {
             if r.valid {
-                println!("{}: ok ({})", r.file, r.kind.unwrap_or("?"));
+                outln!("{}: ok ({})", r.file, r.kind.unwrap_or("?"))?;
             }
             for p in &r.problems {
-                println!("{}: {p}", r.file);
+                outln!("{}: {p}", r.file)?;
             }
         }
         if results.len() > 1 || invalid > 0 {
             let problems: usize = results.iter().map(|r| r.problems.len()).sum();
             let plural = if problems == 1 { "problem" } else { "problems" };
-            println!(
+            outln!(
                 "{} checked, {} valid, {invalid} invalid ({problems} {plural})",
                 results.len(),
                 results.len() - invalid
-            );
+            )?;
         }
     }
     Ok(if invalid > 0 { EXIT_BAD_INPUT } else { EXIT_OK })

@@ -102,7 +102,7 @@ pub fn run(c: WebCommand, s: &Settings) -> anyhow::Result<u8> {
         }))?;
         return Ok(EXIT_OK);
     }
-    println!("{token}");
+    outln!("{token}")?;
     match addr {
         Some(a) => eprintln!("Open http://{a}/?token={token}"),
         None => eprintln!("The page is off: set web.listen = \"127.0.0.1:8470\" in the config and restart the daemon."),

@@ -20,7 +20,7 @@ Examples:
   echo '{\"note\":\"draft\"}' | clawboard write tasks/$CLAWBOARD_TASK_ID/notes.json
   clawboard write --token \"$CLAWBOARD_TOKEN\" tasks/t1/report.md < report.md")]
 pub struct WriteArgs {
-    /// The instance token [env: CLAWBOARD_TOKEN]
+    /// The instance token
     #[arg(long, env = "CLAWBOARD_TOKEN", hide_env_values = true)]
     pub token: String,
     /// The path to write, relative to the blackboard root
@@ -48,7 +48,7 @@ pub fn run(a: WriteArgs, s: &Settings) -> anyhow::Result<u8> {
         if s.json {
             crate::output::json(&json)?;
         } else {
-            println!("wrote {}", a.path);
+            outln!("wrote {}", a.path)?;
         }
         return Ok(EXIT_OK);
     }

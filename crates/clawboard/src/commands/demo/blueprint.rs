@@ -64,46 +64,48 @@ pub fn follow(store: &Store, id: &str, seen: &mut BTreeMap<String, String>, say:
 pub fn summary(store: &Store, root: &Path, id: &str) -> anyhow::Result<bool> {
     let result: TaskResult = store.read(&RelPath::new(&layout::task_file(id, layout::RESULT_FILE))?)?;
     let Some(out) = result.extra.get("output") else {
-        println!("  tasks/{id}/  no blueprint output: {}", result.summary);
+        outln!("  tasks/{id}/  no blueprint output: {}", result.summary)?;
         return Ok(false);
     };
     let status = out["execution_result"]["status"].as_str().unwrap_or("?");
-    println!("  tasks/{id}/  blueprint xiaohongshu_viral: {status}; result.json holds the output contract");
+    outln!("  tasks/{id}/  blueprint xiaohongshu_viral: {status}; result.json holds the output contract")?;
     let content = &out["blackboard_snapshot"]["content_zone"];
     if let Some(variants) = content["hook"]["variants"].as_array() {
         for v in variants {
-            println!("    title candidate  {:>4}  {}", v["score"], v["content"].as_str().unwrap_or_default());
+            outln!("    title candidate  {:>4}  {}", v["score"], v["content"].as_str().unwrap_or_default())?;
         }
-        println!("    selected         {}", content["hook"]["selected"].as_str().unwrap_or_default());
+        outln!("    selected         {}", content["hook"]["selected"].as_str().unwrap_or_default())?;
     }
     let report = &out["quality_report"];
     for line in report["improvements_applied"].as_array().into_iter().flatten() {
-        println!("    improvement      {}", line.as_str().unwrap_or_default());
+        outln!("    improvement      {}", line.as_str().unwrap_or_default())?;
     }
-    println!(
+    outln!(
         "    quality          virality {} (threshold 75), sensitive filter passed: {}, platform compliance: {}",
-        report["virality_score"], report["sensitive_filter_passed"], report["platform_compliance"]
-    );
+        report["virality_score"],
+        report["sensitive_filter_passed"],
+        report["platform_compliance"]
+    )?;
     let entries = clawboard_board::ledger::list(store, id)?;
-    println!("    slices (o200k tokens; full context = the whole board with every earlier output):");
-    println!("      {:<18} {:<18} {:>6} {:>13}", "step", "role", "slice", "full context");
+    outln!("    slices (o200k tokens; full context = the whole board with every earlier output):")?;
+    outln!("      {:<18} {:<18} {:>6} {:>13}", "step", "role", "slice", "full context")?;
     let (mut slices, mut full) = (0, 0);
     for e in entries.iter().filter(|e| e.step.starts_with("bp/")) {
         let whole = e.full_tokens.map_or("-".to_owned(), |n| n.to_string());
-        println!("      {:<18} {:<18} {:>6} {:>13}", e.step, e.role, e.tokens, whole);
+        outln!("      {:<18} {:<18} {:>6} {:>13}", e.step, e.role, e.tokens, whole)?;
         slices += e.tokens;
         full += e.full_tokens.unwrap_or(0);
     }
     if full > 0 {
-        println!(
+        outln!(
             "      {:<18} {:<18} {:>6} {:>13}  ({:.0}% of full context)",
             "total",
             "",
             slices,
             full,
             slices as f64 * 100.0 / full as f64
-        );
+        )?;
     }
-    println!("    see: clawboard --root {} board get {id} content.hook", root.display());
+    outln!("    see: clawboard --root {} board get {id} content.hook", root.display())?;
     Ok(status == "success")
 }

@@ -74,20 +74,20 @@ pub fn follow(store: &Store, seen: &mut BTreeMap<String, EntryStatus>, say: &dyn
 pub fn summary(store: &Store, root: &std::path::Path) -> anyhow::Result<bool> {
     let (list, _) = entries::list(store, &Filter { project: Some(PROJECT.into()), ..Filter::default() })?;
     let report = list.iter().find(|e| e.to == entries::HUMAN && e.kind == "doc_update_report");
-    println!("  entries/{PROJECT}/  {} entries of the Doc Update lap (clawboard entry list)", list.len());
+    outln!("  entries/{PROJECT}/  {} entries of the Doc Update lap (clawboard entry list)", list.len())?;
     let doc = std::fs::read_to_string(root.join("projects").join(PROJECT).join(DOC)).unwrap_or_default();
-    println!("  projects/{PROJECT}/{DOC}  as Tsugu left it:");
+    outln!("  projects/{PROJECT}/{DOC}  as Tsugu left it:")?;
     for line in doc.lines() {
-        println!("      {line}");
+        outln!("      {line}")?;
     }
     if let Some(r) = report {
-        println!(
+        outln!(
             "  entries/{PROJECT}/{}.json  Gen's report to Human, {}: close it with\n      clawboard --root {} entry status {} done",
             r.id,
             r.status,
             root.display(),
             r.id
-        );
+        )?;
     }
     Ok(report.is_some())
 }

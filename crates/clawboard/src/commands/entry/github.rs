@@ -60,7 +60,7 @@ fn sync(s: &Settings) -> anyhow::Result<u8> {
     if s.json {
         output::json(&report)?;
     } else {
-        print!("{}", output::printable(&human(&report)));
+        out!("{}", output::printable(&human(&report)))?;
     }
     Ok(EXIT_OK)
 }
