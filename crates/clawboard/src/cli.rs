@@ -20,7 +20,7 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 
 const EXAMPLES: &str = "\
 Examples:
-  clawboard demo                                   # try it: a throwaway tree, one task
+  clawboard demo                                   # try it: a throwaway tree, three tasks and a Doc Update lap
   clawboard init                                   # create ~/clawos/blackboard
   clawboard task submit config/examples/task.json  # submit a task
   clawboard task list --status pending             # what is waiting

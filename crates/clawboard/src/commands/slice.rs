@@ -14,7 +14,7 @@ use crate::output;
 /// Slices of a task's board: preview one, or read the ledger (seed 003)
 #[derive(Debug, Subcommand)]
 #[command(after_help = "Examples:
-  clawboard slice preview t1 title-worker
+  clawboard slice preview t1 analyst
   clawboard slice preview t1 iter-1/body-worker --at 12
   clawboard slice history t1")]
 pub enum SliceCommand {
@@ -28,7 +28,7 @@ pub enum SliceCommand {
 template and max_tokens come from its [roles.ID] entry.
 
 Examples:
-  clawboard slice preview t1 title-worker --json
+  clawboard slice preview t1 analyst --json
   clawboard slice preview t1 body-worker --at 5")]
 pub struct PreviewArgs {
     pub task: String,
@@ -76,8 +76,14 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
         None => newest,
     };
     let at = format!("roles.{role_id}");
-    let selector = Selector::of(role.scope.as_deref(), role.template.as_deref(), &s.templates, &at)?
-        .ok_or_else(|| BadInput(format!("role {role_id} has no scope or template: it is given the whole context")))?;
+    let selector =
+        Selector::of(role.scope.as_deref(), role.template.as_deref(), &s.templates, &at)?.ok_or_else(|| {
+            BadInput(format!(
+                "role {role_id} has no scope or template under [roles.{role_id}]: in a team task it is given the \
+                 whole context; a blueprint step's slice comes from the step (see `clawboard slice history {}`)",
+                a.task
+            ))
+        })?;
     let source = selector.source();
     let scope_text = match &selector {
         Selector::Scope(sc) => json!(sc.texts()),
