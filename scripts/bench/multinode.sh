@@ -493,6 +493,7 @@ status = 1
 try:
     say(f"binary: {BIN}  files: {FILES}  idle: {IDLE_SECS} s  scratch: {work}")
     bucket_dir = work / "dir-bucket"
+    bucket_dir.mkdir()  # a configured sync.dir must exist
     rc_dir_bucket = work / "rclone-dir-bucket"
     rc_dir_bucket.mkdir()
     convergence("dir", dict(kind="dir", dir=str(bucket_dir)), baseline=dict(remote=str(rc_dir_bucket), env=rclone_env()))

@@ -54,7 +54,12 @@ impl Bucket {
         match kind {
             Kind::Dir => Bucket {
                 kind,
-                at: scratch.join("bucket").display().to_string(),
+                // A configured sync.dir must exist (clawboard makes only .clawboard/bucket).
+                at: {
+                    let at = scratch.join("bucket");
+                    std::fs::create_dir_all(&at).unwrap();
+                    at.display().to_string()
+                },
                 name: String::new(),
                 key: String::new(),
                 secret: String::new(),

@@ -710,3 +710,183 @@ fn two_machines_sharing_a_node_id_are_reported() {
     assert!(daemons.iter().any(|d| d.output().contains("two machines share this node id")));
     stop_all(daemons);
 }
+
+/// Two fresh trees push the same initial files: the second finds them in the
+/// bucket and takes their version as its own record (no upload of its own), so
+/// the first edit afterwards reaches it as a plain change, not a conflict.
+#[test]
+fn fresh_nodes_share_one_history_of_their_identical_files() {
+    let (_s, _bucket, c) = by_hand();
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    let first = sync(a, &["push", "--json"]).ok().json();
+    assert!(first["uploaded"].as_u64().is_some_and(|n| n >= 4), "{first}");
+    let second = sync(b, &["push", "--json"]).ok().json();
+    assert_eq!(second["uploaded"], 0, "node-b sent nothing: the bucket had the same bytes: {second}");
+    sync(a, &["pull"]).ok();
+    sync(b, &["pull"]).ok();
+    let path = "gm/arbitrations.md";
+    let mut text = std::fs::read_to_string(a.root.join(path)).unwrap();
+    text.push_str("an entry of node-a's\n");
+    std::fs::write(a.root.join(path), &text).unwrap();
+    sync(a, &["push"]).ok();
+    let pulled = sync(b, &["pull", "--json"]).ok().json();
+    assert!(pulled.get("conflicts").is_none_or(|c| c.as_array().unwrap().is_empty()), "{pulled}");
+    assert_eq!(std::fs::read_to_string(b.root.join(path)).unwrap(), text);
+    let copies: Vec<_> = std::fs::read_dir(b.root.join("gm"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".conflict-"))
+        .collect();
+    assert!(copies.is_empty(), "no conflict copy: {copies:?}");
+}
+
+/// The node that finds a conflict may be the winner; the loser, which then takes
+/// the winner quietly, learns of it from the copy of its version and raises the
+/// one escalation and arbitration entry.
+#[test]
+fn a_conflict_found_by_the_winner_is_escalated_by_the_loser() {
+    let (_s, _bucket, c) = by_hand();
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    std::fs::write(a.root.join("gm/notes.md"), "v1\n").unwrap();
+    sync(a, &["push"]).ok();
+    sync(b, &["pull"]).ok();
+    std::fs::write(a.root.join("gm/notes.md"), "v1\nA edit\n").unwrap();
+    sync(a, &["push"]).ok();
+    // Node-b edits before it pulls: it finds the conflict, and its later edit wins.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(b.root.join("gm/notes.md"), "v1\nB edit\n").unwrap();
+    let found = sync(b, &["pull", "--json"]).ok().json();
+    assert_eq!(found["conflicts"][0]["winner"], "node-b", "{found}");
+    let told = sync(a, &["pull", "--json"]).ok().json();
+    assert_eq!(told["conflicts"].as_array().unwrap().len(), 1, "node-a is told: {told}");
+    assert_eq!(told["conflicts"][0]["path"], "gm/notes.md", "{told}");
+    assert_eq!(told["conflicts"][0]["loser"], "node-a", "{told}");
+    assert_eq!(std::fs::read_to_string(a.root.join("gm/notes.md")).unwrap(), "v1\nB edit\n");
+    exchange(&c.trees(), 2);
+    c.converge(1, "after the conflict");
+    for n in &c.nodes {
+        let escalations: Vec<serde_json::Value> = std::fs::read_dir(n.t.root.join("escalations"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+            .collect();
+        assert_eq!(escalations.len(), 1, "{}: {escalations:?}", n.id);
+        assert!(escalations[0]["issue"].as_str().unwrap().contains("gm/notes.md"), "{}", escalations[0]);
+        let log = std::fs::read_to_string(n.t.root.join("gm/arbitrations.md")).unwrap();
+        assert_eq!(log.matches("sync conflict on gm/notes.md").count(), 1, "{}: {log}", n.id);
+    }
+    // Pulled again, nothing is raised twice.
+    sync(a, &["pull"]).ok();
+    assert_eq!(std::fs::read_dir(a.root.join("escalations")).unwrap().count(), 1);
+}
+
+/// A file the local bucket cannot store (a 255-byte name; a name whose metadata
+/// collides with another's) is left out of the push with a warning; every other
+/// change, deletes too, still goes out, and the push is clean once it is gone.
+#[test]
+fn a_file_the_bucket_cannot_store_does_not_stop_the_push() {
+    let (_s, bucket, c) = by_hand();
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    sync(a, &["push"]).ok();
+    sync(b, &["pull"]).ok();
+    let long = format!("gm/{}.md", "x".repeat(252));
+    std::fs::write(a.root.join(&long), "long\n").unwrap();
+    // `gm/x`'s metadata is the file `.clawboard-meta/gm/x.json`, where `gm/x.json/y`'s
+    // needs a directory: one of the two cannot be stored.
+    std::fs::write(a.root.join("gm/x"), "one\n").unwrap();
+    std::fs::create_dir(a.root.join("gm/x.json")).unwrap();
+    std::fs::write(a.root.join("gm/x.json/y"), "two\n").unwrap();
+    std::fs::write(a.root.join("gm/other.md"), "keep\n").unwrap();
+    std::fs::remove_file(a.root.join("gm/decisions.md")).unwrap();
+    let r = sync(a, &["push", "--json"]).ok().json();
+    let skipped: Vec<&str> = r["skipped"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(skipped.len(), 2, "{r}");
+    assert!(skipped.iter().any(|s| s.starts_with(&long) && s.contains("cannot store")), "{skipped:?}");
+    assert!(skipped.iter().any(|s| s.starts_with("gm/x")), "{skipped:?}");
+    sync(b, &["pull"]).ok();
+    assert_eq!(std::fs::read_to_string(b.root.join("gm/other.md")).unwrap(), "keep\n");
+    assert!(!b.root.join("gm/decisions.md").exists(), "the delete went out");
+    // No object is left without its metadata.
+    let objects = bucket.objects();
+    assert!(objects.keys().all(|k| !k.contains("xxxx")), "{:?}", objects.keys());
+    // Gone, the files stop being tried.
+    std::fs::remove_file(a.root.join(&long)).unwrap();
+    std::fs::remove_dir_all(a.root.join("gm/x.json")).unwrap();
+    std::fs::remove_file(a.root.join("gm/x")).unwrap();
+    let r = sync(a, &["push", "--json"]).ok().json();
+    assert!(r.get("skipped").is_none(), "{r}");
+    sync(a, &["verify"]).ok();
+}
+
+/// A configured bucket directory that is gone (a share not mounted) is an error
+/// naming sync.dir, not a new, empty bucket a reconcile would delete files against.
+#[test]
+fn a_missing_bucket_directory_is_refused_and_not_made() {
+    let (_s, bucket, c) = by_hand();
+    let a = &c.node("node-a").t;
+    sync(a, &["push"]).ok();
+    let at = std::path::PathBuf::from(&bucket.at);
+    let away = at.with_extension("unmounted");
+    std::fs::rename(&at, &away).unwrap();
+    std::fs::write(a.root.join("gm/new.md"), "x\n").unwrap();
+    let before = tree_hashes(&a.root);
+    for args in [&["push"][..], &["pull"], &["verify"], &["full"]] {
+        let r = sync(a, args);
+        assert_eq!(r.code, 1, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("does not exist (sync.dir)"), "{args:?}: {}", r.stderr);
+        assert!(!at.exists(), "{args:?}: no bucket was made");
+    }
+    assert_eq!(tree_hashes(&a.root), before, "the tree is as it was");
+    std::fs::rename(&away, &at).unwrap();
+    sync(a, &["push"]).ok();
+    sync(a, &["verify"]).ok();
+}
+
+/// One task taken in by two nodes, node-b's copy in the bucket first: node-a,
+/// which wins the claim, keeps its result against that copy, and node-b, which
+/// loses it, fences the task and takes node-a's files.
+#[test]
+fn the_same_task_on_two_nodes_runs_once_and_ends_completed_everywhere() {
+    let (_scratch, _bucket, c) = on(Kind::Dir);
+    let (a, b) = (&c.node("node-a").t, &c.node("node-b").t);
+    let body = r#"{"taskId": "t-twice", "type": "coding", "description": "taken in on two nodes"}"#;
+    // Node-b takes the task in (no daemon yet) and pushes its pending copy.
+    b.run_with_stdin(&["task", "submit", "-"], body.as_bytes()).ok();
+    sync(b, &["push"]).ok();
+    let daemon_a = a.daemon();
+    a.drop_task("twice.json", body);
+    wait_until(30, "t-twice completed on node-a", || a.status_of("t-twice") == "completed");
+    // Node-a's pulls meet node-b's copy: the claim's holder keeps its version.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(a.status_of("t-twice"), "completed", "node-a's result stays");
+    let daemon_b = b.daemon();
+    wait_until(30, "t-twice completed on node-b", || b.status_of("t-twice") == "completed");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(b.status_of("t-twice"), "completed", "node-b keeps node-a's result");
+    assert_eq!(a.status_of("t-twice"), "completed");
+    let runs = c.runs();
+    let twice: Vec<_> = runs.iter().filter(|(t, _, _)| t == "t-twice").collect();
+    assert!(twice.iter().all(|(_, _, n)| n == "node-a"), "only node-a ran it: {runs:?}");
+    assert_eq!(twice.iter().filter(|(_, r, _)| r == "pm").count(), 1, "{runs:?}");
+    stop_all(vec![daemon_a, daemon_b]);
+}
+
+/// A bucket one may only read (mounted read-only) can still be read: verify takes
+/// its per-key locks shared on files opened for reading.
+#[test]
+fn a_read_only_bucket_can_be_verified() {
+    let (_s, bucket, c) = by_hand();
+    let a = &c.node("node-a").t;
+    sync(a, &["push"]).ok();
+    let at = bucket.at.clone();
+    let mount = |args: &[&str]| {
+        let s = std::process::Command::new("mount").args(args).status().unwrap();
+        assert!(s.success(), "mount {args:?} (the tests run as root)");
+    };
+    mount(&["--bind", &at, &at]);
+    mount(&["-o", "remount,ro,bind", &at]);
+    let r = sync(a, &["verify"]);
+    let unmounted = std::process::Command::new("umount").arg(&at).status().unwrap();
+    assert!(unmounted.success());
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}

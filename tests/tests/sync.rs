@@ -225,7 +225,16 @@ fn bad_sync_config_is_refused_naming_the_key() {
     assert!(r.stderr.contains("key sync.schedule"), "{}", r.stderr);
     for (bad, key, why) in [
         ("lease = \"10s\"\nheartbeat = \"30s\"", "sync.lease", "less than twice sync.heartbeat"),
-        ("heartbeat = \"0s\"", "sync.heartbeat", "at least 1s"),
+        ("heartbeat = \"0s\"", "sync.heartbeat", "less than 1s"),
+        ("heartbeat = \"1ms\"", "sync.heartbeat", "1ms is less than 1s"),
+        // Twice this overflowed a Duration: a panic before.
+        ("heartbeat = \"18446744073709551615s\"", "sync.heartbeat", "more than a day"),
+        ("retry_base = \"10m\"\nretry_max = \"1s\"", "sync.retry_base", "more than sync.retry_max"),
+        ("dir = \"\"", "sync.dir", "is empty"),
+        ("dir = \"shared/bucket\"", "sync.dir", "is inside the tree"),
+        ("dir = \"gm/../shared/./b\"", "sync.dir", "is inside the tree"),
+        ("dir = \".\"", "sync.dir", "is inside the tree"),
+        ("dir = \"..\"", "sync.dir", "holds the tree"),
         ("heartbeat = \"soon\"", "sync.heartbeat", "not a duration"),
         ("mass_delete_ratio = 1.5", "sync.mass_delete_ratio", "not within (0, 1]"),
         ("mass_delete_ratio = 0.0", "sync.mass_delete_ratio", "not within (0, 1]"),

@@ -45,9 +45,26 @@ fn err(failure: Failure, op: &'static str, key: &str, e: impl std::fmt::Display)
 }
 
 fn io_err(op: &'static str, key: &str, e: std::io::Error) -> RemoteError {
-    // A local disk error is not going to fix itself between retries, except a full disk.
-    let failure = if e.kind() == ErrorKind::StorageFull { Failure::Retryable } else { Failure::Permanent };
+    // A local disk error is not going to fix itself between retries, except a full
+    // disk; a name the file system refuses is this key's alone.
+    let failure = match e.kind() {
+        ErrorKind::StorageFull => Failure::Retryable,
+        _ if name_refused(&e) => Failure::KeyRefused,
+        _ => Failure::Permanent,
+    };
     err(failure, op, key, e)
+}
+
+/// A name too long, or a file where a directory of other keys (or their sidecars)
+/// must be, or the other way round.
+fn name_refused(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::InvalidFilename | ErrorKind::NotADirectory | ErrorKind::IsADirectory)
+        || e.kind() == ErrorKind::AlreadyExists
+}
+
+/// A key that cannot name an object here, so none is stored under it (a read finds nothing).
+fn cannot_exist(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::InvalidFilename | ErrorKind::NotADirectory)
 }
 
 /// The ETag of content on this backend: the first 128 bits of its BLAKE3 hash.
@@ -63,12 +80,31 @@ fn check_key(op: &'static str, key: &str) -> Result<(), RemoteError> {
         || key.starts_with(&format!("{META_DIR}/"))
         || key.contains('\0');
     if bad {
-        return Err(err(Failure::Permanent, op, key, "not a valid key for the local-directory backend"));
+        return Err(err(Failure::KeyRefused, op, key, "not a valid key for the local-directory backend"));
     }
     Ok(())
 }
 
 impl DirRemote {
+    /// Opens the directory `dir` as a bucket; it must exist. A missing one is not
+    /// made: a share that is not mounted (or a directory renamed) would then be
+    /// taken for a new, empty bucket, and a reconcile against it deletes local files.
+    pub fn open_existing(dir: &Path) -> Result<DirRemote, RemoteError> {
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => DirRemote::open(dir),
+            Ok(_) => Err(err(Failure::Permanent, "OPEN", &dir.display().to_string(), "is not a directory (sync.dir)")),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(err(
+                Failure::Permanent,
+                "OPEN",
+                &dir.display().to_string(),
+                "the bucket directory does not exist (sync.dir); create it, or mount the share it is on. \
+                 clawboard makes only its default .clawboard/bucket, so that a share not mounted is not \
+                 taken for an empty bucket",
+            )),
+            Err(e) => Err(io_err("OPEN", &dir.display().to_string(), e)),
+        }
+    }
+
     /// Opens (creating if needed) the directory `dir` as a bucket.
     pub fn open(dir: &Path) -> Result<DirRemote, RemoteError> {
         let tmp = dir.join(META_DIR).join("tmp");
@@ -103,16 +139,39 @@ impl DirRemote {
     /// old content with the new sidecar's version. Pull would then record the
     /// newer version over the older bytes and never fetch them again (seen as a
     /// node stuck with a task `running` that finished elsewhere).
-    fn read_lock(&self, key: &str) -> Result<File, RemoteError> {
-        let f = self.lock_file(key)?;
+    fn read_lock(&self, key: &str) -> Result<Option<File>, RemoteError> {
+        // Opened for reading where it exists: a bucket one may only read (mounted
+        // read-only, say) can still be read; `flock` needs no write access. Where
+        // the lock file is missing and cannot be made there, no one writes through
+        // this mount either, and the read goes without it.
+        let f = match File::open(self.lock_path(key)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                match OpenOptions::new().create(true).truncate(false).write(true).open(self.lock_path(key)) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == ErrorKind::ReadOnlyFilesystem => return Ok(None),
+                    Err(e) => return Err(io_err("LOCK", key, e)),
+                }
+            }
+            Err(e) => return Err(io_err("LOCK", key, e)),
+        };
         f.lock_shared().map_err(|e| io_err("LOCK", key, e))?;
-        Ok(f)
+        Ok(Some(f))
+    }
+
+    /// The key's lock file, one of 64 picked by a hash of the key.
+    fn lock_path(&self, key: &str) -> PathBuf {
+        let stripe = blake3::hash(key.as_bytes()).as_bytes()[0] % 64;
+        self.dir.join(META_DIR).join(format!("lock-{stripe:02}"))
     }
 
     fn lock_file(&self, key: &str) -> Result<File, RemoteError> {
-        let stripe = blake3::hash(key.as_bytes()).as_bytes()[0] % 64;
-        let path = self.dir.join(META_DIR).join(format!("lock-{stripe:02}"));
-        OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| io_err("LOCK", key, e))
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.lock_path(key))
+            .map_err(|e| io_err("LOCK", key, e))
     }
 
     /// A new temp file in `.clawboard-meta/tmp/`, named `{pid}.{random}`.
@@ -128,7 +187,7 @@ impl DirRemote {
     fn read_sidecar(&self, key: &str) -> Result<Option<Sidecar>, RemoteError> {
         match fs::read(self.sidecar_path(key)) {
             Ok(b) => Ok(serde_json::from_slice(&b).ok()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound || cannot_exist(&e) => Ok(None),
             Err(e) => Err(io_err("HEAD", key, e)),
         }
     }
@@ -221,7 +280,7 @@ impl DirRemote {
                 fs::create_dir_all(parent).map_err(|e| io_err("PUT", key, e))?;
             }
             if dest.is_dir() {
-                return Err(err(Failure::Permanent, "PUT", key, "a directory of other keys has this name"));
+                return Err(err(Failure::KeyRefused, "PUT", key, "a directory of other keys has this name"));
             }
             let sidecar = Sidecar { etag: etag.clone(), metadata: metadata.clone() };
             match condition {
@@ -238,7 +297,11 @@ impl DirRemote {
                         }
                         Err(e) => return Err(io_err("PUT", key, e)),
                     }
-                    self.write_sidecar(key, &sidecar)?;
+                    if let Err(e) = self.write_sidecar(key, &sidecar) {
+                        // No object without its sidecar: the link is undone.
+                        let _ = fs::remove_file(&dest);
+                        return Err(e);
+                    }
                 }
                 Condition::Matches(want) => {
                     let have = self.current_etag(key)?;
@@ -273,7 +336,7 @@ impl DirRemote {
         let meta = match fs::metadata(self.content_path(key)) {
             Ok(m) if m.is_file() => m,
             Ok(_) => return Ok(None),
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound || cannot_exist(&e) => return Ok(None),
             Err(e) => return Err(io_err("HEAD", key, e)),
         };
         let sidecar = self.read_sidecar(key)?;
@@ -294,7 +357,9 @@ impl DirRemote {
         let _lock = self.read_lock(key)?;
         let bytes = match fs::read(self.content_path(key)) {
             Ok(b) => b,
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::IsADirectory) => return Ok(None),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::IsADirectory) || cannot_exist(&e) => {
+                return Ok(None);
+            }
             Err(e) => return Err(io_err("GET", key, e)),
         };
         let sidecar = self.read_sidecar(key)?;

@@ -9,6 +9,10 @@ pub enum Failure {
     Permanent,
     /// A conditional write lost (412, or the name exists on the local backend).
     PreconditionFailed,
+    /// This key cannot be stored here, whatever is retried (a name too long for
+    /// the local backend's file system, a name taken by a directory of other
+    /// keys): the file is left out of the push, the other keys go on.
+    KeyRefused,
 }
 
 /// A request to the remote that failed.

@@ -23,7 +23,7 @@ use clawboard_core::journal::{self, ChangeKind, Cursor, Origin};
 use clawboard_core::lock::Lock;
 use futures_util::StreamExt;
 
-use crate::error::Result;
+use crate::error::{Error, Failure, Result};
 use crate::remote::Remote;
 use crate::report::{PushReport, now_text};
 use crate::shared::{SyncState, sync_dir, task_of};
@@ -358,8 +358,15 @@ impl<R: Remote> Push<R> {
                 if abort.load(Ordering::SeqCst) {
                     return (path, Ok(Done::Unchanged));
                 }
-                let r = self.upload(&path).await;
-                // Whatever failed (retries spent, or a permanent error), stop starting
+                let r = match self.upload(&path).await {
+                    // This key alone cannot be stored: one file must not stop the push.
+                    Err(Error::Remote(e)) if e.failure == Failure::KeyRefused => {
+                        self.inflight.forget(&path);
+                        Ok(Done::Skipped(format!("the bucket cannot store it: {e}")))
+                    }
+                    r => r,
+                };
+                // Whatever else failed (retries spent, or a permanent error), stop starting
                 // new uploads: the error is reported once, the rest waits for the next push.
                 if r.is_err() {
                     abort.store(true, Ordering::SeqCst);

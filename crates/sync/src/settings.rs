@@ -121,14 +121,23 @@ impl SyncSettings {
         }
         let retry_base = dur("retry_base", file.retry_base, Duration::from_millis(200))?;
         let retry_max = dur("retry_max", file.retry_max, Duration::from_secs(30))?;
+        if retry_base > retry_max {
+            return Err(bad(
+                "retry_base",
+                format!("{retry_base:?} is more than sync.retry_max ({retry_max:?}); every wait would be retry_max"),
+            ));
+        }
         let multipart_threshold = file.multipart_threshold.map_or(16 << 20, |t| t.0);
         if multipart_threshold < crate::s3::PART_SIZE {
             return Err(bad("multipart_threshold", format!("{multipart_threshold} is less than the part size, 8 MiB")));
         }
         let heartbeat = dur("heartbeat", file.heartbeat, Duration::from_secs(30))?;
         let lease = dur("lease", file.lease, Duration::from_secs(120))?;
-        if heartbeat.is_zero() {
-            return Err(bad("heartbeat", "must be at least 1s".into()));
+        if heartbeat < Duration::from_secs(1) {
+            return Err(bad("heartbeat", format!("{heartbeat:?} is less than 1s")));
+        }
+        if heartbeat > MAX_HEARTBEAT {
+            return Err(bad("heartbeat", format!("{heartbeat:?} is more than a day")));
         }
         if lease < heartbeat * 2 {
             return Err(bad("lease", format!("{lease:?} is less than twice sync.heartbeat ({heartbeat:?})")));
@@ -144,6 +153,12 @@ impl SyncSettings {
         let log_retention = dur("log_retention", file.log_retention, Duration::from_secs(7 * 24 * 3600))?;
         let backend = match (file.dir, file.s3) {
             (Some(_), Some(_)) => return Err(bad("dir", "set either sync.dir or [sync.s3], not both".into())),
+            (Some(d), None) if d.trim().is_empty() => {
+                return Err(bad(
+                    "dir",
+                    "is empty; give a directory outside the tree (or leave it out for .clawboard/bucket)".into(),
+                ));
+            }
             (Some(d), None) => Backend::Dir(expand(&d)),
             (None, Some(c)) => Backend::S3(resolve_s3(c, &expand)?),
             (None, None) => Backend::Dir(PathBuf::from(clawboard_core::layout::LOCAL_BUCKET)),
@@ -177,6 +192,65 @@ impl SyncSettings {
             log_retention,
         })
     }
+}
+
+/// The longest `sync.heartbeat` (a node silent longer is taken for dead anyway).
+const MAX_HEARTBEAT: Duration = Duration::from_secs(24 * 3600);
+
+impl SyncSettings {
+    /// Checks where a local-directory bucket is against the tree at `root`: the
+    /// bucket may not be inside the tree (but under `.clawboard/`), where every
+    /// push would send the bucket into itself, nor hold the tree.
+    pub fn check_dir(&self, root: &Path) -> Result<(), ConfigError> {
+        let Backend::Dir(dir) = &self.backend else { return Ok(()) };
+        let resolved = normalize(&root.join(dir));
+        let root = normalize(root);
+        let bad = |reason: String| ConfigError::new("sync.dir", format!("{}: {reason}", dir.display()));
+        if resolved.starts_with(root.join(clawboard_core::layout::STATE)) {
+            Ok(())
+        } else if resolved.starts_with(&root) {
+            Err(bad(format!(
+                "is inside the tree ({}); a push would send the bucket into itself. Use a directory outside it, or one under .clawboard/",
+                root.display()
+            )))
+        } else if root.starts_with(&resolved) {
+            Err(bad(format!("holds the tree ({}); use a directory outside it", root.display())))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// `path` made absolute (against the working directory) with `.` and `..` taken
+/// out by their names, and, where it exists, its links followed.
+fn normalize(path: &Path) -> PathBuf {
+    if let Ok(real) = path.canonicalize() {
+        return real;
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut out = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    // The part that exists, with its links followed, and the rest as written.
+    let mut existing = out.clone();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match existing.file_name() {
+            Some(name) => rest.push(name.to_owned()),
+            None => return out,
+        }
+        existing.pop();
+    }
+    let mut real = existing.canonicalize().unwrap_or(existing);
+    real.extend(rest.iter().rev());
+    real
 }
 
 /// `[sync.s3]`, checked.
@@ -222,7 +296,9 @@ impl AnyRemote {
             Backend::S3(cfg) => Ok(AnyRemote::S3(S3Remote::new(cfg).await?)),
             Backend::Dir(dir) => {
                 let dir = if dir.is_absolute() { dir.clone() } else { root.join(dir) };
-                Ok(AnyRemote::Dir(DirRemote::open(&dir)?))
+                // Only the node's own default bucket (under .clawboard/) is made when missing.
+                let own = normalize(&dir).starts_with(normalize(root).join(clawboard_core::layout::STATE));
+                Ok(AnyRemote::Dir(if own { DirRemote::open(&dir)? } else { DirRemote::open_existing(&dir)? }))
             }
         }
     }

@@ -214,7 +214,15 @@ async fn pull_now(pull: Arc<Pull<AnyRemote>>, s: &Settings, a: PullArgs) -> anyh
             if report.full { " (full reconcile by listing)" } else { "" }
         )?;
         for c in &report.conflicts {
-            outln!("  conflict  {}  kept {}'s version as {}", c.path, c.loser, c.copy.as_deref().unwrap_or("-"))?;
+            match &c.copy {
+                Some(copy) => outln!("  conflict  {}  {} won; {}'s version kept as {copy}", c.path, c.winner, c.loser)?,
+                None => outln!(
+                    "  conflict  {}  {}'s delete lost against {}'s change; the file stays",
+                    c.path,
+                    c.loser,
+                    c.winner
+                )?,
+            }
         }
     }
     Ok(EXIT_OK)

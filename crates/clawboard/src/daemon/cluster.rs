@@ -130,8 +130,11 @@ impl Cluster {
                 self.drive(task)?;
             }
             ClaimResult::Lost { owner } => {
-                tracing::debug!(task, owner, "claimed by another node");
-                claims::finish(&self.store, task)?;
+                // The same task taken in here too (dropped into two inboxes): the
+                // owner's files are the task's. Fenced, this node never pushes its
+                // own copy into the task's directory, and takes the owner's.
+                tracing::info!(task, owner, "claimed by another node");
+                self.fence(task, &owner).await?;
             }
         }
         Ok(())

@@ -43,6 +43,38 @@ pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
     }
 }
 
+/// Whether `conflicts.jsonl` at `path` has a conflict kept as `copy`.
+fn noted(path: &std::path::Path, copy: Option<&str>) -> Result<bool> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    Ok(text.lines().filter_map(|l| serde_json::from_str::<Conflict>(l).ok()).any(|c| c.copy.as_deref() == copy))
+}
+
+/// The path `copy` is a conflict copy of, when it is one of `node`'s versions
+/// (named by [`conflict_name`]): `gm/a.conflict-n1-20261127T033107736Z.md` → `gm/a.md`.
+pub fn copy_of(copy: &str, node: &str) -> Option<String> {
+    let (dir, file) = match copy.rsplit_once('/') {
+        Some((d, f)) => (format!("{d}/"), f),
+        None => (String::new(), copy),
+    };
+    let (stem, rest) = file.split_once(&format!(".conflict-{node}-"))?;
+    let (stamp, ext) = match rest.split_once('.') {
+        Some((stamp, ext)) => (stamp, Some(ext)),
+        None => (rest, None),
+    };
+    let stamp_like = !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit() || b == b'T' || b == b'Z');
+    if stem.is_empty() || !stamp_like {
+        return None;
+    }
+    Some(match ext {
+        Some(ext) => format!("{dir}{stem}.{ext}"),
+        None => format!("{dir}{stem}"),
+    })
+}
+
 impl<R: Remote> Pull<R> {
     /// Applies a version from the bucket: skip, fast-forward, or resolve a conflict.
     pub(super) async fn apply(&self, inc: Incoming, report: &mut PullReport) -> Result<()> {
@@ -57,7 +89,25 @@ impl<R: Remote> Pull<R> {
         let local = self.local(&path, rec.as_ref())?;
         // A task this node lost: the claim's owner is right, whatever is here.
         if (order == Order::Newer && !local.dirty) || self.sync.is_fenced(&path) {
-            return self.write_version(inc, report);
+            // A copy of one of this node's versions, made by the node that found the
+            // conflict and won it: this node's version lost, which it is told of as
+            // if it had found the conflict itself.
+            let lost = (rec.is_none() && !local.exists && !inc.record.deleted && inc.record.author != self.sync.node)
+                .then(|| copy_of(&path, &self.sync.node))
+                .flatten()
+                .map(|original| Conflict {
+                    path: original,
+                    copy: Some(path.clone()),
+                    winner: inc.record.author.clone(),
+                    loser: self.sync.node.clone(),
+                    at: now_text(),
+                });
+            self.write_version(inc, report)?;
+            if let Some(conflict) = lost {
+                self.note_conflict(&conflict, true).await?;
+                report.conflicts.push(conflict);
+            }
+            return Ok(());
         }
         // Both sides changed since a common version.
         let mine = if local.dirty {
@@ -108,7 +158,15 @@ impl<R: Remote> Pull<R> {
         // defaults must not overwrite what the others have); it is kept as a copy
         // unless it is exactly the layout's initial content.
         let never_shared = rec.is_none();
+        // A task's directory is written by the node that holds its claim: its
+        // version wins there, whatever reached the bucket first (another node that
+        // took in the same task and lost the claim may have pushed its copy).
+        let claim_here = crate::shared::task_of(&path).is_some_and(|task| {
+            crate::node::held_generation(&self.sync.root, task).is_some()
+                && !crate::node::is_fenced(&self.sync.root, task)
+        });
         let theirs_win = match (mine.deleted, inc.record.deleted) {
+            _ if claim_here => false,
             (true, false) => true,
             (false, true) => false,
             _ if never_shared => true,
@@ -295,6 +353,11 @@ impl<R: Remote> Pull<R> {
     async fn note_conflict(&self, c: &Conflict, escalate: bool) -> Result<()> {
         let dir = sync_dir(&self.sync.root);
         let path = dir.join("conflicts.jsonl");
+        // One conflict, one note: both nodes may find it (each pulls the other's
+        // version), and the loser also learns of it from the copy the winner made.
+        if c.copy.is_some() && noted(&path, c.copy.as_deref())? {
+            return Ok(());
+        }
         let mut line = serde_json::to_vec(c).map_err(|e| Error::io(&path, e.into()))?;
         line.push(b'\n');
         use std::io::Write;
@@ -370,5 +433,18 @@ mod tests {
         assert_eq!(conflict_name(".hidden", "n", t), ".hidden.conflict-n-20251122T043403123Z");
         assert_eq!(conflict_name("a/b.tar.gz", "n", t), "a/b.tar.conflict-n-20251122T043403123Z.gz");
         assert!(conflict_name("x.md", "n", t) < conflict_name("x.md", "n", t + (1 << 16)));
+    }
+
+    #[test]
+    fn a_copy_names_its_file_and_its_node() {
+        let t = (1_763_786_043_123u64 << 16) | 5;
+        for path in ["gm/notes.md", "README", "a/b.tar.gz", "tasks/t1/task.json"] {
+            assert_eq!(copy_of(&conflict_name(path, "node-a", t), "node-a").as_deref(), Some(path));
+            assert_eq!(copy_of(&conflict_name(path, "node-a", t), "node"), None, "another node's copy");
+        }
+        // Node "a" is not node "a-b", whose copies also hold ".conflict-a-".
+        assert_eq!(copy_of(&conflict_name("gm/x.md", "a-b", t), "a"), None);
+        assert_eq!(copy_of("gm/notes.md", "node-a"), None);
+        assert_eq!(copy_of("gm/.conflict-n-20251122T043403123Z.md", "n"), None);
     }
 }

@@ -132,3 +132,38 @@ async fn a_pull_that_fails_midway_applies_whole_segments_only_and_resumes() {
     }
     assert_eq!(b.pull.pull(false).await.unwrap().segments, 0, "nothing is applied twice");
 }
+
+/// Node-b's copy of a task file reaches the bucket first; node-a holds the task's
+/// claim and made its own version: at node-a's pull, its version stays (and is
+/// pushed), node-b's is kept as a copy. Without the claim, the bucket's would win.
+#[tokio::test]
+async fn in_a_task_directory_the_claim_holders_version_wins() {
+    for holds_claim in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let bucket = d.path().join("bucket");
+        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+        let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+        let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+        let path = "tasks/t1/task.json";
+        for (root, text) in [(&rb, "pending on b\n"), (&ra, "completed on a\n")] {
+            std::fs::create_dir_all(root.join("tasks/t1")).unwrap();
+            std::fs::write(root.join(path), text).unwrap();
+        }
+        if holds_claim {
+            crate::node::remember_generation(&ra, "t1", 1).unwrap();
+        }
+        b.push.full().await.unwrap();
+        let pushed = a.push.full().await.unwrap();
+        assert_eq!(pushed.deferred, 1, "the bucket has node-b's version: {pushed:?}");
+        let r = a.pull.pull(false).await.unwrap();
+        let here = std::fs::read_to_string(ra.join(path)).unwrap();
+        let (object, _) = a.push.sync().remote().get(path).await.unwrap().unwrap();
+        if holds_claim {
+            assert_eq!(here, "completed on a\n", "{r:?}");
+            assert_eq!(&object[..], b"completed on a\n", "pushed over node-b's");
+            assert_eq!(r.conflicts[0].loser, "b", "{r:?}");
+        } else {
+            assert_eq!(here, "pending on b\n", "{r:?}");
+        }
+    }
+}

@@ -141,7 +141,23 @@ impl<R: Remote> Push<R> {
                     // version (a server killed mid-write, another tool): replaced.
                     self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
                     match self.sync.retry(|| self.sync.remote.head(path)).await? {
-                        Some(info) if info.blake3() == Some(hash.as_str()) => PutOutcome::Stored { etag: info.etag },
+                        Some(info) if info.blake3() == Some(hash.as_str()) => match crate::pull::stamp_of(&info) {
+                            // Another node's version of the very same bytes (two fresh
+                            // trees, two nodes that made one file alike): it is this
+                            // file's version too. Recording one of our own instead would
+                            // leave two histories of one file, neither holding the other,
+                            // and the next change on either side a false conflict.
+                            Some((author, vv, hlc)) if author != self.sync.node => {
+                                self.sync.clock.observe(hlc);
+                                let etag = info.etag.clone().unwrap_or_default();
+                                let theirs =
+                                    Pushed { vv, hlc, author, etag, ..Pushed::file(hash, stamp.size, stamp.mtime_ns) };
+                                self.sync.with_state(|s| s.record(path, Some(theirs)))?;
+                                self.inflight.forget(path);
+                                return Ok(Done::Unchanged);
+                            }
+                            _ => PutOutcome::Stored { etag: info.etag },
+                        },
                         Some(info) if self.adopt(path, &info)? => continue,
                         Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
                         _ => {
