@@ -56,6 +56,29 @@ fn an_acl_beside_the_config_is_used_and_a_bad_one_is_named() {
         "{}",
         bad.stderr
     );
+    // Keys that could never match: refused, not silently dead.
+    for (edit, want) in [
+        (
+            clawboard_core::acl::DEFAULT_ACL.replace("[dirs.\"gm/\"]", "[dirs.\"gm//\"]"),
+            "dirs.\"gm//\": is not a relative directory ending in /: the path has an empty component (//)",
+        ),
+        (
+            format!(
+                "{}\n[dirs.\"tasks/*/notes/\"]\nassistant=\"-\"\ngm=\"-\"\nvalidator=\"-\"\nplatform-pm=\"-\"\npm=\"-\"\nworker=\"-\"\n",
+                clawboard_core::acl::DEFAULT_ACL
+            ),
+            "dirs.\"tasks/*/notes/\": contains '*': rules are literal",
+        ),
+        (
+            clawboard_core::acl::DEFAULT_ACL.replacen("control = \"-\"\nerrors = \"A\"", "control = \"-\"", 1),
+            "zones.worker: has no cell for errors; write \"-\" to deny",
+        ),
+    ] {
+        std::fs::write(&acl, edit).unwrap();
+        let bad = check(&t, &["--as", "gm", "--write", "gm/x.md"]);
+        bad.expect_code(2);
+        assert!(bad.stderr.contains(&format!("{}: {want}", acl.display())), "{want}: {}", bad.stderr);
+    }
 }
 
 /// A worker that tries a series of writes through `clawboard write` while it runs and
@@ -70,8 +93,9 @@ fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
     // Bodies with quotes come from files, to keep the shell quoting sane.
     let bodies = t.dir.path().join("bodies");
     std::fs::create_dir_all(&bodies).unwrap();
+    // (One that needs approval would hold the task: tests/tests/review.rs tests that.)
     let raise =
-        r#"{"level":"high","from":"someone-else","issue":"need a key","requiresHumanApproval":true,"taskId":"t9"}"#;
+        r#"{"level":"high","from":"someone-else","issue":"need a key","requiresHumanApproval":false,"taskId":"t9"}"#;
     let approve = r#"{"level":"high","from":"w","issue":"x","decision":"approved","decidedBy":"human","decidedAt":"2026-11-21T10:00:00Z"}"#;
     std::fs::write(bodies.join("raise.json"), raise).unwrap();
     std::fs::write(bodies.join("approve.json"), approve).unwrap();

@@ -116,7 +116,8 @@ listen = "127.0.0.1:0"
     assert_eq!(refused, "no token given");
     assert!(!c.source().await.unwrap().contains(&esc));
     c.goto(&format!("{base}/?token=not-the-token")).await.unwrap();
-    assert_eq!(c.find(Locator::Css("#refused")).await.unwrap().text().await.unwrap(), "wrong token");
+    let wrong = c.find(Locator::Css("#refused")).await.unwrap().text().await.unwrap();
+    assert!(wrong.starts_with("the token is not valid"), "{wrong}");
 
     // With it: the token becomes a cookie, the URL is clean, the escalation is there.
     c.goto(&format!("{base}/?token={token}")).await.unwrap();
@@ -128,6 +129,16 @@ listen = "127.0.0.1:0"
     }
     let heading = text_of(&c, "#escalations h3").await;
     assert_eq!(heading, "Critical (1)");
+    // The page's own style applies (its nonce is in the policy); an inline event
+    // handler that is not the page's never runs, whatever the markup.
+    let js = |s: &'static str| c.execute(s, vec![]);
+    let bg = js("return getComputedStyle(document.querySelector('header')).backgroundColor").await.unwrap();
+    assert_eq!(bg, "rgb(29, 35, 40)", "the page's style");
+    js("var i=document.createElement('img');i.setAttribute('onerror','window.injected=1');i.src='x';document.body.appendChild(i)")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(js("return window.injected === undefined").await.unwrap(), true, "an injected onerror= ran");
     let shots = shots_dir();
     std::fs::write(shots.join("1-pending.png"), c.screenshot().await.unwrap()).unwrap();
 

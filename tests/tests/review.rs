@@ -183,18 +183,28 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     t.drop_task("w1.json", &task_json("w1", "use-esc ship it"));
     wait_until(30, "the task held", || held(&t, 1));
     let esc = t.escalation_of("w1").unwrap();
-    for r in [
-        http(&addr, "GET", "/", &[], ""),
-        http(&addr, "GET", "/?token=wrong", &[], ""),
-        http(&addr, "GET", "/fragment", &[("Cookie", "clawboard_session=wrong")], ""),
+    // Each refusal says whether a token came and did not match, or none came.
+    let (none, bad_token, bad_session) = ("no token given", "the token is not valid", "the session is not valid");
+    for (r, why) in [
+        (http(&addr, "GET", "/", &[], ""), none),
+        (http(&addr, "GET", "/?token=wrong", &[], ""), bad_token),
+        (http(&addr, "GET", "/fragment", &[("Authorization", "Bearer wrong")], ""), bad_token),
+        (http(&addr, "GET", "/fragment", &[("Cookie", "clawboard_session=wrong")], ""), bad_session),
         // The token is not a session: only the id the login handed out is.
-        http(&addr, "GET", "/fragment", &[("Cookie", &format!("clawboard_session={token}"))], ""),
-        http(&addr, "GET", "/metrics", &[], ""),
-        http(&addr, "POST", &format!("/escalations/{esc}/approve"), &[], "note=x"),
+        (http(&addr, "GET", "/fragment", &[("Cookie", &format!("clawboard_session={token}"))], ""), bad_session),
+        (http(&addr, "GET", "/metrics", &[], ""), none),
+        (http(&addr, "POST", &format!("/escalations/{esc}/approve"), &[], "note=x"), none),
     ] {
         assert_eq!(r.status, 401, "{}", r.head);
         assert!(!r.body.contains(&esc) && r.body.contains("clawboard web token"), "{}", r.body);
+        assert!(r.body.contains(&format!("<p id=\"refused\">{why}")), "want {why:?}: {}", r.body);
     }
+    let log = d.output();
+    assert!(
+        log.contains("web: refused a request: the token is not valid")
+            && log.contains("web: refused a request: no token given"),
+        "{log}"
+    );
 
     // ?token= sets an HttpOnly, SameSite=Strict cookie and cleans the URL.
     let login = http(&addr, "GET", &format!("/?token={token}"), &[], "");
@@ -210,7 +220,18 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     {
         assert_eq!(header(&page, name), Some(want), "{}", page.head);
     }
-    assert!(header(&page, "content-security-policy").unwrap().contains("frame-ancestors 'none'"));
+    // Inline script and style run only with this response's nonce: never 'unsafe-inline'.
+    let policy = header(&page, "content-security-policy").unwrap();
+    assert!(policy.contains("frame-ancestors 'none'") && !policy.contains("unsafe-inline"), "{policy}");
+    let nonce = policy.split("script-src 'nonce-").nth(1).unwrap().split('\'').next().unwrap();
+    assert!(nonce.len() >= 32 && policy.contains(&format!("style-src 'nonce-{nonce}'")), "{policy}");
+    assert!(page.body.contains(&format!("<script nonce=\"{nonce}\">")), "the page's own script carries it");
+    assert!(page.body.contains(&format!("<style nonce=\"{nonce}\">")), "the page's own style carries it");
+    let again = http(&addr, "GET", "/", &[("Cookie", &cookie)], "");
+    assert!(!header(&again, "content-security-policy").unwrap().contains(nonce), "a new nonce for each page");
+    let frag = http(&addr, "GET", "/fragment", &[("Cookie", &cookie)], "");
+    let frag_policy = header(&frag, "content-security-policy").unwrap();
+    assert!(!frag_policy.contains("script-src") && frag_policy.starts_with("default-src 'none'"), "{frag_policy}");
     for want in
         [&esc, "Pending escalations (1)", "High (1)", "spend 500 USD?", "Task w1", "use-esc ship it", "holds its task"]
     {
@@ -229,6 +250,12 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     assert_eq!(r.status, 403, "cross-site fetch");
     let r = http(&addr, "POST", &approve, &[auth[0], ("Origin", "null")], &format!("csrf={csrf}"));
     assert_eq!(r.status, 403, "a hidden origin, and no Sec-Fetch-Site to vouch for it");
+    // `none` is a request the user typed or a program sent, never a form of the page.
+    let r = http(&addr, "POST", &approve, &[auth[0], ("Sec-Fetch-Site", "none")], &format!("csrf={csrf}"));
+    assert_eq!(r.status, 403, "Sec-Fetch-Site: none");
+    let none_null = [auth[0], ("Sec-Fetch-Site", "none"), ("Origin", "null")];
+    let r = http(&addr, "POST", &approve, &none_null, &format!("csrf={csrf}"));
+    assert_eq!(r.status, 403, "Origin: null vouched for only by Sec-Fetch-Site: none");
     assert_eq!(t.status_of("w1"), "running");
     let e: serde_json::Value =
         serde_json::from_slice(&std::fs::read(t.root.join(format!("escalations/{esc}.json"))).unwrap()).unwrap();
@@ -290,14 +317,123 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     assert!(ok_runs >= 4, "pm, esc, validator, harvester: {ok_runs}");
     let refused: u64 =
         m.body.lines().find_map(|l| l.strip_prefix("clawboard_web_refusals_total ")).unwrap().parse().unwrap();
-    assert_eq!(refused, 10, "6 without a valid token or session, 4 cross-site");
+    assert_eq!(refused, 13, "7 without a valid token or session, 6 cross-site");
     let socket = unix_get(&t, "/metrics");
     assert!(
         socket.starts_with("HTTP/1.0 200") && socket.contains("clawboard_tasks{status=\"completed\"} 1"),
         "{socket}"
     );
+
+    // A flood of long escalations: the page shows the newest per level, cut short,
+    // and says how many more there are.
+    let long = "A".repeat(200_000);
+    for i in 0..30 {
+        std::fs::write(
+            t.root.join(format!("escalations/20261123T0000{i:02}.000000Z-f100.json")),
+            format!(
+                r#"{{"level":"critical","from":"w","issue":"flood {i} {long}","suggestedAction":"{long}","createdAt":"2026-11-23T00:00:{i:02}Z"}}"#
+            ),
+        )
+        .unwrap();
+    }
+    let page = http(&addr, "GET", "/fragment", &[("Authorization", &format!("Bearer {token}"))], "");
+    assert_eq!(page.status, 200);
+    assert!(page.body.len() < 200_000, "the page stays small: {} bytes", page.body.len());
+    assert!(page.body.contains("Pending escalations (31)") && page.body.contains("Critical (30)"));
+    assert_eq!(page.body.matches("<article class=\"esc critical\"").count(), 20, "the newest 20 critical");
+    assert!(page.body.contains("flood 29 ") && !page.body.contains("flood 9 "), "newest first");
+    assert!(
+        page.body.contains("… and 10 older critical (clawboard escalations list --pending --level critical)"),
+        "the rest are counted"
+    );
+    assert!(page.body.contains("AAAA…</p>"), "long text is cut with an ellipsis");
+    assert!(page.body.contains("<code>20261122T000000.000000Z-beef</code>"), "another level still shows");
     assert_eq!(d.stop(), 0);
     assert!(!t.root.join(".clawboard/web.addr").exists(), "the address file goes with the daemon");
+}
+
+/// A role that raises its escalation with `clawboard write` (not in its output), and
+/// tries paths under `escalations/` that no human would ever see.
+fn api_esc_config(t: &Tree) -> String {
+    let dir = t.dir.path();
+    std::fs::write(
+        dir.join("hold.json"),
+        r#"{"level":"critical","from":"someone-else","issue":"STOP: do not deploy until I say so","requiresHumanApproval":true,"createdAt":"2001-01-01T00:00:00Z"}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("plain.json"), r#"{"level":"normal","from":"x","issue":"i"}"#).unwrap();
+    let bin = clawboard_tests::bin();
+    let write = |path: &str, body: &str| {
+        format!(
+            "{} write {path} < {}/{body} >/dev/null 2>>{}/err.log; c=\"$c $?\"; ",
+            bin.display(),
+            dir.display(),
+            dir.display()
+        )
+    };
+    let script = format!(
+        "cat >/dev/null; c=; {}{}{}{}{}echo $c > {}/codes-$CLAWBOARD_TASK_ID; printf '{{\"summary\":\"asked\"}}'",
+        write("escalations/hold-$CLAWBOARD_TASK_ID.json", "hold.json"),
+        write("escalations/sub/nested.json", "plain.json"),
+        write("escalations/x.conflict-n1-1.json", "plain.json"),
+        write("escalations/_bad.json", "plain.json"),
+        write("escalations/notes.md", "plain.json"),
+        dir.display(),
+    );
+    // A TOML literal string: the script's quotes stay as they are.
+    sh_config(&format!("[roles.esc]\ncommand = [\"sh\", \"-c\", '''{script}''']\nretry_backoff = \"10ms\"\n"))
+}
+
+#[test]
+fn an_escalation_a_role_writes_through_the_api_holds_its_task_like_one_in_its_output() {
+    let t = Tree::init();
+    t.config(&api_esc_config(&t));
+    let d = t.daemon();
+    t.drop_task("a1.json", &task_json("a1", "use-esc reject me"));
+    t.drop_task("a2.json", &task_json("a2", "use-esc approve me"));
+    wait_until(30, "both tasks held", || {
+        for id in ["a1", "a2"] {
+            assert_ne!(t.status_of(id), "completed", "{id} ran on past its escalation:\n{}", d.output());
+        }
+        held(&t, 2)
+    });
+    for id in ["a1", "a2"] {
+        let e: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(t.root.join(format!("escalations/hold-{id}.json"))).unwrap())
+                .unwrap();
+        assert_eq!((e["from"].as_str(), e["taskId"].as_str()), (Some("esc"), Some(id)), "{e}");
+        // The daemon says when it was raised, not the role.
+        let at = chrono::DateTime::parse_from_rfc3339(e["createdAt"].as_str().unwrap()).unwrap();
+        let age = chrono::Utc::now().signed_duration_since(at);
+        assert!(age >= chrono::Duration::zero() && age < chrono::Duration::minutes(5), "{e}");
+        let attempt = t.attempts(id).into_iter().find(|a| a["step"] == "iter-1/esc").unwrap();
+        assert_eq!(attempt["escalations"], serde_json::json!([format!("hold-{id}")]), "{attempt}");
+        // Paths under escalations/ that no human would see are refused (exit 2).
+        let codes = std::fs::read_to_string(t.dir.path().join(format!("codes-{id}"))).unwrap();
+        assert_eq!(codes.trim(), "0 2 2 2 2", "{}", std::fs::read_to_string(t.dir.path().join("err.log")).unwrap());
+    }
+    let err = std::fs::read_to_string(t.dir.path().join("err.log")).unwrap();
+    for want in [
+        "escalations/sub/nested.json: refused: an escalation is escalations/{id}.json, directly under escalations/",
+        "escalations/x.conflict-n1-1.json: refused: x.conflict-n1-1.json is a sync conflict copy's",
+        "escalations/_bad.json: refused: an escalation is escalations/{id}.json: escalation id starts with '_'",
+        "escalations/notes.md: refused: an escalation is escalations/{id}.json; other files are never read",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in\n{err}");
+    }
+    assert!(!t.root.join("escalations/sub").exists() && !t.root.join("escalations/_bad.json").exists());
+    let list = t.run(&["escalations", "list", "--pending"]);
+    assert!(list.stdout.contains("hold-a1") && list.stdout.contains("pending (holds task)"), "{}", list.stdout);
+    assert_eq!(t.status_of("a1"), "running");
+
+    // Reject: the task fails with the note. Approve: it resumes and completes.
+    t.run(&["escalations", "reject", "hold-a1", "--note", "do not deploy"]).ok();
+    t.run(&["escalations", "approve", "hold-a2", "--note", "go"]).ok();
+    wait_until(30, "both tasks to end", || t.status_of("a1") == "failed" && t.status_of("a2") == "completed");
+    let errors = std::fs::read_to_string(t.root.join("tasks/a1/errors.log")).unwrap();
+    assert!(errors.contains("escalation hold-a1 was rejected by human: do not deploy"), "{errors}");
+    assert!(t.attempts("a2").iter().any(|a| a["step"] == "harvest" && a["status"] == "ok"), "a2 ran to its end");
+    assert_eq!(d.stop(), 0);
 }
 
 #[test]

@@ -350,8 +350,18 @@ impl Acl {
         };
         let mut dirs = Vec::new();
         for (prefix, cells) in &raw.dirs {
-            if !prefix.ends_with('/') || check_path(prefix.trim_end_matches('/')).is_err() {
-                return Err(err(format!("dirs.{prefix:?}"), "is not a relative directory ending in /".into()));
+            let key = format!("dirs.{prefix:?}");
+            let dir = match prefix.strip_suffix('/') {
+                None => Err("it does not end in /".to_owned()),
+                // `gm//` would need a path with an empty component, which is refused.
+                Some(d) if d.ends_with('/') => Err("the path has an empty component (//)".to_owned()),
+                Some(d) => check_path(d),
+            };
+            if let Err(why) = dir {
+                return Err(err(key, format!("is not a relative directory ending in /: {why}")));
+            }
+            if let Some(why) = pattern_in(prefix) {
+                return Err(err(key, why));
             }
             dirs.push((prefix.clone(), row("dirs", prefix, cells)?));
         }
@@ -359,7 +369,7 @@ impl Acl {
         dirs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
         let mut files = Vec::new();
         for (path, cells) in &raw.files {
-            if let Err(why) = check_path(path) {
+            if let Some(why) = check_path(path).err().or_else(|| pattern_in(path)) {
                 return Err(err(format!("files.{path:?}"), why));
             }
             files.push((path.clone(), row("files", path, cells)?));
@@ -516,6 +526,17 @@ impl Acl {
     }
 }
 
+/// Why `key` (of `[dirs]` or `[files]`) looks like a pattern, if it does: keys are
+/// literal, and a glob character (which no task id has) would make a rule that never
+/// matches.
+fn pattern_in(key: &str) -> Option<String> {
+    let c = key.chars().find(|c| matches!(c, '*' | '?' | '['))?;
+    Some(format!(
+        "contains {c:?}: rules are literal ([dirs] keys are path prefixes, [files] keys whole paths), not patterns, \
+         so this rule would never match; name the directory or file itself"
+    ))
+}
+
 /// `[zones.COMPONENT]` tables: every component present, every cell known.
 fn parse_zones(
     raw: &BTreeMap<String, BTreeMap<String, String>>,
@@ -531,6 +552,7 @@ fn parse_zones(
         })?;
         let mut row = ZoneRow { cells: [ZoneCell::default(); 3], errors: false };
         let mut seen = [false; 3];
+        let mut seen_errors = false;
         for (key, value) in cells {
             let at = format!("zones.{name}.{key}");
             if key == "errors" {
@@ -539,6 +561,7 @@ fn parse_zones(
                     "-" => false,
                     _ => return Err(err(at, format!("{value:?} is not \"A\" (may append) or \"-\""))),
                 };
+                seen_errors = true;
                 continue;
             }
             let zone = crate::formats::Zone::parse(key)
@@ -551,6 +574,9 @@ fn parse_zones(
         if let Some(i) = seen.iter().position(|s| !s) {
             let z = crate::formats::Zone::ALL[i].name();
             return Err(err(format!("zones.{name}"), format!("has no cell for {z}; write \"-\" to deny")));
+        }
+        if !seen_errors {
+            return Err(err(format!("zones.{name}"), "has no cell for errors; write \"-\" to deny".into()));
         }
         out.insert(c, row);
     }

@@ -36,7 +36,9 @@ pub struct Attempt {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_ms: Option<u64>,
-    /// Escalations this attempt's output raised (ids under `escalations/`).
+    /// Escalations this attempt raised (ids under `escalations/`): those in its
+    /// output first, in their order, then those it wrote through the daemon's API
+    /// (`clawboard write escalations/{id}.json`) while it ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalations: Vec<String>,
 }

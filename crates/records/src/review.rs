@@ -112,9 +112,22 @@ pub struct TaskView {
     pub result_summary: Option<String>,
 }
 
-/// The first non-empty line of `text`.
+/// The first non-empty line of `text` (lines end at any [line break](is_line_break)).
 pub fn first_line(text: &str) -> String {
-    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().to_owned()
+    text.split(is_line_break).map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().to_owned()
+}
+
+/// A character that ends a line somewhere: in Markdown (CommonMark's `\r`), in a
+/// terminal, or in a reader that splits the way Python's `splitlines` or Unicode do.
+pub fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// `text` on one line: every [line break](is_line_break) becomes a space. Text a role
+/// wrote goes into the Markdown logs (`gm/decisions.md`, `gm/arbitrations.md`) through
+/// this, so it can never start a line, and so never forge an entry or a heading.
+pub fn one_line(text: &str) -> String {
+    text.chars().map(|c| if is_line_break(c) { ' ' } else { c }).collect()
 }
 
 fn optional<T: clawboard_core::Format>(store: &Store, task_id: &str, file: &str) -> Option<T> {

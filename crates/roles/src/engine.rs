@@ -92,6 +92,12 @@ pub struct Engine {
     /// Held while `roles/active.json` is written from `instances`, so that an
     /// older list never lands over a newer one.
     active_view: Lock<()>,
+    /// Escalations that running task instances raised through the API (`POST
+    /// /v1/write`), by instance id: an instance has an entry from before its token
+    /// works until its attempt is recorded, which takes them into its `escalations`,
+    /// so they hold the task as the ones in its output do. Held while such a file is
+    /// created, so that none is written after its attempt was recorded.
+    raised: Lock<std::collections::HashMap<String, Vec<String>>>,
     /// Tasks another node took over: never driven or written here again.
     fenced: Lock<std::collections::HashSet<String>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
@@ -132,6 +138,7 @@ impl Engine {
             shutdown,
             instances: Lock::new(Vec::new()),
             active_view: Lock::new(()),
+            raised: Lock::new(Default::default()),
             fenced: Lock::new(Default::default()),
             runs: Lock::new(Default::default()),
             acl: Lock::new(None),
@@ -256,6 +263,42 @@ impl Engine {
         for i in self.instances.lock().iter_mut().filter(|i| i.token == token) {
             i.token.clear();
         }
+    }
+
+    /// Raises escalation `escalation_id` for the running instance `instance`: `create`
+    /// writes its file. A task instance's escalation is recorded with the instance, and
+    /// its attempt's record lists it (see [`Attempt::escalations`]), so one that needs
+    /// approval holds the task exactly like one in the role's output. `Ok(false)`:
+    /// the instance's attempt was recorded already (its run ended), so nothing was
+    /// written, since nothing could hold the task any more.
+    ///
+    /// [`Attempt::escalations`]: clawboard_records::attempts::Attempt::escalations
+    pub fn raise_escalation(
+        &self,
+        instance: &InstanceInfo,
+        escalation_id: &str,
+        create: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<bool, Error> {
+        if instance.task_id.is_empty() {
+            // An entry's run: no task to hold.
+            return create().map(|()| true);
+        }
+        let mut raised = self.raised.lock();
+        let Some(ids) = raised.get_mut(&instance.id) else { return Ok(false) };
+        create()?;
+        ids.push(escalation_id.to_owned());
+        Ok(true)
+    }
+
+    /// From now until [`Engine::take_raised`], escalations instance `id` raises through
+    /// the API are kept for its attempt.
+    pub(crate) fn open_raised(&self, instance_id: &str) {
+        self.raised.lock().insert(instance_id.to_owned(), Vec::new());
+    }
+
+    /// The escalations instance `id` raised through the API; it can raise no more.
+    pub(crate) fn take_raised(&self, instance_id: &str) -> Vec<String> {
+        self.raised.lock().remove(instance_id).unwrap_or_default()
     }
 
     pub fn running_instances(&self) -> Vec<InstanceInfo> {

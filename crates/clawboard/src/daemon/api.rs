@@ -208,6 +208,15 @@ async fn write(
         Ok(r) => r,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, &who, e.to_string(), None),
     };
+    // Under escalations/, only a file a human will see and can decide.
+    let escalation = if q.path.starts_with("escalations/") {
+        match clawboard_records::escalations::id_of_path(&q.path) {
+            Ok(id) => Some(id.to_owned()),
+            Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
+        }
+    } else {
+        None
+    };
     if let Some((kind, ctx)) = clawboard_core::FileKind::infer(std::path::Path::new(&q.path))
         && let Err(problems) = clawboard_core::validate::check_bytes(&body, kind, &ctx)
     {
@@ -215,8 +224,8 @@ async fn write(
         return fail(StatusCode::UNPROCESSABLE_ENTITY, msg, None);
     }
     // A role raises an escalation; it never decides one, never speaks for another
-    // role or task, and never rewrites one.
-    let (body, create_only) = if q.path.starts_with("escalations/") {
+    // role or task, never says when it was raised, and never rewrites one.
+    let body = if escalation.is_some() {
         let mut e: clawboard_core::formats::Escalation = match clawboard_core::json::from_slice(&body) {
             Ok(e) => e,
             Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("{}: {e}", q.path), None),
@@ -227,20 +236,31 @@ async fn write(
         }
         e.from = inst.role.clone();
         e.task_id = clawboard_core::Id::new(inst.task_id.clone()).ok();
-        (axum::body::Bytes::from(clawboard_core::store::to_pretty_json(&e)), true)
+        e.created_at = Some(clawboard_core::Timestamp::now());
+        axum::body::Bytes::from(clawboard_core::store::to_pretty_json(&e))
     } else {
-        (body, false)
+        body
     };
     let store = s.store.clone();
     let path = q.path.clone();
-    let written = tokio::task::spawn_blocking(move || {
-        if create_only { store.create_bytes(&rel, &body) } else { store.write_bytes(&rel, &body) }
+    let engine = s.dispatcher.engine.clone();
+    let instance = inst.clone();
+    let written = tokio::task::spawn_blocking(move || match escalation {
+        // Recorded with the instance's attempt: one that needs approval holds the task.
+        Some(id) => engine.raise_escalation(&instance, &id, || store.create_bytes(&rel, &body)),
+        None => store.write_bytes(&rel, &body).map(|()| true),
     });
     match written.await {
         Ok(Err(clawboard_core::Error::AlreadyExists { path })) => {
             fail(StatusCode::CONFLICT, format!("{path} exists: an escalation is raised once, never rewritten"), None)
         }
-        Ok(Ok(())) => {
+        Ok(Ok(false)) => refuse(
+            StatusCode::UNAUTHORIZED,
+            &who,
+            format!("{path}: {EXPIRED}; this run's attempt was recorded already, so the escalation was not raised"),
+            None,
+        ),
+        Ok(Ok(true)) => {
             tracing::info!(who, path = %path, "role wrote a file through the API");
             (StatusCode::OK, Json(json!({"written": path, "rule": d.rule}))).into_response()
         }

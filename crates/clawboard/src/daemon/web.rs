@@ -58,13 +58,28 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
 
+/// The refusal of a token that is not the human's (a wrong or old one, the person
+/// token, a role's).
+const BAD_TOKEN: &str = "the token is not valid; `clawboard web token` prints the right one";
+
 impl Web {
-    fn authorized(&self, headers: &HeaderMap) -> bool {
+    /// Why the request is not the human's, if it is not: it carries no token or
+    /// session, or one that does not match (told apart in the log).
+    fn unauthorized(&self, headers: &HeaderMap) -> Option<&'static str> {
         if let Some(t) = bearer(headers) {
-            return constant_time_eq(t.as_bytes(), self.token.as_bytes());
+            return (!constant_time_eq(t.as_bytes(), self.token.as_bytes())).then_some(BAD_TOKEN);
         }
-        let Some(session) = cookie_token(headers) else { return false };
-        self.sessions.lock().iter().any(|k| constant_time_eq(k.as_bytes(), session.as_bytes()))
+        let Some(session) = cookie_token(headers) else { return Some("no token given") };
+        let known = self.sessions.lock().iter().any(|k| constant_time_eq(k.as_bytes(), session.as_bytes()));
+        (!known).then_some(
+            "the session is not valid (the daemon restarted since you opened the page, or the cookie is not one it \
+             handed out); open the URL `clawboard web token` prints again",
+        )
+    }
+
+    /// The refusal of a request that is not the human's; `None` lets it through.
+    fn gate(&self, headers: &HeaderMap) -> Option<Response> {
+        self.unauthorized(headers).map(|why| self.refuse(why))
     }
 
     fn new_session(&self) -> String {
@@ -84,40 +99,42 @@ impl Web {
     fn refuse_with(&self, status: StatusCode, why: &str) -> Response {
         self.daemon.counters.web_refusals.fetch_add(1, Ordering::Relaxed);
         tracing::warn!("web: refused a request: {why}");
+        let nonce = new_nonce();
         let body = format!(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>clawboard: token needed</title>{STYLE}</head>\
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>clawboard: token needed</title>\
+             <style nonce=\"{nonce}\">{STYLE}</style></head>\
              <body><main><h1>This page needs the human token</h1><p id=\"refused\">{}</p>\
              <p>On the machine that runs the daemon, run <code>clawboard web token</code> and open the URL it prints.</p>\
              </main></body></html>",
             esc(why)
         );
-        (status, Html(body)).into_response()
+        with_csp(&nonce, (status, Html(body)).into_response())
     }
 
     /// The refusal of a form POST without the token, from another site, or without
     /// the page's CSRF token; `None` lets it through.
     fn refuse_post(&self, headers: &HeaderMap, csrf: &str) -> Option<Response> {
-        if !self.authorized(headers) {
-            return Some(self.refuse("no token given"));
+        if let Some(refused) = self.gate(headers) {
+            return Some(refused);
         }
         self.cross_site(headers, csrf).map(|why| self.refuse_with(StatusCode::FORBIDDEN, why))
     }
 
-    /// A POST from another site, or without the page's CSRF token, is refused.
+    /// A POST from another site, or without the page's CSRF token, is refused. The
+    /// page's own forms are same-origin; `Sec-Fetch-Site: none` (a request the user
+    /// typed, or one from a bookmark or another program) is no form of the page.
     fn cross_site(&self, headers: &HeaderMap, csrf: &str) -> Option<&'static str> {
         if !constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
             return Some("the form's CSRF token is missing or wrong; reload the page");
         }
         let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
-        if let Some(site) = site
-            && !matches!(site, "same-origin" | "none")
-        {
-            return Some("a cross-site request");
+        if site.is_some_and(|s| s != "same-origin") {
+            return Some("a request from another site, or not from the page (Sec-Fetch-Site is not same-origin)");
         }
         // A browser that hides the origin sends `null`; it is trusted only when the
-        // browser vouched for the site above.
+        // browser vouched above that the request is same-origin.
         if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
-            && !(origin == "null" && site.is_some())
+            && !(origin == "null" && site == Some("same-origin"))
         {
             let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
             let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
@@ -142,7 +159,7 @@ struct PageQuery {
 async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<PageQuery>) -> Response {
     if let Some(t) = &q.token {
         if !constant_time_eq(t.as_bytes(), w.token.as_bytes()) {
-            return w.refuse("wrong token");
+            return w.refuse(BAD_TOKEN);
         }
         // Keep the token out of the address bar and the history: a session cookie, then a clean URL.
         let mut r = Redirect::to("/").into_response();
@@ -156,8 +173,8 @@ async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<Pag
         };
         return r;
     }
-    if !w.authorized(&headers) {
-        return w.refuse("no token given");
+    if let Some(refused) = w.gate(&headers) {
+        return refused;
     }
     let flash = match (&q.decided, &q.outcome, &q.error) {
         (_, _, Some(e)) => format!("<p class=\"flash error\" id=\"flash\">{}</p>", esc(e)),
@@ -172,20 +189,21 @@ async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<Pag
         .await
         .unwrap_or_else(|e| format!("<p class=\"flash error\">{}</p>", esc(&e.to_string())));
     let root = esc(&w.daemon.root.display().to_string());
-    Html(format!(
+    let nonce = new_nonce();
+    let page = Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>clawboard review</title>{STYLE}</head><body>\
+         <title>clawboard review</title><style nonce=\"{nonce}\">{STYLE}</style></head><body>\
          <header><h1>clawboard review</h1><span class=\"root\">{root}</span>\
          <span id=\"live\" class=\"live\">live</span></header><main>{flash}<div id=\"content\">{fragment}</div></main>\
-         <script>{SCRIPT}</script></body></html>"
-    ))
-    .into_response()
+         <script nonce=\"{nonce}\">{SCRIPT}</script></body></html>"
+    ));
+    with_csp(&nonce, page.into_response())
 }
 
 async fn fragment_route(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    if !w.authorized(&headers) {
-        return w.refuse("no token given");
+    if let Some(refused) = w.gate(&headers) {
+        return refused;
     }
     let w2 = w.clone();
     match tokio::task::spawn_blocking(move || fragment(&w2)).await {
@@ -196,8 +214,8 @@ async fn fragment_route(State(w): State<Arc<Web>>, headers: HeaderMap) -> Respon
 
 /// The journal's last sequence number: the page fetches the fragment when it moves.
 async fn version(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    if !w.authorized(&headers) {
-        return w.refuse("no token given");
+    if let Some(refused) = w.gate(&headers) {
+        return refused;
     }
     w.daemon.last_seq.borrow().to_string().into_response()
 }
@@ -249,8 +267,8 @@ async fn decide(
 }
 
 async fn metrics(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    if !w.authorized(&headers) {
-        return w.refuse("no token given");
+    if let Some(refused) = w.gate(&headers) {
+        return refused;
     }
     super::api::metrics_response(w.daemon.clone()).await
 }
@@ -313,7 +331,7 @@ fn card(w: &Web, e: &Entry, now: chrono::DateTime<chrono::Utc>) -> String {
     let suggested = x
         .suggested_action
         .as_deref()
-        .map(|s| format!("<p class=\"suggested\">Suggested: {}</p>", esc(s)))
+        .map(|s| format!("<p class=\"suggested\">Suggested: {}</p>", esc(&clip(s, MAX_SUGGESTED))))
         .unwrap_or_default();
     format!(
         "<article class=\"esc {level}\" id=\"esc-{id}\" data-id=\"{id}\">\
@@ -325,10 +343,29 @@ fn card(w: &Web, e: &Entry, now: chrono::DateTime<chrono::Utc>) -> String {
          <div class=\"buttons\"><button type=\"submit\" class=\"approve\" formaction=\"/escalations/{id}/approve\">Approve</button>\
          <button type=\"submit\" class=\"reject\" formaction=\"/escalations/{id}/reject\">Reject</button></div></form></article>",
         level = x.level,
-        from = esc(&x.from),
-        issue = esc(&x.issue),
+        from = esc(&clip(&x.from, MAX_FROM)),
+        issue = esc(&clip(&x.issue, MAX_ISSUE)),
         csrf = esc(&w.csrf),
     )
+}
+
+/// Pending escalations shown per level, at most (newest first): a role may raise
+/// any number, and the page stays small however many it raises.
+const MAX_PENDING: usize = 20;
+/// Characters of an escalation's issue, suggested action and `from` shown, at most.
+const MAX_ISSUE: usize = 1000;
+const MAX_SUGGESTED: usize = 500;
+const MAX_FROM: usize = 100;
+/// Unreadable escalation files named, at most.
+const MAX_BAD: usize = 20;
+
+/// `s` cut to `max` characters, with `…` when it was cut. Line breaks stay: the
+/// page shows an issue's lines.
+fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max.saturating_sub(1)) {
+        Some((end, _)) if s[end..].chars().nth(1).is_some() => format!("{}…", &s[..end]).into(),
+        _ => s.into(),
+    }
 }
 
 /// Everything under the header: pending escalations by level, recent decisions, tasks.
@@ -350,14 +387,23 @@ fn fragment(w: &Web) -> String {
             continue;
         }
         o.push_str(&format!("<h3 class=\"{level}\">{} ({})</h3>", capitalized(level.as_str()), group.len()));
-        for e in group {
+        for e in group.iter().take(MAX_PENDING) {
             o.push_str(&card(w, e, now));
+        }
+        if group.len() > MAX_PENDING {
+            o.push_str(&format!(
+                "<p class=\"muted more\">… and {} older {level} (clawboard escalations list --pending --level {level}).</p>",
+                group.len() - MAX_PENDING
+            ));
         }
     }
     if !bad.is_empty() {
         o.push_str("<details class=\"bad\"><summary>Unreadable escalation files</summary><ul>");
-        for b in &bad {
-            o.push_str(&format!("<li>{}</li>", esc(&b.error)));
+        for b in bad.iter().take(MAX_BAD) {
+            o.push_str(&format!("<li>{}</li>", esc(&clip(&b.error, MAX_ISSUE))));
+        }
+        if bad.len() > MAX_BAD {
+            o.push_str(&format!("<li>… and {} more (clawboard escalations list).</li>", bad.len() - MAX_BAD));
         }
         o.push_str("</ul></details>");
     }
@@ -389,7 +435,7 @@ fn fragment(w: &Web) -> String {
                 x.decision.map_or("", Decision::as_str),
                 esc(x.decided_by.as_deref().unwrap_or("")),
                 esc(x.decided_at.as_ref().map_or("", |t| t.as_str())),
-                esc(x.note.as_deref().unwrap_or("")),
+                esc(&clip(x.note.as_deref().unwrap_or(""), MAX_SUGGESTED)),
             ));
         }
         o.push_str("</table>");
@@ -433,7 +479,7 @@ fn capitalized(s: &str) -> String {
     c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
 }
 
-const STYLE: &str = "<style>\
+const STYLE: &str = "\
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2328;background:#f6f7f9}\
 header{display:flex;gap:1em;align-items:baseline;padding:.6em 1.2em;background:#1d2328;color:#fff}\
 header h1{font-size:1.1em;margin:0}.root{opacity:.7;font-size:.85em}.live{margin-left:auto;font-size:.8em;opacity:.8}\
@@ -451,8 +497,7 @@ button{font:inherit;padding:.3em 1.1em;border-radius:4px;border:1px solid transp
 table{border-collapse:collapse;width:100%;background:#fff;font-size:.9em}th,td{text-align:left;padding:.3em .5em;border-bottom:1px solid #e4e7eb}\
 .status.completed,.approved{color:#2e7d32}.status.failed,.rejected{color:#c62828}.status.running{color:#ef6c00}\
 .flash{background:#e8f5e9;border:1px solid #a5d6a7;padding:.5em .8em;border-radius:4px}.flash.error{background:#ffebee;border-color:#ef9a9a}\
-.empty{color:#6b7580}code{font-size:.9em}\
-</style>";
+.empty{color:#6b7580}code{font-size:.9em}";
 
 /// Polls `/version` every 2 s; when the tree changed (or every 30 s, for the ages),
 /// fetches the fragment and swaps it in unless the reviewer is typing a note.
@@ -514,8 +559,37 @@ pub async fn serve(
     Ok(())
 }
 
-/// No caching, no framing, no referrer to other sites, scripts and styles only from
-/// the page itself.
+/// A new nonce for one response's inline script and style: 128 random bits.
+fn new_nonce() -> String {
+    clawboard_core::id::random_hex(16)
+}
+
+/// The Content-Security-Policy of a response without a page of its own (the
+/// fragment, `/version`, errors): no script or style at all.
+const CSP: &str = "default-src 'none'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The Content-Security-Policy of a page whose own inline `<script>` and `<style>`
+/// carry `nonce`: they run, and nothing else inline does (no injected `<script>`, no
+/// `onerror=` or `style=` attribute).
+fn csp(nonce: &str) -> String {
+    format!("{CSP}; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'")
+}
+
+/// `r` with the policy of a page whose inline script and style carry `nonce`.
+fn with_csp(nonce: &str, mut r: Response) -> Response {
+    match HeaderValue::from_str(&csp(nonce)) {
+        Ok(v) => {
+            r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+            r
+        }
+        Err(e) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot set the page's security policy: {e}")).into_response()
+        }
+    }
+}
+
+/// No caching, no framing, no referrer to other sites; the page's own inline script
+/// and style only (a response without a policy of its own gets [`CSP`]).
 async fn secure_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
     for (k, v) in [
@@ -523,12 +597,11 @@ async fn secure_headers(mut r: Response) -> Response {
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::REFERRER_POLICY, "same-origin"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
     ] {
         h.insert(k, HeaderValue::from_static(v));
+    }
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     }
     r
 }
@@ -552,6 +625,15 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"ab"));
         assert_eq!(esc("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
         assert_eq!(crate::output::percent_encode("a b/é"), "a%20b%2F%C3%A9");
+    }
+
+    #[test]
+    fn long_text_is_cut_with_an_ellipsis() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcd", 3), "ab…");
+        assert_eq!(clip("任务描述任务", 5), "任务描述…");
+        assert_eq!(clip("a\nb\nc", 10), "a\nb\nc");
+        assert_eq!(clip("", 3), "");
     }
 
     #[test]

@@ -146,6 +146,9 @@ fn roles_map_to_principals_by_id() {
     }
 }
 
+/// A row with every role principal's cell.
+const ROW: &str = "assistant = \"-\"\ngm = \"-\"\nvalidator = \"-\"\nplatform-pm = \"-\"\npm = \"-\"\nworker = \"-\"\n";
+
 #[test]
 fn a_bad_file_names_the_key() {
     let good = DEFAULT_ACL;
@@ -155,6 +158,20 @@ fn a_bad_file_names_the_key() {
         (good.replacen("worker = \"W\"\n", "", 1), "dirs.\"tasks/\"", "has no cell for worker"),
         (good.replace("[dirs.\"gm/\"]", "[dirs.\"gm\"]"), "dirs.\"gm\"", "ending in /"),
         (good.replace("[dirs.\"gm/\"]", "[dirs.\"../gm/\"]"), "dirs.\"../gm/\"", "ending in /"),
+        (good.replace("[dirs.\"gm/\"]", "[dirs.\"gm//\"]"), "dirs.\"gm//\"", "an empty component (//)"),
+        (good.replace("[dirs.\"gm/\"]", "[dirs.\"/\"]"), "dirs.\"/\"", "the path is empty"),
+        (
+            format!("{good}\n[dirs.\"tasks/*/notes/\"]\n{ROW}"),
+            "dirs.\"tasks/*/notes/\"",
+            "contains '*': rules are literal",
+        ),
+        (format!("{good}\n[dirs.\"tasks/t?/\"]\n{ROW}"), "dirs.\"tasks/t?/\"", "contains '?'"),
+        (format!("{good}\n[files.\"tasks/*/result.json\"]\n{ROW}"), "files.\"tasks/*/result.json\"", "contains '*'"),
+        (
+            good.replacen("control = \"-\"\nerrors = \"A\"", "control = \"-\"", 1),
+            "zones.",
+            "has no cell for errors; write \"-\" to deny",
+        ),
         (
             good.replace("own_task_only = [\"worker\"]", "own_task_only = [\"human\"]"),
             "scope.own_task_only",

@@ -86,9 +86,19 @@ impl<'e> TaskRun<'e> {
     }
 
     /// Waits on undecided escalations that need approval; fails on a rejected one.
+    /// The escalations are those of every attempt of `attempt`'s step: in its output,
+    /// or raised through the API, where a run that failed later may have raised one.
     pub(super) fn check_holds(&self, attempt: &Attempt) -> Result<(), StepError> {
+        let mut ids = attempt.escalations.clone();
+        for a in self.attempts.lock().iter().filter(|a| a.step == attempt.step) {
+            for id in &a.escalations {
+                if !ids.contains(id) {
+                    ids.push(id.clone());
+                }
+            }
+        }
         let mut waiting = Vec::new();
-        for id in &attempt.escalations {
+        for id in &ids {
             let e = escalations::load(&self.engine.store, id)?;
             if !e.requires_human_approval {
                 continue;

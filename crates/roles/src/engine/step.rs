@@ -248,6 +248,9 @@ impl TaskRun<'_> {
                 }
             }
         }
+        // Then the ones it raised through the API while it ran (after the output's,
+        // which `ensure_escalations` pairs with the output by position).
+        attempt.escalations.extend(self.engine.take_raised(&instance_id));
         attempt.ended_at = Some(Timestamp::now());
         attempt.elapsed_ms = Some(u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX));
         // Output first, record second: an `ok` record always has its output beside it.
@@ -313,6 +316,8 @@ impl TaskRun<'_> {
             started_at: a.started_at.clone(),
             token: token.to_owned(),
         };
+        // Before the token works: every escalation it raises is kept for the attempt.
+        self.engine.open_raised(&info.id);
         self.engine.instances.lock().push(info.clone());
         self.progress(|p| {
             p.step = a.step.clone();
@@ -329,6 +334,8 @@ impl TaskRun<'_> {
     }
 
     fn instance_ended(&self, instance_id: &str) -> Result<(), StepError> {
+        // Taken already when the attempt was recorded; dropped here on the other ways out.
+        self.engine.take_raised(instance_id);
         self.engine.instances.lock().retain(|i| i.id != instance_id);
         self.page.lock().running.retain(|r| r.0 != instance_id);
         self.engine.write_active_instances()?;
