@@ -331,6 +331,39 @@ fn without_a_remote_commits_stay_local_and_a_huge_file_is_refused_by_name() {
     assert!(status(&t)["lastError"].is_null());
 }
 
+/// A generated file over the limit (the lines of two tasks' candidates, each task
+/// under it) is refused on every run until it fits, not only on the first: its
+/// sources are read again, and archived once the limit allows.
+#[test]
+fn a_generated_file_over_the_limit_is_refused_until_it_fits() {
+    let t = Tree::init();
+    let candidates = |task: &str| {
+        let dir = t.root.join("tasks").join(task);
+        std::fs::create_dir_all(&dir).unwrap();
+        let c: Vec<_> = (0..10)
+            .map(|k| serde_json::json!({"fromRole": "a", "toRole": "b", "pattern": format!("pattern-{task}-{k}"), "value": 0.5}))
+            .collect();
+        let h = serde_json::json!({"taskId": task, "harvestedAt": now(), "experiences": [], "crossPollinationCandidates": c});
+        std::fs::write(dir.join("memory-harvest.json"), serde_json::to_vec(&h).unwrap()).unwrap();
+    };
+    t.config("[node]\nid = \"solo\"\n[archive]\nmax_file_size = 1500\n");
+    candidates("t1");
+    cb(&t, "", &["archive", "now", "--no-harvest"]).ok();
+    candidates("t2");
+    for _ in 0..2 {
+        let r = cb(&t, "", &["archive", "now", "--no-harvest"]);
+        assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("memory/cross-pollination/a--b.jsonl"), "{}", r.stderr);
+        assert!(status(&t)["lastError"].as_str().unwrap().contains("a--b.jsonl"));
+    }
+    t.config("[node]\nid = \"solo\"\n");
+    cb(&t, "", &["archive", "now", "--no-harvest"]).ok();
+    let repo = t.root.join(".clawboard/archive/memory.git");
+    let lines = git(&repo, &["show", "memory:memory/cross-pollination/a--b.jsonl"]);
+    assert!(lines.contains("pattern-t2-9") && lines.contains("pattern-t1-0"), "{lines}");
+    assert!(status(&t)["lastError"].is_null());
+}
+
 #[test]
 fn archive_commands_refuse_when_the_archive_is_off() {
     let t = Tree::init();

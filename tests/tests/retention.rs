@@ -175,3 +175,32 @@ fn the_daemon_applies_the_policy_on_schedule_and_checks_it_on_sighup() {
     assert!(t.daemon_status().is_some(), "still running");
     assert_eq!(d.stop(), 0);
 }
+
+/// A task whose only memory is cross-pollination candidates waits for the archive
+/// too: until its lines are in an archive commit, retention holds it.
+#[test]
+fn a_task_whose_memory_is_only_candidates_waits_for_the_archive() {
+    let t = Tree::init();
+    let bucket = Bucket::new(Kind::Dir, t.dir.path());
+    t.config(&bucket.sync_config(t.dir.path(), ""));
+    let candidates = |id: &str| {
+        task(&t, id, "completed", 40, false);
+        let h = serde_json::json!({"taskId": id, "harvestedAt": ago(40), "experiences": [],
+            "crossPollinationCandidates": [{"fromRole": "w", "toRole": "critic", "pattern": format!("only lesson of {id}"), "value": 0.9}]});
+        std::fs::write(t.root.join("tasks").join(id).join("memory-harvest.json"), serde_json::to_vec(&h).unwrap())
+            .unwrap();
+    };
+    candidates("cand-1");
+    cli(&t, &["sync", "push"]).ok();
+    let plan = cli(&t, &["retention", "plan", "--json"]).json();
+    assert_eq!(labels(&plan, "held"), ["tasks/cand-1/"], "no archive commit yet: {plan}");
+    cli(&t, &["archive", "now", "--no-harvest"]).ok();
+    // A second one after the commit: its file is on the branch, its line is not.
+    candidates("cand-2");
+    cli(&t, &["sync", "push"]).ok();
+    let plan = cli(&t, &["retention", "plan", "--json"]).json();
+    assert_eq!(labels(&plan, "delete"), ["tasks/cand-1/"], "{plan}");
+    assert_eq!(labels(&plan, "held"), ["tasks/cand-2/"], "{plan}");
+    let held = plan["plan"]["held"][0]["held"].as_str().unwrap();
+    assert!(held.contains("memory/cross-pollination/w--critic.jsonl"), "{held}");
+}

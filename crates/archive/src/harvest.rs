@@ -222,14 +222,12 @@ pub fn daily(day: NaiveDate, inputs: &[Input], carried: Option<&DailyHarvest>) -
     })
 }
 
-/// What an existing daily harvest holds of tasks whose `memory-harvest.json` is gone
-/// (retention removed them): kept, so that regenerating a day never loses its memory.
-fn carried_over(store: &Store, existing: DailyHarvest, present: &BTreeSet<Id>) -> DailyHarvest {
-    let gone = |t: &Id| {
-        !present.contains(t)
-            && !std::fs::symlink_metadata(store.root().join(layout::task_file(t.as_str(), layout::HARVEST_FILE)))
-                .is_ok_and(|m| m.is_file())
-    };
+/// What an existing daily harvest holds of tasks not read this time: their
+/// `memory-harvest.json` is gone (retention removed them) or cannot be read now (a
+/// bad edit, reported as a problem). Kept, so that regenerating a day never loses
+/// its memory; a task read again replaces its cells.
+fn carried_over(existing: DailyHarvest, present: &BTreeSet<Id>) -> DailyHarvest {
+    let gone = |t: &Id| !present.contains(t);
     DailyHarvest {
         tasks: existing.tasks.iter().filter(|t| gone(t)).cloned().collect(),
         cells: existing.cells.into_iter().filter(|c| gone(&c.task_id)).collect(),
@@ -340,7 +338,7 @@ pub fn run(
     for day in &days {
         let rel = RelPath::new(&layout::daily_harvest_file(&day.format("%Y-%m-%d").to_string()))?;
         let carried = match store.read::<DailyHarvest>(&rel) {
-            Ok(old) => Some(carried_over(store, old, &present)),
+            Ok(old) => Some(carried_over(old, &present)),
             Err(clawboard_core::Error::NotFound { .. }) => None,
             Err(e) => {
                 report.problems.push(e.to_string());

@@ -40,16 +40,20 @@ const FILE_MODE: i32 = 0o100644;
 /// A URL without any user or password in it.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
-        // scp-like `git@github.com:owner/repo.git`: the user is not a secret.
-        return url.to_owned();
+        // scp-like `git@github.com:owner/repo.git`: the user is not a secret; a
+        // `user:password@` before the last `@` is (a URL that lost its `://`).
+        return match url.rfind('@') {
+            Some(at) if url[..at].contains(':') => format!("***@{}", &url[at + 1..]),
+            _ => url.to_owned(),
+        };
     };
-    let authority = rest.split('/').next().unwrap_or(rest);
-    if let Some(at) = authority.rfind('@') {
-        return format!("{scheme}://{}", &rest[at + 1..]);
-    }
-    // A password with a raw `/` in it (not a valid URL, but not to be printed either).
+    // The credentials end at the last `@`: a password may hold a raw `@` or `/` (not
+    // a valid URL, but not to be printed either). An `@` after a `/` with no `:`
+    // before it is the path's (`…/repo@v.git`).
     match rest.rfind('@') {
-        Some(at) if rest[..at].contains(':') => format!("{scheme}://{}", &rest[at + 1..]),
+        Some(at) if rest[..at].contains(':') || !rest[..at].contains('/') => {
+            format!("{scheme}://{}", &rest[at + 1..])
+        }
         _ => url.to_owned(),
     }
 }

@@ -224,3 +224,28 @@ fn regenerating_a_day_keeps_the_cells_of_tasks_removed_since() {
     let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
     assert_eq!(h.cells.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(), ["also", "kept"]);
 }
+
+/// A task whose file cannot be read any more (a bad edit) keeps its cells in the
+/// day's harvest, as one removed does; fixed, it is read again.
+#[test]
+fn regenerating_a_day_keeps_the_cells_of_a_task_that_cannot_be_read_now() {
+    let (d, store) = tree(&[
+        ("t1", "2026-11-20T09:00:00Z", &[("a-role", "kept", 0.5)]),
+        ("t2", "2026-11-20T10:00:00Z", &[("a-role", "also", 0.6)]),
+    ]);
+    let day = vec![day("2026-11-20")];
+    run(&store, at("2026-11-20T12:00:00Z"), &HarvestSettings::default(), Some(day.clone())).unwrap();
+    let file = d.path().join("tasks/t1/memory-harvest.json");
+    let good = std::fs::read(&file).unwrap();
+    std::fs::write(&file, br#"{"taskId": "t1", "harvestedAt": "not a time"}"#).unwrap();
+    let r = run(&store, at("2026-11-22T12:00:00Z"), &HarvestSettings::default(), Some(day.clone())).unwrap();
+    assert!(r.problems.iter().any(|p| p.contains("tasks/t1/memory-harvest.json")), "{:?}", r.problems);
+    let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
+    assert_eq!(h.tasks.iter().map(|t| t.as_str()).collect::<Vec<_>>(), ["t1", "t2"]);
+    assert_eq!(h.cells.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(), ["also", "kept"]);
+    std::fs::write(&file, good).unwrap();
+    let r = run(&store, at("2026-11-22T13:00:00Z"), &HarvestSettings::default(), Some(day)).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
+    assert_eq!(h.cells.len(), 2, "{h:?}");
+}

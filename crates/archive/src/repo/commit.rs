@@ -83,6 +83,9 @@ impl Archive {
             merge: Merge::Replace,
         }];
         let mut stamped: Vec<(String, Stamp)> = Vec::new();
+        // Which sources make each output: an output refused below leaves its sources
+        // unstamped, so that they are read (and the refusal reported) again next run.
+        let mut made_by: HashMap<String, Vec<String>> = HashMap::new();
         for (source, stamp) in &sources {
             if cache.sources.get(source) == Some(stamp) {
                 continue;
@@ -90,6 +93,9 @@ impl Archive {
             report.read += 1;
             match extract::extract(&self.store, source, self.settings.max_file_bytes) {
                 Ok(o) => {
+                    for out in &o {
+                        made_by.entry(out.path.clone()).or_default().push(source.clone());
+                    }
                     outputs.extend(o);
                     stamped.push((source.clone(), *stamp));
                 }
@@ -125,6 +131,9 @@ impl Archive {
                 _ => bytes,
             };
             if bytes.len() as u64 > self.settings.max_file_bytes {
+                if let Some(sources) = made_by.get(&file) {
+                    stamped.retain(|(s, _)| !sources.contains(s));
+                }
                 let e = Error::TooLarge { path: file, size: bytes.len() as u64, limit: self.settings.max_file_bytes };
                 report.problems.push(e.to_string());
                 continue;

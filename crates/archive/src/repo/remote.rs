@@ -373,6 +373,14 @@ mod tests {
         assert_eq!(redact("https://u:p/a@ss@github.com/o/r.git"), "https://github.com/o/r.git");
         assert_eq!(redact("https://github.com/o/r@v.git"), "https://github.com/o/r@v.git");
         assert_eq!(redact("ssh://git@github.com:22/o/r.git"), "ssh://github.com:22/o/r.git");
+        // A password with a raw `@` and `/`, and URLs that lost their `://`.
+        assert_eq!(redact("https://alice:p@ss/w0rd@github.com/o/r.git"), "https://github.com/o/r.git");
+        for broken in
+            ["alice:S3CRET@github.com/o/r.git", "https:/alice:S3CRET@github.com/o/r.git", "https//a:S3CRET@h/r"]
+        {
+            let shown = redact(broken);
+            assert!(!shown.contains("S3CRET") && shown.starts_with("***@"), "{broken} -> {shown}");
+        }
     }
 
     fn settings(token: Token) -> ArchiveSettings {

@@ -57,10 +57,11 @@ impl Archive {
         Ok(status)
     }
 
-    /// Whether the memory of task `task_id` is safely archived: every file extraction
-    /// makes of its `memory-harvest.json` (`memory/roles/{role}/{task}.json`) is in
-    /// the branch head the remote accepted (with `archive.remote`), or in the local
-    /// head (without). A task without a harvest has nothing to archive.
+    /// Whether the memory of task `task_id` is safely archived: everything extraction
+    /// makes of its `memory-harvest.json` (`memory/roles/{role}/{task}.json`, and
+    /// its lines of `memory/cross-pollination/{from}--{to}.jsonl`) is in the branch
+    /// head the remote accepted (with `archive.remote`), or in the local head
+    /// (without). A task without a harvest has nothing to archive.
     pub fn task_archived(&self, task_id: &str) -> Result<Archived> {
         let rel = clawboard_core::RelPath::new(&clawboard_core::layout::task_file(
             task_id,
@@ -71,8 +72,7 @@ impl Archive {
             Err(clawboard_core::Error::NotFound { .. }) => return Ok(Archived::Yes),
             Err(e) => return Ok(Archived::NotYet(format!("its memory harvest cannot be read: {e}"))),
         };
-        let wanted: std::collections::BTreeSet<String> =
-            harvest.experiences.iter().map(|e| format!("memory/roles/{}/{task_id}.json", e.role_id)).collect();
+        let wanted = crate::extract::task_outputs(&harvest, None);
         if wanted.is_empty() {
             return Ok(Archived::Yes);
         }
@@ -91,7 +91,19 @@ impl Archive {
             return Ok(Archived::NotYet(format!("its memory harvest is not in {what} yet (nothing pushed so far)")));
         };
         let tree = repo.find_commit(target).and_then(|c| c.tree()).map_err(git_err(&path, "read the archived tree"))?;
-        let missing: Vec<&String> = wanted.iter().filter(|p| tree.get_path(Path::new(p.as_str())).is_err()).collect();
+        // A role's file is there; a candidate's line is in its file (the union of
+        // every task's lines).
+        let archived = |o: &crate::extract::Output| {
+            let Ok(entry) = tree.get_path(Path::new(&o.path)) else { return false };
+            match o.merge {
+                crate::extract::Merge::Replace => true,
+                crate::extract::Merge::Lines => repo.find_blob(entry.id()).is_ok_and(|blob| {
+                    let have: std::collections::HashSet<&[u8]> = blob.content().split(|b| *b == b'\n').collect();
+                    o.bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).all(|l| have.contains(l))
+                }),
+            }
+        };
+        let missing: Vec<&String> = wanted.iter().filter(|o| !archived(o)).map(|o| &o.path).collect();
         match missing.first() {
             None => Ok(Archived::Yes),
             Some(first) => Ok(Archived::NotYet(format!(

@@ -114,10 +114,12 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
     let mut t = Table::new(&["ID", "AGE", "LEVEL", "STATE", "FROM", "TASK", "ISSUE"]);
     for e in &entries {
         let esc = &e.escalation;
-        let state = match (esc.decision, esc.requires_human_approval) {
-            (Some(d), _) => d.to_string(),
-            (None, true) => "pending (holds task)".to_owned(),
-            (None, false) => "pending".to_owned(),
+        let state = match (esc.decision, esc.requires_human_approval, &esc.task_id) {
+            (Some(d), _, _) => d.to_string(),
+            (None, true, Some(_)) => "pending (holds task)".to_owned(),
+            // An entry's run, or a person's: nothing waits on it.
+            (None, true, None) => "pending (approval)".to_owned(),
+            (None, false, _) => "pending".to_owned(),
         };
         t.row(vec![
             e.id.clone(),
@@ -184,7 +186,11 @@ fn render_shown(shown: &Shown, now: chrono::DateTime<chrono::Utc>) -> String {
     let _ = writeln!(
         out,
         "  approval:  {}",
-        if e.requires_human_approval { "required (holds its task)" } else { "not required" }
+        match (e.requires_human_approval, &e.task_id) {
+            (true, Some(_)) => "required (holds its task)",
+            (true, None) => "required (no task waits on it)",
+            (false, _) => "not required",
+        }
     );
     match (e.decision, &e.decided_by, &e.decided_at) {
         (Some(d), by, at) => {

@@ -327,7 +327,11 @@ fn card(w: &Web, e: &Entry, now: chrono::DateTime<chrono::Utc>) -> String {
             }
         }
     }
-    let holds = if x.requires_human_approval { "<span class=\"holds\">holds its task</span>" } else { "" };
+    let holds = match (x.requires_human_approval, &x.task_id) {
+        (true, Some(_)) => "<span class=\"holds\">holds its task</span>",
+        (true, None) => "<span class=\"holds\">needs approval</span>",
+        (false, _) => "",
+    };
     let suggested = x
         .suggested_action
         .as_deref()
