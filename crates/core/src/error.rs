@@ -46,3 +46,25 @@ impl From<Invalid> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `e` with each of its sources after a colon, as anyhow's `{:#}` prints an error:
+/// for a log line, where the OS's reason (`No space left on device`) must show.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod chain_tests {
+    #[test]
+    fn the_os_reason_is_in_the_line() {
+        let e = super::Error::io("/x/y", std::io::Error::from_raw_os_error(28));
+        assert_eq!(super::chain(&e), "I/O error on /x/y: No space left on device (os error 28)");
+    }
+}

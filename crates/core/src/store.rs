@@ -33,10 +33,16 @@ use crate::validate::{self, DEFAULT_MAX_FILE_BYTES};
 pub use atomic::{TEMP_MARK, is_temp_name, process_alive};
 pub use paths::{RelPath, open_plain, plain_file, real_dir, real_dirs};
 
-/// True if a file modified at `mtime` was written less than `within` ago (or its
-/// time is in the future): a writer may still be at it.
+/// True if a file modified at `mtime` was written less than `within` ago (or at
+/// most `within` ahead of this clock: a little skew): a writer may still be at it.
+/// A time further ahead (a file copied with its mtime from a machine whose clock
+/// is fast, or a clock set back) says nothing of a writer: waiting for it would
+/// hold the file until this clock catches up.
 pub fn modified_within(mtime: std::time::SystemTime, within: std::time::Duration) -> bool {
-    mtime.elapsed().map_or(true, |age| age < within)
+    match mtime.elapsed() {
+        Ok(age) => age < within,
+        Err(ahead) => ahead.duration() <= within,
+    }
 }
 
 /// JSON as clawboard writes it: two-space indent, trailing newline.
@@ -562,5 +568,22 @@ impl Store {
             sink.changed(&rel.to_string(), self.origin);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod modified_within_tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::modified_within;
+
+    #[test]
+    fn a_time_far_ahead_is_not_a_writer_at_work() {
+        let within = Duration::from_secs(2);
+        let now = SystemTime::now();
+        assert!(modified_within(now, within), "just written");
+        assert!(modified_within(now + Duration::from_secs(1), within), "a little skew");
+        assert!(!modified_within(now - Duration::from_secs(3), within), "settled");
+        assert!(!modified_within(now + Duration::from_secs(3600), within), "an hour ahead: settled, not held");
     }
 }

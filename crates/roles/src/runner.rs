@@ -231,7 +231,7 @@ async fn run_command(
     };
     // Held stdout, likely held stderr too: no second long wait.
     let err_grace = if out_open { Duration::from_secs(1) } else { grace };
-    let (stderr, _) = match err_read {
+    let (stderr, err_over) = match err_read {
         Some(read) => read,
         None => tokio::time::timeout(err_grace, &mut err_reader).await.unwrap_or_default(),
     };
@@ -248,9 +248,18 @@ async fn run_command(
             error = Some(format!("printed more than {limit} bytes (max_output_bytes)"));
         } else if exit_code != Some(0) {
             status = RunStatus::Failed;
-            error = Some(match exit_code {
+            let why = match exit_code {
                 Some(c) => format!("exited with code {c}"),
                 None => "was killed by a signal".to_owned(),
+            };
+            // Its stderr was read no further than the limit: a role still writing
+            // there then fails on the closed pipe, which is the likelier story.
+            error = Some(if err_over {
+                format!(
+                    "{why}, after it wrote more than {limit} bytes to stderr (max_output_bytes; the rest was not read)"
+                )
+            } else {
+                why
             });
         }
     }
@@ -474,6 +483,20 @@ mod tests {
         let out = run(&r, b"", &who(), &mut rx).await;
         assert_eq!(out.status, RunStatus::Failed);
         assert!(out.error.unwrap().contains("more than 1000 bytes"));
+    }
+
+    /// A role that writes more to stderr than is read fails on the closed pipe:
+    /// the error says so, not only its exit code.
+    #[tokio::test]
+    async fn stderr_over_the_limit_is_named_in_the_error() {
+        let mut r = role(&["sh", "-c", "head -c 100000 /dev/zero >&2 || exit 3; echo '{}'"]);
+        r.max_output_bytes = 1000;
+        let (_tx, mut rx) = watch::channel(false);
+        let out = run(&r, b"", &who(), &mut rx).await;
+        assert_eq!(out.status, RunStatus::Failed, "{out:?}");
+        let e = out.error.unwrap();
+        assert!(e.contains("exited with code 3") && e.contains("more than 1000 bytes to stderr"), "{e}");
+        assert_eq!(out.stderr.len(), 1000);
     }
 
     #[tokio::test]

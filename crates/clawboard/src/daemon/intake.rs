@@ -127,7 +127,7 @@ impl IntakeConsumer {
                 }
                 (_, Ok(_)) => {}
                 // One bad file must not stop intake: it is logged and skipped.
-                (_, Err(e)) => tracing::error!("intake: {e:#}"),
+                (_, Err(e)) => tracing::error!("intake: {}", clawboard_core::error::chain(&e)),
             }
         }
         Ok(())

@@ -82,6 +82,9 @@ use wal::{HEAD, Wal};
 /// often (docs/BENCHMARKS.md, "Durable step overhead", run 82 on). A task's
 /// end still writes everything at once (`Store::settle`).
 const BATCH_DELAY: Duration = Duration::from_millis(50);
+
+/// How long after a failed write (a full disk, say) the file is tried again.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// Past this size the writer thread checkpoints the log once it is idle.
 const CHECKPOINT_BYTES: u64 = 4 << 20;
 /// A checkpoint fsyncs the files written so far in up to this many rounds
@@ -108,8 +111,10 @@ struct Queue {
     next_version: u64,
     /// Written since the last checkpoint, not fsynced yet.
     written: BTreeSet<String>,
-    /// Files the thread could not write (their records stay in the log).
+    /// Files the thread could not write (their records stay in the log), tried
+    /// again at `retry_at`. Nobody waits for them meanwhile (see `settle`).
     failed: Vec<String>,
+    retry_at: Option<Instant>,
     /// When the queue last went from empty to not: the batch is written
     /// [`BATCH_DELAY`] later, so that content replaced meanwhile is written once.
     since: Option<Instant>,
@@ -269,21 +274,23 @@ impl Deferred {
     /// Waits until every file pending now is written (not fsynced), or replaced
     /// by newer content. Files queued meanwhile are not waited for: under a steady
     /// stream of writes the queue may never be empty.
+    /// A file whose write failed is not waited for: it may not be writable for a
+    /// long while (a full disk), and its content is safe in the log meanwhile.
     pub(crate) fn settle(&self) {
         let mut q = self.shared.hurry();
         let now: Vec<(String, u64)> = q.pending.iter().map(|(k, p)| (k.clone(), p.version)).collect();
-        while now.iter().any(|(k, v)| q.pending.get(k).is_some_and(|p| p.version == *v)) {
+        while now.iter().any(|(k, v)| q.pending.get(k).is_some_and(|p| p.version == *v) && !q.failed.contains(k)) {
             q = self.shared.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
         }
         q.hurry -= 1;
     }
 
     /// Waits until `rel` has no pending content (its writers are serialized by the
-    /// caller, so this ends).
+    /// caller, so this ends), or its write failed (as [`Deferred::settle`]).
     pub(crate) fn settle_path(&self, rel: &RelPath) {
         let path = rel.to_string();
         let mut q = self.shared.hurry();
-        while q.pending.contains_key(&path) {
+        while q.pending.contains_key(&path) && !q.failed.contains(&path) {
             q = self.shared.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
         }
         q.hurry -= 1;
@@ -352,6 +359,21 @@ impl Shared {
                         if q.stop {
                             return;
                         }
+                        if let Some(at) = q.retry_at.filter(|_| !q.failed.is_empty()) {
+                            let left = at.saturating_duration_since(Instant::now());
+                            if left.is_zero() {
+                                // Tried again (a full disk may have room now).
+                                q.retry_at = None;
+                                for p in std::mem::take(&mut q.failed) {
+                                    if q.pending.contains_key(&p) && q.queued.insert(p.clone()) {
+                                        q.order.push_back(p);
+                                    }
+                                }
+                            } else {
+                                q = self.changed.wait_timeout(q, left).unwrap_or_else(PoisonError::into_inner).0;
+                            }
+                            continue;
+                        }
                         q = self.changed.wait(q).unwrap_or_else(PoisonError::into_inner);
                         continue;
                     }
@@ -388,16 +410,22 @@ impl Shared {
                 q.in_flight = None;
                 match written {
                     Ok(()) => {
+                        q.failed.retain(|f| *f != path);
                         q.written.insert(path.clone());
                         if q.pending.get(&path).is_some_and(|p| p.version == version) {
                             q.pending.remove(&path);
                         }
                     }
                     Err(e) => {
-                        tracing::error!("cannot write {path} from the write-ahead log (kept there and in memory): {e}");
-                        if q.pending.get(&path).is_some_and(|p| p.version == version) {
+                        tracing::error!(
+                            "cannot write {path} from the write-ahead log (kept there and in memory; tried again in {} s): {}",
+                            RETRY_DELAY.as_secs(),
+                            crate::error::chain(&e)
+                        );
+                        if q.pending.get(&path).is_some_and(|p| p.version == version) && !q.failed.contains(&path) {
                             q.failed.push(path);
                         }
+                        q.retry_at = Some(Instant::now() + RETRY_DELAY);
                     }
                 }
                 q.order.is_empty()
@@ -407,7 +435,7 @@ impl Shared {
                 && self.wal_len.load(Ordering::Relaxed) > CHECKPOINT_BYTES
                 && let Err(e) = self.checkpoint(false)
             {
-                tracing::error!("checkpoint of {} failed (the log is kept): {e}", layout::WAL);
+                tracing::error!("checkpoint of {} failed (the log is kept): {}", layout::WAL, crate::error::chain(&e));
             }
         }
     }

@@ -202,3 +202,35 @@ fn a_log_naming_a_path_outside_the_tree_is_refused_and_changes_nothing() {
     assert!(e.to_string().contains("escape.json"), "{e}");
     assert!(!dir.path().parent().unwrap().join("escape.json").exists());
 }
+
+/// A file the writer cannot write (here its directory is a file; a full disk in
+/// life) is not waited for forever: `settle` returns, the content stays readable
+/// through the store, and the write is tried again until it lands.
+#[test]
+fn a_write_that_fails_is_retried_and_never_waited_for_forever() {
+    let (dir, store) = tree();
+    let store = store.with_deferred_writes().unwrap();
+    std::fs::create_dir_all(dir.path().join("tasks")).unwrap();
+    std::fs::write(dir.path().join("tasks/t1"), b"in the way").unwrap();
+    let path = rel("tasks/t1/attempts/0001-w.json");
+    store.write_record(&path, b"ok").unwrap();
+    let (done, waited) = std::sync::mpsc::channel();
+    let settling = store.clone();
+    // Its own thread: a settle that never returns must fail the test, not hang it.
+    std::thread::spawn(move || {
+        settling.settle();
+        done.send(()).unwrap();
+    });
+    waited.recv_timeout(std::time::Duration::from_secs(10)).expect("settle returned");
+    assert_eq!(store.read_bytes(&path).unwrap(), b"ok", "still readable from the log");
+    assert!(store.checkpoint().is_err(), "a checkpoint keeps the log while a file is unwritten");
+    // Room again: within a retry or two the file lands.
+    std::fs::remove_file(dir.path().join("tasks/t1")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !dir.path().join("tasks/t1/attempts/0001-w.json").exists() {
+        assert!(std::time::Instant::now() < deadline, "the write was tried again");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"ok");
+    store.checkpoint().unwrap();
+}
