@@ -189,10 +189,19 @@ mod tests {
         s.runner.consumer("intake", Backoff::default(), IntakeConsumer::new(s.store.clone(), d.clone(), None));
         let inbox = s.root().join("inbox");
         std::fs::write(inbox.join("a.json"), r#"{"taskId":"t-a","type":"coding","description":"x"}"#).unwrap();
-        // Cut short and still being written (its mtime stays fresh whatever the real clock does).
+        // Cut short and still being written: its mtime kept fresh, as a slow writer's.
         std::fs::write(inbox.join("b.json"), r#"{"taskId":"t-b","type":"cod"#).unwrap();
-        let later = std::time::SystemTime::now() + Duration::from_secs(3600);
-        std::fs::File::options().write(true).open(inbox.join("b.json")).unwrap().set_modified(later).unwrap();
+        let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let writer = {
+            let (writing, b) = (writing.clone(), inbox.join("b.json"));
+            std::thread::spawn(move || {
+                while writing.load(std::sync::atomic::Ordering::SeqCst) {
+                    let f = std::fs::File::options().write(true).open(&b).unwrap();
+                    f.set_modified(std::time::SystemTime::now()).unwrap();
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        };
         s.append(&["inbox/a.json", "inbox/b.json"]);
         until("t-a queued", || d.stats().waiting == 1).await;
         assert!(s.root().join("tasks/t-a/task.json").exists());
@@ -200,6 +209,8 @@ mod tests {
         tokio::time::sleep(intake::SETTLE + Duration::from_millis(10)).await;
         until("the cursor below b", || s.cursor("intake") == 1).await;
         assert!(inbox.join("b.json").exists(), "an unfinished file is neither taken nor rejected");
+        writing.store(false, std::sync::atomic::Ordering::SeqCst);
+        writer.join().unwrap();
         std::fs::write(inbox.join("b.json"), r#"{"taskId":"t-b","type":"coding","description":"y"}"#).unwrap();
         s.append(&["inbox/b.json"]);
         until("t-b queued", || d.stats().waiting == 2).await;
