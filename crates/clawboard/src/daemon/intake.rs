@@ -67,7 +67,15 @@ pub struct IntakeConsumer {
     pub cluster: Option<Arc<super::cluster::Cluster>>,
     /// Files that looked unfinished, by path.
     waiting: BTreeMap<String, Waiting>,
+    /// When to finish the intakes an error interrupted (a full disk: the file was
+    /// taken out of `inbox/` into `.clawboard/intake/`, and its task not written),
+    /// and the wait after that, doubling up to [`STAGED_RETRY_MAX`].
+    staged: Option<(tokio::time::Instant, std::time::Duration)>,
 }
+
+/// The first wait before interrupted intakes are tried again, and the longest.
+const STAGED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+const STAGED_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl IntakeConsumer {
     pub fn new(
@@ -75,7 +83,49 @@ impl IntakeConsumer {
         dispatcher: Arc<Dispatcher>,
         cluster: Option<Arc<super::cluster::Cluster>>,
     ) -> IntakeConsumer {
-        IntakeConsumer { store, dispatcher, cluster, waiting: BTreeMap::new() }
+        IntakeConsumer { store, dispatcher, cluster, waiting: BTreeMap::new(), staged: None }
+    }
+
+    /// A task taken in: driven now, or once its claim is won.
+    fn accepted(&self, id: String) {
+        self.dispatcher.accepted(&id);
+        match &self.cluster {
+            Some(c) => c.accepted(id),
+            None => self.dispatcher.enqueue(id),
+        }
+    }
+
+    /// Intakes to finish again soon (see `staged`), unless already due sooner.
+    fn retry_staged(&mut self, wait: std::time::Duration) {
+        let due = tokio::time::Instant::now() + wait;
+        if self.staged.is_none_or(|(at, _)| due < at) {
+            self.staged = Some((due, wait));
+        }
+    }
+
+    /// Finishes the intakes an error interrupted, as a start does after a crash.
+    async fn finish_staged(&mut self) {
+        let Some((_, wait)) = self.staged.take() else { return };
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || intake::recover_staged(&store)).await {
+            Ok(Ok(outcomes)) => {
+                for outcome in outcomes {
+                    tracing::info!("finished an interrupted intake: {outcome:?}");
+                    if let Intake::Accepted(id) = outcome {
+                        self.accepted(id);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(
+                    "cannot finish an interrupted intake yet ({}); trying again in {} s",
+                    clawboard_core::error::chain(&e),
+                    (wait * 2).min(STAGED_RETRY_MAX).as_secs()
+                );
+                self.retry_staged((wait * 2).min(STAGED_RETRY_MAX));
+            }
+            Err(e) => tracing::error!("finishing interrupted intakes panicked: {e}"),
+        }
     }
 
     /// Runs jobs; a job whose file looks unfinished goes (or stays) in `waiting`,
@@ -118,16 +168,17 @@ impl IntakeConsumer {
             }
             match (job, outcome) {
                 (Job::Escalation(id), _) => self.dispatcher.escalation_changed(&id),
-                (_, Ok(Intake::Accepted(id))) => {
-                    self.dispatcher.accepted(&id);
-                    match &self.cluster {
-                        Some(c) => c.accepted(id),
-                        None => self.dispatcher.enqueue(id),
+                (_, Ok(Intake::Accepted(id))) => self.accepted(id),
+                (_, Ok(_)) => {}
+                // One bad file must not stop intake: it is logged and skipped. A
+                // dropped file it had taken out of inbox/ waits in .clawboard/intake/
+                // and is tried again (a full disk may have room by then).
+                (job, Err(e)) => {
+                    tracing::error!("intake: {}", clawboard_core::error::chain(&e));
+                    if matches!(job, Job::Inbox(_)) {
+                        self.retry_staged(STAGED_RETRY);
                     }
                 }
-                (_, Ok(_)) => {}
-                // One bad file must not stop intake: it is logged and skipped.
-                (_, Err(e)) => tracing::error!("intake: {}", clawboard_core::error::chain(&e)),
             }
         }
         Ok(())
@@ -150,12 +201,16 @@ impl Consumer for IntakeConsumer {
     }
 
     async fn wait_for_work(&mut self) {
-        sleep_until_some(self.waiting.values().map(|w| w.due).min()).await
+        sleep_until_some(self.waiting.values().map(|w| w.due).chain(self.staged.map(|(at, _)| at)).min()).await
     }
 
-    /// Looks again at the waiting files that are due.
+    /// Looks again at the waiting files that are due, and finishes interrupted
+    /// intakes when they are due.
     async fn work(&mut self) -> JobResult {
         let now = tokio::time::Instant::now();
+        if self.staged.is_some_and(|(at, _)| at <= now) {
+            self.finish_staged().await;
+        }
         let due: Vec<(u64, Job)> =
             self.waiting.values().filter(|w| w.due <= now).map(|w| (w.seq, w.job.clone())).collect();
         // Out of the list while they run; the unsettled ones come back with their seq.
@@ -176,6 +231,35 @@ mod tests {
     use super::*;
     use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{setup, until};
+
+    /// A dropped task whose intake fails on the way (the task's directory cannot be
+    /// made; a full disk in life) is finished a little later, without a restart.
+    #[tokio::test(start_paused = true)]
+    async fn an_intake_an_error_interrupted_is_finished_later() {
+        let mut s = setup();
+        let engine = Arc::new(clawboard_roles::Engine::new(
+            s.store.clone(),
+            Default::default(),
+            clawboard_roles::Shutdown::never(),
+        ));
+        let d = Dispatcher::new(engine);
+        s.runner.consumer("intake", Backoff::default(), IntakeConsumer::new(s.store.clone(), d.clone(), None));
+        let in_the_way = s.root().join("tasks/t-x");
+        std::fs::write(&in_the_way, "a file where the task's directory goes").unwrap();
+        let inbox = s.root().join("inbox");
+        std::fs::write(inbox.join("x.json"), r#"{"taskId":"t-x","type":"coding","description":"x"}"#).unwrap();
+        s.append(&["inbox/x.json"]);
+        until("x taken out of inbox/", || !inbox.join("x.json").exists()).await;
+        assert!(!s.root().join("tasks/t-x/task.json").exists());
+        assert_eq!(d.stats().waiting, 0);
+        assert!(s.root().join(".clawboard/intake/t-x@x.json").exists(), "kept for the retry");
+        std::fs::remove_file(&in_the_way).unwrap();
+        // Tried again after STAGED_RETRY (tokio's paused clock moves on here).
+        tokio::time::sleep(STAGED_RETRY + Duration::from_millis(10)).await;
+        until("t-x queued", || d.stats().waiting == 1).await;
+        assert!(s.root().join("tasks/t-x/task.json").exists());
+        s.stop().await;
+    }
 
     #[tokio::test(start_paused = true)]
     async fn intake_takes_dropped_files_and_keeps_its_cursor_below_an_unfinished_one() {
