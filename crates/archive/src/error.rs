@@ -4,8 +4,9 @@ use std::path::PathBuf;
 /// about; none ever contains a credential.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("I/O error on {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The OS's reason ends the message (not a source of its own: printed once).
+    #[error("I/O error on {}: {cause}", path.display())]
+    Io { path: PathBuf, cause: std::io::Error },
 
     #[error(transparent)]
     Core(#[from] clawboard_core::Error),
@@ -18,8 +19,9 @@ pub enum Error {
     )]
     TooLarge { path: String, size: u64, limit: u64 },
 
-    #[error("archive repository {}: {what}: {source}", repo.display())]
-    Git { repo: PathBuf, what: String, source: git2::Error },
+    /// libgit2's error is the message's end, not a source of its own (printed once).
+    #[error("archive repository {}: {what}: {}{}", repo.display(), cause.message(), git_hint(cause))]
+    Git { repo: PathBuf, what: String, cause: git2::Error },
 
     #[error("archive remote {remote}: authentication failed with {tried}")]
     Auth { remote: String, tried: String },
@@ -36,10 +38,43 @@ pub enum Error {
     Stopped,
 }
 
+/// What to do about the git errors a person can fix.
+fn git_hint(e: &git2::Error) -> &'static str {
+    match (e.code(), e.class()) {
+        (git2::ErrorCode::Locked, _) => {
+            " (clawboard holds its own lock while it writes there, so this .lock file is left over from \
+             a killed process: remove it)"
+        }
+        (_, git2::ErrorClass::Odb | git2::ErrorClass::Object | git2::ErrorClass::Zlib) => {
+            " (the repository is damaged: remove .clawboard/archive and the next run rebuilds it from the \
+             remote, see docs/ARCHIVE.md)"
+        }
+        _ => "",
+    }
+}
+
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io { path: path.into(), cause: source }
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each reason is printed once, as anyhow prints the chain (`{:#}`, as `chain` does), and a
+    /// stale lock says what to do.
+    #[test]
+    fn git_and_io_reasons_are_printed_once_with_a_remedy() {
+        let locked = git2::Error::new(git2::ErrorCode::Locked, git2::ErrorClass::Os, "failed to lock file 'x.lock'");
+        let e = Error::Git { repo: "r".into(), what: "move the branch".into(), cause: locked };
+        let text = clawboard_core::error::chain(&e);
+        assert_eq!(text.matches("failed to lock file").count(), 1, "{text}");
+        assert!(text.contains("remove it") && !text.contains("class="), "{text}");
+        let e = Error::io("/x", std::io::Error::from_raw_os_error(28));
+        assert_eq!(clawboard_core::error::chain(&e), "I/O error on /x: No space left on device (os error 28)");
+    }
+}

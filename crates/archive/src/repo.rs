@@ -164,7 +164,7 @@ pub struct Archive {
 fn git_err<W: Into<String>>(repo: &Path, what: W) -> impl FnOnce(git2::Error) -> Error + use<W> {
     let repo = repo.to_path_buf();
     let what = what.into();
-    move |source| Error::Git { repo, what, source }
+    move |cause| Error::Git { repo, what, cause }
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
