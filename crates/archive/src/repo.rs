@@ -238,7 +238,7 @@ impl Archive {
         match f.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                tracing::info!("archive: another archive run holds {}; waiting for it", path.display());
+                tracing::warn!("archive: another archive run holds {}; waiting for it", path.display());
                 f.lock().map_err(|e| Error::io(&path, e))?;
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),

@@ -172,7 +172,8 @@ pub fn catch_up(root: &Path) -> Result<usize> {
     let state_dir = root.join(crate::layout::STATE);
     let journal_dir = state_dir.join("journal");
     let mut journal = journal::Journal::open(&journal_dir)?;
-    let mut index = Index::load(&state_dir, &journal_dir)?;
+    // A lost journal: every file is journaled again (see `Journal::lost`).
+    let mut index = if journal.lost() { Index::default() } else { Index::load(&state_dir, &journal_dir)? };
     let changes = index.scan(root, root, true)?;
     let n = changes.len();
     for e in journal.append(changes)? {
@@ -188,6 +189,27 @@ pub fn catch_up(root: &Path) -> Result<usize> {
 mod tests {
     use super::*;
     use crate::journal::Journal;
+
+    /// The journal deleted (under a running daemon, say): a catch-up numbers on
+    /// above every cursor and journals the whole tree again, the file dropped just
+    /// before the loss too, which the old snapshot listed as known.
+    #[test]
+    fn a_lost_journal_numbers_on_above_the_cursors_and_is_rebuilt_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let state = root.join(crate::layout::STATE);
+        std::fs::create_dir_all(root.join("inbox")).unwrap();
+        std::fs::write(root.join("inbox/a.json"), "{}").unwrap();
+        assert_eq!(catch_up(root).unwrap(), 1);
+        crate::journal::Cursor::new(&state.join("cursors"), "push").store(127).unwrap();
+        std::fs::write(root.join("inbox/b.json"), "{}").unwrap();
+        assert_eq!(catch_up(root).unwrap(), 1);
+        std::fs::remove_dir_all(state.join("journal")).unwrap();
+        assert_eq!(catch_up(root).unwrap(), 2, "both files journaled again");
+        let entries = crate::journal::read_after(&state.join("journal"), 0, 10).unwrap();
+        assert!(entries.iter().all(|e| e.seq > 127), "{entries:?}");
+        assert_eq!(catch_up(root).unwrap(), 0, "then nothing more");
+    }
 
     #[test]
     fn scan_emits_only_what_the_journal_missed() {

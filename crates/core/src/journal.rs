@@ -86,6 +86,24 @@ pub struct Journal {
     /// First sequence number of the open segment.
     segment_first: u64,
     next_seq: u64,
+    /// Opened without a segment while consumers had read entries (see [`Journal::lost`]).
+    lost: bool,
+}
+
+/// The highest sequence number anything beside the journal `dir` has recorded: the
+/// consumers' cursors (`../cursors/*`) and the index snapshot (`../index.json`).
+/// 0 when there is none, as in a new tree.
+fn highest_recorded(dir: &Path) -> u64 {
+    let Some(state) = dir.parent() else { return 0 };
+    #[derive(Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    let seq_of = |p: &Path| fs::read(p).ok().and_then(|b| serde_json::from_slice::<Seq>(&b).ok()).map_or(0, |s| s.seq);
+    let cursors = fs::read_dir(state.join("cursors"))
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| seq_of(&e.path())).max().unwrap_or(0))
+        .unwrap_or(0);
+    cursors.max(seq_of(&state.join("index.json")))
 }
 
 fn segment_name(first: u64) -> String {
@@ -110,7 +128,19 @@ impl Journal {
     pub fn open(dir: &Path) -> Result<Journal> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let firsts = segments(dir)?;
-        let segment_first = firsts.last().copied().unwrap_or(1);
+        // No segment, but cursors past entries: the journal was lost (deleted under
+        // a running daemon, say). Numbering goes on above what was recorded, or a
+        // consumer would skip every new entry until the numbers caught up.
+        let recorded = if firsts.is_empty() { highest_recorded(dir) } else { 0 };
+        if recorded > 0 {
+            tracing::warn!(
+                journal = %dir.display(),
+                "the journal is gone while its consumers had read up to entry {recorded}: numbering on from {}, \
+                 and the whole tree is scanned again",
+                recorded + 1
+            );
+        }
+        let segment_first = firsts.last().copied().unwrap_or(recorded + 1);
         let path = dir.join(segment_name(segment_first));
         let mut file =
             OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(|e| Error::io(&path, e))?;
@@ -122,7 +152,13 @@ impl Journal {
         }
         file.seek(SeekFrom::End(0)).map_err(|e| Error::io(&path, e))?;
         let next_seq = last_seq.map_or(segment_first, |s| s + 1);
-        Ok(Journal { dir: dir.to_owned(), file, segment_first, next_seq })
+        Ok(Journal { dir: dir.to_owned(), file, segment_first, next_seq, lost: recorded > 0 })
+    }
+
+    /// Whether the journal was found lost on open: its index snapshot names files
+    /// as of entries no longer there, so the tree must be scanned whole.
+    pub fn lost(&self) -> bool {
+        self.lost
     }
 
     /// The sequence number of the last entry (0 when empty).

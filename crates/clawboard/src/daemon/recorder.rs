@@ -173,7 +173,9 @@ impl Recorder {
         let state_dir = root.join(".clawboard");
         let journal_dir = state_dir.join("journal");
         let journal = Journal::open(&journal_dir)?;
-        let index = Index::load(&state_dir, &journal_dir)?;
+        // A lost journal: the snapshot lists files whose entries are gone (a file
+        // dropped just before would never be journaled); the scan below finds all.
+        let index = if journal.lost() { Index::default() } else { Index::load(&state_dir, &journal_dir)? };
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
         let overflow = Arc::new(AtomicBool::new(false));
         let (cb_tx, cb_overflow) = (tx.clone(), overflow.clone());
