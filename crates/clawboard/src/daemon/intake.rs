@@ -230,12 +230,10 @@ mod tests {
 
     use super::*;
     use crate::daemon::jobs::Backoff;
-    use crate::daemon::jobs::testing::{setup, until};
+    use crate::daemon::jobs::testing::{Setup, setup, until};
 
-    /// A dropped task whose intake fails on the way (the task's directory cannot be
-    /// made; a full disk in life) is finished a little later, without a restart.
-    #[tokio::test(start_paused = true)]
-    async fn an_intake_an_error_interrupted_is_finished_later() {
+    /// A tree with the intake consumer running, and its dispatcher.
+    fn with_intake() -> (Setup, Arc<Dispatcher>) {
         let mut s = setup();
         let engine = Arc::new(clawboard_roles::Engine::new(
             s.store.clone(),
@@ -244,6 +242,14 @@ mod tests {
         ));
         let d = Dispatcher::new(engine);
         s.runner.consumer("intake", Backoff::default(), IntakeConsumer::new(s.store.clone(), d.clone(), None));
+        (s, d)
+    }
+
+    /// A dropped task whose intake fails on the way (the task's directory cannot be
+    /// made; a full disk in life) is finished a little later, without a restart.
+    #[tokio::test(start_paused = true)]
+    async fn an_intake_an_error_interrupted_is_finished_later() {
+        let (mut s, d) = with_intake();
         let in_the_way = s.root().join("tasks/t-x");
         std::fs::write(&in_the_way, "a file where the task's directory goes").unwrap();
         let inbox = s.root().join("inbox");
@@ -263,14 +269,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn intake_takes_dropped_files_and_keeps_its_cursor_below_an_unfinished_one() {
-        let mut s = setup();
-        let engine = Arc::new(clawboard_roles::Engine::new(
-            s.store.clone(),
-            Default::default(),
-            clawboard_roles::Shutdown::never(),
-        ));
-        let d = Dispatcher::new(engine);
-        s.runner.consumer("intake", Backoff::default(), IntakeConsumer::new(s.store.clone(), d.clone(), None));
+        let (mut s, d) = with_intake();
         let inbox = s.root().join("inbox");
         std::fs::write(inbox.join("a.json"), r#"{"taskId":"t-a","type":"coding","description":"x"}"#).unwrap();
         // Cut short and still being written: its mtime kept fresh, as a slow writer's.
