@@ -146,13 +146,11 @@ impl DirRemote {
         // this mount either, and the read goes without it.
         let f = match File::open(self.lock_path(key)) {
             Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                match OpenOptions::new().create(true).truncate(false).write(true).open(self.lock_path(key)) {
-                    Ok(f) => f,
-                    Err(e) if e.kind() == ErrorKind::ReadOnlyFilesystem => return Ok(None),
-                    Err(e) => return Err(io_err("LOCK", key, e)),
-                }
-            }
+            Err(e) if e.kind() == ErrorKind::NotFound => match self.create_lock(key) {
+                Ok(f) => f,
+                Err(e) if e.kind() == ErrorKind::ReadOnlyFilesystem => return Ok(None),
+                Err(e) => return Err(io_err("LOCK", key, e)),
+            },
             Err(e) => return Err(io_err("LOCK", key, e)),
         };
         f.lock_shared().map_err(|e| io_err("LOCK", key, e))?;
@@ -166,12 +164,12 @@ impl DirRemote {
     }
 
     fn lock_file(&self, key: &str) -> Result<File, RemoteError> {
-        OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.lock_path(key))
-            .map_err(|e| io_err("LOCK", key, e))
+        self.create_lock(key).map_err(|e| io_err("LOCK", key, e))
+    }
+
+    /// The key's lock file, opened for writing (made if missing).
+    fn create_lock(&self, key: &str) -> std::io::Result<File> {
+        OpenOptions::new().create(true).truncate(false).write(true).open(self.lock_path(key))
     }
 
     /// A new temp file in `.clawboard-meta/tmp/`, named `{pid}.{random}`.
