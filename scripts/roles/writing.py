@@ -41,6 +41,8 @@ a CANDIDATE is a number (the `candidate` of a competing step) or `*` (any run):
                                       output; a retry whose feedback names it leaves
                                       it out again (the seed's self-healing retry),
                                       unless `:always` (then the step falls back)
+  WRITING_ESCALATE=COMPONENT          raise an escalation that needs a human's
+                                      approval (`escalations` in the output)
 """
 import fcntl
 import json
@@ -802,6 +804,9 @@ def main():
         comp, _, mode = sw.partition(":")
         if comp == component and (mode == "always" or UNFIXABLE not in words):
             doc["output"] = inject(doc["output"], UNFIXABLE)
+    if component in switches("WRITING_ESCALATE"):
+        doc["escalations"] = [{"level": "critical", "issue": f"{component}: may this go out?",
+                               "requiresHumanApproval": True}]
     sys.stdout.write(json.dumps(doc, ensure_ascii=False, sort_keys=True) + "\n")
     return 0
 

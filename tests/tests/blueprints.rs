@@ -1100,6 +1100,44 @@ fn a_filter_role_checks_every_output_with_the_configs_words() {
     assert!(fixes.contains("秋冬") && fixes.contains("冬季"), "{fixes}");
 }
 
+/// A step whose role raises an escalation that needs a human holds its task after
+/// the step, as a team step does: nothing after it runs until the decision. Once
+/// approved, the run goes on without running the step again; rejected, the task
+/// fails with the human's note.
+#[test]
+fn an_escalation_raised_by_a_step_holds_the_blueprint_until_a_human_decides() {
+    let t = Tree::init();
+    t.config(&config(&[("cta-worker", "env = { WRITING_ESCALATE = \"cta-worker\" }")], ""));
+    let d = t.daemon();
+    for id in ["h-ok", "h-no"] {
+        t.drop_task(&format!("{id}.json"), &bp_task(id, "xiaohongshu_viral", xhs_input(), None));
+    }
+    wait_until(120, "both tasks to be held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 2));
+    let (ok, no) = (t.escalation_of("h-ok").unwrap(), t.escalation_of("h-no").unwrap());
+    for id in ["h-ok", "h-no"] {
+        assert_eq!(t.status_of(id), "running");
+        assert_eq!(attempts_of(&t, id, "bp/cta").len(), 1, "{id}");
+        assert!(attempts_of(&t, id, "bp/adapt").is_empty(), "{id}: a step after the held one ran");
+        assert!(!task_dir(&t, id).join("result.json").exists(), "{id}");
+    }
+    t.run(&["escalation", "approve", &ok, "--note", "fine"]).ok();
+    t.run(&["escalation", "reject", &no, "--note", "off-brand"]).ok();
+    assert_eq!(wait_task(&t, "h-ok", 120), "completed");
+    assert_eq!(wait_task(&t, "h-no", 120), "failed");
+    assert_eq!(d.stop(), 0);
+
+    let out = output_of(&t, "h-ok");
+    check_contract(&out);
+    assert_eq!(out["execution_result"]["status"], "success");
+    let cta: Vec<(String, String)> = attempts_of(&t, "h-ok", "bp/cta").into_iter().map(|a| (a.0, a.1)).collect();
+    assert_eq!(cta, pairs(&[("cta-worker", "ok")]), "the approved step ran again");
+    assert_eq!(attempts_of(&t, "h-ok", "bp/adapt").len(), 1);
+
+    let result = std::fs::read_to_string(task_dir(&t, "h-no").join("result.json")).unwrap();
+    assert!(result.contains(&format!("escalation {no} was rejected by human: off-brand")), "{result}");
+    assert!(attempts_of(&t, "h-no", "bp/adapt").is_empty(), "a step after the rejected one ran");
+}
+
 // --- 8. a PM that names a blueprint ----------------------------------------------
 
 #[test]

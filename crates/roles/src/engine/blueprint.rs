@@ -232,11 +232,21 @@ impl<'r, 'e> Vm<'r, 'e> {
                 v
             };
             let mut stop = None;
+            let mut held = Vec::new();
             for (s, r) in results {
                 match r {
                     Ok(outs) => {
                         self.apply(s, round, &outs)?;
                         done.insert(s.id.clone());
+                        // As in the team flow: an escalation that needs a human holds
+                        // the task after the step (replayed, not run again, once
+                        // decided); a rejected one fails it.
+                        for (a, _) in &outs {
+                            match self.run.check_holds(a) {
+                                Err(StepError::Held(ids)) => held.extend(ids),
+                                other => other?,
+                            }
+                        }
                     }
                     Err(StepError::Failed(why)) => {
                         self.record(s, round, None, "failed")?;
@@ -245,6 +255,9 @@ impl<'r, 'e> Vm<'r, 'e> {
                     }
                     Err(other) => return Err(other),
                 }
+            }
+            if !held.is_empty() {
+                return Err(StepError::Held(held));
             }
             if let Some(why) = stop {
                 for s in bp.steps.iter().filter(|s| !done.contains(&s.id)) {
