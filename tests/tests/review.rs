@@ -436,6 +436,50 @@ fn an_escalation_a_role_writes_through_the_api_holds_its_task_like_one_in_its_ou
     assert_eq!(d.stop(), 0);
 }
 
+/// The daemon is killed after a role raised an escalation through the API and before
+/// its attempt was recorded: after the restart, the escalation still holds the task
+/// (the cut-short attempt's record names it), and approving it lets the task end.
+#[test]
+fn an_escalation_raised_through_the_api_just_before_a_crash_still_holds_its_task() {
+    let t = Tree::init();
+    let dir = t.dir.path();
+    std::fs::write(
+        dir.join("hold.json"),
+        r#"{"level":"critical","from":"x","issue":"wait for me","requiresHumanApproval":true}"#,
+    )
+    .unwrap();
+    // The first run raises the escalation, then hangs until the crash; the second
+    // (after the restart) answers at once.
+    let script = format!(
+        "cat >/dev/null; m={d}/ran-$CLAWBOARD_TASK_ID; if [ ! -e $m ]; then {bin} write escalations/cut-$CLAWBOARD_TASK_ID.json < {d}/hold.json >/dev/null 2>>{d}/err.log && touch $m; sleep 60; fi; printf '{{\"summary\":\"asked\"}}'",
+        d = dir.display(),
+        bin = clawboard_tests::bin().display()
+    );
+    t.config(&sh_config(&format!("[roles.esc]\ncommand = [\"sh\", \"-c\", '''{script}''']\nretry_backoff = \"10ms\"\n")));
+    let d = t.daemon();
+    t.drop_task("c1.json", &task_json("c1", "use-esc"));
+    wait_until(30, "the escalation", || dir.join("ran-c1").exists());
+    let running = t.attempts("c1").into_iter().find(|a| a["step"] == "iter-1/esc").unwrap();
+    assert_eq!(running["status"], "running");
+    let e: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join("escalations/cut-c1.json")).unwrap()).unwrap();
+    assert_eq!(e["instanceId"], running["instanceId"], "the daemon names the instance that raised it: {e}");
+    d.crash();
+
+    let d = t.daemon();
+    wait_until(30, "the task to be held", || {
+        assert_ne!(t.status_of("c1"), "completed", "c1 ran on past its escalation:\n{}", d.output());
+        held(&t, 1)
+    });
+    let runs: Vec<serde_json::Value> = t.attempts("c1").into_iter().filter(|a| a["step"] == "iter-1/esc").collect();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    assert_eq!((runs[0]["status"].as_str(), runs[1]["status"].as_str()), (Some("interrupted"), Some("ok")));
+    assert_eq!(runs[0]["escalations"], serde_json::json!(["cut-c1"]), "{:#}", runs[0]);
+    t.run(&["escalations", "approve", "cut-c1"]).ok();
+    wait_until(30, "the task to complete", || t.status_of("c1") == "completed");
+    assert_eq!(d.stop(), 0);
+}
+
 #[test]
 fn bad_review_config_is_refused_naming_the_key() {
     let t = Tree::init();

@@ -80,6 +80,32 @@ pub fn load(store: &Store, id: &str) -> Result<Escalation, Error> {
     store.read(&rel(id)?)
 }
 
+/// The escalations raised through the daemon's API for task `task_id` by one of
+/// `instances` (their `instanceId`), as (instance, escalation id), by id. For the
+/// attempts a crash cut short: their records never listed what they raised. An
+/// unreadable file is skipped with a warning (the review lists name it).
+pub fn raised_by(store: &Store, task_id: &str, instances: &[String]) -> Result<Vec<(String, String)>, Error> {
+    let mut found = Vec::new();
+    for name in store.list_names(layout::ESCALATIONS)? {
+        let path = format!("{}/{name}", layout::ESCALATIONS);
+        let Ok(id) = id_of_path(&path) else { continue };
+        let e = match load(store, id) {
+            Ok(e) => e,
+            Err(err) => {
+                tracing::warn!(task = task_id, file = %name, "unreadable escalation: {err}");
+                continue;
+            }
+        };
+        if let Some(instance) = e.instance_id.filter(|i| instances.contains(i))
+            && e.task_id.as_ref().is_some_and(|t| t.as_str() == task_id)
+        {
+            found.push((instance, id.to_owned()));
+        }
+    }
+    found.sort_by(|a, b| a.1.cmp(&b.1));
+    Ok(found)
+}
+
 /// Why a decision could not be recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum DecideError {

@@ -237,6 +237,7 @@ async fn write(
         e.from = inst.role.clone();
         e.task_id = clawboard_core::Id::new(inst.task_id.clone()).ok();
         e.created_at = Some(clawboard_core::Timestamp::now());
+        e.instance_id = Some(inst.id.clone());
         axum::body::Bytes::from(clawboard_core::store::to_pretty_json(&e))
     } else {
         body

@@ -41,6 +41,11 @@ pub struct Escalation {
     pub task_id: Option<Id>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Timestamp>,
+    /// The role instance that raised it through the daemon's API while the task ran
+    /// (set by the daemon). A daemon that crashed before that run's attempt was
+    /// recorded finds it by this, so that it still holds its task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,6 +69,7 @@ impl Escalation {
             requires_human_approval: false,
             task_id: None,
             created_at: Some(Timestamp::now()),
+            instance_id: None,
             decision: None,
             decided_by: None,
             decided_at: None,

@@ -42,8 +42,21 @@ impl<'e> TaskRun<'e> {
     pub(super) fn open(engine: &'e Engine, task: Task, cfg: &RolesConfig) -> Result<TaskRun<'e>, Error> {
         let id = task.task_id.to_string();
         let mut loaded = attempts::load(&engine.store, &id)?;
-        // Attempts a crash cut short: record them as interrupted.
+        // Attempts a crash cut short: record them as interrupted, with the escalations
+        // they raised through the API before the crash (which hold the task once their
+        // step has run again, as if the record had listed them).
+        let cut: Vec<String> = loaded
+            .iter()
+            .filter(|a| a.status == attempts::AttemptStatus::Running)
+            .map(|a| a.instance_id.clone())
+            .collect();
+        let raised = if cut.is_empty() { Vec::new() } else { escalations::raised_by(&engine.store, &id, &cut)? };
         for a in loaded.iter_mut().filter(|a| a.status == attempts::AttemptStatus::Running) {
+            for (_, e) in raised.iter().filter(|(i, _)| *i == a.instance_id) {
+                if !a.escalations.contains(e) {
+                    a.escalations.push(e.clone());
+                }
+            }
             a.status = attempts::AttemptStatus::Interrupted;
             a.error = Some("interrupted: the daemon stopped while this ran".into());
             a.ended_at = Some(Timestamp::now());
