@@ -455,7 +455,9 @@ fn an_escalation_raised_through_the_api_just_before_a_crash_still_holds_its_task
         d = dir.display(),
         bin = clawboard_tests::bin().display()
     );
-    t.config(&sh_config(&format!("[roles.esc]\ncommand = [\"sh\", \"-c\", '''{script}''']\nretry_backoff = \"10ms\"\n")));
+    t.config(&sh_config(&format!(
+        "[roles.esc]\ncommand = [\"sh\", \"-c\", '''{script}''']\nretry_backoff = \"10ms\"\n"
+    )));
     let d = t.daemon();
     t.drop_task("c1.json", &task_json("c1", "use-esc"));
     wait_until(30, "the escalation", || dir.join("ran-c1").exists());
@@ -669,6 +671,12 @@ fn gm_records_every_ended_task_and_arbitrates_a_validator_that_never_passes() {
     let weekly = t.run(&["report", "weekly", "--date", "2026-11-20", "--stdout"]);
     weekly.ok();
     assert!(weekly.stdout.starts_with("# Weekly report — 2026-W47 (2026-11-16 to 2026-11-22)"), "{}", weekly.stdout);
+    // The week before it (from 2026-11-09) reaches past the 7 days failed tasks are kept.
+    assert!(
+        weekly.stdout.contains("- Retention deletes failed tasks 7 days after they end (`retention.tasks.failed`)"),
+        "{}",
+        weekly.stdout
+    );
     assert!(!t.root.join("reports/weekly/2026-W47.md").exists(), "--stdout writes nothing");
     let bad = t.run(&["report", "monthly", "--date", "2026-02-30"]);
     bad.expect_code(2);

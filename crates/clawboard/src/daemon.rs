@@ -288,7 +288,13 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         let archive = clawboard_archive::Archive::new(store.clone(), a.settings.clone(), node);
         jobs.worker("archive", jobs::Backoff::default(), archive::Memory::new(archive, a, clock));
     }
-    let records = records::Records::new(store.clone(), dispatcher.clone(), &settings.review.reports, clock);
+    let records = records::Records::new(
+        store.clone(),
+        dispatcher.clone(),
+        &settings.review.reports,
+        settings.retention.clone(),
+        clock,
+    );
     jobs.worker("records", jobs::Backoff::default(), records);
     if settings.retention.enabled {
         match settings.retention.policy() {

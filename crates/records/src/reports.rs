@@ -17,6 +17,47 @@ use clawboard_core::{Error, RelPath, Store, layout};
 
 use crate::review::{self, Filter, TaskView};
 
+/// How long retention keeps ended tasks (`None`: forever, or retention is off). A
+/// report reaching back further says that its counts from before then are short.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub completed: Option<std::time::Duration>,
+    pub failed: Option<std::time::Duration>,
+}
+
+impl Kept {
+    /// What `policy` keeps, for a tree where retention runs.
+    pub fn of(policy: &clawboard_core::retention::Policy) -> Kept {
+        use clawboard_core::retention::{Keep, Rule};
+        let kept = |r: Rule| match policy.keep(r) {
+            Keep::For(d) => Some(d),
+            Keep::Permanent => None,
+        };
+        Kept { completed: kept(Rule::TasksCompleted), failed: kept(Rule::TasksFailed) }
+    }
+
+    /// A line for each kind of ended task that retention may have deleted from a
+    /// report that reaches back to `from`, made at `now`.
+    fn notes(&self, from: DateTime<Utc>, now: DateTime<Utc>) -> Vec<String> {
+        let mut out = Vec::new();
+        for (status, key, keep) in [
+            ("completed", "retention.tasks.completed", self.completed),
+            ("failed", "retention.tasks.failed", self.failed),
+        ] {
+            let Some(keep) = keep else { continue };
+            let Some(horizon) = Duration::from_std(keep).ok().and_then(|d| now.checked_sub_signed(d)) else { continue };
+            if horizon > from {
+                out.push(format!(
+                    "- Retention deletes {status} tasks {} after they end (`{key}`): those that ended before {} may be gone from the tree, so the counts of {status} tasks before then (and their submitted, type, score and PM figures) are short.",
+                    clawboard_core::retention::human(keep),
+                    horizon.format("%Y-%m-%dT%H:%M:%SZ")
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// The three kinds of report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -263,7 +304,7 @@ fn top_cells(store: &Store, p: &Period, n: usize) -> Vec<HarvestedCell> {
 }
 
 /// Renders the report of `period` from the tree; `now` only appears as "generated at".
-pub fn render(store: &Store, period: Period, now: DateTime<Utc>) -> Result<String, Error> {
+pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> Result<String, Error> {
     let (escalations, _) = review::list(store, Filter::default())?;
     let prev = period.previous();
     // Only tasks created or ended in the two periods count.
@@ -288,6 +329,10 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>) -> Result<Strin
     );
     let partial = if now < end { " The period is not over yet: the numbers are partial." } else { "" };
     let _ = writeln!(o, "Generated at {}.{partial}\n", now.format("%Y-%m-%dT%H:%M:%SZ"));
+    let notes = kept.notes(from, now);
+    if !notes.is_empty() {
+        let _ = writeln!(o, "{}\n", notes.join("\n"));
+    }
 
     let _ = writeln!(o, "## Tasks\n");
     let _ = writeln!(o, "| | this {0} | previous {0} | change |", period_word(period.kind));
@@ -460,9 +505,9 @@ fn period_word(k: Kind) -> &'static str {
 }
 
 /// Writes the report of `period` and returns its path (relative to the root).
-pub fn write(store: &Store, period: Period, now: DateTime<Utc>) -> Result<String, Error> {
+pub fn write(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> Result<String, Error> {
     // Sealed: a copy edited by hand is then told apart when nodes' versions meet.
-    let text = clawboard_core::formats::seal(&render(store, period, now)?);
+    let text = clawboard_core::formats::seal(&render(store, period, now, kept)?);
     let rel = period.rel();
     store.write_bytes(&RelPath::new(&rel)?, text.as_bytes())?;
     Ok(rel)

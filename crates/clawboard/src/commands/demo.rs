@@ -402,6 +402,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         &store,
         clawboard_records::reports::Period::containing(clawboard_records::reports::Kind::Daily, now.date_naive()),
         now,
+        s.retention.kept(),
     )?;
     outln!("  {report}  today's evolution report (`clawboard report daily|weekly|monthly`)")?;
     outln!("\nlook around:  clawboard --root {} task list", root.display())?;

@@ -53,10 +53,10 @@ pub fn run(a: ReportArgs, s: &Settings) -> anyhow::Result<u8> {
     let store = open_store(s)?;
     let period = Period::containing(kind_of(a.kind), day);
     if a.stdout {
-        out!("{}", reports::render(&store, period, now)?)?;
+        out!("{}", reports::render(&store, period, now, s.retention.kept())?)?;
         return Ok(EXIT_OK);
     }
-    let rel = reports::write(&store, period, now)?;
+    let rel = reports::write(&store, period, now, s.retention.kept())?;
     if s.json {
         crate::output::json(&serde_json::json!({"report": rel, "period": period.name()}))?;
     } else {

@@ -78,4 +78,19 @@ impl RetentionResolved {
             }
         }
     }
+
+    /// How long the policy keeps ended tasks, for the reports' notes; nothing when
+    /// retention is off, or its policy is unusable (then no run deletes anything).
+    pub fn kept(&self) -> clawboard_records::reports::Kept {
+        if !self.enabled {
+            return clawboard_records::reports::Kept::default();
+        }
+        match self.policy() {
+            Ok((policy, _)) => clawboard_records::reports::Kept::of(&policy),
+            Err(e) => {
+                tracing::warn!("retention: {e}; the reports assume nothing was deleted");
+                clawboard_records::reports::Kept::default()
+            }
+        }
+    }
 }

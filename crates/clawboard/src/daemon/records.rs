@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::dispatch::Dispatcher;
 use super::jobs::{Clock, JobResult, Scheduled, Worker, sleep_until_some};
+use crate::config::retention::RetentionResolved;
 use crate::config::review::ReportsResolved;
 
 /// The least time between two recomputations of the GM's records (a burst of ended
@@ -35,10 +36,18 @@ pub struct Records {
     /// earliest time the next recomputation may run.
     gm_due: Option<Instant>,
     gm_earliest: Instant,
+    /// Where the retention policy is: the reports say which counts it cut short.
+    retention: RetentionResolved,
 }
 
 impl Records {
-    pub fn new(store: Store, dispatcher: Arc<Dispatcher>, reports: &ReportsResolved, clock: Clock) -> Records {
+    pub fn new(
+        store: Store,
+        dispatcher: Arc<Dispatcher>,
+        reports: &ReportsResolved,
+        retention: RetentionResolved,
+        clock: Clock,
+    ) -> Records {
         let reports = if reports.enabled {
             vec![
                 (Kind::Daily, Scheduled::new(reports.daily.clone(), clock)),
@@ -49,7 +58,7 @@ impl Records {
             Vec::new()
         };
         let now = Instant::now();
-        Records { store, dispatcher, clock, reports, gm_due: Some(now), gm_earliest: now }
+        Records { store, dispatcher, clock, reports, gm_due: Some(now), gm_earliest: now, retention }
     }
 
     async fn refresh_gm(&mut self) {
@@ -100,7 +109,8 @@ impl Worker for Records {
             due.advance();
             let period = Period::containing(*kind, (now - chrono::Duration::days(1)).date_naive());
             let store = self.store.clone();
-            match tokio::task::spawn_blocking(move || reports::write(&store, period, now)).await {
+            let retention = self.retention.clone();
+            match tokio::task::spawn_blocking(move || reports::write(&store, period, now, retention.kept())).await {
                 Ok(Ok(rel)) => tracing::info!(report = %rel, "report written"),
                 Ok(Err(e)) => tracing::warn!("the {} report for {} failed: {e}", kind.name(), period.name()),
                 Err(e) => tracing::error!("the {} report for {} panicked: {e}", kind.name(), period.name()),
@@ -124,6 +134,15 @@ mod tests {
     use crate::daemon::jobs::testing::{at, setup, until};
     use clawboard_sync::Schedule;
 
+    fn retention_off() -> RetentionResolved {
+        RetentionResolved {
+            enabled: false,
+            schedule: Schedule::parse("r", "30 * * * *").unwrap(),
+            file: None,
+            beside_config: None,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn records_count_at_start_when_poked_at_most_every_5_s_and_write_reports_on_time() {
         let mut s = setup();
@@ -144,7 +163,7 @@ mod tests {
         s.runner.worker(
             "records",
             Backoff::default(),
-            Records::new(s.store.clone(), dispatcher.clone(), &reports, clock),
+            Records::new(s.store.clone(), dispatcher.clone(), &reports, retention_off(), clock),
         );
         until("the round at start", || s.rounds("records") == 1).await;
         tokio::time::sleep(Duration::from_secs(3)).await;

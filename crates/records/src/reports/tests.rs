@@ -171,7 +171,7 @@ fn day(s: &str) -> NaiveDate {
 fn daily_report() {
     let (_d, store) = fixture();
     let p = Period::containing(Kind::Daily, day("2026-11-20"));
-    insta::assert_snapshot!(render(&store, p, now()).unwrap());
+    insta::assert_snapshot!(render(&store, p, now(), Kept::default()).unwrap());
 }
 
 #[test]
@@ -179,14 +179,14 @@ fn weekly_report() {
     let (_d, store) = fixture();
     let p = Period::containing(Kind::Weekly, day("2026-11-20"));
     assert_eq!(p.name(), "2026-W47");
-    insta::assert_snapshot!(render(&store, p, now()).unwrap());
+    insta::assert_snapshot!(render(&store, p, now(), Kept::default()).unwrap());
 }
 
 #[test]
 fn monthly_report_marks_a_partial_period() {
     let (_d, store) = fixture();
     let p = Period::containing(Kind::Monthly, day("2026-11-20"));
-    insta::assert_snapshot!(render(&store, p, now()).unwrap());
+    insta::assert_snapshot!(render(&store, p, now(), Kept::default()).unwrap());
 }
 
 #[test]
@@ -194,18 +194,18 @@ fn an_empty_tree_reports_nothing_ended() {
     let d = tempfile::tempdir().unwrap();
     let (store, _) = Store::init(d.path()).unwrap();
     let p = Period::containing(Kind::Daily, day("2026-11-20"));
-    insta::assert_snapshot!(render(&store, p, now()).unwrap());
+    insta::assert_snapshot!(render(&store, p, now(), Kept::default()).unwrap());
 }
 
 #[test]
 fn the_same_tree_and_clock_give_the_same_bytes() {
     let (_d, store) = fixture();
     let p = Period::containing(Kind::Weekly, day("2026-11-20"));
-    assert_eq!(render(&store, p, now()).unwrap(), render(&store, p, now()).unwrap());
-    let rel = super::write(&store, p, now()).unwrap();
+    assert_eq!(render(&store, p, now(), Kept::default()).unwrap(), render(&store, p, now(), Kept::default()).unwrap());
+    let rel = super::write(&store, p, now(), Kept::default()).unwrap();
     assert_eq!(rel, "reports/weekly/2026-W47.md");
     let written = std::fs::read_to_string(store.root().join(rel)).unwrap();
-    assert_eq!(written, clawboard_core::formats::seal(&render(&store, p, now()).unwrap()));
+    assert_eq!(written, clawboard_core::formats::seal(&render(&store, p, now(), Kept::default()).unwrap()));
     assert!(clawboard_core::formats::is_sealed(written.as_bytes()));
 }
 
@@ -223,4 +223,30 @@ fn periods_and_their_boundaries() {
     assert_eq!((d.previous().name(), d.rel()), ("2026-02-28".into(), "reports/daily/2026-03-01.md".into()));
     let (start, end) = d.bounds();
     assert!(d.contains(start) && !d.contains(end) && d.contains(end - Duration::seconds(1)));
+}
+
+#[test]
+fn a_report_reaching_back_past_retention_says_which_counts_are_short() {
+    let (_d, store) = fixture();
+    let seed = Kept::of(&clawboard_core::retention::Policy::default());
+    let notes = |kind: Kind, kept: Kept| -> Vec<String> {
+        let text = render(&store, Period::containing(kind, day("2026-11-20")), now(), kept).unwrap();
+        text.lines().filter(|l| l.starts_with("- Retention deletes")).map(str::to_owned).collect()
+    };
+    // The day and the day before are within both rules (now is 2026-11-23T00:10Z).
+    assert!(notes(Kind::Daily, seed).is_empty());
+    // The week before (from 2026-11-09) reaches past the 7 days failed tasks are kept.
+    assert_eq!(
+        notes(Kind::Weekly, seed),
+        ["- Retention deletes failed tasks 7 days after they end (`retention.tasks.failed`): those that ended \
+             before 2026-11-16T00:10:00Z may be gone from the tree, so the counts of failed tasks before then (and \
+             their submitted, type, score and PM figures) are short."]
+    );
+    // October reaches past both.
+    let monthly = notes(Kind::Monthly, seed);
+    assert_eq!(monthly.len(), 2, "{monthly:#?}");
+    assert!(monthly[0].contains("completed tasks 30 days") && monthly[0].contains("before 2026-10-24T00:10:00Z"));
+    assert!(monthly[1].contains("failed tasks 7 days"));
+    // Retention off (or every task kept for good): nothing to say.
+    assert!(notes(Kind::Monthly, Kept::default()).is_empty());
 }
