@@ -309,6 +309,15 @@ fn check_shape(file: &str, text: &str) -> Result<()> {
                 format!("names {key:?} twice (line {line}, column {column}); JSON readers disagree on which counts"),
             ));
         }
+        Err(clawboard_core::json::JsonError::BigInteger { pointer, literal, line, column }) => {
+            let field = if pointer.is_empty() { "(top level)".to_owned() } else { pointer_to_field(&pointer) };
+            return Err(Error::invalid(
+                file,
+                None,
+                field,
+                format!("the integer {literal} (line {line}, column {column}) does not fit in 64 bits"),
+            ));
+        }
         Err(clawboard_core::json::JsonError::Syntax(_)) => return Ok(()),
     };
     let kind = |v: &serde_json::Value| match v {

@@ -23,6 +23,13 @@ pub enum JsonError {
         if pointer.is_empty() { "the top-level object".to_owned() } else { format!("the object at {pointer}") }
     )]
     DuplicateKey { pointer: String, key: String, line: usize, column: usize },
+    /// An integer literal outside what 64 bits hold (`literal` shortened when long):
+    /// serde_json, as most readers, would round it to the nearest float.
+    #[error(
+        "the integer {literal} at {} (line {line}, column {column}) does not fit in 64 bits; JSON readers would round it, so write it as a string",
+        if pointer.is_empty() { "the top level" } else { pointer }
+    )]
+    BigInteger { pointer: String, literal: String, line: usize, column: usize },
 }
 
 /// Parses one JSON value, all of `bytes` (whitespace may follow it), refusing a
@@ -31,10 +38,91 @@ pub fn parse_value(bytes: &[u8]) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let state = State::default();
     let parsed = Strict { state: &state }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
-    parsed.map_err(|e| match state.duplicate.take() {
+    let value = parsed.map_err(|e| match state.duplicate.take() {
         Some((pointer, key)) => JsonError::DuplicateKey { pointer, key, line: e.line(), column: e.column() },
         None => JsonError::Syntax(e),
-    })
+    })?;
+    // Whole numbers past 64 bits came as floats: rounded if the text wrote an integer.
+    let wide = state.wide.take();
+    if !wide.is_empty() {
+        let literals = wide_numbers(bytes);
+        for (pointer, n) in wide.into_iter().zip(literals) {
+            if n.integer {
+                return Err(JsonError::BigInteger { pointer, literal: n.shown, line: n.line, column: n.column });
+            }
+        }
+    }
+    Ok(value)
+}
+
+/// Whether a float the parser produced is a whole number beyond i64 and u64, which
+/// an integer literal too long for them also becomes.
+fn is_wide(v: f64) -> bool {
+    // -2^63 itself: an integer literal just below i64's least rounds to it (the
+    // least itself comes as an integer, never as a float).
+    v.fract() == 0.0 && (v <= -9.223_372_036_854_775_808e18 || v >= 1.844_674_407_370_955_2e19)
+}
+
+/// A number of the text that [`is_wide`] holds for.
+struct WideNumber {
+    /// Written as an integer (no fraction, no exponent).
+    integer: bool,
+    /// The literal, shortened past 40 characters.
+    shown: String,
+    line: usize,
+    column: usize,
+}
+
+/// The numbers of `bytes` (JSON text that parsed) that the parser made [`is_wide`]
+/// floats of, in the order of the text, which is the order it met them in.
+fn wide_numbers(bytes: &[u8]) -> Vec<WideNumber> {
+    let mut out = Vec::new();
+    let (mut i, mut line, mut line_start, mut in_string) = (0, 1, 0, false);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'\n' => {
+                line += 1;
+                line_start = i + 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < bytes.len() && matches!(bytes[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    i += 1;
+                }
+                let text = String::from_utf8_lossy(&bytes[start..i]);
+                let integer = !text.contains(['.', 'e', 'E']);
+                // As the parser: an integer that i64 or u64 holds is no float.
+                let float = if integer {
+                    text.parse::<i64>().is_err() && text.parse::<u64>().is_err()
+                } else {
+                    text.parse::<f64>().is_ok_and(is_wide)
+                };
+                if float {
+                    let shown = if text.len() > 40 {
+                        format!("{}… ({} digits)", &text[..20], text.trim_start_matches('-').len())
+                    } else {
+                        text.into_owned()
+                    };
+                    out.push(WideNumber { integer, shown, line, column: start - line_start + 1 });
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// [`parse_value`], then the value as `T` (a field's error has no line then, but names the field).
@@ -47,6 +135,8 @@ pub fn from_slice<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Jso
 struct State {
     path: RefCell<Vec<Step>>,
     duplicate: RefCell<Option<(String, String)>>,
+    /// Where the parser met [`is_wide`] floats, in order.
+    wide: RefCell<Vec<String>>,
 }
 
 /// One step into a value: an object's key or an array's index.
@@ -102,6 +192,9 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        if is_wide(v) {
+            self.state.wide.borrow_mut().push(pointer(&self.state.path.borrow()));
+        }
         // JSON text has no NaN or infinity, so this is always a number.
         Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
@@ -193,6 +286,35 @@ mod tests {
         assert_eq!(duplicate(r#"{"x":[0,{"ok":1},{"a/b":{"k~":1,"k~":1}}]}"#), ("/x/2/a~1b".into(), "k~".into()));
         // Equal keys in different objects are fine.
         assert!(parse_value(br#"{"a":{"k":1},"b":{"k":1},"k":[{"k":1},{"k":2}]}"#).is_ok());
+    }
+
+    #[test]
+    fn integers_past_64_bits_are_refused_where_they_are() {
+        assert_eq!(
+            err("{\"a\": [1,\n  18446744073709551616]}"),
+            "the integer 18446744073709551616 at /a/1 (line 2, column 3) does not fit in 64 bits; \
+             JSON readers would round it, so write it as a string"
+        );
+        assert!(
+            err("-9223372036854775809")
+                .starts_with("the integer -9223372036854775809 at the top level (line 1, column 1)")
+        );
+        // The edges of i64 and u64 fit; floats that are whole numbers pass, and a
+        // wide one before a wide integer does not hide the integer's place.
+        let v = parse_value(br#"[-9223372036854775808, 18446744073709551615, 1e19, 2.5e30, 1.0e400]"#);
+        assert!(v.is_err(), "1.0e400 is out of f64's range");
+        assert!(
+            parse_value(br#"[-9223372036854775808, 18446744073709551615, 1e19, 2.5e30, 20000000000000000000.0]"#)
+                .is_ok()
+        );
+        let long = "7".repeat(60);
+        assert_eq!(
+            err(&format!(r#"{{"x": 1e19, "s": "99999999999999999999", "y": {{"z": {long}}}}}"#)),
+            format!(
+                "the integer 77777777777777777777… (60 digits) at /y/z (line 1, column 53) does not fit in 64 bits; \
+                 JSON readers would round it, so write it as a string"
+            )
+        );
     }
 
     #[test]

@@ -94,6 +94,13 @@ pub fn check_bytes(bytes: &[u8], kind: FileKind, ctx: &PathContext) -> Result<Va
                      JSON readers disagree on which one counts, so remove one"
                 ),
             ),
+            JsonError::BigInteger { pointer, literal, line, column } => Problem::new(
+                pointer,
+                format!(
+                    "the integer {literal} (line {line}, column {column}) does not fit in 64 bits; \
+                     JSON readers would round it, so write it as a string"
+                ),
+            ),
         }]
     })?;
     let problems = schema::validate(kind.schema(), &value);

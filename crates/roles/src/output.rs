@@ -92,6 +92,7 @@ pub fn check_scope(stdout: &[u8], task_id: &str) -> Result<(), String> {
             let at = if pointer.is_empty() { "/" } else { &pointer };
             return Err(format!("stdout {at}: the key {key:?} appears twice (line {line}, column {column})"));
         }
+        Err(wide @ clawboard_core::json::JsonError::BigInteger { .. }) => return Err(format!("stdout: {wide}")),
     };
     match v.get("taskId") {
         None => {}

@@ -290,8 +290,11 @@ fn value_of(text: &str, path: &str) -> anyhow::Result<Value> {
     };
     let why = match clawboard_core::json::parse_value(text.as_bytes()) {
         Ok(v) => return Ok(v),
-        Err(dup @ clawboard_core::json::JsonError::DuplicateKey { .. }) => {
-            return Err(BadInput(format!("{path}: {dup}")).into());
+        Err(
+            bad @ (clawboard_core::json::JsonError::DuplicateKey { .. }
+            | clawboard_core::json::JsonError::BigInteger { .. }),
+        ) => {
+            return Err(BadInput(format!("{path}: {bad}")).into());
         }
         Err(clawboard_core::json::JsonError::Syntax(e)) => e,
     };
