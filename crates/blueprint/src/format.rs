@@ -298,28 +298,24 @@ fn pointer_to_field(pointer: &str) -> String {
 /// means to write. Syntax errors are left to the parse that follows, which
 /// names the field.
 fn check_shape(file: &str, text: &str) -> Result<()> {
-    let v = match clawboard_core::json::parse_value(text.as_bytes()) {
-        Ok(v) => v,
-        Err(clawboard_core::json::JsonError::DuplicateKey { pointer, key, line, column }) => {
-            let field = if pointer.is_empty() { "(top level)".to_owned() } else { pointer_to_field(&pointer) };
-            return Err(Error::invalid(
-                file,
-                None,
-                field,
-                format!("names {key:?} twice (line {line}, column {column}); JSON readers disagree on which counts"),
-            ));
+    use clawboard_core::json::JsonError;
+    let (pointer, why) = match clawboard_core::json::parse_value(text.as_bytes()) {
+        Ok(v) => return check_objects(file, &v),
+        Err(JsonError::Syntax(_)) => return Ok(()),
+        Err(JsonError::DuplicateKey { pointer, key, line, column }) => (
+            pointer,
+            format!("names {key:?} twice (line {line}, column {column}); JSON readers disagree on which counts"),
+        ),
+        Err(JsonError::BigInteger { pointer, literal, line, column }) => {
+            (pointer, format!("the integer {literal} (line {line}, column {column}) does not fit in 64 bits"))
         }
-        Err(clawboard_core::json::JsonError::BigInteger { pointer, literal, line, column }) => {
-            let field = if pointer.is_empty() { "(top level)".to_owned() } else { pointer_to_field(&pointer) };
-            return Err(Error::invalid(
-                file,
-                None,
-                field,
-                format!("the integer {literal} (line {line}, column {column}) does not fit in 64 bits"),
-            ));
-        }
-        Err(clawboard_core::json::JsonError::Syntax(_)) => return Ok(()),
     };
+    let field = if pointer.is_empty() { "(top level)".to_owned() } else { pointer_to_field(&pointer) };
+    Err(Error::invalid(file, None, field, why))
+}
+
+/// [`check_shape`] of a value that parsed.
+fn check_objects(file: &str, v: &serde_json::Value) -> Result<()> {
     let kind = |v: &serde_json::Value| match v {
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::String(_) => "a string",
@@ -332,7 +328,7 @@ fn check_shape(file: &str, text: &str) -> Result<()> {
         Error::invalid(file, None, field, format!("is {}; it must be a JSON object {{...}}", kind(v)))
     };
     if !v.is_object() {
-        return Err(bad("(top level)".into(), &v));
+        return Err(bad("(top level)".into(), v));
     }
     if let Some(steps) = v.get("steps").and_then(serde_json::Value::as_array) {
         for (i, s) in steps.iter().enumerate() {

@@ -60,7 +60,9 @@ pub fn parse_value(bytes: &[u8]) -> Result<Value, JsonError> {
 fn is_wide(v: f64) -> bool {
     // -2^63 itself: an integer literal just below i64's least rounds to it (the
     // least itself comes as an integer, never as a float).
-    v.fract() == 0.0 && (v <= -9.223_372_036_854_775_808e18 || v >= 1.844_674_407_370_955_2e19)
+    const I64_MIN: f64 = -9_223_372_036_854_775_808.0; // -2^63
+    const PAST_U64: f64 = 18_446_744_073_709_551_616.0; // 2^64
+    v.fract() == 0.0 && (v <= I64_MIN || v >= PAST_U64)
 }
 
 /// A number of the text that [`is_wide`] holds for.
