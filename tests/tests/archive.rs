@@ -276,18 +276,42 @@ fn with_the_server_down_the_commit_waits_and_the_daemon_pushes_it_later() {
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains(&format!("archive remote {remote}: push")), "{}", r.stderr);
     assert_eq!(status(&t)["pending"], 1);
+    // The commit is reported, with what it holds, and that its push is retried.
+    let commit = status(&t)["lastCommit"].as_str().unwrap().to_owned();
+    let short = &commit[..12];
+    assert!(r.stdout.contains(&format!("archive: commit {short} on memory (")), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("archive: not pushed to {remote}")), "{}", r.stdout);
+    assert!(
+        r.stderr.contains(&format!("commit {short} was made locally (")) && r.stderr.contains("roles 1"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("the push failed and is retried on the next run"), "{}", r.stderr);
+    let knowledge: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join("shared/knowledge-sync.json")).unwrap()).unwrap();
+    assert_eq!(knowledge["nodes"]["node-a"]["lastArchiveCommit"], commit.as_str(), "{knowledge}");
+    memory(&t, "t3", "analyst-code", "z");
+    let json = cb(&t, &server.token, &["archive", "now", "--json"]);
+    assert_eq!(json.code, 1, "{}{}", json.stdout, json.stderr);
+    let json = json.json();
+    assert_eq!(json["archive"]["commit"]["kinds"]["roles"], 1, "{json}");
+    assert_eq!(json["archive"]["commit"]["commit"], status(&t)["lastCommit"], "{json}");
+    assert!(json["error"].as_str().unwrap().contains("was made locally"), "{json}");
 
     // The daemon, scheduled once a year: only its retries can push. It starts with a
-    // commit pending, so it retries after 1 s, then 2 s, 4 s …
+    // commit pending, so it retries after 1 s, then 2 s, 4 s …; its first run commits
+    // t2 and says so, though it cannot push it.
     let cfg = std::fs::read_to_string(t.dir.path().join("clawboard.toml")).unwrap();
     t.config(&cfg.replace("[archive]\n", "[archive]\nschedule = \"0 0 1 1 *\"\nretry = \"1s\"\n"));
+    memory(&t, "t2", "analyst-code", "y");
     let mut cmd = t.command(&["--config", t.dir.path().join("clawboard.toml").to_str().unwrap(), "daemon"]);
     let log = t.dir.path().join("daemon.log");
     let f = std::fs::File::create(&log).unwrap();
     let mut d = cmd.env("CLAWBOARD_GIT_TOKEN", &server.token).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
     wait_until(30, "a failed run of the daemon", || std::fs::read_to_string(&log).unwrap().contains("archive failed"));
-    assert_eq!(status(&t)["pending"], 1);
-    memory(&t, "t2", "analyst-code", "y");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("archive: committed (") && text.contains("was made locally ("), "{text}");
+    assert_eq!(status(&t)["pending"], 3);
     server.restart();
     wait_until(30, "the daemon to push", || status(&t)["pending"] == 0 && status(&t)["commits"].as_u64() >= Some(2));
     assert!(std::fs::read_to_string(&log).unwrap().contains("the last run did not finish; retrying"));
@@ -296,6 +320,7 @@ fn with_the_server_down_the_commit_waits_and_the_daemon_pushes_it_later() {
     let c = clone(&server, &remote, scratch.path());
     assert!(c.join("memory/roles/analyst-code/t1.json").exists());
     assert!(c.join("memory/roles/analyst-code/t2.json").exists());
+    assert!(c.join("memory/roles/analyst-code/t3.json").exists());
 }
 
 #[test]
@@ -480,4 +505,77 @@ fn an_ssh_remote_takes_the_key_file_checks_the_host_key_and_names_what_failed() 
     let files = git(&bare, &["ls-tree", "-r", "--name-only", "memory"]);
     assert!(files.contains("memory/roles/analyst-code/t1.json"), "{files}");
     assert_eq!(status(&t)["pending"], 0);
+}
+
+/// `a--b` + `c` and `a` + `b--c` would share `memory/cross-pollination/a--b--c.jsonl`:
+/// a configured role id with `--` is refused when the config is loaded, naming the
+/// file and the role; a harvest naming one is refused by file and field, and the
+/// other tasks are archived.
+#[test]
+fn a_role_id_with_two_dashes_is_refused_in_the_config_and_in_a_harvest() {
+    let t = Tree::init();
+    let cfg = t.config("[node]\nid = \"solo\"\n\n[roles.writer--a]\ncommand = [\"true\"]\n");
+    let r = cb(&t, "", &["archive", "status"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let want = format!("{}: key roles.writer--a: the role id contains \"--\"", cfg.display());
+    assert!(r.stderr.contains(&want) && r.stderr.contains("cross-pollination"), "{}", r.stderr);
+
+    t.config("[node]\nid = \"solo\"\n");
+    memory(&t, "t1", "analyst-code", "kept");
+    let dir = t.root.join("tasks/t2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let h = serde_json::json!({
+        "taskId": "t2",
+        "harvestedAt": now(),
+        "experiences": [{"roleId": "analyst-code", "cells": [{"type": "insight", "content": "c", "value": 0.7}]}],
+        "crossPollinationCandidates": [{"fromRole": "a--b", "toRole": "c", "pattern": "p", "value": 0.6}],
+    });
+    std::fs::write(dir.join("memory-harvest.json"), serde_json::to_vec(&h).unwrap()).unwrap();
+    for _ in 0..2 {
+        let r = cb(&t, "", &["archive", "now", "--no-harvest"]);
+        assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains(
+                "tasks/t2/memory-harvest.json: /crossPollinationCandidates/0/fromRole: \"a--b\" contains \"--\""
+            ),
+            "refused on every run, not only the first: {}",
+            r.stderr
+        );
+    }
+    let repo = t.root.join(".clawboard/archive/memory.git");
+    let files = git(&repo, &["ls-tree", "-r", "--name-only", "memory"]);
+    assert!(files.contains("memory/roles/analyst-code/t1.json"), "{files}");
+    assert!(!files.contains("t2.json") && !files.contains("a--b--c"), "{files}");
+}
+
+/// A remote that accepts the connection and then never answers holds the archive
+/// run (libgit2 has no timeout clawboard can set), not the daemon's stop: it exits
+/// within 5 s of SIGTERM, as docs/ARCHIVE.md says.
+#[test]
+fn a_stopping_daemon_does_not_wait_long_for_a_remote_that_never_answers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let t = Tree::init();
+    t.config(&format!(
+        "[node]\nid = \"solo\"\n\n[archive]\nremote = \"http://127.0.0.1:{port}/memory.git\"\nschedule = \"* * * * * *\"\n"
+    ));
+    memory(&t, "t1", "analyst-code", "x");
+    let d = t.daemon();
+    let mut held = Vec::new();
+    wait_until(30, "the archive run to connect to the remote", || match listener.accept() {
+        Ok((conn, _)) => {
+            held.push(conn);
+            true
+        }
+        Err(_) => false,
+    });
+    let log = d.log.clone();
+    let started = std::time::Instant::now();
+    let code = d.stop();
+    let took = started.elapsed();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert!(took < std::time::Duration::from_secs(5), "the daemon took {took:?} to stop:\n{text}");
+    assert!(text.contains("archive: a run is still waiting for the remote"), "{text}");
 }

@@ -36,6 +36,18 @@ pub enum Error {
 
     #[error("the archive run stopped because the daemon is stopping; the commits stay and are pushed on the next run")]
     Stopped,
+
+    /// A run that committed, then failed to push: the commit is on the local branch
+    /// (the report says what it holds) and the next run pushes it.
+    #[error("{}, but the push failed and is retried on the next run: {cause}", committed(report))]
+    Unpushed { report: Box<crate::RunReport>, cause: Box<Error> },
+}
+
+/// `commit 0123456789ab was made locally (3 file(s) changed: roles 2, harvest 1)`.
+fn committed(r: &crate::RunReport) -> String {
+    let c = &r.commit;
+    let id: String = c.commit.as_deref().unwrap_or("-").chars().take(12).collect();
+    format!("commit {id} was made locally ({})", c.summary())
 }
 
 /// What to do about the git errors a person can fix.
@@ -57,6 +69,14 @@ impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), cause: source }
     }
+
+    /// What the run did before it failed, when it made a commit: the commit stays.
+    pub fn report(&self) -> Option<&crate::RunReport> {
+        match self {
+            Error::Unpushed { report, .. } => Some(report),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -76,5 +96,23 @@ mod tests {
         assert!(text.contains("remove it") && !text.contains("class="), "{text}");
         let e = Error::io("/x", std::io::Error::from_raw_os_error(28));
         assert_eq!(clawboard_core::error::chain(&e), "I/O error on /x: No space left on device (os error 28)");
+    }
+
+    /// A commit whose push failed is named, with what it holds, before the push's reason.
+    #[test]
+    fn an_unpushed_commit_is_named_with_what_it_holds() {
+        let mut commit = crate::repo::CommitReport { commit: Some("0123456789abcdef".into()), ..Default::default() };
+        for f in ["memory/roles/a/t1.json", "memory/roles/b/t1.json", "memory/harvest/daily/d.json", "memory/README.md"]
+        {
+            commit.count(f);
+        }
+        let cause = Error::Remote { remote: "https://h/r.git".into(), what: "push".into(), message: "refused".into() };
+        let e = Error::Unpushed { report: Box::new(crate::RunReport { commit, push: None }), cause: Box::new(cause) };
+        assert_eq!(
+            e.to_string(),
+            "commit 0123456789ab was made locally (4 file(s) changed: README.md 1, harvest 1, roles 2), but the push \
+             failed and is retried on the next run: archive remote https://h/r.git: push: refused"
+        );
+        assert_eq!(e.report().and_then(|r| r.commit.commit.as_deref()), Some("0123456789abcdef"));
     }
 }

@@ -159,7 +159,7 @@ pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, E
     let rel = RelPath::new(source)?;
     if let Some(task) = source.strip_prefix("tasks/").and_then(|s| s.strip_suffix("/memory-harvest.json")) {
         let i = crate::source::read_input(store, task)?;
-        return Ok(task_outputs(&i.harvest, i.task_type.map(|t| t.to_string())));
+        return task_outputs(&i.harvest, i.task_type.map(|t| t.to_string()));
     }
     // Up to the archive's own limit (above the store's default), checked above.
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
@@ -171,16 +171,35 @@ pub fn extract(store: &Store, source: &str, limit: u64) -> Result<Vec<Output>, E
             return Ok(Vec::new());
         }
     }
+    // A harvest is the archive's own output: checked up to the archive's limit, not
+    // the store's (a busy day's harvest may pass 16 MiB).
+    let own = || store.clone().with_max_file_bytes(limit);
     if source.starts_with("harvest/daily/") {
-        store.read::<DailyHarvest>(&rel)?;
+        own().read::<DailyHarvest>(&rel)?;
     } else if source.starts_with("harvest/weekly/") {
-        store.read::<WeeklyHarvest>(&rel)?;
+        own().read::<WeeklyHarvest>(&rel)?;
     }
     Ok(vec![Output { path: format!("memory/{source}"), bytes, merge: Merge::Replace }])
 }
 
+/// The file of the candidates `from` can teach `to`:
+/// `memory/cross-pollination/{from}--{to}.jsonl`. Role ids hold no `--` (a configured
+/// one cannot), so each name belongs to one pair; an id with `--` is refused with the
+/// reason, since `a--b` + `c` and `a` + `b--c` would share a file.
+pub fn pollination_file(from: &str, to: &str) -> Result<String, String> {
+    match [from, to].into_iter().find(|id| id.contains("--")) {
+        Some(id) => Err(format!(
+            "{id:?} contains \"--\", which joins the two role ids in memory/cross-pollination/{{fromRole}}--{{toRole}}.jsonl \
+             (a role id cannot contain it); not archived"
+        )),
+        None => Ok(format!("memory/cross-pollination/{from}--{to}.jsonl")),
+    }
+}
+
 /// A task's memory: one file per role, and one line per cross-pollination candidate.
-pub fn task_outputs(h: &MemoryHarvest, task_type: Option<String>) -> Vec<Output> {
+/// A candidate whose file name would be ambiguous ([`pollination_file`]) refuses the
+/// task's harvest, naming the field, like a harvest that does not parse.
+pub fn task_outputs(h: &MemoryHarvest, task_type: Option<String>) -> Result<Vec<Output>, Error> {
     let task = h.task_id.as_str();
     let mut by_role: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     for e in &h.experiences {
@@ -204,14 +223,21 @@ pub fn task_outputs(h: &MemoryHarvest, task_type: Option<String>) -> Vec<Output>
         });
     }
     let mut lines: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    for p in &h.cross_pollination_candidates {
+    for (n, p) in h.cross_pollination_candidates.iter().enumerate() {
+        let file = pollination_file(p.from_role.as_str(), p.to_role.as_str()).map_err(|why| {
+            let field = if p.from_role.as_str().contains("--") { "fromRole" } else { "toRole" };
+            Error::Invalid {
+                path: layout::task_file(task, layout::HARVEST_FILE),
+                reason: format!("/crossPollinationCandidates/{n}/{field}: {why}"),
+            }
+        })?;
         let line = json!({
             "taskId": task,
             "pattern": p.pattern,
             "value": p.value,
             "harvestedAt": h.harvested_at.as_str(),
         });
-        let file = lines.entry(format!("memory/cross-pollination/{}--{}.jsonl", p.from_role, p.to_role)).or_default();
+        let file = lines.entry(file).or_default();
         file.extend_from_slice(line.to_string().as_bytes());
         file.push(b'\n');
     }
@@ -220,7 +246,7 @@ pub fn task_outputs(h: &MemoryHarvest, task_type: Option<String>) -> Vec<Output>
         path,
         merge: Merge::Lines,
     }));
-    out
+    Ok(out)
 }
 
 /// `memory/README.md`: what the branch holds, for whoever opens it on GitHub.
@@ -275,6 +301,37 @@ mod tests {
         std::fs::write(root.join("gm/arbitrations.md"), "inside").unwrap();
         let found: Vec<String> = scan(root).unwrap().into_keys().collect();
         assert_eq!(found, ["gm/arbitrations.md"]);
+    }
+
+    fn harvest(candidates: &[(&str, &str)]) -> MemoryHarvest {
+        let c: Vec<Value> =
+            candidates.iter().map(|(f, t)| json!({"fromRole": f, "toRole": t, "pattern": "p", "value": 0.5})).collect();
+        serde_json::from_value(json!({
+            "taskId": "t1", "harvestedAt": "2026-11-20T10:00:00Z",
+            "experiences": [{"roleId": "a", "cells": [{"type": "insight", "content": "c", "value": 0.5}]}],
+            "crossPollinationCandidates": c,
+        }))
+        .unwrap()
+    }
+
+    /// `a--b` + `c` and `a` + `b--c` would share `a--b--c.jsonl`: a role id with `--`
+    /// is refused, naming the file and the field; single dashes (even a trailing one) are fine.
+    #[test]
+    fn cross_pollination_file_names_belong_to_one_pair_of_roles() {
+        for (pair, field) in [(("a--b", "c"), "0/fromRole"), (("a", "b--c"), "0/toRole")] {
+            let e = task_outputs(&harvest(&[pair]), None).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("tasks/t1/memory-harvest.json: /crossPollinationCandidates/{field}: ")),
+                "{e}"
+            );
+            assert!(e.contains("contains \"--\"") && e.contains("not archived"), "{e}");
+        }
+        let out = task_outputs(&harvest(&[("a-", "b"), ("a", "b-c")]), None).unwrap();
+        let paths: Vec<&str> = out.iter().map(|o| o.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["memory/roles/a/t1.json", "memory/cross-pollination/a---b.jsonl", "memory/cross-pollination/a--b-c.jsonl"]
+        );
     }
 
     #[test]

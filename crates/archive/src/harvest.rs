@@ -24,11 +24,16 @@ use crate::source::{Stamp, read_input};
 pub struct HarvestSettings {
     /// Cells kept per role in a weekly harvest (and cross-pollination candidates per source role).
     pub top_per_role: u32,
+    /// The harvests' own files are read back up to this size (`archive.max_file_size`,
+    /// 50 MiB), not the store's `limits.max_file_size` (16 MiB) meant for what roles
+    /// write: a busy day's harvest may pass 16 MiB, and one past this could not be
+    /// archived either.
+    pub max_file_bytes: u64,
 }
 
 impl Default for HarvestSettings {
     fn default() -> Self {
-        HarvestSettings { top_per_role: 10 }
+        HarvestSettings { top_per_role: 10, max_file_bytes: crate::settings::MAX_FILE_BYTES }
     }
 }
 
@@ -332,12 +337,14 @@ pub fn run(
         }
     }
     let present: BTreeSet<Id> = inputs.iter().map(|i| i.task_id.clone()).collect();
+    // The harvests this run reads back are its own output, read with its own limit.
+    let own = store.clone().with_max_file_bytes(settings.max_file_bytes.max(store.max_file_bytes()));
 
     let mut harvested: BTreeSet<Id> = BTreeSet::new();
     let mut dailies: Vec<DailyHarvest> = Vec::new();
     for day in &days {
         let rel = RelPath::new(&layout::daily_harvest_file(&day.format("%Y-%m-%d").to_string()))?;
-        let carried = match store.read::<DailyHarvest>(&rel) {
+        let carried = match own.read::<DailyHarvest>(&rel) {
             Ok(old) => Some(carried_over(old, &present)),
             Err(clawboard_core::Error::NotFound { .. }) => None,
             Err(e) => {
@@ -347,7 +354,7 @@ pub fn run(
         };
         let Some(h) = daily(*day, &inputs, carried.as_ref()) else { continue };
         harvested.extend(h.tasks.iter().cloned());
-        save(store, &rel, &h, &mut report)?;
+        save(&own, &rel, &h, &mut report)?;
         dailies.push(h);
     }
     let weeks: BTreeSet<String> = days.iter().map(|d| week_of(*d)).collect();
@@ -361,7 +368,7 @@ pub fn run(
                 continue;
             }
             let rel = RelPath::new(&layout::daily_harvest_file(&date))?;
-            match store.read::<DailyHarvest>(&rel) {
+            match own.read::<DailyHarvest>(&rel) {
                 Ok(h) => all.push(h),
                 Err(clawboard_core::Error::NotFound { .. }) => {}
                 Err(e) => report.problems.push(e.to_string()),
@@ -369,7 +376,7 @@ pub fn run(
         }
         let Some(h) = weekly(&week, &inputs, &all, settings.top_per_role) else { continue };
         let rel = RelPath::new(&layout::weekly_harvest_file(&week))?;
-        save(store, &rel, &h, &mut report)?;
+        save(&own, &rel, &h, &mut report)?;
     }
 
     if pending.iter().any(|t| harvested.contains(t)) {

@@ -127,8 +127,28 @@ pub struct CommitReport {
     pub read: usize,
     /// Files on the branch added or changed.
     pub changed: usize,
+    /// The changed files by what they are: the directory under `memory/` (`roles`,
+    /// `cross-pollination`, `harvest`, `gm`, `reports`, `entries`) or the file's name.
+    pub kinds: std::collections::BTreeMap<String, usize>,
     pub problems: Vec<String>,
     pub elapsed_ms: u64,
+}
+
+impl CommitReport {
+    /// `3 file(s) changed: roles 2, harvest 1`.
+    pub fn summary(&self) -> String {
+        let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        match kinds.is_empty() {
+            true => format!("{} file(s) changed", self.changed),
+            false => format!("{} file(s) changed: {}", self.changed, kinds.join(", ")),
+        }
+    }
+
+    pub(crate) fn count(&mut self, file: &str) {
+        let kind = file.strip_prefix("memory/").unwrap_or(file).split('/').next().unwrap_or(file);
+        *self.kinds.entry(kind.to_owned()).or_default() += 1;
+        self.changed += 1;
+    }
 }
 
 /// What one push step did.
@@ -288,23 +308,28 @@ impl Archive {
         let mut status: StatusFile = self.read_json(STATUS);
         status.last_run_at = Some(rfc3339(now));
         let mut outcome = self.run_locked(&repo, &pack, now, &mut status);
-        if let Ok(r) = &mut outcome
-            && let Err(e) = self.record_knowledge(&status)
-        {
-            // The archive itself worked; the shared record of it did not.
-            r.commit.problems.push(format!("{} not updated: {e}", layout::KNOWLEDGE_SYNC));
+        // A commit whose push failed is recorded as much as one that was pushed.
+        let report = match &mut outcome {
+            Ok(r) => Some(r),
+            Err(Error::Unpushed { report, .. }) => Some(&mut **report),
+            Err(_) => None,
+        };
+        if let Some(r) = report {
+            if let Err(e) = self.record_knowledge(&status) {
+                // The archive itself worked; the shared record of it did not.
+                r.commit.problems.push(format!("{} not updated: {e}", layout::KNOWLEDGE_SYNC));
+            }
+            status.problems = r.commit.problems.clone();
         }
         match &outcome {
+            Ok(r) if r.commit.problems.is_empty() => {
+                status.last_error = None;
+                status.last_error_at = None;
+            }
             Ok(r) => {
-                status.problems = r.commit.problems.clone();
-                if r.commit.problems.is_empty() {
-                    status.last_error = None;
-                    status.last_error_at = None;
-                } else {
-                    status.last_error =
-                        Some(format!("{} problem(s): {}", r.commit.problems.len(), r.commit.problems.join("; ")));
-                    status.last_error_at = Some(rfc3339(now));
-                }
+                status.last_error =
+                    Some(format!("{} problem(s): {}", r.commit.problems.len(), r.commit.problems.join("; ")));
+                status.last_error_at = Some(rfc3339(now));
             }
             Err(e) => {
                 status.last_error = Some(e.to_string());
@@ -329,8 +354,14 @@ impl Archive {
         }
         let mut report = RunReport { commit, push: None };
         if self.settings.remote.is_some() {
-            self.check_stop()?;
-            let push = self.push(repo, pack, now)?;
+            let push = match self.check_stop().and_then(|()| self.push(repo, pack, now)) {
+                Ok(push) => push,
+                // The commit is made: say so, with why it is not on the remote yet.
+                Err(cause) if report.commit.commit.is_some() => {
+                    return Err(Error::Unpushed { report: Box::new(report), cause: Box::new(cause) });
+                }
+                Err(e) => return Err(e),
+            };
             if let Some(id) = &push.pushed {
                 status.last_pushed = Some(id.clone());
                 status.last_push_at = Some(rfc3339(now));

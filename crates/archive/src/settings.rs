@@ -43,6 +43,8 @@ pub struct HarvestSection {
 
 pub const ARCHIVE_SCHEDULE: &str = "0 */6 * * *";
 pub const HARVEST_SCHEDULE: &str = "5 * * * *";
+/// `archive.max_file_size`'s default: 50 MiB (GitHub warns from 50 MiB and refuses 100).
+pub const MAX_FILE_BYTES: u64 = 50 << 20;
 
 /// `[archive]` and `[harvest]`, resolved: when the daemon runs them, and how.
 #[derive(Debug, Clone)]
@@ -123,7 +125,7 @@ impl Default for ArchiveSettings {
             username: "x-access-token".into(),
             token: Token::None,
             ssh_key: None,
-            max_file_bytes: 50 << 20,
+            max_file_bytes: MAX_FILE_BYTES,
             push_attempts: 5,
             retry_base: Duration::from_millis(200),
         }
@@ -197,13 +199,14 @@ impl ArchiveConfig {
         if !(1..=1000).contains(&top) {
             return Err(ConfigError::new("harvest.top_per_role", format!("{top} is out of range 1..=1000")));
         }
+        let harvest = HarvestSettings { top_per_role: top, max_file_bytes: s.max_file_bytes };
         Ok(ArchiveConfig {
             enabled: a.enabled.unwrap_or(true),
             schedule: Schedule::parse_or("archive.schedule", a.schedule, ARCHIVE_SCHEDULE)?,
             retry,
             settings: s,
             harvest_schedule: Schedule::parse_or("harvest.schedule", h.schedule, HARVEST_SCHEDULE)?,
-            harvest: HarvestSettings { top_per_role: top },
+            harvest,
         })
     }
 }

@@ -181,6 +181,11 @@ pub struct HttpConfig {
     pub headers: BTreeMap<String, String>,
 }
 
+/// Why a role id may not contain `--`: the memory archive names a cross-pollination
+/// file by two role ids joined by `--`, which must tell them apart.
+pub const ROLE_ID_DASHES: &str = "the role id contains \"--\", which the memory archive uses to join two role ids \
+     (memory/cross-pollination/{fromRole}--{toRole}.jsonl), so the name would be ambiguous; use single dashes";
+
 /// Roles and lifecycle together, as the engine uses them.
 #[derive(Debug, Clone, Default)]
 pub struct RolesConfig {
@@ -205,6 +210,9 @@ impl RolesConfig {
         for (id, r) in &self.roles {
             clawboard_core::check_id(id)
                 .map_err(|e| ConfigError::new(format!("roles.{id}"), format!("the role id {e}")))?;
+            if id.contains("--") {
+                return Err(ConfigError::new(format!("roles.{id}"), ROLE_ID_DASHES));
+            }
             let runners: Vec<&str> =
                 [("command", r.command.is_some()), ("http", r.http.is_some()), ("llm", r.llm.is_some())]
                     .into_iter()
@@ -392,6 +400,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with(want), "got {err:?}, want {want:?}");
+    }
+
+    #[test]
+    fn a_role_id_with_two_dashes_is_refused_naming_the_role() {
+        let role: RoleConfig = serde_json::from_value(json!({"command": ["x"]})).unwrap();
+        let roles = |id: &str| BTreeMap::from([(id.to_owned(), role.clone())]);
+        let err = RolesConfig::resolve(LifecycleConfig::default(), roles("writer--a")).unwrap_err().to_string();
+        assert!(err.starts_with("roles.writer--a: the role id contains \"--\""), "{err}");
+        assert!(err.contains("cross-pollination"), "{err}");
+        for ok in ["writer-a", "writer-", "a-b-c"] {
+            RolesConfig::resolve(LifecycleConfig::default(), roles(ok)).unwrap();
+        }
     }
 
     #[test]

@@ -116,7 +116,7 @@ fn a_weekly_harvest_keeps_the_best_n_per_role_within_the_iso_week() {
         ("t3", "2026-11-23T00:00:00Z", &[("a-role", "next week", 1.0)]),
     ]);
     let days = vec![day("2026-11-16"), day("2026-11-22"), day("2026-11-23")];
-    let settings = HarvestSettings { top_per_role: 2 };
+    let settings = HarvestSettings { top_per_role: 2, ..HarvestSettings::default() };
     run(&store, at("2026-11-23T12:00:00Z"), &settings, Some(days)).unwrap();
     let w: WeeklyHarvest = read(&d, "harvest/weekly/2026-W47.json").unwrap();
     let cells: Vec<(&str, &str)> = w.cells.iter().map(|c| (c.role_id.as_str(), c.content.as_str())).collect();
@@ -248,4 +248,28 @@ fn regenerating_a_day_keeps_the_cells_of_a_task_that_cannot_be_read_now() {
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     let h: DailyHarvest = read(&d, "harvest/daily/2026-11-20.json").unwrap();
     assert_eq!(h.cells.len(), 2, "{h:?}");
+}
+
+/// A daily harvest larger than the store's limit for what roles write (16 MiB by
+/// default; 4 KiB here) is read back, by the next harvest and by the archive, up to
+/// the archive's limit: the second run changes nothing and reports nothing.
+#[test]
+fn a_harvest_over_the_stores_limit_is_read_back() {
+    let long = "x".repeat(200);
+    let contents: Vec<String> = (0..30).map(|n| format!("{long}-{n}")).collect();
+    let tasks: Vec<(String, Vec<C<'_>>)> =
+        contents.iter().enumerate().map(|(n, c)| (format!("t{n}"), vec![("a-role", c.as_str(), 0.5)])).collect();
+    let tasks: Vec<(&str, &str, &[C<'_>])> =
+        tasks.iter().map(|(id, cells)| (id.as_str(), "2026-11-20T09:00:00Z", cells.as_slice())).collect();
+    let (d, store) = tree(&tasks);
+    let store = store.with_max_file_bytes(4096);
+    let now = at("2026-11-20T12:00:00Z");
+    let first = run(&store, now, &HarvestSettings::default(), None).unwrap();
+    assert!(first.problems.is_empty(), "{:?}", first.problems);
+    let size = std::fs::metadata(d.path().join("harvest/daily/2026-11-20.json")).unwrap().len();
+    assert!(size > 4096, "the test needs a harvest over the store's limit: {size} bytes");
+    let again = run(&store, now, &HarvestSettings::default(), None).unwrap();
+    assert!(again.problems.is_empty() && again.written.is_empty(), "{again:?}");
+    let out = crate::extract::extract(&store, "harvest/daily/2026-11-20.json", 1 << 20).unwrap();
+    assert_eq!(out[0].path, "memory/harvest/daily/2026-11-20.json");
 }

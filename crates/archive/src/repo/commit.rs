@@ -144,7 +144,7 @@ impl Archive {
             }
             repo.blob(&bytes).map_err(git_err(&path, format!("write {file}")))?;
             update.upsert(file.as_str(), id, git2::FileMode::Blob);
-            report.changed += 1;
+            report.count(&file);
         }
         let t_blobs = started.elapsed();
         let mut new_head = head;

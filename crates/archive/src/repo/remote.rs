@@ -166,16 +166,20 @@ impl Archive {
                 }
                 Some(why) => {
                     let before = self.theirs(repo);
-                    self.fetch(repo)?;
-                    // Only a race with another pusher is worth a merge and another try;
-                    // a hook, a protected branch or a size limit says no every time.
-                    if !is_race(&why) && self.theirs(repo) == before {
+                    let fetched = self.fetch(repo);
+                    // Only a race with another pusher (the refusal says so, or the
+                    // branch moved) is worth a merge and another try; a hook, a
+                    // protected branch or a size limit says no every time: its reason
+                    // is the error, even when the fetch failed too.
+                    let moved = fetched.is_ok() && self.theirs(repo) != before;
+                    if !is_race(&why) && !moved {
                         return Err(Error::Remote {
                             remote: redact(&url),
                             what: "push".into(),
                             message: format!("the remote refused it: {why}"),
                         });
                     }
+                    fetched?;
                     tracing::info!(attempt, "archive: another node pushed first ({why}); merging");
                     if self.merge(repo, pack, now)? {
                         report.merges += 1;
@@ -416,6 +420,33 @@ mod tests {
         let auth = Auth::new(&none);
         assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_err());
         assert!(auth.describe().starts_with("no token (set CLAWBOARD_GIT_TOKEN"), "{}", auth.describe());
+    }
+
+    /// What receive-pack and libgit2 answer when another node pushed first is a race;
+    /// what a hook, a protected branch or a size limit answers is not.
+    #[test]
+    fn a_refusal_is_a_race_only_when_the_branch_moved_under_the_push() {
+        for race in [
+            "refs/heads/memory: fetch first",
+            "refs/heads/memory: non-fast-forward",
+            "cannot push because a reference that you are trying to update on the remote contains commits that are not present locally.",
+            "cannot push non-fastforwardable reference",
+            "refs/heads/memory: failed to lock",
+            "refs/heads/memory: cannot lock ref 'refs/heads/memory'",
+            "refs/heads/memory: stale info",
+        ] {
+            assert!(is_race(race), "{race}");
+        }
+        for refusal in [
+            "refs/heads/memory: pre-receive hook declined",
+            "refs/heads/memory: hook declined",
+            "refs/heads/memory: protected branch hook declined",
+            "refs/heads/memory: deny updating a hidden ref",
+            "refs/heads/memory: branch is currently checked out",
+            "refs/heads/memory: unpacker error",
+        ] {
+            assert!(!is_race(refusal), "{refusal}");
+        }
     }
 
     #[test]

@@ -72,7 +72,10 @@ impl Archive {
             Err(clawboard_core::Error::NotFound { .. }) => return Ok(Archived::Yes),
             Err(e) => return Ok(Archived::NotYet(format!("its memory harvest cannot be read: {e}"))),
         };
-        let wanted = crate::extract::task_outputs(&harvest, None);
+        let wanted = match crate::extract::task_outputs(&harvest, None) {
+            Ok(w) => w,
+            Err(e) => return Ok(Archived::NotYet(format!("its memory harvest cannot be archived: {e}"))),
+        };
         if wanted.is_empty() {
             return Ok(Archived::Yes);
         }
@@ -146,5 +149,42 @@ impl Archive {
             });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A task whose harvest names a role id with `--` cannot be archived (its
+    /// cross-pollination file would be ambiguous): retention is told why and holds it;
+    /// the other tasks are archived.
+    #[test]
+    fn a_task_whose_harvest_cannot_be_archived_is_held_with_the_reason() {
+        let d = tempfile::tempdir().unwrap();
+        let (store, _) = clawboard_core::Store::init(d.path()).unwrap();
+        for (task, from) in [("t1", "a"), ("t2", "a--b")] {
+            let dir = d.path().join("tasks").join(task);
+            std::fs::create_dir_all(&dir).unwrap();
+            let h = serde_json::json!({
+                "taskId": task, "harvestedAt": "2026-11-20T10:00:00Z",
+                "experiences": [{"roleId": "w", "cells": [{"type": "insight", "content": "c", "value": 0.5}]}],
+                "crossPollinationCandidates": [{"fromRole": from, "toRole": "c", "pattern": "p", "value": 0.5}],
+            });
+            std::fs::write(dir.join("memory-harvest.json"), serde_json::to_vec(&h).unwrap()).unwrap();
+        }
+        let archive = Archive::new(store, crate::ArchiveSettings::default(), "n1".into());
+        let report = archive.run(Utc::now()).unwrap();
+        assert!(
+            report.commit.problems.iter().any(|p| p.contains("fromRole: \"a--b\"")),
+            "{:?}",
+            report.commit.problems
+        );
+        assert_eq!(archive.task_archived("t1").unwrap(), Archived::Yes);
+        match archive.task_archived("t2").unwrap() {
+            Archived::NotYet(why) => assert!(why.starts_with("its memory harvest cannot be archived: "), "{why}"),
+            Archived::Yes => panic!("t2 is not archived"),
+        }
     }
 }

@@ -106,6 +106,11 @@ fn now(archive: &Archive, s: &Settings, no_harvest: bool) -> anyhow::Result<u8> 
         false => archive.harvest(chrono::Utc::now(), &s.archive.harvest, None)?,
     };
     let report = archive.run(chrono::Utc::now());
+    // A run that committed and then failed to push still says what it committed.
+    let made = match &report {
+        Ok(r) => Some(r),
+        Err(e) => e.report(),
+    };
     if s.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
@@ -115,16 +120,12 @@ fn now(archive: &Archive, s: &Settings, no_harvest: bool) -> anyhow::Result<u8> 
             #[serde(skip_serializing_if = "Option::is_none")]
             error: Option<String>,
         }
-        output::json(&Out {
-            harvest: &harvest,
-            archive: report.as_ref().ok(),
-            error: report.as_ref().err().map(ToString::to_string),
-        })?;
+        output::json(&Out { harvest: &harvest, archive: made, error: report.as_ref().err().map(ToString::to_string) })?;
     } else {
         if !no_harvest {
             print_harvest(&harvest)?;
         }
-        if let Ok(r) = &report {
+        if let Some(r) = made {
             print_run(archive, r)?;
         }
     }
@@ -150,10 +151,10 @@ fn print_run(archive: &Archive, r: &RunReport) -> std::io::Result<()> {
     let c = &r.commit;
     match &c.commit {
         Some(id) => outln!(
-            "archive: commit {} on {} ({} file(s) changed; {} sources, {} read) in {} ms",
-            &id[..12],
+            "archive: commit {} on {} ({}; {} sources, {} read) in {} ms",
+            id.get(..12).unwrap_or(id),
             archive.settings().branch,
-            c.changed,
+            c.summary(),
             c.sources,
             c.read,
             c.elapsed_ms
@@ -168,7 +169,7 @@ fn print_run(archive: &Archive, r: &RunReport) -> std::io::Result<()> {
             Some(id) => outln!(
                 "archive: {} at {} on {} ({} attempt(s), {} merge(s)) in {} ms",
                 archive.settings().branch,
-                &id[..12],
+                id.get(..12).unwrap_or(id),
                 clawboard_archive::repo::redact(remote),
                 p.attempts,
                 p.merges,
@@ -176,6 +177,11 @@ fn print_run(archive: &Archive, r: &RunReport) -> std::io::Result<()> {
             )?,
             None => outln!("archive: nothing to push")?,
         },
+        // The run committed, then its push failed: the error that follows says why.
+        (None, Some(remote)) => outln!(
+            "archive: not pushed to {}: the commit stays in this node's repository and the next run pushes it",
+            clawboard_archive::repo::redact(remote)
+        )?,
         _ => outln!("archive: no remote (archive.remote): the commits stay in this node's repository")?,
     }
     Ok(())
