@@ -14,7 +14,9 @@
 //!   writes to its directory again: `.clawboard/fenced/{taskId}/` marks it, push
 //!   skips the directory, and whatever this node had changed there that the bucket
 //!   does not hold is moved into that marker directory (kept, not synced) and
-//!   replaced by the bucket's version.
+//!   replaced by the bucket's version. A conflict copy of this node's version
+//!   there (the holder's version won) is withdrawn: kept in the marker directory,
+//!   deleted for every node ([`crate::copy`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -260,10 +262,17 @@ impl<R: Remote> Cluster<R> {
 
     /// This node lost `task`: never push its directory again, and put back the
     /// bucket's version of every file this node changed there (this node's versions
-    /// are kept under `.clawboard/fenced/{task}/`). Returns how many files moved.
+    /// are kept under `.clawboard/fenced/{task}/`); conflict copies of this node's
+    /// versions there are withdrawn ([`crate::copy`]). Returns how many files moved.
     pub async fn fence(&self, task: &str) -> Result<usize> {
         let _guards = self.sync.exclusive().await?;
         self.sync.load_state()?;
-        crate::fence::fence_locked(&self.sync, task).await
+        let moved = crate::fence::fence_locked(&self.sync, task).await?;
+        // The delete of a withdrawn conflict copy goes into the change log at once
+        // (or with the next push or pull, which flush the outbox first).
+        if let Err(e) = self.sync.flush_log().await {
+            tracing::warn!(task, "the change log is written with the next push or pull: {e}");
+        }
+        Ok(moved)
     }
 }

@@ -44,7 +44,8 @@ pub(crate) async fn claim_of<R: Remote>(sync: &SyncState<R>, task: &str) -> Resu
 
 /// This node lost `task`: never push its directory again, and put back the
 /// bucket's version of every file this node changed there (this node's versions
-/// are kept under `.clawboard/fenced/{task}/`). Returns how many files moved.
+/// are kept under `.clawboard/fenced/{task}/`). Conflict copies of this node's
+/// versions there are withdrawn ([`crate::copy`]). Returns how many files moved.
 /// The caller holds [`SyncState::exclusive`] and loaded the push state.
 pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> Result<usize> {
     let keep = fenced_dir(&sync.root).join(task);
@@ -73,7 +74,7 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
         }
     }
     let writer = &sync.writer;
-    let mut moved = 0;
+    let (mut moved, mut withdrawn) = (0, 0);
     for path in paths {
         if sync.is_excluded(&path) {
             continue;
@@ -90,6 +91,17 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
             (None, None) => true,
             _ => false,
         };
+        // A copy of this node's own version that lost to the holder's: withdrawn
+        // (kept in the marker directory, deleted in the tree and the bucket).
+        if clean
+            && let Some(r) = rec.as_ref().and_then(crate::state::Pushed::live)
+            && crate::copy::copy_of(&path, &sync.node).is_some()
+            && let Ok(bytes) = std::fs::read(&abs)
+            && crate::copy::withdraw(sync, &path, &bytes, &r.vv).await?
+        {
+            withdrawn += 1;
+            continue;
+        }
         if clean {
             continue;
         }
@@ -118,6 +130,6 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
         }
     }
     sync.with_state(crate::state::PushState::sync)?;
-    tracing::warn!(task, moved, kept = %keep.display(), "lost the claim on this task: fenced");
+    tracing::warn!(task, moved, withdrawn, kept = %keep.display(), "lost the claim on this task: fenced");
     Ok(moved)
 }

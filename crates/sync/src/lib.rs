@@ -16,7 +16,8 @@
 //!     takeover and fencing.
 //! - Below push, pull and cluster, what more than one of them needs, so none of
 //!   the three imports another: [`shared`]; [`fence`] (reading a claim, fencing a
-//!   lost task: push and cluster); [`node`] (this node's heartbeat format and
+//!   lost task: push and cluster); [`copy`] (conflict copies' names, and
+//!   withdrawing this node's copies from a task it lost: pull and fence); [`node`] (this node's heartbeat format and
 //!   claim/fence marks on disk); [`report`] (the push and pull reports and the
 //!   status file).
 //! - [`verify`]: compare the bucket with the tree by hash, and repair through push.
@@ -29,6 +30,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod copy;
 pub mod dir;
 pub mod error;
 pub mod fence;

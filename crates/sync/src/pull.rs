@@ -43,7 +43,8 @@ use crate::version::{self, Order, Vv};
 mod conflict;
 mod reconcile;
 
-pub use conflict::{arbitration_entry, conflict_name};
+pub use crate::copy::conflict_name;
+pub use conflict::arbitration_entry;
 
 /// Per-node cursors: the last segment seq applied, in `.clawboard/sync/pull.json`.
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ use clawboard_core::RelPath;
 use clawboard_core::index::Stamp;
 
 use super::{Incoming, Pull, read_plain};
+use crate::copy::{conflict_name, copy_of, kept_path};
 use crate::error::{Error, Result};
 use crate::remote::{Body, Condition, PutOutcome, Remote};
 use crate::report::{Conflict, PullReport, now_text};
@@ -20,27 +21,23 @@ use crate::version::{self, Order, Vv};
 const ARBITRATIONS: &str = clawboard_core::layout::GM_ARBITRATIONS;
 
 /// The `gm/arbitrations.md` entry for a conflict (links are relative to `gm/`).
-pub fn arbitration_entry(c: &Conflict, copy: &str) -> String {
+/// `withdrawn`: the copy was taken out of a task the loser lost (see
+/// [`crate::copy`]) and is kept on the loser only.
+pub fn arbitration_entry(c: &Conflict, copy: &str, withdrawn: bool) -> String {
+    let copy_line = match kept_path(copy).filter(|_| withdrawn) {
+        Some(kept) => format!(
+            "- copy: `{kept}` on {} only (the version from {}; {} holds the task's claim, so the copy was taken out of the task's directory)",
+            c.loser, c.loser, c.winner
+        ),
+        None => format!("- copy: [{copy}](../{copy}) (the version from {})", c.loser),
+    };
     format!(
         "\n## {} — sync conflict on {}\n\n\
          - kept: [{}](../{}) (the version from {})\n\
-         - copy: [{copy}](../{copy}) (the version from {})\n\
+         {copy_line}\n\
          - outcome: both changed concurrently; compare the two and merge by hand if needed (an escalation was raised).\n",
-        c.at, c.path, c.path, c.path, c.winner, c.loser
+        c.at, c.path, c.path, c.path, c.winner
     )
-}
-
-/// `dir/stem.conflict-{node}-{stamp}.ext`.
-pub fn conflict_name(path: &str, node: &str, hlc: u64) -> String {
-    let (dir, file) = match path.rsplit_once('/') {
-        Some((d, f)) => (format!("{d}/"), f),
-        None => (String::new(), path),
-    };
-    let stamp = version::stamp_text(hlc).replace('.', "");
-    match file.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => format!("{dir}{stem}.conflict-{node}-{stamp}.{ext}"),
-        _ => format!("{dir}{file}.conflict-{node}-{stamp}"),
-    }
 }
 
 /// Whether `conflicts.jsonl` at `path` has a conflict kept as `copy`.
@@ -51,28 +48,6 @@ fn noted(path: &std::path::Path, copy: Option<&str>) -> Result<bool> {
         Err(e) => return Err(Error::io(path, e)),
     };
     Ok(text.lines().filter_map(|l| serde_json::from_str::<Conflict>(l).ok()).any(|c| c.copy.as_deref() == copy))
-}
-
-/// The path `copy` is a conflict copy of, when it is one of `node`'s versions
-/// (named by [`conflict_name`]): `gm/a.conflict-n1-20261127T033107736Z.md` → `gm/a.md`.
-pub fn copy_of(copy: &str, node: &str) -> Option<String> {
-    let (dir, file) = match copy.rsplit_once('/') {
-        Some((d, f)) => (format!("{d}/"), f),
-        None => (String::new(), copy),
-    };
-    let (stem, rest) = file.split_once(&format!(".conflict-{node}-"))?;
-    let (stamp, ext) = match rest.split_once('.') {
-        Some((stamp, ext)) => (stamp, Some(ext)),
-        None => (rest, None),
-    };
-    let stamp_like = !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit() || b == b'T' || b == b'Z');
-    if stem.is_empty() || !stamp_like {
-        return None;
-    }
-    Some(match ext {
-        Some(ext) => format!("{dir}{stem}.{ext}"),
-        None => format!("{dir}{stem}"),
-    })
 }
 
 impl<R: Remote> Pull<R> {
@@ -102,11 +77,26 @@ impl<R: Remote> Pull<R> {
                     loser: self.sync.node.clone(),
                     at: now_text(),
                 });
-            self.write_version(inc, report)?;
-            if let Some(conflict) = lost {
-                self.note_conflict(&conflict, true).await?;
-                report.conflicts.push(conflict);
+            let Some(conflict) = lost else { return self.write_version(inc, report) };
+            // In a task this node lost, the copy does not stay in the holder's
+            // directory: its bytes are kept here and it is withdrawn (crate::copy).
+            // Noted first: a crash in between applies the entry again, noted once.
+            let body = inc.body.clone().unwrap_or_default();
+            let fenced = self.sync.is_fenced(&path);
+            let own = self.sync.with_state(|s| Ok(s.get(&conflict.path).cloned()))?.filter(|r| !r.deleted);
+            let took_in = match own {
+                Some(own) if !fenced => self.took_in_and_lost(&conflict.path, &own.vv).await?,
+                _ => false,
+            };
+            let withdraw = (fenced || took_in) && crate::copy::can_keep(&self.sync.root, &path, &body);
+            self.note_conflict(&conflict, true, withdraw).await?;
+            if took_in && let Some(task) = crate::shared::task_of(&path) {
+                crate::fence::fence_locked(&self.sync, task).await?;
             }
+            if !(withdraw && crate::copy::withdraw(&self.sync, &path, &body, &inc.record.vv).await?) {
+                self.write_version(inc, report)?;
+            }
+            report.conflicts.push(conflict);
             return Ok(());
         }
         // Both sides changed since a common version.
@@ -165,6 +155,17 @@ impl<R: Remote> Pull<R> {
             crate::node::held_generation(&self.sync.root, task).is_some()
                 && !crate::node::is_fenced(&self.sync.root, task)
         });
+        // This node took in the task too, and another node holds its claim: the
+        // holder's version is the task's, and this node's leaves the directory.
+        if !claim_here
+            && !mine.deleted
+            && !inc.record.deleted
+            && self.took_in_and_lost(&path, &mine.vv).await?
+            && let Some(bytes) = read_plain(&self.sync.root, &path)?
+            && crate::copy::can_keep(&self.sync.root, &conflict_name(&path, &self.sync.node, mine.hlc), &bytes)
+        {
+            return self.lose_taken_in(inc, &mine, bytes, report).await;
+        }
         let theirs_win = match (mine.deleted, inc.record.deleted) {
             _ if claim_here => false,
             (true, false) => true,
@@ -217,7 +218,54 @@ impl<R: Remote> Pull<R> {
             loser: loser.author.clone(),
             at: now_text(),
         };
-        self.note_conflict(&conflict, loser.author == self.sync.node).await?;
+        self.note_conflict(&conflict, loser.author == self.sync.node, false).await?;
+        report.conflicts.push(conflict);
+        Ok(())
+    }
+
+    /// Whether this node took in the task `original` belongs to and lost its claim
+    /// without knowing it yet (it never checked: a task submitted with no daemon
+    /// running, or one the pull made `completed` before intake looked at it):
+    /// `original` is the task's `task.json`, this node's version of it (history
+    /// `vv`) is one it created itself (the history names no other node), and the
+    /// task's claim in the bucket is another node's. Such a node fences the task,
+    /// as its claim check would. A version made on top of another node's (a person
+    /// editing the task on a node that never took it in) is not one.
+    async fn took_in_and_lost(&self, original: &str, vv: &Vv) -> Result<bool> {
+        let Some(task) = crate::shared::task_of(original) else { return Ok(false) };
+        let node = self.sync.node.as_str();
+        if original != clawboard_core::layout::task_file(task, clawboard_core::layout::TASK_FILE)
+            || vv.is_empty()
+            || vv.keys().any(|n| n != node)
+            || crate::node::held_generation(&self.sync.root, task).is_some()
+        {
+            return Ok(false);
+        }
+        Ok(crate::fence::claim_of(&self.sync, task).await?.is_some_and(|(doc, _)| doc.node != node))
+    }
+
+    /// This node's version `mine` of a task's `task.json` (it took the task in) meets
+    /// the holder's (`inc`): the holder's is written, this node's is kept under the
+    /// fence marker as the copy it would have been (none is made in the task's
+    /// directory), the conflict is escalated here, and the task is fenced. `bytes`:
+    /// this node's version, which the caller made sure can be kept.
+    async fn lose_taken_in(&self, inc: Incoming, mine: &Pushed, bytes: Vec<u8>, report: &mut PullReport) -> Result<()> {
+        let path = inc.path.clone();
+        let copy = conflict_name(&path, &self.sync.node, mine.hlc);
+        tracing::warn!(path, winner = %inc.record.author, "sync conflict in a task another node holds; this node's version leaves it");
+        crate::copy::keep(&self.sync.root, &copy, &bytes)?;
+        let conflict = Conflict {
+            path: path.clone(),
+            copy: Some(copy),
+            winner: inc.record.author.clone(),
+            loser: self.sync.node.clone(),
+            at: now_text(),
+        };
+        self.note_conflict(&conflict, true, true).await?;
+        self.write_version(inc, report)?;
+        if let Some(task) = crate::shared::task_of(&path) {
+            crate::fence::fence_locked(&self.sync, task).await?;
+        }
         report.conflicts.push(conflict);
         Ok(())
     }
@@ -349,8 +397,9 @@ impl<R: Remote> Pull<R> {
     }
 
     /// Records a conflict for `sync status`, and (on the node whose version lost)
-    /// raises a `normal` escalation.
-    async fn note_conflict(&self, c: &Conflict, escalate: bool) -> Result<()> {
+    /// raises a `normal` escalation. `withdrawn`: the copy is kept on this node only,
+    /// taken out of a task it lost (see [`crate::copy`]).
+    async fn note_conflict(&self, c: &Conflict, escalate: bool, withdrawn: bool) -> Result<()> {
         let dir = sync_dir(&self.sync.root);
         let path = dir.join("conflicts.jsonl");
         // One conflict, one note: both nodes may find it (each pulls the other's
@@ -370,12 +419,17 @@ impl<R: Remote> Pull<R> {
         if !escalate {
             return Ok(());
         }
-        let issue = match &c.copy {
-            Some(copy) => format!(
+        let kept = c.copy.as_deref().and_then(kept_path).filter(|_| withdrawn);
+        let issue = match (&c.copy, kept) {
+            (Some(_), Some(kept)) => format!(
+                "sync conflict on {}: {} holds the task's claim, so its version stays; this node's version (it took in the task too, or ran it before losing the claim) is kept here only, as {kept} (not synced), and its conflict copy was taken out of the task's directory. Compare the two if they may differ (one task id given to two different tasks?).",
+                c.path, c.winner
+            ),
+            (Some(copy), None) => format!(
                 "sync conflict on {}: this node's version and {}'s changed concurrently; {}'s version won and the other is kept as {copy}. Compare the two and merge by hand if needed.",
                 c.path, c.winner, c.winner
             ),
-            None => format!(
+            (None, _) => format!(
                 "sync conflict on {}: a delete lost against a change by {}; the file was kept",
                 c.path, c.winner
             ),
@@ -384,7 +438,7 @@ impl<R: Remote> Pull<R> {
         // Secondary to the escalation: a failure is logged, not raised.
         if let Some(copy) = &c.copy
             && !c.path.starts_with(ARBITRATIONS.trim_end_matches(".md"))
-            && let Err(e) = self.note_arbitration(c, copy).await
+            && let Err(e) = self.note_arbitration(c, copy, withdrawn).await
         {
             tracing::warn!(path = %c.path, "cannot add the conflict to {ARBITRATIONS}: {e}");
         }
@@ -394,7 +448,7 @@ impl<R: Remote> Pull<R> {
     /// Appends the conflict to `gm/arbitrations.md`, with links to both versions, and
     /// pushes it. A conflict on that file itself adds no entry, so an entry can never
     /// cause the next one.
-    async fn note_arbitration(&self, c: &Conflict, copy: &str) -> Result<()> {
+    async fn note_arbitration(&self, c: &Conflict, copy: &str, withdrawn: bool) -> Result<()> {
         let rel = ARBITRATIONS;
         let abs = self.sync.root.join(rel);
         let mut body = match read_plain(&self.sync.root, rel)? {
@@ -404,7 +458,7 @@ impl<R: Remote> Pull<R> {
                 return Err(Error::io(&abs, std::io::Error::other("not a regular file (a link?); no entry added")));
             }
         };
-        body.extend_from_slice(arbitration_entry(c, copy).as_bytes());
+        body.extend_from_slice(arbitration_entry(c, copy, withdrawn).as_bytes());
         self.put_new_file(rel, Bytes::from(body)).await
     }
 
@@ -418,33 +472,5 @@ impl<R: Remote> Pull<R> {
         );
         let body = clawboard_core::store::to_pretty_json(&esc);
         self.put_new_file(&format!("escalations/{id}.json"), Bytes::from(body)).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conflict_names_keep_the_extension_and_sort_by_time() {
-        let t = (1_763_786_043_123u64 << 16) | 5;
-        assert_eq!(conflict_name("gm/notes.md", "node-a", t), "gm/notes.conflict-node-a-20251122T043403123Z.md");
-        assert_eq!(conflict_name("README", "n", t), "README.conflict-n-20251122T043403123Z");
-        assert_eq!(conflict_name(".hidden", "n", t), ".hidden.conflict-n-20251122T043403123Z");
-        assert_eq!(conflict_name("a/b.tar.gz", "n", t), "a/b.tar.conflict-n-20251122T043403123Z.gz");
-        assert!(conflict_name("x.md", "n", t) < conflict_name("x.md", "n", t + (1 << 16)));
-    }
-
-    #[test]
-    fn a_copy_names_its_file_and_its_node() {
-        let t = (1_763_786_043_123u64 << 16) | 5;
-        for path in ["gm/notes.md", "README", "a/b.tar.gz", "tasks/t1/task.json"] {
-            assert_eq!(copy_of(&conflict_name(path, "node-a", t), "node-a").as_deref(), Some(path));
-            assert_eq!(copy_of(&conflict_name(path, "node-a", t), "node"), None, "another node's copy");
-        }
-        // Node "a" is not node "a-b", whose copies also hold ".conflict-a-".
-        assert_eq!(copy_of(&conflict_name("gm/x.md", "a-b", t), "a"), None);
-        assert_eq!(copy_of("gm/notes.md", "node-a"), None);
-        assert_eq!(copy_of("gm/.conflict-n-20251122T043403123Z.md", "n"), None);
     }
 }

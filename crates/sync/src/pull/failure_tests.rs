@@ -167,3 +167,181 @@ async fn in_a_task_directory_the_claim_holders_version_wins() {
         }
     }
 }
+
+/// The `escalations/*.json` files under `root`.
+fn escalations(root: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_dir(root.join("escalations"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+        .collect()
+}
+
+/// When node-b learns it lost the task, in the order of
+/// [`a_copy_of_the_losers_version_leaves_the_holders_task_directory`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Learns {
+    /// Its claim check fences the task before the copy reaches it.
+    FencedFirst,
+    /// It never tried to claim the task: the copy of its own `task.json`, under
+    /// node-a's claim in the bucket, tells it (its pull fences the task).
+    FromTheCopy,
+    /// The copy reached it before node-a's claim was in the bucket; its claim
+    /// check fences the task afterwards.
+    FencedAfter,
+}
+
+/// Node-b took in the same task and pushed its copy first; node-a holds the claim,
+/// so node-a's pull keeps node-b's version beside its own as a conflict copy.
+/// Once node-b knows it lost the task (three orders), it keeps the copy's bytes
+/// under `.clawboard/fenced/t1/`, raises the one escalation, and withdraws the
+/// copy: the bucket no longer has it and node-a's next pull removes it from the
+/// task's directory. Node-a's version stays everywhere.
+#[tokio::test]
+async fn a_copy_of_the_losers_version_leaves_the_holders_task_directory() {
+    use crate::cluster::ClaimResult;
+    for learns in [Learns::FencedFirst, Learns::FromTheCopy, Learns::FencedAfter] {
+        let d = tempfile::tempdir().unwrap();
+        let bucket = d.path().join("bucket");
+        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+        let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+        let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+        let path = "tasks/t1/task.json";
+        for (root, text) in [(&rb, "pending on b\n"), (&ra, "completed on a\n")] {
+            std::fs::create_dir_all(root.join("tasks/t1")).unwrap();
+            std::fs::write(root.join(path), text).unwrap();
+        }
+        b.push.full().await.unwrap();
+        if learns == Learns::FencedAfter {
+            crate::node::remember_generation(&ra, "t1", 1).unwrap();
+        } else {
+            assert_eq!(a.cluster.claim("t1").await.unwrap(), ClaimResult::Won { generation: 1 });
+        }
+        a.push.full().await.unwrap();
+        let r = a.pull.pull(false).await.unwrap();
+        let copy = r.conflicts[0].copy.clone().unwrap();
+        assert!(copy.starts_with("tasks/t1/task.conflict-b-"), "{r:?}");
+        assert_eq!(std::fs::read_to_string(ra.join(&copy)).unwrap(), "pending on b\n");
+        let b_loses = async || {
+            assert_eq!(b.cluster.claim("t1").await.unwrap(), ClaimResult::Lost { owner: "a".into() });
+            b.cluster.fence("t1").await.unwrap();
+        };
+        if learns == Learns::FencedFirst {
+            b_loses().await;
+        }
+        let r = b.pull.pull(false).await.unwrap();
+        assert_eq!(r.conflicts.len(), 1, "{learns:?}: node-b is told: {r:?}");
+        if learns == Learns::FencedAfter {
+            assert!(rb.join(&copy).exists(), "not claimed in the bucket yet: the copy stays");
+            assert_eq!(a.cluster.claim("t1").await.unwrap(), ClaimResult::Won { generation: 1 });
+            b_loses().await;
+        }
+        let kept = crate::copy::kept_path(&copy).unwrap();
+        assert_eq!(std::fs::read_to_string(rb.join(&kept)).unwrap(), "pending on b\n", "{learns:?}: kept on b");
+        assert!(crate::node::is_fenced(&rb, "t1"), "{learns:?}");
+        assert!(!rb.join(&copy).exists(), "{learns:?}");
+        assert_eq!(std::fs::read_to_string(rb.join(path)).unwrap(), "completed on a\n", "{learns:?}");
+        assert!(a.push.sync().remote().get(&copy).await.unwrap().is_none(), "{learns:?}: deleted in the bucket");
+        let raised = escalations(&rb);
+        assert_eq!(raised.len(), 1, "{learns:?}: {raised:?}");
+        let issue = raised[0]["issue"].as_str().unwrap();
+        assert!(issue.contains(path), "{learns:?}: {issue}");
+        if learns != Learns::FencedAfter {
+            assert!(issue.contains(&kept), "{learns:?}: {issue}");
+        }
+        // Node-a takes the delete; nothing else changes in its task.
+        a.pull.pull(false).await.unwrap();
+        assert!(!ra.join(&copy).exists(), "{learns:?}: the copy left node-a's task directory");
+        assert_eq!(std::fs::read_to_string(ra.join(path)).unwrap(), "completed on a\n", "{learns:?}");
+        let left: Vec<String> = std::fs::read_dir(ra.join("tasks/t1"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["task.json"], "{learns:?}");
+        // Pulled again, nothing comes back and nothing is raised twice.
+        b.pull.pull(false).await.unwrap();
+        a.pull.pull(false).await.unwrap();
+        assert_eq!(escalations(&rb).len(), 1, "{learns:?}");
+        assert!(!ra.join(&copy).exists() && !rb.join(&copy).exists(), "{learns:?}");
+        assert_eq!(escalations(&ra), escalations(&rb), "{learns:?}: node-a has node-b's escalation");
+    }
+}
+
+/// A person on node-b edits the task node-a holds (node-b never took it in), at
+/// the same time as node-a: node-a's version stays, and the copy of the person's
+/// version stays in the task's directory on both nodes (nothing withdrawn).
+#[tokio::test]
+async fn a_copy_of_a_persons_edit_on_another_node_stays_in_the_task() {
+    let d = tempfile::tempdir().unwrap();
+    let bucket = d.path().join("bucket");
+    let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+    let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+    let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+    let path = "tasks/t1/task.json";
+    std::fs::create_dir_all(ra.join("tasks/t1")).unwrap();
+    std::fs::write(ra.join(path), "pending on a\n").unwrap();
+    a.cluster.claim("t1").await.unwrap();
+    a.push.full().await.unwrap();
+    b.pull.pull(false).await.unwrap();
+    std::fs::write(ra.join(path), "running on a\n").unwrap();
+    std::fs::write(rb.join(path), "edited by a person on b\n").unwrap();
+    b.push.full().await.unwrap();
+    a.pull.pull(false).await.unwrap();
+    a.push.full().await.unwrap();
+    let r = b.pull.pull(false).await.unwrap();
+    assert_eq!(r.conflicts.len(), 1, "{r:?}");
+    let copy = r.conflicts[0].copy.clone().unwrap();
+    assert_eq!(std::fs::read_to_string(rb.join(&copy)).unwrap(), "edited by a person on b\n");
+    assert_eq!(std::fs::read_to_string(rb.join(path)).unwrap(), "running on a\n");
+    assert!(!crate::node::is_fenced(&rb, "t1"));
+    a.pull.pull(false).await.unwrap();
+    assert_eq!(std::fs::read_to_string(ra.join(&copy)).unwrap(), "edited by a person on b\n", "kept in the task");
+    assert!(a.push.sync().remote().get(&copy).await.unwrap().is_some());
+}
+
+/// Node-a holds the task and pushed its `task.json` first; node-b took the same
+/// task in and finds the conflict itself (its push was deferred): node-a's
+/// version is written, node-b's is kept under its fence marker, never as a copy
+/// in the task's directory, and node-b raises the one escalation.
+#[tokio::test]
+async fn a_node_that_took_in_a_task_held_elsewhere_makes_no_copy_in_it() {
+    let d = tempfile::tempdir().unwrap();
+    let bucket = d.path().join("bucket");
+    let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+    let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+    let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+    let path = "tasks/t1/task.json";
+    for (root, text) in [(&ra, "completed on a\n"), (&rb, "pending on b\n")] {
+        std::fs::create_dir_all(root.join("tasks/t1")).unwrap();
+        std::fs::write(root.join(path), text).unwrap();
+    }
+    a.cluster.claim("t1").await.unwrap();
+    a.push.full().await.unwrap();
+    assert_eq!(b.push.full().await.unwrap().deferred, 1);
+    let r = b.pull.pull(false).await.unwrap();
+    assert_eq!(r.conflicts.len(), 1, "{r:?}");
+    let copy = r.conflicts[0].copy.clone().unwrap();
+    assert!(copy.starts_with("tasks/t1/task.conflict-b-"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(rb.join(path)).unwrap(), "completed on a\n");
+    let kept = crate::copy::kept_path(&copy).unwrap();
+    assert_eq!(std::fs::read_to_string(rb.join(&kept)).unwrap(), "pending on b\n");
+    assert!(crate::node::is_fenced(&rb, "t1"));
+    assert!(!rb.join(&copy).exists());
+    assert!(a.push.sync().remote().get(&copy).await.unwrap().is_none(), "no copy in the bucket");
+    let raised = escalations(&rb);
+    assert_eq!(raised.len(), 1, "{raised:?}");
+    assert!(raised[0]["issue"].as_str().unwrap().contains(&kept), "{raised:?}");
+    a.pull.pull(false).await.unwrap();
+    let left: Vec<String> = std::fs::read_dir(ra.join("tasks/t1"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["task.json"]);
+    assert_eq!(std::fs::read_to_string(ra.join(path)).unwrap(), "completed on a\n");
+    assert_eq!(escalations(&ra), raised, "node-a has node-b's escalation");
+    b.pull.pull(false).await.unwrap();
+    assert_eq!(escalations(&rb).len(), 1, "nothing raised twice");
+}
