@@ -234,3 +234,50 @@ fn a_write_that_fails_is_retried_and_never_waited_for_forever() {
     assert_eq!(std::fs::read(dir.path().join("tasks/t1/attempts/0001-w.json")).unwrap(), b"ok");
     store.checkpoint().unwrap();
 }
+
+/// A tmpfs of `size` mounted on a new directory (the tests run as root), unmounted
+/// when dropped: a disk too small for the log's preallocation.
+struct TinyDisk(tempfile::TempDir);
+
+impl TinyDisk {
+    fn mount(size: &str) -> TinyDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mounting a tmpfs (the tests run as root)");
+        TinyDisk(dir)
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// On a disk without room for the log's 8 MiB, a start fails; the log it created
+/// is gone (the disk's room is back), and a log that was there before is kept, cut
+/// back to its length.
+#[test]
+fn a_start_without_room_for_the_log_removes_the_log_it_created() {
+    let disk = TinyDisk::mount("4m");
+    let root = disk.0.path().join("tree");
+    let (store, _) = Store::init(&root).unwrap();
+    let wal = root.join(layout::WAL);
+    assert!(!wal.exists());
+    let err = store.clone().with_deferred_writes().unwrap_err();
+    assert!(err.to_string().contains("wal.log"), "{err}");
+    assert!(!wal.exists(), "the log this start created is removed");
+    std::fs::write(root.join("big"), vec![1u8; 3 << 20]).unwrap();
+    std::fs::remove_file(root.join("big")).unwrap();
+    // A log from an earlier start (emptied, epoch 3) stays as it was.
+    let mut earlier = log(3, &[]);
+    earlier.resize(1 << 20, 0);
+    std::fs::write(&wal, &earlier).unwrap();
+    assert!(store.with_deferred_writes().is_err());
+    let after = std::fs::read(&wal).unwrap();
+    assert!(after == earlier, "kept, at its length ({} bytes, not {})", after.len(), earlier.len());
+}

@@ -110,20 +110,32 @@ impl Direct {
 impl Wal {
     /// Writes out what a crash left in the log at `store`'s root, then opens it
     /// for a new epoch (preallocated). Returns it and how many records were replayed.
+    ///
+    /// When opening fails (a disk without room for the preallocation), a log this
+    /// call created is removed, and one that was there is cut back to its length:
+    /// a failed start leaves no 8 MiB of zeros behind on a disk that is full.
     pub(super) fn open(store: &Store) -> Result<(Wal, usize)> {
         let path = store.root().join(layout::WAL);
         let (replayed, epoch) = replay(store, &path)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        preallocate(&file, &path)?;
+        let (file, created) = match OpenOptions::new().create_new(true).read(true).write(true).open(&path) {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let f = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+                (f, false)
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let len = if created { 0 } else { file.metadata().map_err(|e| Error::io(&path, e))?.len() };
+        if let Err(e) = preallocate(&file, &path) {
+            undo_open(&file, &path, created, len);
+            return Err(e);
+        }
         let direct = Direct::open(&path);
         let mut wal = Wal::at(file, direct, path, epoch);
-        wal.begin(epoch + 1)?;
+        if let Err(e) = wal.begin(epoch + 1) {
+            undo_open(&wal.file, &wal.path, created, len);
+            return Err(e);
+        }
         Ok((wal, replayed))
     }
 
@@ -260,6 +272,22 @@ fn encode_into(out: &mut Vec<u8>, epoch: u64, path: &str, bytes: Option<&[u8]>) 
     out.extend_from_slice(content);
     out.push(b'\n');
     Ok(())
+}
+
+/// After a failed [`Wal::open`]: removes the log if that call created it, else cuts
+/// it back to `len` (what it added is zeros). A failure here is logged: the error
+/// that made the open fail is the one the caller sees.
+fn undo_open(file: &File, path: &Path, created: bool, len: u64) {
+    let undone = if created {
+        std::fs::remove_file(path).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+    } else {
+        file.set_len(len)
+    };
+    match undone {
+        Ok(()) if created => tracing::info!("{}: removed the log this failed start created", path.display()),
+        Ok(()) => {}
+        Err(e) => tracing::warn!("{}: cannot undo after a failed start: {e}", path.display()),
+    }
 }
 
 /// Extends the log to [`PREALLOCATED`] bytes of written zeros (not a sparse
