@@ -93,10 +93,13 @@ impl<R: Remote> Pull<R> {
             if took_in && let Some(task) = crate::shared::task_of(&path) {
                 crate::fence::fence_locked(&self.sync, task).await?;
             }
-            if !(withdraw && crate::copy::withdraw(&self.sync, &path, &body, &inc.record.vv).await?) {
+            let withdrawn = withdraw && crate::copy::withdraw(&self.sync, &path, &body, &inc.record.vv).await?;
+            if !withdrawn {
                 self.write_version(inc, report)?;
             }
-            report.conflicts.push(conflict);
+            // The pull's report says where this node's version is now.
+            let copy = if withdrawn { kept_path(&path) } else { conflict.copy };
+            report.conflicts.push(Conflict { copy, ..conflict });
             return Ok(());
         }
         // Both sides changed since a common version.

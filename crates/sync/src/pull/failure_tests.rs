@@ -232,6 +232,8 @@ async fn a_copy_of_the_losers_version_leaves_the_holders_task_directory() {
         }
         let r = b.pull.pull(false).await.unwrap();
         assert_eq!(r.conflicts.len(), 1, "{learns:?}: node-b is told: {r:?}");
+        let told = if learns == Learns::FencedAfter { Some(copy.clone()) } else { crate::copy::kept_path(&copy) };
+        assert_eq!(r.conflicts[0].copy, told, "{learns:?}: the pull says where node-b's version is now");
         if learns == Learns::FencedAfter {
             assert!(rb.join(&copy).exists(), "not claimed in the bucket yet: the copy stays");
             assert_eq!(a.cluster.claim("t1").await.unwrap(), ClaimResult::Won { generation: 1 });
