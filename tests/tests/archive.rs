@@ -430,6 +430,55 @@ fn a_push_the_remote_refuses_for_good_is_reported_with_its_reason_at_once() {
     assert_eq!(status(&t)["pending"], 1);
 }
 
+/// Pending counts what the remote does not have: a node that fetched and merged
+/// other nodes' commits, and then could not push, has its own commit and the merge
+/// pending, not the commits it fetched (the remote has those); `archive log` says
+/// the remote has them; once it pushes, nothing is pending.
+#[test]
+fn commits_merged_from_another_node_are_not_pending() {
+    let server = GitServer::shared();
+    let remote = server.unique_repo("pending");
+    let a = tree("node-a", &server, &remote, "");
+    let b = tree("node-b", &server, &remote, "");
+    memory(&a, "a-0", "analyst-code", "a says 0");
+    cb(&a, &server.token, &["archive", "now"]).ok();
+    // B's first run builds on A's commit.
+    memory(&b, "b-0", "analyst-code", "b says 0");
+    cb(&b, &server.token, &["archive", "now"]).ok();
+    assert_eq!(status(&b)["pending"], 0);
+    // A pushes three commits B does not have: its own two and the merge of B's.
+    for n in 1..3 {
+        memory(&a, &format!("a-{n}"), "analyst-code", &format!("a says {n}"));
+        cb(&a, &server.token, &["archive", "now"]).ok();
+    }
+    assert_eq!(status(&a)["pending"], 0);
+    // The remote refuses B's next push after B fetched and merged A's commits.
+    let name = remote.rsplit('/').next().unwrap();
+    let hook = server.root.join(name).join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'closed for a moment' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    memory(&b, "b-1", "analyst-code", "b says 1");
+    let r = cb(&b, &server.token, &["archive", "now"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("pre-receive hook declined"), "{}", r.stderr);
+    let st = status(&b);
+    assert_eq!((st["commits"].as_u64(), st["pending"].as_u64()), (Some(7), Some(2)), "B's sync and its merge: {st}");
+    let log = cb(&b, "", &["archive", "log", "-n", "20", "--json"]).ok().json();
+    let log = log.as_array().unwrap();
+    assert_eq!(log.len(), 7, "{log:?}");
+    for e in log {
+        let message = e["message"].as_str().unwrap();
+        let ours = message.starts_with("memory: sync from node-b")
+            || (message.starts_with("memory: merge ") && message.contains(" into node-b at "));
+        let first_of_b = e["id"] == st["lastPushed"];
+        assert_eq!(e["pushed"], !ours || first_of_b, "{e}");
+    }
+    std::fs::remove_file(&hook).unwrap();
+    cb(&b, &server.token, &["archive", "now"]).ok();
+    let st = status(&b);
+    assert_eq!((st["commits"].as_u64(), st["pending"].as_u64()), (Some(7), Some(0)), "{st}");
+}
+
 #[test]
 fn a_file_both_nodes_changed_since_their_common_version_is_kept_twice_not_mixed() {
     let server = GitServer::shared();

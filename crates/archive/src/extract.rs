@@ -108,6 +108,22 @@ pub fn scan(root: &Path) -> Result<BTreeMap<String, Stamp>, Error> {
     Ok(out)
 }
 
+/// True when `source`, a file [`scan`] found before, is gone from the tree for sure:
+/// the directory it was found under (`tasks`, `harvest`, `reports`, `entries`, `gm`)
+/// is there, and the file is not (or a directory on its way no longer is one). A
+/// source that only cannot be seen now (an I/O or permission error, a symlink loop,
+/// its top directory missing or replaced by a link for a moment) is not gone.
+pub fn gone(root: &Path, source: &str) -> bool {
+    let top = source.split('/').next().unwrap_or(source);
+    if top == source || !real_dir(root, top) {
+        return false;
+    }
+    match std::fs::symlink_metadata(root.join(source)) {
+        Ok(_) => false,
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory),
+    }
+}
+
 /// The names in a directory (none when it does not exist), skipping names that are
 /// not UTF-8, hidden, editor or temp files.
 fn names(dir: &Path) -> Result<Vec<(String, std::fs::FileType)>, Error> {

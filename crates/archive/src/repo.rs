@@ -98,7 +98,9 @@ pub struct Status {
     pub remote: Option<String>,
     pub head: Option<String>,
     pub commits: usize,
-    /// Commits on the branch the remote has not accepted yet (0 without a remote).
+    /// Commits on the branch the remote does not have yet, as far as this node knows:
+    /// neither its last pushed head nor the remote's head as last fetched reaches them
+    /// (0 without a remote).
     pub pending: usize,
     #[serde(flatten)]
     pub file: StatusFile,

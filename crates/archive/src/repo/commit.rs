@@ -159,6 +159,12 @@ impl Archive {
             }
         }
         cache.sources.extend(stamped);
+        // A source gone from the tree (a task removed by retention, a report expired)
+        // loses its entry, or the cache would grow forever: its files stay on the
+        // branch, and retention asks the branch, not this cache. One only not seen
+        // this time keeps it, so that it is not read again when it is back.
+        let root = self.store.root();
+        cache.sources.retain(|source, _| sources.contains_key(source) || !extract::gone(root, source));
         cache.commit = new_head.map(|h| h.to_string());
         let t_commit = started.elapsed();
         self.write_json(SOURCES, &cache)?;
@@ -201,5 +207,84 @@ impl Archive {
             None => repo.reference(&self.branch_ref(), to, false, why).map(|_| ()),
         }
         .map_err(g)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn task(root: &Path, id: &str) {
+        let dir = root.join("tasks").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let h = serde_json::json!({
+            "taskId": id, "harvestedAt": "2026-11-20T10:00:00Z",
+            "experiences": [{"roleId": "w", "cells": [{"type": "insight", "content": id, "value": 0.5}]}],
+        });
+        std::fs::write(dir.join("memory-harvest.json"), serde_json::to_vec(&h).unwrap()).unwrap();
+    }
+
+    /// The cached sources but `gm/`'s two files (`Store::init` writes them; they stay).
+    fn cached(root: &Path) -> Vec<String> {
+        let bytes = std::fs::read(root.join(crate::repo::DIR).join(SOURCES)).unwrap();
+        let s: Sources = serde_json::from_slice(&bytes).unwrap();
+        let (gm, rest): (Vec<String>, Vec<String>) = s.sources.into_keys().partition(|k| k.starts_with("gm/"));
+        assert_eq!(gm, ["gm/arbitrations.md", "gm/decisions.md"]);
+        rest
+    }
+
+    /// `sources.json` forgets a source deleted from the tree (its files stay on the
+    /// branch), but not one it only cannot see for a moment: that one is not read
+    /// again when it is back.
+    #[test]
+    fn the_sources_cache_forgets_deleted_sources_only() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let (store, _) = clawboard_core::Store::init(root).unwrap();
+        for id in ["t1", "t2", "t3"] {
+            task(root, id);
+        }
+        std::fs::create_dir_all(root.join("reports/daily")).unwrap();
+        std::fs::write(root.join("reports/daily/2026-11-20.md"), "# a day\n").unwrap();
+        let archive = Archive::new(store, crate::ArchiveSettings::default(), "n1".into());
+        let now = chrono::Utc::now();
+        archive.run(now).unwrap();
+        let all = [
+            "reports/daily/2026-11-20.md",
+            "tasks/t1/memory-harvest.json",
+            "tasks/t2/memory-harvest.json",
+            "tasks/t3/memory-harvest.json",
+        ];
+        assert_eq!(cached(root), all);
+
+        // Retention removed t2 and the report: their entries go, their files stay.
+        std::fs::remove_dir_all(root.join("tasks/t2")).unwrap();
+        std::fs::remove_file(root.join("reports/daily/2026-11-20.md")).unwrap();
+        let r = archive.run(now).unwrap();
+        assert_eq!((r.commit.read, r.commit.commit), (0, None));
+        assert_eq!(cached(root), ["tasks/t1/memory-harvest.json", "tasks/t3/memory-harvest.json"]);
+        let repo = Repository::open_bare(archive.repo_path()).unwrap();
+        let tree = repo.find_reference("refs/heads/memory").unwrap().peel_to_tree().unwrap();
+        for kept in ["memory/roles/w/t2.json", "memory/reports/daily/2026-11-20.md"] {
+            assert!(tree.get_path(Path::new(kept)).is_ok(), "{kept} left the branch");
+        }
+
+        // t3 cannot be looked at (a loop where its directory was), and tasks/ is away
+        // for a moment: neither is gone, both keep their entries.
+        std::fs::rename(root.join("tasks/t3"), root.join("t3.away")).unwrap();
+        std::os::unix::fs::symlink("t3", root.join("tasks/t3")).unwrap();
+        archive.run(now).unwrap();
+        assert_eq!(cached(root), ["tasks/t1/memory-harvest.json", "tasks/t3/memory-harvest.json"]);
+        std::fs::remove_file(root.join("tasks/t3")).unwrap();
+        std::fs::rename(root.join("t3.away"), root.join("tasks/t3")).unwrap();
+        std::fs::rename(root.join("tasks"), root.join("tasks.away")).unwrap();
+        let r = archive.run(now).unwrap();
+        assert_eq!(r.commit.sources, 2, "gm/ only");
+        assert_eq!(cached(root), ["tasks/t1/memory-harvest.json", "tasks/t3/memory-harvest.json"]);
+        std::fs::rename(root.join("tasks.away"), root.join("tasks")).unwrap();
+        let r = archive.run(now).unwrap();
+        assert_eq!((r.commit.sources, r.commit.read), (4, 0), "back, and not read again");
+        assert_eq!(cached(root), ["tasks/t1/memory-harvest.json", "tasks/t3/memory-harvest.json"]);
     }
 }

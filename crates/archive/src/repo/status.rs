@@ -14,6 +14,12 @@ fn pushed_head(repo: &Repository, status: &StatusFile) -> Option<Oid> {
     status.last_pushed.as_deref().and_then(|p| Oid::from_str(p).ok()).filter(|p| repo.find_commit(*p).is_ok())
 }
 
+/// True when the remote is known to have commit `id`: `id` is one of `known` or an
+/// ancestor of one.
+fn reaches(repo: &Repository, known: &[Oid], id: Oid) -> bool {
+    known.iter().any(|k| *k == id || repo.graph_descendant_of(*k, id).unwrap_or(false))
+}
+
 /// Whether a task's memory is archived (see [`Archive::task_archived`]).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Archived {
@@ -49,12 +55,23 @@ impl Archive {
         if self.settings.remote.is_some() {
             let mut walk = repo.revwalk().map_err(g())?;
             walk.push(head).map_err(g())?;
-            if let Some(pushed) = pushed_head(&repo, &status.file) {
-                walk.hide(pushed).map_err(g())?;
+            for known in self.on_remote(&repo, &status.file) {
+                walk.hide(known).map_err(g())?;
             }
             status.pending = walk.count();
         }
         Ok(status)
+    }
+
+    /// The heads the remote is known to have: the one it last accepted from this
+    /// node, and its own head as last fetched or pushed (`refs/remotes/origin/{branch}`),
+    /// which holds the other nodes' commits this node merged. What either reaches is
+    /// on the remote; the rest of the branch is pending.
+    fn on_remote(&self, repo: &Repository, file: &StatusFile) -> Vec<Oid> {
+        let fetched = repo.refname_to_id(&self.tracking_ref()).ok().filter(|id| repo.find_commit(*id).is_ok());
+        let mut known: Vec<Oid> = pushed_head(repo, file).into_iter().chain(fetched).collect();
+        known.dedup();
+        known
     }
 
     /// Whether the memory of task `task_id` is safely archived: everything extraction
@@ -126,7 +143,7 @@ impl Archive {
         let repo = self.repo()?;
         let Some(head) = self.head(&repo)? else { return Ok(Vec::new()) };
         let g = || git_err(&path, "walk the history");
-        let pushed = pushed_head(&repo, &self.read_json::<StatusFile>(STATUS));
+        let known = self.on_remote(&repo, &self.read_json::<StatusFile>(STATUS));
         let mut walk = repo.revwalk().map_err(g())?;
         walk.push(head).map_err(g())?;
         walk.set_sorting(git2::Sort::TIME | git2::Sort::TOPOLOGICAL).map_err(g())?;
@@ -145,7 +162,7 @@ impl Archive {
                 author: c.author().name().unwrap_or("?").to_owned(),
                 message: c.summary().unwrap_or("").to_owned(),
                 files,
-                pushed: pushed.is_some_and(|p| p == id || repo.graph_descendant_of(p, id).unwrap_or(false)),
+                pushed: reaches(&repo, &known, id),
             });
         }
         Ok(out)
