@@ -48,6 +48,27 @@ struct Status {
     web: Option<String>,
 }
 
+/// One line of `conflicts.jsonl` as `status` shows it: where the losing version is
+/// now (a copy this node withdrew from a task it lost is under `.clawboard/fenced/`).
+fn conflict_line(root: &Path, c: &serde_json::Value) -> String {
+    let copy = c["copy"].as_str();
+    let withdrawn = copy
+        .filter(|copy| !root.join(copy).exists())
+        .and_then(clawboard_sync::copy::kept_path)
+        .filter(|kept| root.join(kept).is_file());
+    let kept = match (withdrawn, copy) {
+        (Some(kept), _) => format!("{kept}, taken out of the task"),
+        (None, Some(copy)) => copy.to_owned(),
+        (None, None) => "-".to_owned(),
+    };
+    format!(
+        "  {}  {} (kept {} as {kept})",
+        c["at"].as_str().unwrap_or("?"),
+        c["path"].as_str().unwrap_or("?"),
+        c["loser"].as_str().unwrap_or("?")
+    )
+}
+
 fn count_json(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -182,13 +203,7 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
     if !status.conflicts.is_empty() {
         outln!("conflicts    {} resolved by sync; the latest:", status.conflicts.len())?;
         for c in status.conflicts.iter().rev().take(5) {
-            outln!(
-                "  {}  {} (kept {} as {})",
-                c["at"].as_str().unwrap_or("?"),
-                c["path"].as_str().unwrap_or("?"),
-                c["loser"].as_str().unwrap_or("?"),
-                c["copy"].as_str().unwrap_or("-")
-            )?;
+            outln!("{}", conflict_line(store.root(), c))?;
         }
     }
     if let Some(a) = &status.archive {
@@ -221,4 +236,35 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         outln!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "))?;
     }
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::conflict_line;
+
+    #[test]
+    fn a_conflict_names_where_the_losing_version_is_now() {
+        let d = tempfile::tempdir().unwrap();
+        let copy = "tasks/t1/task.conflict-node-b-20261127T080000000Z.json";
+        let c = serde_json::json!({"path": "tasks/t1/task.json", "copy": copy, "winner": "node-a",
+                                   "loser": "node-b", "at": "2026-11-27T08:00:00Z"});
+        let line = |c: &serde_json::Value| conflict_line(d.path(), c);
+        // Gone from the task and not kept here: the name it was given.
+        assert_eq!(line(&c), format!("  2026-11-27T08:00:00Z  tasks/t1/task.json (kept node-b as {copy})"));
+        let kept = d.path().join(".clawboard/fenced/t1/task.conflict-node-b-20261127T080000000Z.json");
+        std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+        std::fs::write(&kept, "{}").unwrap();
+        assert_eq!(
+            line(&c),
+            "  2026-11-27T08:00:00Z  tasks/t1/task.json (kept node-b as \
+             .clawboard/fenced/t1/task.conflict-node-b-20261127T080000000Z.json, taken out of the task)"
+        );
+        // Still in the task (another node's copy of it, say): that one.
+        std::fs::create_dir_all(d.path().join("tasks/t1")).unwrap();
+        std::fs::write(d.path().join(copy), "{}").unwrap();
+        assert!(line(&c).ends_with(&format!("as {copy})")));
+        let deleted = serde_json::json!({"path": "gm/x.md", "winner": "a", "loser": "b", "at": "t"});
+        assert_eq!(line(&deleted), "  t  gm/x.md (kept b as -)");
+    }
 }
