@@ -6,6 +6,16 @@ use crate::remote::{Body, Condition, Metadata, Page, PutOutcome};
 use crate::report::RequestCounts;
 use crate::testing::{Flaky, node};
 
+/// Nodes "a" and "b", each on its own tree in `dir` (`dir/a`, `dir/b`), sharing the
+/// local bucket `dir/bucket`; with their roots.
+fn two_nodes(dir: &std::path::Path) -> (Client<DirRemote>, std::path::PathBuf, Client<DirRemote>, std::path::PathBuf) {
+    let bucket = dir.join("bucket");
+    let (ra, rb) = (dir.join("a"), dir.join("b"));
+    let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+    let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+    (a, ra, b, rb)
+}
+
 /// The directory backend as a far server whose listings carry no ETag (as
 /// s3s-fs's): every HEAD and GET takes 50 ms.
 struct FarNoEtags(DirRemote);
@@ -140,10 +150,7 @@ async fn a_pull_that_fails_midway_applies_whole_segments_only_and_resumes() {
 async fn in_a_task_directory_the_claim_holders_version_wins() {
     for holds_claim in [true, false] {
         let d = tempfile::tempdir().unwrap();
-        let bucket = d.path().join("bucket");
-        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
-        let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
-        let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+        let (a, ra, b, rb) = two_nodes(d.path());
         let path = "tasks/t1/task.json";
         for (root, text) in [(&rb, "pending on b\n"), (&ra, "completed on a\n")] {
             std::fs::create_dir_all(root.join("tasks/t1")).unwrap();
@@ -203,10 +210,7 @@ async fn a_copy_of_the_losers_version_leaves_the_holders_task_directory() {
     use crate::cluster::ClaimResult;
     for learns in [Learns::FencedFirst, Learns::FromTheCopy, Learns::FencedAfter] {
         let d = tempfile::tempdir().unwrap();
-        let bucket = d.path().join("bucket");
-        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
-        let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
-        let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+        let (a, ra, b, rb) = two_nodes(d.path());
         let path = "tasks/t1/task.json";
         for (root, text) in [(&rb, "pending on b\n"), (&ra, "completed on a\n")] {
             std::fs::create_dir_all(root.join("tasks/t1")).unwrap();
@@ -277,10 +281,7 @@ async fn a_copy_of_the_losers_version_leaves_the_holders_task_directory() {
 #[tokio::test]
 async fn a_copy_of_a_persons_edit_on_another_node_stays_in_the_task() {
     let d = tempfile::tempdir().unwrap();
-    let bucket = d.path().join("bucket");
-    let (ra, rb) = (d.path().join("a"), d.path().join("b"));
-    let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
-    let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+    let (a, ra, b, rb) = two_nodes(d.path());
     let path = "tasks/t1/task.json";
     std::fs::create_dir_all(ra.join("tasks/t1")).unwrap();
     std::fs::write(ra.join(path), "pending on a\n").unwrap();
@@ -310,10 +311,7 @@ async fn a_copy_of_a_persons_edit_on_another_node_stays_in_the_task() {
 #[tokio::test]
 async fn a_node_that_took_in_a_task_held_elsewhere_makes_no_copy_in_it() {
     let d = tempfile::tempdir().unwrap();
-    let bucket = d.path().join("bucket");
-    let (ra, rb) = (d.path().join("a"), d.path().join("b"));
-    let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
-    let b = node(DirRemote::open(&bucket).unwrap(), &rb, "b");
+    let (a, ra, b, rb) = two_nodes(d.path());
     let path = "tasks/t1/task.json";
     for (root, text) in [(&ra, "completed on a\n"), (&rb, "pending on b\n")] {
         std::fs::create_dir_all(root.join("tasks/t1")).unwrap();
