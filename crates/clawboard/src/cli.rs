@@ -102,6 +102,8 @@ pub enum Command {
     Demo(commands::demo::DemoArgs),
     Completions(commands::completions::CompletionsArgs),
     Man(commands::man::ManArgs),
+    #[command(name = clawboard_roles::sandbox::EXEC_COMMAND, hide = true)]
+    SandboxExec(commands::sandbox::SandboxExecArgs),
 }
 
 /// Parses `args`, runs the command, and maps the outcome to an exit code.
@@ -112,6 +114,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             let _ = e.print(); // stdout/stderr closed: nothing better to do
             return ExitCode::from(if e.use_stderr() { EXIT_BAD_INPUT } else { EXIT_OK });
         }
+    };
+    // A sandboxed role's start: no config, no log, nothing but the sandbox.
+    let cli = match cli {
+        Cli { command: Command::SandboxExec(a), .. } => return commands::sandbox::exec(a),
+        cli => cli,
     };
     let settings = match config::resolve(&cli.global, &config::Env::from_process()) {
         Ok(s) => s,
@@ -185,6 +192,9 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Demo(a) => commands::demo::run(a, global, s),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),
+        Command::SandboxExec(_) => {
+            anyhow::bail!("{} runs before any config is read", clawboard_roles::sandbox::EXEC_COMMAND)
+        }
     }
 }
 

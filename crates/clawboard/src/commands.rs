@@ -13,6 +13,7 @@ pub mod man;
 pub mod report;
 pub mod retention;
 pub mod run;
+pub mod sandbox;
 pub mod slice;
 pub mod status;
 pub mod sync;

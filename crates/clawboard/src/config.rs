@@ -64,6 +64,8 @@ pub struct FileConfig {
     pub github: clawboard_github::GithubSection,
     #[serde(default)]
     pub blueprints: BlueprintsConfig,
+    #[serde(default)]
+    pub sandbox: clawboard_roles::SandboxConfig,
 }
 
 /// `[blueprints]`: where more blueprints are (seed 001), and the middleware's
@@ -281,6 +283,14 @@ fn config_origin(file: Option<&Path>) -> String {
     file.map_or("config".to_owned(), |p| p.display().to_string())
 }
 
+/// Fails when a command role is to run sandboxed (`[sandbox]`) on a kernel that
+/// enforces no Landlock; the daemon and `clawboard run` check it before they start.
+pub fn check_sandbox(s: &Settings) -> anyhow::Result<()> {
+    s.roles
+        .check_sandbox_supported()
+        .map_err(|e| BadInput(format!("{}: key {e}", config_origin(s.config_file.as_deref()))).into())
+}
+
 /// Resolves every setting: CLI flag, else environment, else config file, else default.
 pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let (file, config_file) = load_file(args, env)?;
@@ -319,6 +329,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     };
     let mut roles = clawboard_roles::RolesConfig::resolve(file.lifecycle, file.roles).map_err(bad)?;
     roles.resolve_key_files(relative_to_config).map_err(bad)?;
+    let absolute_root =
+        std::path::absolute(&root).with_context(|| format!("the blackboard root {}", root.display()))?;
+    roles.sandbox = clawboard_roles::Sandbox::resolve(file.sandbox, &absolute_root, expand).map_err(bad)?;
     let templates_dir = file.board.templates.as_deref().map(relative_to_config);
     let templates = clawboard_board::template::load(templates_dir.as_deref())
         .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;

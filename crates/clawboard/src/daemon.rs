@@ -178,6 +178,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     };
     let (acl, acl_source) = crate::commands::acl::load(&settings)?;
     tracing::info!(acl = %acl_source, "access control loaded");
+    config::check_sandbox(&settings)?;
     let node = if settings.sync.enabled || settings.archive.enabled {
         Some(clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(crate::commands::sync::user_error)?)
     } else {
@@ -388,7 +389,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
 
 fn reload(args: &GlobalArgs, dispatcher: &Arc<dispatch::Dispatcher>) {
     systemd::reloading();
-    match config::resolve(args, &config::Env::from_process()) {
+    match config::resolve(args, &config::Env::from_process()).and_then(|s| config::check_sandbox(&s).map(|()| s)) {
         Ok(s) => {
             dispatcher.engine.set_templates(s.templates.clone());
             dispatcher.engine.set_blueprints(s.blueprints.clone());

@@ -141,6 +141,10 @@ pub struct RoleConfig {
     /// Texts longer than this are cut by the ladder's first rung (default 100 tokens).
     #[serde(default)]
     pub truncate_tokens: Option<u64>,
+    /// Run this command role under the Landlock sandbox (`true`) or not
+    /// (`false`), whatever `sandbox.mode` says (docs/SANDBOX.md).
+    #[serde(default)]
+    pub sandbox: Option<bool>,
 }
 
 impl RoleConfig {
@@ -186,11 +190,68 @@ pub struct HttpConfig {
 pub const ROLE_ID_DASHES: &str = "the role id contains \"--\", which the memory archive uses to join two role ids \
      (memory/cross-pollination/{fromRole}--{toRole}.jsonl), so the name would be ambiguous; use single dashes";
 
+/// `[sandbox]` as written: whether command roles run under Landlock.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `off` (the default) or `landlock`: for every command role without its own `sandbox`.
+    #[serde(default)]
+    pub mode: SandboxMode,
+    /// Paths a sandboxed role may not touch besides the blackboard root (absolute, `~` expands).
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// `sandbox.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    #[default]
+    Off,
+    Landlock,
+}
+
+/// `[sandbox]` resolved: the mode, and every path denied (the root first).
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    pub mode: SandboxMode,
+    pub denied: std::sync::Arc<Vec<PathBuf>>,
+}
+
+impl Sandbox {
+    /// `c` for the blackboard at `root`; `expand` turns a `deny` entry into a
+    /// path (`~`). An entry that is not absolute, has `..` or is `/` is refused
+    /// with its index.
+    pub fn resolve(
+        c: SandboxConfig,
+        root: &std::path::Path,
+        expand: impl Fn(&str) -> PathBuf,
+    ) -> Result<Sandbox, ConfigError> {
+        let mut denied = vec![root.to_path_buf()];
+        for (i, d) in c.deny.iter().enumerate() {
+            let path = expand(d);
+            crate::sandbox::Denied::new([path.clone()])
+                .map_err(|e| ConfigError::new(format!("sandbox.deny[{i}]"), e.to_string()))?;
+            denied.push(path);
+        }
+        Ok(Sandbox { mode: c.mode, denied: std::sync::Arc::new(denied) })
+    }
+
+    /// The paths `role`'s process may not touch, when it runs sandboxed: a
+    /// command role, by its own `sandbox` or else by `sandbox.mode`.
+    pub fn for_role(&self, role: &RoleConfig) -> Option<std::sync::Arc<Vec<PathBuf>>> {
+        let on = role.command.is_some() && role.sandbox.unwrap_or(self.mode == SandboxMode::Landlock);
+        on.then(|| self.denied.clone())
+    }
+}
+
 /// Roles and lifecycle together, as the engine uses them.
 #[derive(Debug, Clone, Default)]
 pub struct RolesConfig {
     pub lifecycle: LifecycleConfig,
     pub roles: BTreeMap<String, RoleConfig>,
+    /// Which command roles run under Landlock, denied what (`[sandbox]`).
+    pub sandbox: Sandbox,
 }
 
 impl RolesConfig {
@@ -199,7 +260,7 @@ impl RolesConfig {
         lifecycle: LifecycleConfig,
         roles: BTreeMap<String, RoleConfig>,
     ) -> Result<RolesConfig, ConfigError> {
-        let c = RolesConfig { lifecycle, roles };
+        let c = RolesConfig { lifecycle, roles, sandbox: Sandbox::default() };
         c.check()?;
         Ok(c)
     }
@@ -227,6 +288,12 @@ impl RolesConfig {
             }
             if r.command.as_ref().is_some_and(Vec::is_empty) {
                 return Err(ConfigError::new(format!("roles.{id}.command"), "is empty"));
+            }
+            if r.sandbox == Some(true) && r.command.is_none() {
+                return Err(ConfigError::new(
+                    format!("roles.{id}.sandbox"),
+                    "only a `command` role runs as a process of this machine; an `http` or `llm` role has nothing to sandbox",
+                ));
             }
             if let Some(l) = &r.llm {
                 l.check(id)?;
@@ -295,6 +362,20 @@ impl RolesConfig {
         Ok(())
     }
 
+    /// Fails, naming the key that asks for it, when some command role is to run
+    /// sandboxed and this kernel enforces no Landlock: the daemon and `clawboard
+    /// run` then do not start, rather than fail each of that role's runs.
+    pub fn check_sandbox_supported(&self) -> Result<(), ConfigError> {
+        let Some((id, role)) = self.roles.iter().find(|(_, r)| self.sandbox.for_role(r).is_some()) else {
+            return Ok(());
+        };
+        crate::sandbox::check_supported().map_err(|e| {
+            let key =
+                if role.sandbox == Some(true) { format!("roles.{id}.sandbox") } else { "sandbox.mode".to_owned() };
+            ConfigError::new(key, e.to_string())
+        })
+    }
+
     /// True when the lifecycle keeps tasks' boards under this config.
     pub fn keeps_boards(&self) -> bool {
         match self.lifecycle.board {
@@ -337,6 +418,7 @@ mod tests {
     use super::*;
     use rstest::rstest;
     use serde_json::json;
+    use std::path::Path;
 
     fn llm_role(llm: serde_json::Value) -> serde_json::Value {
         json!({"llm": llm})
@@ -436,5 +518,48 @@ mod tests {
         let c = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), role)])).unwrap();
         let llm = c.roles["w"].llm.as_ref().unwrap();
         assert_eq!((llm.max_wait, llm.http_retries), (Duration::from_secs(30), 2));
+    }
+
+    #[test]
+    fn the_sandbox_applies_to_command_roles_by_mode_unless_a_role_says_otherwise() {
+        let role = |v: serde_json::Value| serde_json::from_value::<RoleConfig>(v).unwrap();
+        let cfg = |mode: &str, deny: &[&str]| SandboxConfig {
+            mode: serde_json::from_value(json!(mode)).unwrap(),
+            deny: deny.iter().map(|d| (*d).to_owned()).collect(),
+        };
+        let home = |d: &str| PathBuf::from(d.replace('~', "/home/u"));
+        let on = Sandbox::resolve(cfg("landlock", &["~/keys", "/etc/clawboard"]), Path::new("/srv/bb"), home).unwrap();
+        let denied = vec![PathBuf::from("/srv/bb"), PathBuf::from("/home/u/keys"), PathBuf::from("/etc/clawboard")];
+        assert_eq!(*on.denied, denied, "the root first, then sandbox.deny");
+        let plain = role(json!({"command": ["x"]}));
+        let out = role(json!({"command": ["x"], "sandbox": false}));
+        let forced = role(json!({"command": ["x"], "sandbox": true}));
+        let http = role(json!({"http": {"url": "http://h/"}}));
+        assert_eq!(on.for_role(&plain).as_deref(), Some(&denied));
+        assert_eq!(on.for_role(&out), None);
+        assert_eq!(on.for_role(&http), None, "nothing to sandbox");
+        let off = Sandbox::resolve(cfg("off", &[]), Path::new("/srv/bb"), home).unwrap();
+        assert_eq!(off.for_role(&plain), None);
+        assert_eq!(off.for_role(&forced).as_deref(), Some(&vec![PathBuf::from("/srv/bb")]));
+    }
+
+    #[test]
+    fn bad_sandbox_settings_are_refused_naming_the_key() {
+        let bad = |deny: &str| {
+            let c = SandboxConfig { mode: SandboxMode::Landlock, deny: vec!["/ok".into(), deny.into()] };
+            Sandbox::resolve(c, Path::new("/srv/bb"), |d: &str| PathBuf::from(d)).unwrap_err().to_string()
+        };
+        assert_eq!(bad("keys"), "sandbox.deny[1]: \"keys\": is not an absolute path");
+        assert_eq!(bad("/"), "sandbox.deny[1]: \"/\": would deny the whole file system");
+        assert_eq!(bad("/a/../b"), "sandbox.deny[1]: \"/a/../b\": has a `..` component");
+        let mode = serde_json::from_value::<SandboxConfig>(json!({"mode": "on"})).unwrap_err().to_string();
+        assert!(mode.contains("unknown variant `on`, expected `off` or `landlock`"), "{mode}");
+        let typo = serde_json::from_value::<SandboxConfig>(json!({"denny": []})).unwrap_err().to_string();
+        assert!(typo.contains("unknown field `denny`"), "{typo}");
+        let role: RoleConfig = serde_json::from_value(json!({"http": {"url": "http://h/"}, "sandbox": true})).unwrap();
+        let err = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), role)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("roles.w.sandbox: only a `command` role runs as a process"), "{err}");
     }
 }

@@ -22,6 +22,7 @@
 //!   asks a chat-completions endpoint (docs/LLM.md).
 //! - [`context`]: the JSON a role receives. [`output`]: what it must print.
 //! - [`status_page`]: the progress page, `status.md`.
+//! - [`sandbox`]: the Landlock sandbox of command roles (`[sandbox]`).
 
 pub mod claims;
 pub mod config;
@@ -30,8 +31,9 @@ pub mod engine;
 pub mod intake;
 pub mod output;
 pub mod runner;
+pub mod sandbox;
 pub mod status_page;
 
-pub use config::{LifecycleConfig, RoleConfig, RolesConfig};
+pub use config::{LifecycleConfig, RoleConfig, RolesConfig, Sandbox, SandboxConfig, SandboxMode};
 pub use engine::step::clear_active_instances;
 pub use engine::{Engine, Outcome, Shutdown};

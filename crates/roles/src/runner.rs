@@ -73,6 +73,9 @@ pub struct RunIdentity {
     pub role: String,
     pub instance_id: String,
     pub token: String,
+    /// For a command role run in the Landlock sandbox: the paths its process
+    /// may not touch (`Sandbox::for_role`). `None`: it runs unsandboxed.
+    pub sandbox: Option<std::sync::Arc<Vec<std::path::PathBuf>>>,
 }
 
 impl RunIdentity {
@@ -150,15 +153,35 @@ async fn run_command(
     who: &RunIdentity,
     kill: &mut watch::Receiver<bool>,
 ) -> RunOutcome {
-    let mut cmd = tokio::process::Command::new(program(&argv[0], role));
-    // argv[0] as configured, whatever file it resolved to.
-    cmd.arg0(&argv[0]);
+    let mut cmd = match &who.sandbox {
+        None => {
+            let mut cmd = tokio::process::Command::new(program(&argv[0], role));
+            // argv[0] as configured, whatever file it resolved to.
+            cmd.arg0(&argv[0]).args(&argv[1..]);
+            cmd
+        }
+        // Through our own binary, which restricts itself and then executes the
+        // program in its place (crate::sandbox): same pid, group and pipes.
+        Some(denied) => {
+            let Some(exe) = own_exe() else {
+                return failed(
+                    "the role runs sandboxed, but clawboard's own binary, which sets the sandbox up, cannot be found",
+                );
+            };
+            let mut cmd = tokio::process::Command::new(exe);
+            cmd.arg0("clawboard-sandbox").arg(crate::sandbox::EXEC_COMMAND);
+            for d in denied.iter() {
+                cmd.arg("--deny").arg(d);
+            }
+            cmd.arg("--program").arg(program(&argv[0], role)).arg("--").args(argv);
+            cmd
+        }
+    };
     // The daemon's own binary, for roles that call `clawboard board …` (a role's env may say otherwise).
     if let Some(exe) = own_exe() {
         cmd.env("CLAWBOARD_EXE", exe);
     }
-    cmd.args(&argv[1..])
-        .envs(&role.env)
+    cmd.envs(&role.env)
         .envs(who.env())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

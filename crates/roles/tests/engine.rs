@@ -37,7 +37,7 @@ fn config(roles: &[(&str, RoleConfig)]) -> RolesConfig {
     for (k, v) in roles {
         map.insert((*k).into(), v.clone());
     }
-    let c = RolesConfig { lifecycle, roles: map };
+    let c = RolesConfig { lifecycle, roles: map, ..Default::default() };
     c.check().unwrap();
     c
 }

@@ -120,6 +120,7 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     clawboard_board::tokens::bpe();
     let (shown, v) = read_input(&a.input, s.max_file_bytes)?;
     let input = input_of(&shown, v, &a.blueprint, s)?;
+    crate::config::check_sandbox(s)?;
     let (store, _) =
         clawboard_core::Store::init(&s.root).with_context(|| format!("cannot set up {}", s.root.display()))?;
     let store = store.with_max_file_bytes(s.max_file_bytes);

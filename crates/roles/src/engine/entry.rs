@@ -58,6 +58,7 @@ impl crate::Engine {
                 role: role_id.to_owned(),
                 instance_id: instance.clone(),
                 token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
+                sandbox: cfg.sandbox.for_role(role),
             };
             let started_at = Timestamp::now();
             self.instances.lock().push(InstanceInfo {

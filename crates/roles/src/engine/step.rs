@@ -203,6 +203,7 @@ impl TaskRun<'_> {
             instance_id: instance_id.clone(),
             // 128 bits from the OS; without OS randomness no token (none matches an empty one).
             token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
+            sandbox: self.engine.config().sandbox.for_role(role),
         };
         tracing::debug!(task = %self.id, step = %info.step, role = role_id, sync_us, "starting a run");
         let mut kill = self.engine.shutdown.kill.clone();

@@ -45,6 +45,7 @@ fn who() -> RunIdentity {
         role: "reviewer".into(),
         instance_id: "inst-9".into(),
         token: "secret".into(),
+        sandbox: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn who() -> RunIdentity {
         role: "w".into(),
         instance_id: "inst-1".into(),
         token: "tok".into(),
+        sandbox: None,
     }
 }
 

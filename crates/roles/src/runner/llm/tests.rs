@@ -122,6 +122,7 @@ fn who() -> RunIdentity {
         role: "title-worker".into(),
         instance_id: "inst-1".into(),
         token: "clawboard-token".into(),
+        sandbox: None,
     }
 }
 

@@ -1,0 +1,137 @@
+//! The Landlock sandbox of command roles (`[sandbox]`, docs/SANDBOX.md), through
+//! the real daemon and real role processes: a sandboxed worker cannot read the
+//! person token, list the tree, write it directly, read a `sandbox.deny` path or
+//! signal the daemon, yet writes through the API and outside the root; the same
+//! worker with `sandbox = false` can do all of it. Bad `[sandbox]` keys are named.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use clawboard_tests::{LIFECYCLE_HEAD, Tree, wait_until};
+
+/// A worker that tries each thing and prints the exit codes in its summary,
+/// `name=code` in order; `probe` is a directory beside the root it may write.
+fn prober(probe: &std::path::Path, secret: &std::path::Path) -> String {
+    let steps = [
+        ("token", "cat \\\"$CLAWBOARD_ROOT/.clawboard/person-token\\\""),
+        ("list", "ls \\\"$CLAWBOARD_ROOT/tasks\\\""),
+        ("read", "cat \\\"$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID/task.json\\\""),
+        ("direct", "echo forged > \\\"$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID/direct.md\\\""),
+        ("secret", &format!("cat {}", secret.display())),
+        ("probe", &format!("echo written > {}/out-$CLAWBOARD_TASK_ID.txt", probe.display())),
+        ("api", "printf mine | \\\"$CLAWBOARD_EXE\\\" write tasks/$CLAWBOARD_TASK_ID/notes.md"),
+        ("signal", "kill -0 $PPID"),
+    ];
+    let tries: String = steps
+        .iter()
+        .map(|(name, cmd)| {
+            format!(
+                "{{ {cmd}; }} >/dev/null 2>>{}/err-$CLAWBOARD_TASK_ID.log; c=\\\"$c {name}=$?\\\"; ",
+                probe.display()
+            )
+        })
+        .collect();
+    format!("cat >/dev/null; c=; {tries}printf '{{\\\"summary\\\":\\\"codes%s\\\"}}' \\\"$c\\\"")
+}
+
+fn config(sandbox: &str, probe: &std::path::Path, secret: &std::path::Path) -> String {
+    let ok = |out: &str| format!("[\"sh\", \"-c\", \"cat >/dev/null; printf '{out}'\"]");
+    format!(
+        r#"{LIFECYCLE_HEAD}
+{sandbox}
+
+[roles.pm]
+command = ["sh", "-c", "ctx=$(cat); r=w; case \"$ctx\" in *use-free*) r=free;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+
+[roles.w]
+command = ["sh", "-c", "{prober}"]
+
+[roles.free]
+command = ["sh", "-c", "{prober}"]
+sandbox = false
+
+[roles.validator]
+command = {validator}
+
+[roles.harvester]
+command = {harvester}
+"#,
+        prober = prober(probe, secret),
+        validator = ok(r#"{\"score\":9,\"pass\":true}"#),
+        harvester = ok(r#"{\"experiences\":[]}"#),
+    )
+}
+
+fn summary(t: &Tree, task: &str) -> String {
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join(format!("tasks/{task}/result.json"))).unwrap()).unwrap();
+    result["summary"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
+    let t = Tree::init();
+    let probe = t.dir.path().join("probe");
+    let keys = t.dir.path().join("keys");
+    std::fs::create_dir_all(&probe).unwrap();
+    std::fs::create_dir_all(&keys).unwrap();
+    let secret = keys.join("api-key");
+    std::fs::write(&secret, "sk-secret").unwrap();
+    let sandbox = format!("[sandbox]\nmode = \"landlock\"\ndeny = [\"{}\"]", keys.display());
+    t.config(&config(&sandbox, &probe, &secret));
+    let d = t.daemon();
+    t.drop_task("t1.json", r#"{"taskId":"t1","type":"coding","description":"probe the sandbox"}"#);
+    t.drop_task("t2.json", r#"{"taskId":"t2","type":"coding","description":"use-free: probe without it"}"#);
+    wait_until(30, "both tasks to end", || {
+        ["t1", "t2"].iter().all(|id| matches!(t.status_of(id).as_str(), "completed" | "failed"))
+    });
+    let err = |task: &str| std::fs::read_to_string(probe.join(format!("err-{task}.log"))).unwrap_or_default();
+    assert_eq!(t.status_of("t1"), "completed", "{}", d.output());
+    // Sandboxed: the root and the denied key refused, the rest of the machine
+    // and the API open; `kill -0` on the daemon refused (1).
+    assert_eq!(
+        summary(&t, "t1"),
+        "w: codes token=1 list=2 read=1 direct=2 secret=1 probe=0 api=0 signal=1",
+        "{}",
+        err("t1")
+    );
+    assert!(err("t1").contains("Permission denied"), "{}", err("t1"));
+    assert!(!t.root.join("tasks/t1/direct.md").exists());
+    assert_eq!(std::fs::read_to_string(t.root.join("tasks/t1/notes.md")).unwrap(), "mine");
+    assert_eq!(std::fs::read_to_string(probe.join("out-t1.txt")).unwrap(), "written\n");
+    // The same program with `sandbox = false`: everything the daemon's user may do.
+    assert_eq!(
+        summary(&t, "t2"),
+        "free: codes token=0 list=0 read=0 direct=0 secret=0 probe=0 api=0 signal=0",
+        "{}",
+        err("t2")
+    );
+    assert_eq!(std::fs::read_to_string(t.root.join("tasks/t2/direct.md")).unwrap(), "forged\n");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn bad_sandbox_settings_stop_the_daemon_from_starting_and_name_the_key() {
+    let t = Tree::init();
+    let probe = t.dir.path().join("probe");
+    let secret = t.dir.path().join("secret");
+    for (sandbox, want) in [
+        ("[sandbox]\nmode = \"on\"", "unknown variant `on`, expected `off` or `landlock`"),
+        ("[sandbox]\nmode = \"landlock\"\ndeny = [\"keys\"]", "key sandbox.deny[0]: \"keys\": is not an absolute path"),
+        ("[sandbox]\ndeny = [\"/\"]", "key sandbox.deny[0]: \"/\": would deny the whole file system"),
+        ("[sandbox]\nmod = \"landlock\"", "unknown field `mod`"),
+    ] {
+        let cfg = t.config(&config(sandbox, &probe, &secret));
+        let before = t.snapshot();
+        let r = t.run(&["--config", cfg.to_str().unwrap(), "daemon"]);
+        r.expect_code(2);
+        assert!(r.stderr.contains(&cfg.display().to_string()) && r.stderr.contains(want), "{want}: {}", r.stderr);
+        assert_eq!(t.snapshot(), before, "{sandbox}: the tree changed");
+    }
+    let http = config("", &probe, &secret).replace(
+        "[roles.harvester]",
+        "[roles.reviewer]\nhttp = { url = \"http://127.0.0.1:9/\" }\nsandbox = true\n\n[roles.harvester]",
+    );
+    let cfg = t.config(&http);
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "daemon"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("key roles.reviewer.sandbox: only a `command` role runs as a process"), "{}", r.stderr);
+}
