@@ -9,7 +9,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 pub mod archive;
+pub mod blueprints;
 pub mod git;
+pub mod review;
 pub mod s3;
 
 /// The `clawboard` binary: `$CLAWBOARD_BIN` when set (scripts/test sets it), else
