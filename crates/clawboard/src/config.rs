@@ -332,6 +332,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let absolute_root =
         std::path::absolute(&root).with_context(|| format!("the blackboard root {}", root.display()))?;
     roles.sandbox = clawboard_roles::Sandbox::resolve(file.sandbox, &absolute_root, expand).map_err(bad)?;
+    // Without a current directory (it was removed) only absolute paths can be checked.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    roles.check_sandbox_paths(&cwd).map_err(bad)?;
     let templates_dir = file.board.templates.as_deref().map(relative_to_config);
     let templates = clawboard_board::template::load(templates_dir.as_deref())
         .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;

@@ -385,6 +385,36 @@ impl RolesConfig {
         }
     }
 
+    /// Refuses a sandboxed command role whose program or an argument is a file
+    /// under a denied path (say, a script kept in the tree's `roles/`): the
+    /// sandbox would refuse its every run. An argument counts when it names a
+    /// file that exists, absolute or relative to the role's `cwd` (else `cwd`,
+    /// the daemon's directory). The runs' own refusal stays the rule; this
+    /// only says so at start.
+    pub fn check_sandbox_paths(&self, cwd: &std::path::Path) -> Result<(), ConfigError> {
+        let denied: Vec<PathBuf> = self.sandbox.denied.iter().filter_map(|d| d.canonicalize().ok()).collect();
+        for (id, r) in &self.roles {
+            let (Some(argv), Some(_)) = (&r.command, self.sandbox.for_role(r)) else { continue };
+            let dir = r.cwd.as_deref().map_or_else(|| cwd.to_path_buf(), |d| cwd.join(d));
+            // The program, and each argument written as a path (`/` in it): a
+            // bare word like `tasks` (a module, a subcommand) is not taken for one.
+            for (i, arg) in argv.iter().enumerate().filter(|(i, a)| *i == 0 || a.contains('/')) {
+                let Ok(file) = dir.join(arg).canonicalize() else { continue };
+                if let Some(d) = denied.iter().find(|d| file.starts_with(d)) {
+                    return Err(ConfigError::new(
+                        format!("roles.{id}.command[{i}]"),
+                        format!(
+                            "{arg:?} is {} under {}, which a sandboxed role may not read; keep it elsewhere, or set roles.{id}.sandbox = false",
+                            file.display(),
+                            d.display()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks every role's `template` names a loaded one.
     pub fn check_templates(
         &self,
@@ -561,5 +591,50 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("roles.w.sandbox: only a `command` role runs as a process"), "{err}");
+    }
+
+    #[test]
+    fn a_sandboxed_role_whose_script_is_under_the_root_is_refused_at_start() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap().join("bb");
+        std::fs::create_dir_all(root.join("roles")).unwrap();
+        std::fs::create_dir_all(root.join("tasks")).unwrap();
+        std::fs::write(root.join("roles/x.py"), "").unwrap();
+        let sandbox =
+            Sandbox::resolve(SandboxConfig { mode: SandboxMode::Landlock, deny: vec![] }, &root, |s: &str| {
+                PathBuf::from(s)
+            })
+            .unwrap();
+        let check = |argv: serde_json::Value, extra: serde_json::Value, cwd: &Path| {
+            let mut role = json!({"command": argv});
+            role.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let role: RoleConfig = serde_json::from_value(role).unwrap();
+            let c = RolesConfig {
+                roles: BTreeMap::from([("w".to_owned(), role)]),
+                sandbox: sandbox.clone(),
+                ..Default::default()
+            };
+            c.check_sandbox_paths(cwd).map_err(|e| e.to_string())
+        };
+        let script = root.join("roles/x.py");
+        let err = check(json!(["python3", script]), json!({}), Path::new("/")).unwrap_err();
+        assert!(
+            err.starts_with(&format!(
+                "roles.w.command[1]: {:?} is {} under {}",
+                script,
+                script.display(),
+                root.display()
+            )),
+            "{err}"
+        );
+        assert!(err.ends_with("or set roles.w.sandbox = false"), "{err}");
+        // Relative to the role's cwd, or to the daemon's.
+        let rel = check(json!(["python3", "roles/x.py"]), json!({"cwd": root}), Path::new("/")).unwrap_err();
+        assert!(rel.starts_with("roles.w.command[1]: \"roles/x.py\""), "{rel}");
+        assert!(check(json!(["python3", "./roles/x.py"]), json!({}), &root).is_err());
+        // Unsandboxed, a bare word, a file elsewhere: fine.
+        check(json!(["python3", script]), json!({"sandbox": false}), Path::new("/")).unwrap();
+        check(json!(["python3", "-m", "tasks"]), json!({}), &root).unwrap();
+        check(json!(["sh", "-c", "true"]), json!({}), &root).unwrap();
     }
 }
