@@ -21,16 +21,23 @@ start_daemon() {
     return 1
 }
 
-# run_task ROOT N LOG: drops the `writing` task bench-N (blueprint bench_linear)
-# into ROOT's inbox and returns once its task.json says completed (15 s at most).
+# run_task ROOT N LOG [QUIET]: drops the `writing` task bench-N (blueprint
+# bench_linear) into ROOT's inbox and returns once its task.json says completed
+# (15 s at most). It polls every 10 ms, a `grep` and a `sleep` each time: two
+# processes started beside the daemon's steps. With QUIET (seconds, e.g. 0.2)
+# it first sleeps that long in one `sleep` started at the drop, so that no
+# process of the harness starts while the task's steps run (they start ~20 ms
+# after the drop and take ~15 ms), as the other systems' harnesses, which block
+# on a pipe or a wait.
 run_task() {
-    local root=$1 n=$2 log=$3
+    local root=$1 n=$2 log=$3 quiet=${4:-}
     # Written beside the tree, not in it, then renamed in: the inbox sees a whole file.
     local tmp
     tmp="$(dirname "$root")/drop.tmp"
     printf '{"taskId":"bench-%s","type":"writing","description":"bench","blueprint_id":"bench_linear","user_input":{"topic":"bench","platform":"general"}}' \
         "$n" >"$tmp"
     mv "$tmp" "$root/inbox/bench-$n.json"
+    [ -z "$quiet" ] || sleep "$quiet"
     for _ in $(seq 1500); do
         grep -q '"status": "completed"' "$root/tasks/bench-$n/task.json" 2>/dev/null && return 0
         sleep 0.01

@@ -12,6 +12,7 @@
 #   TMPDIR=/dev/shm scripts/bench/blueprint-steps.sh # both on tmpfs (fsync is free)
 #   CLAWBOARD_BIN=/tmp/clawboard-x KEEP=/tmp/bs scripts/bench/blueprint-steps.sh
 #   DAEMON_SYNC=false scripts/bench/blueprint-steps.sh  # the daemon without its push to a local bucket
+#   DAEMON_WAIT=both scripts/bench/blueprint-steps.sh   # the harness's two waits for a daemon task, alternating
 #
 # Builds nothing but the Python venv (target/tools/bench-venv: langgraph and
 # langgraph-checkpoint-sqlite from PyPI, pinned below). CLAWBOARD_BIN (default
@@ -34,7 +35,10 @@
 # defaults otherwise: sync to a local directory on, as shipped; DAEMON_SYNC=false
 # turns it off, as LangGraph has nothing like it), started once;
 # each round drops one `writing` task naming bench_linear into its inbox, waits
-# for it to complete, and then for the daemon to go idle (its CPU time still for
+# for it to complete (DAEMON_WAIT=quiet, the default: one `sleep 0.2` started at
+# the drop, then a poll; =poll: a `grep` and a `sleep` every 10 ms from the drop,
+# two processes started beside the task's steps, which slowed its steps 8 and 9;
+# =both: alternating, reported apart), and then for the daemon to go idle (its CPU time still for
 # 100 ms: the push of the task's files to the local bucket done), so that no
 # system's flow runs beside that push (scripts/bench/daemon-steps.sh runs tasks
 # back to back, each beside the previous one's push). Its steps are read from
@@ -152,8 +156,9 @@ for line in Path(log).read_text().splitlines():
     if task and step:
         sync = re.search(r"sync_us=(\d+)", m.group(4))
         steps.setdefault(task.group(1), []).append((m.group(3), int(step.group(1)), t, int(sync.group(1)) / 1000 if sync else None))
+both = len({line.split()[3] for line in Path(drops).read_text().splitlines()}) > 1
 for line in Path(drops).read_text().splitlines():
-    rnd, task, dropped = line.split()
+    rnd, task, dropped, wait = line.split()
     recs = [json.loads(p.read_text()) for p in (Path(root) / "tasks" / task / "attempts").glob("*.json")]
     ok = [r for r in recs if str(r.get("step", "")).startswith("bp/") and r.get("status") == "ok"]
     ev = steps.get(task, [])
@@ -161,7 +166,7 @@ for line in Path(drops).read_text().splitlines():
     ends = [(n, t) for kind, n, t, _ in ev if kind == "the run ended"]
     if len(ok) != 10 or [n for n, _, _ in starts] != list(range(1, 11)) or [n for n, _ in ends] != list(range(1, 11)) or task not in done:
         sys.exit(f"blueprint-steps.sh: daemon task {task}: {len(ok)} ok step attempts, steps {[n for n, _, _ in starts]} started, {[n for n, _ in ends]} ended")
-    print(json.dumps({"system": "clawboard daemon", "round": int(rnd), "starts": [t for _, t, _ in starts],
+    print(json.dumps({"system": f"clawboard daemon ({wait})" if both else "clawboard daemon", "round": int(rnd), "starts": [t for _, t, _ in starts],
                       "ends": [t for _, t in ends], "syncs_ms": [s for _, _, s in starts],
                       "wall": done[task] - float(dropped)}))
 PY
@@ -199,8 +204,15 @@ for r in $(seq 1 "$FLOWS"); do
     t1=$(date +%s.%N)
     task=$(sed -n 's/^task \([^:]*\): blueprint.*/\1/p' "$WORK/run.log" | head -1)
     record_of "$WORK/root" "$task" "$r" "$(python3 -c "print($t1 - $t0)")" "$WORK/run.log" >> "$WORK/results/clawboard.jsonl"
-    echo "$r bench-$r $(date +%s.%N)" >> "$WORK/drops"
-    run_task "$WORK/daemon-root" "$r" "$WORK/daemon.log"
+    case "${DAEMON_WAIT:-quiet}" in
+        poll) wait=poll ;;
+        quiet) wait=quiet ;;
+        both) if [ $((r % 2)) -eq 1 ]; then wait=poll; else wait=quiet; fi ;;
+        *) echo "blueprint-steps.sh: DAEMON_WAIT is poll, quiet or both" >&2; exit 2 ;;
+    esac
+    echo "$r bench-$r $(date +%s.%N) $wait" >> "$WORK/drops"
+    if [ "$wait" = quiet ]; then quiet=0.2; else quiet=; fi
+    run_task "$WORK/daemon-root" "$r" "$WORK/daemon.log" $quiet
     daemon_idle
     for mode in sync async; do
         echo "run $mode" >&"${LG[1]}"
