@@ -7,6 +7,13 @@
 
 use clawboard_tests::{LIFECYCLE_HEAD, Tree, wait_until};
 
+/// Where the daemon points a sandboxed role's TMPDIR when the root is under the
+/// temporary directory (as every test tree is).
+fn private_tmp() -> std::path::PathBuf {
+    let me = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+    std::env::temp_dir().join(format!("clawboard-roles-{me}"))
+}
+
 /// A worker that tries each thing and prints the exit codes in its summary,
 /// `name=code` in order; `probe` is a directory beside the root it may write.
 fn prober(probe: &std::path::Path, secret: &std::path::Path) -> String {
@@ -17,6 +24,8 @@ fn prober(probe: &std::path::Path, secret: &std::path::Path) -> String {
         ("direct", "echo forged > \\\"$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID/direct.md\\\""),
         ("secret", &format!("cat {}", secret.display())),
         ("probe", &format!("echo written > {}/out-$CLAWBOARD_TASK_ID.txt", probe.display())),
+        ("tmp", "rm \\\"$(mktemp)\\\""),
+        ("tmpdir", &format!("test \\\"$TMPDIR\\\" = {}", private_tmp().display())),
         ("api", "printf mine | \\\"$CLAWBOARD_EXE\\\" write tasks/$CLAWBOARD_TASK_ID/notes.md"),
         ("signal", "kill -0 $PPID"),
     ];
@@ -89,7 +98,7 @@ fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
     // and the API open; `kill -0` on the daemon refused (1).
     assert_eq!(
         summary(&t, "t1"),
-        "w: codes token=1 list=2 read=1 direct=2 secret=1 probe=0 api=0 signal=1",
+        "w: codes token=1 list=2 read=1 direct=2 secret=1 probe=0 tmp=0 tmpdir=0 api=0 signal=1",
         "{}",
         err("t1")
     );
@@ -97,10 +106,14 @@ fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
     assert!(!t.root.join("tasks/t1/direct.md").exists());
     assert_eq!(std::fs::read_to_string(t.root.join("tasks/t1/notes.md")).unwrap(), "mine");
     assert_eq!(std::fs::read_to_string(probe.join("out-t1.txt")).unwrap(), "written\n");
+    // The root is under /tmp here, so the sandboxed role's TMPDIR (tmpdir=0) is
+    // the daemon's private directory beside it, only its user's.
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(private_tmp()).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700);
     // The same program with `sandbox = false`: everything the daemon's user may do.
     assert_eq!(
         summary(&t, "t2"),
-        "free: codes token=0 list=0 read=0 direct=0 secret=0 probe=0 api=0 signal=0",
+        "free: codes token=0 list=0 read=0 direct=0 secret=0 probe=0 tmp=0 tmpdir=1 api=0 signal=0",
         "{}",
         err("t2")
     );

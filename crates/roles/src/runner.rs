@@ -174,6 +174,15 @@ async fn run_command(
                 cmd.arg("--deny").arg(d);
             }
             cmd.arg("--program").arg(program(&argv[0], role)).arg("--").args(argv);
+            // Its temporary files somewhere it may make them (a role's own
+            // TMPDIR, set in its `env` below, wins).
+            match crate::sandbox::private_tmp(denied) {
+                Ok(Some(tmp)) => {
+                    cmd.env("TMPDIR", tmp);
+                }
+                Ok(None) => {}
+                Err(e) => return failed(format!("the sandbox's temporary directory: {e}")),
+            }
             cmd
         }
     };

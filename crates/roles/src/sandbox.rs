@@ -172,6 +172,39 @@ fn open(g: &Grant) -> Result<Option<(File, bool)>, SandboxError> {
     Ok((!kind.is_symlink()).then_some((file, kind.is_dir())))
 }
 
+/// The temporary directory for sandboxed roles when the usual one (`$TMPDIR`,
+/// else `/tmp`) is an ancestor of a denied path, where the sandbox would let
+/// them make nothing: `{tmp}/clawboard-roles-{uid}`, made here (mode 700) if
+/// missing, so that it is an entry beside the way down and granted. `None`
+/// when the usual one is open to them. A directory of that name that is not
+/// this user's own real directory is refused, never used.
+pub fn private_tmp(denied: &[PathBuf]) -> Result<Option<PathBuf>, SandboxError> {
+    private_tmp_in(&std::env::temp_dir(), denied)
+}
+
+fn private_tmp_in(tmp: &Path, denied: &[PathBuf]) -> Result<Option<PathBuf>, SandboxError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let tmp = resolve(tmp);
+    if !denied.iter().any(|d| resolve(d).starts_with(&tmp)) {
+        return Ok(None);
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = tmp.join(format!("clawboard-roles-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(SandboxError::Open { path: dir, source: e }),
+    }
+    let m = std::fs::symlink_metadata(&dir).map_err(|e| SandboxError::Open { path: dir.clone(), source: e })?;
+    if !m.is_dir() || m.uid() != uid || m.permissions().mode() & 0o077 != 0 {
+        return Err(SandboxError::Path {
+            path: dir,
+            reason: format!("is not a directory of uid {uid} that only it may use (mode 700); remove it"),
+        });
+    }
+    Ok(Some(dir))
+}
+
 /// Whether this kernel enforces Landlock; the error says why not.
 pub fn check_supported() -> Result<(), SandboxError> {
     Ruleset::default()

@@ -141,3 +141,26 @@ fn a_sandboxed_process_cannot_signal_one_outside_its_sandbox() {
     outside.kill().unwrap();
     outside.wait().unwrap();
 }
+
+#[test]
+fn roles_get_a_private_temporary_directory_only_when_the_root_is_under_the_usual_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tree();
+    let uid = nix::unistd::getuid().as_raw();
+    let mine = t.base.join(format!("clawboard-roles-{uid}"));
+    // The root beside the temporary directory: nothing to do.
+    assert_eq!(private_tmp_in(&t.base.join("other"), std::slice::from_ref(&t.root)).unwrap(), None);
+    assert!(!mine.exists());
+    // Under it: made, mode 700, and found again the next time.
+    for _ in 0..2 {
+        assert_eq!(private_tmp_in(&t.base, std::slice::from_ref(&t.root)).unwrap(), Some(mine.clone()));
+        assert_eq!(std::fs::metadata(&mine).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+    // One that others may use, or a link, is refused rather than used.
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = private_tmp_in(&t.base, std::slice::from_ref(&t.root)).unwrap_err().to_string();
+    assert!(e.ends_with(&format!("is not a directory of uid {uid} that only it may use (mode 700); remove it")), "{e}");
+    std::fs::remove_dir(&mine).unwrap();
+    std::os::unix::fs::symlink(t.base.join("other"), &mine).unwrap();
+    assert!(private_tmp_in(&t.base, std::slice::from_ref(&t.root)).is_err());
+}
