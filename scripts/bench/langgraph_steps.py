@@ -15,9 +15,10 @@
       records give); `async` (LangGraph's default): it is written while the next
       node runs. One warm-up flow of each mode runs first and is not reported.
 
-  langgraph_steps.py stats --results DIR
+  langgraph_steps.py stats --results DIR [DIR ...]
       Reads DIR/*.jsonl (one line per flow, {"system", "round", "starts", "wall"})
-      and prints the markdown tables of blueprint-steps.sh. Systems named
+      and prints the markdown tables of blueprint-steps.sh. Several DIRs (each
+      run's KEEP=X/results) are pooled: every flow of every run counts once. Systems named
       "clawboard" or "clawboard ..." are ours; the goal is checked for each of
       them against each of the others.
 
@@ -104,13 +105,13 @@ def pct(xs, p):
 
 def stats(results):
     flows = {}
-    for f in sorted(Path(results).glob("*.jsonl")):
+    for f in sorted(f for d in results for f in Path(d).glob("*.jsonl")):
         for line in f.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
                 flows.setdefault(r["system"], []).append(r)
     if "clawboard" not in flows:
-        raise SystemExit("langgraph_steps.py: no clawboard flows in " + results)
+        raise SystemExit("langgraph_steps.py: no clawboard flows in " + " ".join(results))
     rows = {}
     for system, fs in flows.items():
         steps = [(b - a) * 1000 for r in fs for a, b in zip(r["starts"], r["starts"][1:])]
@@ -175,7 +176,7 @@ def main():
     s = sub.add_parser("serve")
     s.add_argument("--db", required=True)
     t = sub.add_parser("stats")
-    t.add_argument("--results", required=True)
+    t.add_argument("--results", required=True, nargs="+")
     a = ap.parse_args()
     if a.cmd == "serve":
         serve(a.db)
