@@ -7,6 +7,25 @@
 
 use clawboard_tests::{LIFECYCLE_HEAD, Tree, wait_until};
 
+/// `keys/api-key` (to be named in `sandbox.deny`) and `keys/llm.key` (an LLM
+/// role's key, mode 600) beside the root; returns the first.
+fn secrets(t: &Tree) -> std::path::PathBuf {
+    let keys = t.dir.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let secret = keys.join("api-key");
+    std::fs::write(&secret, "sk-secret").unwrap();
+    let llm = llm_key(&secret);
+    std::fs::write(&llm, "sk-llm").unwrap();
+    std::fs::set_permissions(&llm, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    secret
+}
+
+/// The API key file of an LLM role, beside the `sandbox.deny` secret (not in
+/// `sandbox.deny`): denied because it is the daemon's own.
+fn llm_key(secret: &std::path::Path) -> std::path::PathBuf {
+    secret.with_file_name("llm.key")
+}
+
 /// Where the daemon points a sandboxed role's TMPDIR when the root is under the
 /// temporary directory (as every test tree is).
 fn private_tmp() -> std::path::PathBuf {
@@ -23,6 +42,7 @@ fn prober(probe: &std::path::Path, secret: &std::path::Path) -> String {
         ("read", "cat \\\"$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID/task.json\\\""),
         ("direct", "echo forged > \\\"$CLAWBOARD_ROOT/tasks/$CLAWBOARD_TASK_ID/direct.md\\\""),
         ("secret", &format!("cat {}", secret.display())),
+        ("key", &format!("cat {}", llm_key(secret).display())),
         ("probe", &format!("echo written > {}/out-$CLAWBOARD_TASK_ID.txt", probe.display())),
         ("tmp", "rm \\\"$(mktemp)\\\""),
         ("tmpdir", &format!("test \\\"$TMPDIR\\\" = {}", private_tmp().display())),
@@ -57,6 +77,9 @@ command = ["sh", "-c", "{prober}"]
 command = ["sh", "-c", "{prober}"]
 sandbox = false
 
+[roles.llmx]
+llm = {{ base_url = "http://127.0.0.1:9/v1", model = "m", api_key_file = "{key}" }}
+
 [roles.validator]
 command = {validator}
 
@@ -64,6 +87,7 @@ command = {validator}
 command = {harvester}
 "#,
         prober = prober(probe, secret),
+        key = llm_key(secret).display(),
         validator = ok(r#"{\"score\":9,\"pass\":true}"#),
         harvester = ok(r#"{\"experiences\":[]}"#),
     )
@@ -79,12 +103,10 @@ fn summary(t: &Tree, task: &str) -> String {
 fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
     let t = Tree::init();
     let probe = t.dir.path().join("probe");
-    let keys = t.dir.path().join("keys");
     std::fs::create_dir_all(&probe).unwrap();
-    std::fs::create_dir_all(&keys).unwrap();
-    let secret = keys.join("api-key");
-    std::fs::write(&secret, "sk-secret").unwrap();
-    let sandbox = format!("[sandbox]\nmode = \"landlock\"\ndeny = [\"{}\"]", keys.display());
+    let secret = secrets(&t);
+    // The secret by name; the LLM key beside it only because it is the daemon's.
+    let sandbox = format!("[sandbox]\nmode = \"landlock\"\ndeny = [\"{}\"]", secret.display());
     t.config(&config(&sandbox, &probe, &secret));
     let d = t.daemon();
     t.drop_task("t1.json", r#"{"taskId":"t1","type":"coding","description":"probe the sandbox"}"#);
@@ -98,7 +120,7 @@ fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
     // and the API open; `kill -0` on the daemon refused (1).
     assert_eq!(
         summary(&t, "t1"),
-        "w: codes token=1 list=2 read=1 direct=2 secret=1 probe=0 tmp=0 tmpdir=0 api=0 signal=1",
+        "w: codes token=1 list=2 read=1 direct=2 secret=1 key=1 probe=0 tmp=0 tmpdir=0 api=0 signal=1",
         "{}",
         err("t1")
     );
@@ -113,7 +135,7 @@ fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
     // The same program with `sandbox = false`: everything the daemon's user may do.
     assert_eq!(
         summary(&t, "t2"),
-        "free: codes token=0 list=0 read=0 direct=0 secret=0 probe=0 tmp=0 tmpdir=1 api=0 signal=0",
+        "free: codes token=0 list=0 read=0 direct=0 secret=0 key=0 probe=0 tmp=0 tmpdir=1 api=0 signal=0",
         "{}",
         err("t2")
     );
@@ -125,7 +147,7 @@ fn a_sandboxed_role_reaches_the_tree_only_through_the_daemon() {
 fn bad_sandbox_settings_stop_the_daemon_from_starting_and_name_the_key() {
     let t = Tree::init();
     let probe = t.dir.path().join("probe");
-    let secret = t.dir.path().join("secret");
+    let secret = secrets(&t);
     for (sandbox, want) in [
         ("[sandbox]\nmode = \"on\"", "unknown variant `on`, expected `off` or `landlock`"),
         ("[sandbox]\nmode = \"landlock\"\ndeny = [\"keys\"]", "key sandbox.deny[0]: \"keys\": is not an absolute path"),
@@ -147,4 +169,39 @@ fn bad_sandbox_settings_stop_the_daemon_from_starting_and_name_the_key() {
     let r = t.run(&["--config", cfg.to_str().unwrap(), "daemon"]);
     r.expect_code(2);
     assert!(r.stderr.contains("key roles.reviewer.sandbox: only a `command` role runs as a process"), "{}", r.stderr);
+}
+
+/// The sandbox denies the root the daemon serves. A SIGHUP whose config names
+/// another root (here `root` in the file, the daemon started without `--root`)
+/// is refused, so the deny list cannot move off the served tree.
+#[test]
+fn a_reload_that_names_another_root_is_refused_and_the_served_root_stays_denied() {
+    let t = Tree::init();
+    let probe = t.dir.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let secret = secrets(&t);
+    let other = t.dir.path().join("other-root");
+    let text = |root: &std::path::Path| {
+        format!("root = \"{}\"\n{}", root.display(), config("[sandbox]\nmode = \"landlock\"", &probe, &secret))
+    };
+    let cfg = t.config(&text(&t.root));
+    let log = t.dir.path().join("daemon.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let child = t
+        .command_no_root(&["--config", cfg.to_str().unwrap(), "daemon"])
+        .stdin(std::process::Stdio::null())
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    let d = clawboard_tests::Daemon { child, log };
+    wait_until(20, "the daemon's API", || t.daemon_status().is_some());
+    std::fs::write(&cfg, text(&other)).unwrap();
+    d.signal("HUP");
+    wait_until(10, "the reload's refusal", || d.output().contains("restart it to change the root"));
+    t.drop_task("t1.json", r#"{"taskId":"t1","type":"coding","description":"probe after the reload"}"#);
+    wait_until(30, "the task to end", || matches!(t.status_of("t1").as_str(), "completed" | "failed"));
+    assert!(summary(&t, "t1").starts_with("w: codes token=1 list=2 read=1 direct=2"), "{}", d.output());
+    assert!(!other.exists(), "nothing was made at the other root");
+    assert_eq!(d.stop(), 0);
 }

@@ -283,11 +283,13 @@ fn config_origin(file: Option<&Path>) -> String {
     file.map_or("config".to_owned(), |p| p.display().to_string())
 }
 
-/// Fails when a command role is to run sandboxed (`[sandbox]`) on a kernel that
-/// enforces no Landlock; the daemon and `clawboard run` check it before they start.
+/// `[sandbox]` checked where the sandbox will run (`RolesConfig::check_sandbox`):
+/// the daemon (also at SIGHUP) and `clawboard run` check it before they start.
 pub fn check_sandbox(s: &Settings) -> anyhow::Result<()> {
+    // Without a current directory (it was removed) only absolute paths can be checked.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     s.roles
-        .check_sandbox_supported()
+        .check_sandbox(&cwd)
         .map_err(|e| BadInput(format!("{}: key {e}", config_origin(s.config_file.as_deref()))).into())
 }
 
@@ -332,9 +334,6 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let absolute_root =
         std::path::absolute(&root).with_context(|| format!("the blackboard root {}", root.display()))?;
     roles.sandbox = clawboard_roles::Sandbox::resolve(file.sandbox, &absolute_root, expand).map_err(bad)?;
-    // Without a current directory (it was removed) only absolute paths can be checked.
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    roles.check_sandbox_paths(&cwd).map_err(bad)?;
     let templates_dir = file.board.templates.as_deref().map(relative_to_config);
     let templates = clawboard_board::template::load(templates_dir.as_deref())
         .map_err(|e| BadInput(format!("{origin}: key board.templates: {e}")))?;
@@ -365,6 +364,27 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         clawboard_archive::ArchiveConfig::resolve(file.archive, file.harvest, git_token, expand).map_err(bad)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, expand, &origin)?;
     let retention = retention::resolve(file.retention, config_file.as_deref(), expand, &origin)?;
+    // The daemon's own secrets and its local bucket are denied to sandboxed
+    // roles as the root is, wherever they are (docs/SANDBOX.md).
+    let own = roles.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.clone());
+    let own = own.chain(match &archive.settings.token {
+        clawboard_archive::Token::File(p) => Some(p.clone()),
+        _ => None,
+    });
+    let own = own.chain(archive.settings.ssh_key.clone());
+    let own = own.chain(match &github.token {
+        clawboard_github::TokenSource::File(p) => Some(p.clone()),
+        clawboard_github::TokenSource::Env { .. } => None,
+    });
+    let own = own.chain(match &review.web.token {
+        review::WebToken::File(p) => Some(p.clone()),
+        review::WebToken::Inline(_) => None,
+    });
+    let own = own.chain(match &sync.backend {
+        clawboard_sync::Backend::Dir(d) => Some(root.join(d)),
+        clawboard_sync::Backend::S3(_) => None,
+    });
+    roles.sandbox.deny_also(own);
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
     {

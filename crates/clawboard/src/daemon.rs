@@ -167,6 +167,8 @@ fn write_person_token(root: &std::path::Path) -> anyhow::Result<String> {
 
 /// Runs the daemon until SIGTERM/SIGINT; `args` is kept to reload the config on SIGHUP.
 pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
+    // The root as the config gave it: a reload that names another is refused.
+    let configured_root = settings.root.clone();
     let (_, report) = Store::init(&settings.root)?;
     let root = report.root.clone();
     check_state_dir(&root)?;
@@ -351,7 +353,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
-            _ = hup.recv() => reload(&args, &dispatcher),
+            _ = hup.recv() => reload(&args, &configured_root, &dispatcher),
             Some((name, done)) = jobs.join_next() => {
                 // A job ended before the stop: that is a critical failure.
                 let err = done.err().unwrap_or_else(|| anyhow::anyhow!("{name} stopped unexpectedly"));
@@ -387,9 +389,20 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     }
 }
 
-fn reload(args: &GlobalArgs, dispatcher: &Arc<dispatch::Dispatcher>) {
+fn reload(args: &GlobalArgs, root: &Path, dispatcher: &Arc<dispatch::Dispatcher>) {
     systemd::reloading();
-    match config::resolve(args, &config::Env::from_process()).and_then(|s| config::check_sandbox(&s).map(|()| s)) {
+    let resolved = config::resolve(args, &config::Env::from_process()).and_then(|s| {
+        // The tree, its lock and the sandbox's deny list are the running root's.
+        anyhow::ensure!(
+            s.root == root,
+            "it names the root {}, but this daemon serves {}; restart it to change the root",
+            s.root.display(),
+            root.display()
+        );
+        config::check_sandbox(&s)?;
+        Ok(s)
+    });
+    match resolved {
         Ok(s) => {
             dispatcher.engine.set_templates(s.templates.clone());
             dispatcher.engine.set_blueprints(s.blueprints.clone());

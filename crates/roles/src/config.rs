@@ -227,7 +227,8 @@ impl Sandbox {
         root: &std::path::Path,
         expand: impl Fn(&str) -> PathBuf,
     ) -> Result<Sandbox, ConfigError> {
-        let mut denied = vec![root.to_path_buf()];
+        // Through its links and `..` as far as it exists; checked at start (check_sandbox).
+        let mut denied = vec![crate::sandbox::resolve(root)];
         for (i, d) in c.deny.iter().enumerate() {
             let path = expand(d);
             crate::sandbox::Denied::new([path.clone()])
@@ -235,6 +236,19 @@ impl Sandbox {
             denied.push(path);
         }
         Ok(Sandbox { mode: c.mode, denied: std::sync::Arc::new(denied) })
+    }
+
+    /// Denies `paths` too (made absolute), but for those already beneath a
+    /// denied path: the daemon's own key and token files and its local bucket.
+    pub fn deny_also(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        let mut denied = (*self.denied).clone();
+        for p in paths {
+            let p = crate::sandbox::resolve(&std::path::absolute(&p).unwrap_or(p));
+            if !denied.iter().any(|d| p.starts_with(d)) {
+                denied.push(p);
+            }
+        }
+        self.denied = std::sync::Arc::new(denied);
     }
 
     /// The paths `role`'s process may not touch, when it runs sandboxed: a
@@ -362,10 +376,14 @@ impl RolesConfig {
         Ok(())
     }
 
-    /// Fails, naming the key that asks for it, when some command role is to run
-    /// sandboxed and this kernel enforces no Landlock: the daemon and `clawboard
-    /// run` then do not start, rather than fail each of that role's runs.
-    pub fn check_sandbox_supported(&self) -> Result<(), ConfigError> {
+    /// What the daemon and `clawboard run` check before they start, when some
+    /// command role is to run sandboxed, so that they do not start rather than
+    /// fail each of that role's runs: the kernel enforces Landlock (the error
+    /// names the key that asks for the sandbox), every denied path is one
+    /// (absolute, no `..`) and the way down to it can be listed, and no
+    /// sandboxed role's program or script is under a denied path
+    /// ([`RolesConfig::check_sandbox_paths`], relative to `cwd`).
+    pub fn check_sandbox(&self, cwd: &std::path::Path) -> Result<(), ConfigError> {
         let Some((id, role)) = self.roles.iter().find(|(_, r)| self.sandbox.for_role(r).is_some()) else {
             return Ok(());
         };
@@ -373,7 +391,11 @@ impl RolesConfig {
             let key =
                 if role.sandbox == Some(true) { format!("roles.{id}.sandbox") } else { "sandbox.mode".to_owned() };
             ConfigError::new(key, e.to_string())
-        })
+        })?;
+        crate::sandbox::Denied::new(self.sandbox.denied.iter().cloned())
+            .and_then(|d| d.grants())
+            .map_err(|e| ConfigError::new("sandbox", e.to_string()))?;
+        self.check_sandbox_paths(cwd)
     }
 
     /// True when the lifecycle keeps tasks' boards under this config.
@@ -392,14 +414,24 @@ impl RolesConfig {
     /// the daemon's directory). The runs' own refusal stays the rule; this
     /// only says so at start.
     pub fn check_sandbox_paths(&self, cwd: &std::path::Path) -> Result<(), ConfigError> {
-        let denied: Vec<PathBuf> = self.sandbox.denied.iter().filter_map(|d| d.canonicalize().ok()).collect();
+        let denied: Vec<PathBuf> = self.sandbox.denied.iter().map(|d| crate::sandbox::resolve(d)).collect();
         for (id, r) in &self.roles {
             let (Some(argv), Some(_)) = (&r.command, self.sandbox.for_role(r)) else { continue };
             let dir = r.cwd.as_deref().map_or_else(|| cwd.to_path_buf(), |d| cwd.join(d));
-            // The program, and each argument written as a path (`/` in it): a
-            // bare word like `tasks` (a module, a subcommand) is not taken for one.
-            for (i, arg) in argv.iter().enumerate().filter(|(i, a)| *i == 0 || a.contains('/')) {
-                let Ok(file) = dir.join(arg).canonicalize() else { continue };
+            // The program as found on PATH, and each argument written as a path
+            // (`/` in it, after a `--flag=` if any): a bare word like `tasks` (a
+            // module, a subcommand) is not taken for one.
+            let program = crate::runner::program(&argv[0], r);
+            let paths = std::iter::once((0, program.as_os_str().to_string_lossy().into_owned())).chain(
+                argv.iter().enumerate().skip(1).filter_map(|(i, a)| {
+                    let path =
+                        a.split_once('=').filter(|(flag, _)| flag.starts_with('-')).map_or(a.as_str(), |(_, p)| p);
+                    path.contains('/').then(|| (i, path.to_owned()))
+                }),
+            );
+            for (i, path) in paths {
+                let arg = &argv[i];
+                let Ok(file) = dir.join(&path).canonicalize() else { continue };
                 if let Some(d) = denied.iter().find(|d| file.starts_with(d)) {
                     return Err(ConfigError::new(
                         format!("roles.{id}.command[{i}]"),
@@ -636,5 +668,28 @@ mod tests {
         check(json!(["python3", script]), json!({"sandbox": false}), Path::new("/")).unwrap();
         check(json!(["python3", "-m", "tasks"]), json!({}), &root).unwrap();
         check(json!(["sh", "-c", "true"]), json!({}), &root).unwrap();
+    }
+
+    #[test]
+    fn the_daemons_own_files_are_denied_too_and_bad_denied_paths_stop_the_start() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().canonicalize().unwrap();
+        let root = base.join("bb");
+        std::fs::create_dir_all(&root).unwrap();
+        let on = SandboxConfig { mode: SandboxMode::Landlock, deny: vec![] };
+        let mut sandbox = Sandbox::resolve(on.clone(), &root, |s: &str| PathBuf::from(s)).unwrap();
+        // A key beside the root is added; the web token inside the root is already denied.
+        sandbox.deny_also([base.join("keys/openai.key"), root.join(".clawboard/web-token")]);
+        assert_eq!(*sandbox.denied, vec![root.clone(), base.join("keys/openai.key")]);
+        let roles = |sandbox: Sandbox| RolesConfig {
+            roles: BTreeMap::from([("w".to_owned(), serde_json::from_value(json!({"command": ["sh"]})).unwrap())]),
+            sandbox,
+            ..Default::default()
+        };
+        roles(sandbox).check_sandbox(&base).unwrap();
+        // A root given with `..` through a part that does not exist cannot be denied.
+        let odd = Sandbox::resolve(on, &base.join("gone/../bb"), |s: &str| PathBuf::from(s)).unwrap();
+        let err = roles(odd).check_sandbox(&base).unwrap_err().to_string();
+        assert!(err.starts_with("sandbox: ") && err.ends_with("has a `..` component"), "{err}");
     }
 }

@@ -18,8 +18,7 @@ use crate::config::{HttpConfig, RoleConfig};
 mod llm;
 mod program;
 
-use program::program;
-pub(crate) use program::{forget_programs, own_exe, resolve_programs};
+pub(crate) use program::{forget_programs, own_exe, program, resolve_programs};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -176,12 +175,14 @@ async fn run_command(
             cmd.arg("--program").arg(program(&argv[0], role)).arg("--").args(argv);
             // Its temporary files somewhere it may make them (a role's own
             // TMPDIR, set in its `env` below, wins).
-            match crate::sandbox::private_tmp(denied) {
-                Ok(Some(tmp)) => {
-                    cmd.env("TMPDIR", tmp);
+            if !role.env.contains_key("TMPDIR") {
+                match crate::sandbox::private_tmp(denied) {
+                    Ok(Some(tmp)) => {
+                        cmd.env("TMPDIR", tmp);
+                    }
+                    Ok(None) => {}
+                    Err(e) => return failed(format!("the sandbox's temporary directory: {e}")),
                 }
-                Ok(None) => {}
-                Err(e) => return failed(format!("the sandbox's temporary directory: {e}")),
             }
             cmd
         }

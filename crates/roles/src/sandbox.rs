@@ -32,15 +32,22 @@ use landlock::{
 pub const EXEC_COMMAND: &str = "__sandbox-exec";
 
 /// The newest Landlock ABI whose rights the sandbox handles: file system rights
-/// through `IOCTL_DEV` (ABI 5) and the signal scope (ABI 6). On an older kernel
-/// the rights it lacks are not handled (best effort), never an error.
+/// through `IOCTL_DEV` (ABI 5) and the signal scope (ABI 6). Not later: ABI 9's
+/// `RESOLVE_UNIX` would cut roles off the daemon's API socket in the root. On
+/// an older kernel the rights it lacks beyond [`ABI_NEEDED`] are not handled
+/// (best effort).
 const ABI_USED: ABI = ABI::V6;
+
+/// The oldest Landlock ABI the sandbox runs on (Linux 6.2): before ABI 3,
+/// `truncate(2)` on a path was not a right Landlock handled, so a role could
+/// empty any file of the tree by its name.
+const ABI_NEEDED: ABI = ABI::V3;
 
 /// Why a sandbox could not be set up. The role is then not started.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
-        "Landlock is not enforced by this kernel ({0}); the sandbox needs Linux 5.13 or later with Landlock among its LSMs (lsm=...,landlock)"
+        "this kernel does not enforce Landlock's ABI 3 ({0}); the sandbox needs Linux 6.2 or later with Landlock among its LSMs (lsm=...,landlock)"
     )]
     Unsupported(String),
     #[error("{path:?}: {reason}")]
@@ -142,7 +149,7 @@ impl Denied {
 }
 
 /// `p` with the symlinks of its longest existing prefix resolved.
-fn resolve(p: &Path) -> PathBuf {
+pub(crate) fn resolve(p: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut head = p;
     loop {
@@ -185,7 +192,9 @@ pub fn private_tmp(denied: &[PathBuf]) -> Result<Option<PathBuf>, SandboxError> 
 fn private_tmp_in(tmp: &Path, denied: &[PathBuf]) -> Result<Option<PathBuf>, SandboxError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let tmp = resolve(tmp);
-    if !denied.iter().any(|d| resolve(d).starts_with(&tmp)) {
+    // Only a denied path strictly beneath it cuts it off; one that is the
+    // temporary directory itself, or above it, leaves nothing to make there.
+    if !denied.iter().map(|d| resolve(d)).any(|d| d != tmp && d.starts_with(&tmp)) {
         return Ok(None);
     }
     let uid = nix::unistd::getuid().as_raw();
@@ -209,8 +218,8 @@ fn private_tmp_in(tmp: &Path, denied: &[PathBuf]) -> Result<Option<PathBuf>, San
 pub fn check_supported() -> Result<(), SandboxError> {
     Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(ABI::V1))?
-        .create()
+        .handle_access(AccessFs::from_all(ABI_NEEDED))
+        .and_then(Ruleset::create)
         .map(drop)
         .map_err(|e| SandboxError::Unsupported(e.to_string()))
 }
@@ -220,8 +229,8 @@ pub fn check_supported() -> Result<(), SandboxError> {
 pub enum Enforced {
     /// Every right the sandbox handles.
     Fully,
-    /// An older kernel: the rights it knows (e.g. without `TRUNCATE` before
-    /// Linux 6.2, or without the signal scope before 6.12).
+    /// An older kernel (Landlock ABI 3 to 5, Linux 6.2 to 6.11): without the
+    /// signal scope, or without `IOCTL_DEV` before 6.10.
     Partly,
 }
 
@@ -232,10 +241,14 @@ pub enum Enforced {
 pub fn restrict_self(denied: &Denied) -> Result<Enforced, SandboxError> {
     let grants = denied.grants()?;
     let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI_NEEDED))
+        .map_err(|e| SandboxError::Unsupported(e.to_string()))?
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_USED))?
         .scope(Scope::Signal)?
-        .create()?;
+        .create()
+        .map_err(|e| SandboxError::Unsupported(e.to_string()))?;
     for g in &grants {
         let Some((file, dir)) = open(g)? else { continue };
         let access = if dir { AccessFs::from_all(ABI_USED) } else { AccessFs::from_file(ABI_USED) };

@@ -64,7 +64,7 @@ fn search_path(program: &str, path: &OsStr) -> Option<PathBuf> {
 
 /// The file `role`'s command runs: `name` looked up on the role's own PATH if
 /// its env sets one (the process runs with it), else on this process's.
-pub(super) fn program(name: &str, role: &RoleConfig) -> PathBuf {
+pub(crate) fn program(name: &str, role: &RoleConfig) -> PathBuf {
     match role.env.get("PATH") {
         Some(p) => on_path(name, Some(OsStr::new(p))),
         None => on_path(name, std::env::var_os("PATH").as_deref()),
