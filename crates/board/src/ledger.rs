@@ -72,10 +72,15 @@ pub struct Entry {
     /// while it runs, and for a run a crash cut short.
     #[serde(default)]
     pub full_tokens: Option<u64>,
-    /// `handed` when given to the role; then `ok`, `failed`; or `over_budget` (never sent).
+    /// `handed` when given to the role; then `ok`, `failed`; or `over_budget` (never
+    /// sent), or `recut`: over its budget in the model's own count, cut again (never sent).
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The slice in the model's own tokens, for a model whose provider counts
+    /// them (`[llm.providers.*] count_tokens`); the budget holds in this count too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_tokens: Option<u64>,
 }
 
 impl Entry {
@@ -106,6 +111,7 @@ impl Entry {
             full_tokens,
             outcome: "handed".to_owned(),
             usage: None,
+            model_tokens: None,
         }
     }
 }
@@ -167,7 +173,7 @@ fn numbers(store: &Store, task: &str) -> Result<Vec<u64>> {
 /// Totals over `entries` (slices never sent are not counted as sent).
 pub fn totals(entries: &[Entry]) -> Totals {
     let mut t = Totals::default();
-    for e in entries.iter().filter(|e| e.outcome != "over_budget") {
+    for e in entries.iter().filter(|e| !matches!(e.outcome.as_str(), "over_budget" | "recut")) {
         t.slices += 1;
         t.slice_tokens += e.tokens;
         t.full_tokens += e.full_tokens.unwrap_or(0);

@@ -40,6 +40,9 @@ pub struct FileConfig {
     pub lifecycle: clawboard_roles::LifecycleConfig,
     #[serde(default)]
     pub roles: std::collections::BTreeMap<String, clawboard_roles::RoleConfig>,
+    /// `[llm.providers.*]`: the model endpoints roles name.
+    #[serde(default)]
+    pub llm: clawboard_roles::LlmSection,
     #[serde(default)]
     pub node: NodeConfig,
     #[serde(default)]
@@ -329,7 +332,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
             _ => p,
         }
     };
-    let mut roles = clawboard_roles::RolesConfig::resolve(file.lifecycle, file.roles).map_err(bad)?;
+    let mut roles =
+        clawboard_roles::RolesConfig::resolve_with(file.lifecycle, file.roles, file.llm, |v| env.named(v))
+            .map_err(bad)?;
     roles.resolve_key_files(relative_to_config).map_err(bad)?;
     let absolute_root =
         std::path::absolute(&root).with_context(|| format!("the blackboard root {}", root.display()))?;
@@ -367,6 +372,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     // The daemon's own secrets and its local bucket are denied to sandboxed
     // roles as the root is, wherever they are (docs/SANDBOX.md).
     let own = roles.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.clone());
+    let own = own.chain(roles.llm.providers.values().filter_map(|p| p.api_key_file.clone()));
     let own = own.chain(match &archive.settings.token {
         clawboard_archive::Token::File(p) => Some(p.clone()),
         _ => None,

@@ -42,6 +42,18 @@ pub mod serde_str {
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format!("{}ms", d.as_millis()))
     }
+
+    /// The same for an optional duration (`#[serde(default, with = "serde_str::option")]`).
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer};
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            let s = String::deserialize(d)?;
+            super::super::parse_duration(&s).map(Some).map_err(serde::de::Error::custom)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use serde::Deserialize;
 pub mod llm;
 mod sandbox;
 
-pub use llm::{ApiKey, LlmConfig};
+pub use llm::{ApiKey, CountTokens, LlmConfig, LlmProvider, LlmSection, ReplyFormat};
 pub use sandbox::{Sandbox, SandboxConfig, SandboxMode};
 
 fn secs(n: u64) -> Duration {
@@ -199,6 +199,8 @@ pub struct RolesConfig {
     pub roles: BTreeMap<String, RoleConfig>,
     /// Which command roles run under Landlock, denied what (`[sandbox]`).
     pub sandbox: Sandbox,
+    /// `[llm.providers.*]`, already applied to the roles that name them.
+    pub llm: LlmSection,
 }
 
 impl RolesConfig {
@@ -207,7 +209,25 @@ impl RolesConfig {
         lifecycle: LifecycleConfig,
         roles: BTreeMap<String, RoleConfig>,
     ) -> Result<RolesConfig, ConfigError> {
-        let c = RolesConfig { lifecycle, roles, sandbox: Sandbox::default() };
+        Self::resolve_with(lifecycle, roles, LlmSection::default(), |_| None)
+    }
+
+    /// [`RolesConfig::resolve`] with `[llm]`: each provider takes the
+    /// environment's overrides (`env`), and each role that names one takes its
+    /// endpoint, model, key and limits.
+    pub fn resolve_with(
+        lifecycle: LifecycleConfig,
+        mut roles: BTreeMap<String, RoleConfig>,
+        llm: LlmSection,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<RolesConfig, ConfigError> {
+        let llm = llm.resolve(env)?;
+        for (id, r) in &mut roles {
+            if let Some(l) = &mut r.llm {
+                l.apply_provider(id, &llm)?;
+            }
+        }
+        let c = RolesConfig { lifecycle, roles, sandbox: Sandbox::default(), llm };
         c.check()?;
         Ok(c)
     }
@@ -300,6 +320,15 @@ impl RolesConfig {
     /// Resolves each `llm` role's `api_key_file` with `resolve` (`~`, relative to
     /// the config file) and checks it is a regular file only its owner can read.
     pub fn resolve_key_files(&mut self, resolve: impl Fn(&str) -> std::path::PathBuf) -> Result<(), ConfigError> {
+        for (name, p) in &mut self.llm.providers {
+            if let Some(f) = &p.api_key_file {
+                let path = resolve(&f.to_string_lossy());
+                p.api_key_file = Some(path.clone());
+                let mut probe = LlmConfig::from_provider(name, p);
+                probe.api_key_file = Some(path);
+                probe.check_key_file(name)?;
+            }
+        }
         for (id, r) in &mut self.roles {
             if let Some(l) = &mut r.llm {
                 l.resolve_key_file(&resolve);
@@ -429,12 +458,111 @@ mod tests {
     }
 
     #[test]
-    fn llm_without_model_or_with_unknown_fields_does_not_parse() {
-        let no_model = serde_json::from_value::<RoleConfig>(llm_role(json!({"base_url": "http://h/v1"})));
-        assert!(no_model.unwrap_err().to_string().contains("missing field `model`"));
+    fn llm_without_model_or_with_unknown_fields_is_refused() {
+        let no_model = serde_json::from_value::<RoleConfig>(llm_role(json!({"base_url": "http://h/v1"}))).unwrap();
+        let err = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), no_model)]));
+        assert_eq!(err.unwrap_err().to_string(), "roles.w.llm.model: is empty; name the model, e.g. \"qwen2.5:7b\"");
+        let no_url = serde_json::from_value::<RoleConfig>(llm_role(json!({"model": "m"}))).unwrap();
+        let err = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), no_url)]));
+        assert!(err.unwrap_err().to_string().starts_with("roles.w.llm.base_url: is required"));
         let typo = serde_json::from_value::<RoleConfig>(llm_role(
             json!({"base_url": "http://h/v1", "model": "m", "modle": "x"}),
         ));
+        assert!(typo.unwrap_err().to_string().contains("unknown field `modle`"));
+    }
+
+    fn providers(toml_text: &str) -> LlmSection {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    fn resolve_llm(
+        role: serde_json::Value,
+        section: LlmSection,
+        env: &[(&str, &str)],
+    ) -> Result<RolesConfig, ConfigError> {
+        let role: RoleConfig = serde_json::from_value(llm_role(role)).unwrap();
+        let env: BTreeMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        RolesConfig::resolve_with(
+            LifecycleConfig::default(),
+            BTreeMap::from([("w".to_owned(), role)]),
+            section,
+            |k| env.get(k).cloned(),
+        )
+    }
+
+    #[test]
+    fn a_role_takes_its_providers_endpoint_model_key_and_limits() {
+        let section = providers(
+            r#"
+            [providers.local]
+            base_url = "http://127.0.0.1:8080/v1"
+            model = "gemma-3-270m"
+            api_key_env = "LOCAL_KEY"
+            count_tokens = "llama_cpp"
+            reply_format = "json_object"
+            max_wait = "5s"
+            http_retries = 1
+            "#,
+        );
+        let c = resolve_llm(json!({"provider": "local", "temperature": 0.3}), section.clone(), &[]).unwrap();
+        let l = c.roles["w"].llm.as_ref().unwrap();
+        assert_eq!((l.base_url.as_str(), l.model.as_str()), ("http://127.0.0.1:8080/v1", "gemma-3-270m"));
+        assert_eq!(l.api_key_env.as_deref(), Some("LOCAL_KEY"));
+        assert_eq!((l.max_wait(), l.http_retries()), (Duration::from_secs(5), 1));
+        assert_eq!((l.count_tokens, l.reply_format()), (CountTokens::LlamaCpp, ReplyFormat::JsonObject));
+        assert_eq!(l.who(), "provider local (gemma-3-270m)");
+        // A key error names the provider's key, where it is set.
+        let err = l.api_key_from("w", |_| None).unwrap_err().to_string();
+        assert_eq!(err, "the environment variable LOCAL_KEY (llm.providers.local.api_key_env) is not set or empty");
+
+        // The role's own model and limits win; the environment overrides the provider.
+        let c = resolve_llm(
+            json!({"provider": "local", "model": "bigger", "http_retries": 4, "reply_format": "json_schema"}),
+            section.clone(),
+            &[("CLAWBOARD_LLM_LOCAL_BASE_URL", "http://127.0.0.1:9999/v1"), ("CLAWBOARD_LLM_LOCAL_MODEL", "other")],
+        )
+        .unwrap();
+        let l = c.roles["w"].llm.as_ref().unwrap();
+        assert_eq!((l.base_url.as_str(), l.model.as_str()), ("http://127.0.0.1:9999/v1", "bigger"));
+        assert_eq!((l.http_retries(), l.reply_format()), (4, ReplyFormat::JsonSchema));
+        assert_eq!(c.llm.providers["local"].model, "other");
+    }
+
+    #[test]
+    fn a_bad_provider_or_a_role_that_repeats_it_is_refused_with_the_key() {
+        let section = providers("[providers.local]\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n");
+        for (role, want) in [
+            (
+                json!({"provider": "remote"}),
+                "roles.w.llm.provider: \"remote\" is not a provider; define [llm.providers.remote] (defined: local)",
+            ),
+            (
+                json!({"provider": "local", "base_url": "http://other/v1"}),
+                "roles.w.llm.base_url: is the provider's; set it in [llm.providers.local], or drop `provider`",
+            ),
+            (
+                json!({"provider": "local", "api_key_env": "K"}),
+                "roles.w.llm.api_key_env: is the provider's; set it in [llm.providers.local], or drop `provider`",
+            ),
+            (json!({"provider": "local", "max_completion_tokens": 0}), "roles.w.llm.max_completion_tokens: 0 is out of range"),
+            (json!({"provider": "local", "reply_schema": "x"}), "roles.w.llm.reply_schema: must be a table"),
+            (
+                json!({"provider": "local", "reply_schema": {"type": "object"}, "reply_format": "text"}),
+                "roles.w.llm.reply_schema: is sent only with reply_format = \"json_schema\", not \"text\"",
+            ),
+        ] {
+            let err = resolve_llm(role.clone(), section.clone(), &[]).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{role}: {err}");
+        }
+        // The provider's own section is checked, also after the environment's override.
+        let bad = providers("[providers.local]\nbase_url = \"ftp://h\"\nmodel = \"m\"\n");
+        let err = resolve_llm(json!({"provider": "local"}), bad, &[]).unwrap_err().to_string();
+        assert_eq!(err, "llm.providers.local.base_url: \"ftp://h\" is not an http:// or https:// URL");
+        let err = resolve_llm(json!({"provider": "local"}), section, &[("CLAWBOARD_LLM_LOCAL_BASE_URL", "http://h/v1/chat/completions")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("llm.providers.local.base_url: \"http://h/v1/chat/completions\" is the whole endpoint"), "{err}");
+        let typo: Result<LlmSection, _> = toml::from_str("[providers.local]\nbase_url = \"http://h\"\nmodle = \"m\"\n");
         assert!(typo.unwrap_err().to_string().contains("unknown field `modle`"));
     }
 
@@ -449,6 +577,6 @@ mod tests {
         .unwrap();
         let c = RolesConfig::resolve(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), role)])).unwrap();
         let llm = c.roles["w"].llm.as_ref().unwrap();
-        assert_eq!((llm.max_wait, llm.http_retries), (Duration::from_secs(30), 2));
+        assert_eq!((llm.max_wait(), llm.http_retries()), (Duration::from_secs(30), 2));
     }
 }

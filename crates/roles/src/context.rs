@@ -19,6 +19,8 @@ pub struct StepInfo {
     pub extra: Map<String, Value>,
     /// A blueprint step's own slice, retries and fallback, in place of its role's.
     pub plan: Option<StepPlan>,
+    /// The shape its reply must have; `None`: the one its `kind` prints.
+    pub reply: Option<crate::reply::ReplyShape>,
 }
 
 /// What a blueprint step sets for itself (seed 001) instead of taking it from its

@@ -21,6 +21,7 @@
 //! - [`runner`]: one run of a role; timeouts kill the process group; `runner/llm.rs`
 //!   asks a chat-completions endpoint (docs/LLM.md).
 //! - [`context`]: the JSON a role receives. [`output`]: what it must print.
+//!   [`reply`]: that shape as a JSON Schema, which an `llm` role's model is asked to fit.
 //! - [`status_page`]: the progress page, `status.md`.
 //! - [`sandbox`]: the Landlock sandbox of command roles (`[sandbox]`).
 
@@ -30,10 +31,11 @@ pub mod context;
 pub mod engine;
 pub mod intake;
 pub mod output;
+pub mod reply;
 pub mod runner;
 pub mod sandbox;
 pub mod status_page;
 
-pub use config::{LifecycleConfig, RoleConfig, RolesConfig, Sandbox, SandboxConfig, SandboxMode};
+pub use config::{LifecycleConfig, LlmSection, RoleConfig, RolesConfig, Sandbox, SandboxConfig, SandboxMode};
 pub use engine::step::clear_active_instances;
 pub use engine::{Engine, Outcome, Shutdown};

@@ -14,8 +14,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::config::{HttpConfig, RoleConfig};
+use crate::reply::ReplyShape;
 
 mod llm;
+
+pub use llm::count_model_tokens;
 mod program;
 
 pub(crate) use program::{forget_programs, own_exe, program, resolve_programs};
@@ -62,6 +65,8 @@ pub struct RunOutcome {
     /// wait than the role allows (`llm.max_wait`). Its retries are skipped; the
     /// fallback, if any, runs.
     pub skip_retries: bool,
+    /// An `llm` role's reply was cut off at its completion limit: a retry gets more room.
+    pub cut_off: bool,
 }
 
 /// Who a run is for; passed as environment (command) or headers (HTTP).
@@ -98,11 +103,23 @@ pub async fn fired(rx: &mut watch::Receiver<bool>) {
 
 /// Runs `role` once with `context`. `kill` turning true interrupts it.
 pub async fn run(role: &RoleConfig, context: &[u8], who: &RunIdentity, kill: &mut watch::Receiver<bool>) -> RunOutcome {
+    run_shaped(role, context, &ReplyShape::default(), who, kill).await
+}
+
+/// [`run`] for a step whose reply has a known `shape`: an `llm` role's model is
+/// asked for it (a command or HTTP role is not told).
+pub async fn run_shaped(
+    role: &RoleConfig,
+    context: &[u8],
+    shape: &ReplyShape,
+    who: &RunIdentity,
+    kill: &mut watch::Receiver<bool>,
+) -> RunOutcome {
     let started = Instant::now();
     let mut out = match (&role.command, &role.http, &role.llm) {
         (Some(argv), _, _) => run_command(argv, role, context, who, kill).await,
         (None, Some(http), _) => run_http(http, role, context, who, kill).await,
-        (None, None, Some(llm)) => llm::run(llm, role, context, who, kill).await,
+        (None, None, Some(llm)) => llm::run(llm, role, context, shape, who, kill).await,
         (None, None, None) => failed("the role has no `command`, `http` or `llm`"),
     };
     out.elapsed = started.elapsed();
@@ -120,6 +137,7 @@ fn ended(status: RunStatus) -> RunOutcome {
         elapsed: Duration::ZERO,
         usage: None,
         skip_retries: false,
+        cut_off: false,
     }
 }
 

@@ -14,9 +14,16 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
+    /// The provider (`[llm.providers.NAME]`) that gives the endpoint, the model,
+    /// the key and the limits; the keys below override its model and limits.
+    #[serde(default)]
+    pub provider: Option<String>,
     /// The API's base, e.g. `http://127.0.0.1:11434/v1`; requests go to
-    /// `{base_url}/chat/completions`.
+    /// `{base_url}/chat/completions`. From the provider when one is named.
+    #[serde(default)]
     pub base_url: String,
+    /// From the provider when one is named and this is absent.
+    #[serde(default)]
     pub model: String,
     /// The API key from this environment variable.
     #[serde(default)]
@@ -30,33 +37,189 @@ pub struct LlmConfig {
     /// The system message, sent before the context.
     #[serde(default)]
     pub system_prompt: Option<String>,
-    /// Ask for a JSON object (`response_format: {"type": "json_object"}`).
+    /// `false`: ask for no JSON mode at all (`reply_format = "text"`), for a
+    /// server that refuses `response_format`.
     #[serde(default = "LlmConfig::default_json_response")]
     pub json_response: bool,
+    /// How the reply's shape is asked for; default the provider's, else `json_schema`.
+    #[serde(default)]
+    pub reply_format: Option<ReplyFormat>,
+    /// The JSON Schema the reply must fit, instead of the one the step implies.
+    #[serde(default)]
+    pub reply_schema: Option<serde_json::Value>,
+    /// The completion limit sent as `max_tokens`; default sized to the step's output.
+    #[serde(default)]
+    pub max_completion_tokens: Option<u32>,
     /// Print `{"<output_key>": reply, "usage": …}` instead of the reply itself
     /// (`output` for a blueprint step).
     #[serde(default)]
     pub output_key: Option<String>,
     /// The longest `Retry-After` honoured; a longer one fails the attempt.
-    #[serde(default = "LlmConfig::default_max_wait", with = "serde_str")]
-    pub max_wait: Duration,
+    #[serde(default, with = "serde_str::option")]
+    pub max_wait: Option<Duration>,
     /// Re-sends after a 429 or 5xx within one attempt.
-    #[serde(default = "LlmConfig::default_http_retries")]
-    pub http_retries: u32,
+    #[serde(default)]
+    pub http_retries: Option<u32>,
+    /// Count a prompt in the model's own tokens (from the provider).
+    #[serde(skip)]
+    pub count_tokens: CountTokens,
+}
+
+/// How a reply's JSON shape is asked for (`response_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyFormat {
+    /// `{"type": "json_schema", "json_schema": {"name", "schema"}}` with the
+    /// step's own schema (OpenAI, vLLM, llama.cpp, Ollama); a server that refuses
+    /// it is asked again with `json_object`, then with neither.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object"}`.
+    JsonObject,
+    /// No `response_format`: the reply's JSON is found in its text.
+    Text,
+}
+
+impl ReplyFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplyFormat::JsonSchema => "json_schema",
+            ReplyFormat::JsonObject => "json_object",
+            ReplyFormat::Text => "text",
+        }
+    }
+
+    /// The next, plainer format to try when a server refuses this one.
+    pub fn plainer(self) -> Option<ReplyFormat> {
+        match self {
+            ReplyFormat::JsonSchema => Some(ReplyFormat::JsonObject),
+            ReplyFormat::JsonObject => Some(ReplyFormat::Text),
+            ReplyFormat::Text => None,
+        }
+    }
+}
+
+/// How a provider counts tokens in its model's own tokenizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountTokens {
+    /// It cannot: budgets hold in o200k, the slicer's count.
+    #[default]
+    None,
+    /// llama.cpp's server: `POST {base_url without /v1}/tokenize`.
+    LlamaCpp,
+}
+
+/// `[llm.providers.NAME]`: an endpoint and a model, named once, that roles point at
+/// with `[roles.ID.llm] provider = "NAME"`. `CLAWBOARD_LLM_{NAME}_BASE_URL` and
+/// `CLAWBOARD_LLM_{NAME}_MODEL` override its `base_url` and `model`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmProvider {
+    pub base_url: String,
+    pub model: String,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub reply_format: ReplyFormat,
+    #[serde(default)]
+    pub count_tokens: CountTokens,
+    #[serde(default, with = "serde_str::option")]
+    pub max_wait: Option<Duration>,
+    #[serde(default)]
+    pub http_retries: Option<u32>,
+}
+
+/// `[llm]`: the providers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSection {
+    #[serde(default)]
+    pub providers: std::collections::BTreeMap<String, LlmProvider>,
 }
 
 /// The most `http_retries` accepted: beyond it the role's own retries are the tool.
 pub const MAX_HTTP_RETRIES: u32 = 10;
+/// The largest completion limit accepted.
+pub const MAX_COMPLETION_TOKENS: u32 = 1 << 20;
+
+/// The environment variable that overrides a provider's `key` (`base_url`, `model`).
+pub fn provider_env_var(provider: &str, key: &str) -> String {
+    let name: String =
+        provider.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    format!("CLAWBOARD_LLM_{name}_{}", key.to_ascii_uppercase())
+}
+
+impl LlmSection {
+    /// Applies the environment's overrides to each provider and checks it; errors
+    /// name the key (`llm.providers.local.base_url`).
+    pub fn resolve(mut self, env: impl Fn(&str) -> Option<String>) -> Result<LlmSection, ConfigError> {
+        for (name, p) in &mut self.providers {
+            clawboard_core::check_id(name)
+                .map_err(|e| ConfigError::new(format!("llm.providers.{name}"), format!("the provider name {e}")))?;
+            for (key, field) in [("base_url", &mut p.base_url), ("model", &mut p.model)] {
+                if let Some(v) = env(&provider_env_var(name, key)).filter(|v| !v.trim().is_empty()) {
+                    *field = v;
+                }
+            }
+            let as_role = p.as_role(name);
+            as_role.check_as(&format!("llm.providers.{name}"))?;
+        }
+        Ok(self)
+    }
+}
+
+impl LlmProvider {
+    /// The provider's settings as a role's section that names it and sets nothing else.
+    pub(crate) fn as_role(&self, name: &str) -> LlmConfig {
+        LlmConfig {
+            provider: Some(name.to_owned()),
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            api_key_env: self.api_key_env.clone(),
+            api_key_file: self.api_key_file.clone(),
+            temperature: None,
+            system_prompt: None,
+            json_response: true,
+            reply_format: Some(self.reply_format),
+            reply_schema: None,
+            max_completion_tokens: None,
+            output_key: None,
+            max_wait: self.max_wait,
+            http_retries: self.http_retries,
+            count_tokens: self.count_tokens,
+        }
+    }
+}
 
 impl LlmConfig {
+    /// The section a role that names `provider` and sets nothing else would have.
+    pub fn from_provider(name: &str, provider: &LlmProvider) -> LlmConfig {
+        provider.as_role(name)
+    }
+
     fn default_json_response() -> bool {
         true
     }
-    fn default_max_wait() -> Duration {
-        Duration::from_secs(60)
+
+    /// The longest `Retry-After` honoured (default 60 s).
+    pub fn max_wait(&self) -> Duration {
+        self.max_wait.unwrap_or(Duration::from_secs(60))
     }
-    fn default_http_retries() -> u32 {
-        3
+
+    /// Re-sends after a 429 or 5xx within one attempt (default 3).
+    pub fn http_retries(&self) -> u32 {
+        self.http_retries.unwrap_or(3)
+    }
+
+    /// How the reply's shape is asked for: `text` when `json_response = false`.
+    pub fn reply_format(&self) -> ReplyFormat {
+        if !self.json_response {
+            return ReplyFormat::Text;
+        }
+        self.reply_format.unwrap_or_default()
     }
 
     /// `{base_url}/chat/completions`.
@@ -64,9 +227,87 @@ impl LlmConfig {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
     }
 
+    /// `{base_url}/models`.
+    pub fn models_endpoint(&self) -> String {
+        format!("{}/models", self.base_url.trim_end_matches('/'))
+    }
+
+    /// llama.cpp's `/tokenize`, beside its `/v1`.
+    pub fn tokenize_endpoint(&self) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        format!("{}/tokenize", base.strip_suffix("/v1").unwrap_or(base))
+    }
+
+    /// Who answers, for errors: `provider local (gemma-3-270m)` or `gemma-3-270m`.
+    pub fn who(&self) -> String {
+        match &self.provider {
+            Some(p) => format!("provider {p} ({})", self.model),
+            None => self.model.clone(),
+        }
+    }
+
+    /// `provider local (gemma-3-270m): ` before a run's error, for a role that
+    /// names a provider (an endpoint of its own is in the error already).
+    pub fn prefix(&self) -> String {
+        match &self.provider {
+            Some(_) => format!("{}: ", self.who()),
+            None => String::new(),
+        }
+    }
+
+    /// Fills what the role leaves to its provider (`[llm.providers.NAME]`):
+    /// the endpoint, the key, the model and the limits the role does not set.
+    pub fn apply_provider(&mut self, id: &str, providers: &LlmSection) -> Result<(), ConfigError> {
+        let Some(name) = self.provider.clone() else { return Ok(()) };
+        let Some(p) = providers.providers.get(&name) else {
+            let known: Vec<&str> = providers.providers.keys().map(String::as_str).collect();
+            return Err(ConfigError::new(
+                format!("roles.{id}.llm.provider"),
+                format!(
+                    "{name:?} is not a provider; define [llm.providers.{name}] (defined: {})",
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                ),
+            ));
+        };
+        for (key, set) in [
+            ("base_url", !self.base_url.is_empty()),
+            ("api_key_env", self.api_key_env.is_some()),
+            ("api_key_file", self.api_key_file.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::new(
+                    format!("roles.{id}.llm.{key}"),
+                    format!("is the provider's; set it in [llm.providers.{name}], or drop `provider`"),
+                ));
+            }
+        }
+        self.base_url = p.base_url.clone();
+        if self.model.is_empty() {
+            self.model = p.model.clone();
+        }
+        self.api_key_env = p.api_key_env.clone();
+        self.api_key_file = p.api_key_file.clone();
+        self.reply_format = self.reply_format.or(Some(p.reply_format));
+        self.max_wait = self.max_wait.or(p.max_wait);
+        self.http_retries = self.http_retries.or(p.http_retries);
+        self.count_tokens = p.count_tokens;
+        Ok(())
+    }
+
     /// Checks the section of role `id`; errors name the key (`roles.w.llm.model`).
     pub fn check(&self, id: &str) -> Result<(), ConfigError> {
-        let key = |field: &str| format!("roles.{id}.llm.{field}");
+        self.check_as(&format!("roles.{id}.llm"))
+    }
+
+    /// [`LlmConfig::check`] for the section at `section`.
+    fn check_as(&self, section: &str) -> Result<(), ConfigError> {
+        let key = |field: &str| format!("{section}.{field}");
+        if self.base_url.is_empty() {
+            return Err(ConfigError::new(
+                key("base_url"),
+                "is required: the API's base (e.g. http://127.0.0.1:8080/v1), or name a provider with `provider`",
+            ));
+        }
         let rest = self.base_url.strip_prefix("https://").or_else(|| self.base_url.strip_prefix("http://"));
         let Some(rest) = rest else {
             return Err(ConfigError::new(
@@ -125,14 +366,32 @@ impl LlmConfig {
         if self.output_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(ConfigError::new(key("output_key"), "is empty; e.g. \"output\""));
         }
-        if self.max_wait.is_zero() {
+        if self.max_wait.is_some_and(|w| w.is_zero()) {
             // Every re-send after a 429 would go at once.
             return Err(ConfigError::new(key("max_wait"), "must be more than 0 (e.g. \"60s\")"));
         }
-        if self.http_retries > MAX_HTTP_RETRIES {
+        if let Some(n) = self.http_retries
+            && n > MAX_HTTP_RETRIES
+        {
+            return Err(ConfigError::new(key("http_retries"), format!("{n} is out of range 0..={MAX_HTTP_RETRIES}")));
+        }
+        if let Some(n) = self.max_completion_tokens
+            && !(1..=MAX_COMPLETION_TOKENS).contains(&n)
+        {
             return Err(ConfigError::new(
-                key("http_retries"),
-                format!("{} is out of range 0..={MAX_HTTP_RETRIES}", self.http_retries),
+                key("max_completion_tokens"),
+                format!("{n} is out of range 1..={MAX_COMPLETION_TOKENS}"),
+            ));
+        }
+        if let Some(schema) = &self.reply_schema
+            && !schema.is_object()
+        {
+            return Err(ConfigError::new(key("reply_schema"), "must be a table (a JSON Schema object)"));
+        }
+        if self.reply_schema.is_some() && self.reply_format() != ReplyFormat::JsonSchema {
+            return Err(ConfigError::new(
+                key("reply_schema"),
+                format!("is sent only with reply_format = \"json_schema\", not {:?}", self.reply_format().name()),
             ));
         }
         Ok(())
@@ -151,11 +410,11 @@ impl LlmConfig {
             (Some(var), _) => {
                 let value = env(var).unwrap_or_default();
                 if value.trim().is_empty() {
-                    return Err(KeyError::EnvUnset { var: var.clone(), key: format!("roles.{role}.llm.api_key_env") });
+                    return Err(KeyError::EnvUnset { var: var.clone(), key: self.key_section(role, "api_key_env") });
                 }
                 value
             }
-            (None, Some(path)) => read_key_file(path, role)?,
+            (None, Some(path)) => read_key_file(path, &self.key_section(role, "api_key_file"))?,
             (None, None) => return Ok(None),
         };
         let key = key.trim().to_owned();
@@ -163,6 +422,14 @@ impl LlmConfig {
             return Err(KeyError::Malformed { source_name: self.key_source() });
         }
         Ok(Some(ApiKey(key)))
+    }
+
+    /// Where `field` of the key is set: the provider's section, or the role's.
+    fn key_section(&self, role: &str, field: &str) -> String {
+        match &self.provider {
+            Some(p) => format!("llm.providers.{p}.{field}"),
+            None => format!("roles.{role}.llm.{field}"),
+        }
     }
 
     fn key_source(&self) -> String {
@@ -189,8 +456,8 @@ impl LlmConfig {
     /// may read (its content is read at each run). Errors name the key.
     pub fn check_key_file(&self, id: &str) -> Result<(), ConfigError> {
         let Some(path) = &self.api_key_file else { return Ok(()) };
-        key_file_mode(path, id).map_err(|e| {
-            let key = format!("roles.{id}.llm.api_key_file");
+        let key = self.key_section(id, "api_key_file");
+        key_file_mode(path, &key).map_err(|e| {
             // The error names the key already, as the run-time one does not.
             ConfigError::new(&key, e.to_string().replace(&format!(" ({key})"), ""))
         })
@@ -198,10 +465,10 @@ impl LlmConfig {
 }
 
 /// Checks the key file is a regular file without group or other bits.
-fn key_file_mode(path: &Path, role: &str) -> Result<(), KeyError> {
+fn key_file_mode(path: &Path, key: &str) -> Result<(), KeyError> {
     use std::os::unix::fs::PermissionsExt;
 
-    let key = format!("roles.{role}.llm.api_key_file");
+    let key = key.to_owned();
     let meta =
         std::fs::metadata(path).map_err(|e| KeyError::Io { path: path.to_owned(), key: key.clone(), source: e })?;
     if !meta.is_file() {
@@ -215,11 +482,11 @@ fn key_file_mode(path: &Path, role: &str) -> Result<(), KeyError> {
     Ok(())
 }
 
-fn read_key_file(path: &Path, role: &str) -> Result<String, KeyError> {
+fn read_key_file(path: &Path, key: &str) -> Result<String, KeyError> {
     use std::io::Read;
 
-    key_file_mode(path, role)?;
-    let key = format!("roles.{role}.llm.api_key_file");
+    key_file_mode(path, key)?;
+    let key = key.to_owned();
     let io = |e: std::io::Error| KeyError::Io { path: path.to_owned(), key: key.clone(), source: e };
     let mut text = String::new();
     std::fs::File::open(path).map_err(io)?.take(MAX_KEY_FILE_BYTES + 1).read_to_string(&mut text).map_err(io)?;
@@ -294,10 +561,10 @@ mod tests {
         let c = llm(serde_json::json!({"base_url": "http://h:8000/v1/"}));
         assert_eq!(c.endpoint(), "http://h:8000/v1/chat/completions");
         assert!(c.json_response);
-        assert_eq!((c.max_wait, c.http_retries), (Duration::from_secs(60), 3));
+        assert_eq!((c.max_wait(), c.http_retries()), (Duration::from_secs(60), 3));
         assert!(c.check("w").is_ok());
         let c = llm(serde_json::json!({"max_wait": "5s"}));
-        assert_eq!(c.max_wait, Duration::from_secs(5));
+        assert_eq!(c.max_wait(), Duration::from_secs(5));
     }
 
     #[test]

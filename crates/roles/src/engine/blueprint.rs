@@ -381,6 +381,7 @@ impl<'r, 'e> Vm<'r, 'e> {
         };
         StepInfo {
             kind: "blueprint",
+            reply: Some(crate::reply::blueprint_step(s.output.as_ref(), candidate.is_some(), &self.platform)),
             step: step_name(&self.bp, s, round, candidate, redo),
             iteration: round,
             max_iterations: 1 + self

@@ -17,6 +17,9 @@ use super::{StepError, TaskRun};
 use crate::config::RoleConfig;
 use crate::context::StepInfo;
 
+/// Cuts of a slice again when it is over its budget in the model's own count.
+const MAX_RECUTS: u32 = 3;
+
 /// A slice handed to a role, and its ledger entry.
 pub(crate) struct Handed {
     pub data: Value,
@@ -127,11 +130,14 @@ impl TaskRun<'_> {
         role_id: &str,
         role: &RoleConfig,
         instance: &str,
+        tighter: Option<u64>,
     ) -> Result<Option<Handed>, StepError> {
         let (scope, template, max_tokens) = match &info.plan {
             Some(p) => (p.scope.as_deref(), p.template.as_deref(), p.max_tokens),
             None => (role.scope.as_deref(), role.template.as_deref(), role.max_tokens),
         };
+        // Cut again under a tighter o200k budget, the step's own still on the record.
+        let (max_tokens, budget) = (tighter.or(max_tokens), max_tokens);
         if scope.is_none() && template.is_none() {
             return Ok(None);
         }
@@ -159,8 +165,12 @@ impl TaskRun<'_> {
                 let mut entry = ledger::Entry::of(&s, &info.step, role_id, Some(instance), state.seq, None);
                 entry.scope = scope_text;
                 entry.template = template;
+                entry.budget = budget;
+                if let Some(t) = tighter {
+                    entry.rungs.push(format!("model_count:{t}"));
+                }
                 ledger::record(self.engine.store(), &self.id, &mut entry).map_err(board_err)?;
-                Ok(Some(Handed { data: s.data, tokens: s.tokens, budget: s.budget, entry, board: Some(state) }))
+                Ok(Some(Handed { data: s.data, tokens: s.tokens, budget, entry, board: Some(state) }))
             }
             Err(e @ clawboard_board::Error::OverBudget { .. }) => {
                 if let clawboard_board::Error::OverBudget { size, budget, rungs, .. } = &e {
@@ -186,6 +196,54 @@ impl TaskRun<'_> {
             }
             Err(e) => Err(board_err(e)),
         }
+    }
+
+    /// For a model whose provider counts tokens: the slice's count in the model's
+    /// own tokens goes into its ledger entry, and a slice over its budget in that
+    /// count is cut again under a tighter o200k budget (the one it had, scaled by
+    /// the two counts), at most [`MAX_RECUTS`] times; the superseded entries are
+    /// kept as `recut`. Still over: the step fails as over budget, nothing sent.
+    pub(crate) async fn fit_model_budget(
+        &self,
+        info: &StepInfo,
+        role_id: &str,
+        role: &RoleConfig,
+        instance: &str,
+        mut handed: Option<Handed>,
+    ) -> Result<Option<Handed>, StepError> {
+        let Some(llm) = role.llm.as_ref() else { return Ok(handed) };
+        for cut in 0..=MAX_RECUTS {
+            let Some(h) = handed.as_mut() else { return Ok(None) };
+            let text = h.data.to_string();
+            let Some(n) = crate::runner::count_model_tokens(llm, &text).await else { return Ok(handed) };
+            h.entry.model_tokens = Some(n);
+            let Some(budget) = h.budget.filter(|b| n > *b) else { return Ok(handed) };
+            if cut == MAX_RECUTS {
+                break;
+            }
+            // Under the budget in the model's count too, as far as the ratio tells.
+            let tighter = budget.saturating_mul(h.tokens) / n.max(1);
+            let tighter = tighter.min(h.tokens.saturating_sub(1)).max(1);
+            let mut superseded = h.entry.clone();
+            superseded.outcome = "recut".into();
+            ledger::finish(self.engine.store(), &self.id, &superseded).map_err(board_err)?;
+            tracing::info!(task = %self.id, step = %info.step, model_tokens = n, budget, tighter, "the slice is over its budget in the model's count; cutting again");
+            handed = self.slice_for(info, role_id, role, instance, Some(tighter))?;
+        }
+        let n = handed.as_ref().and_then(|h| h.entry.model_tokens).unwrap_or(0);
+        let msg = format!(
+            "step {}: the slice is over its budget in the model's own count ({n} tokens of {}) after {MAX_RECUTS} cuts",
+            info.step,
+            llm.model
+        );
+        if let Some(h) = handed {
+            let mut entry = h.entry;
+            entry.outcome = "over_budget".into();
+            ledger::finish(self.engine.store(), &self.id, &entry).map_err(board_err)?;
+        }
+        self.log_error(&info.step, &msg)?;
+        self.board_attempt_failed(info, "slice_over_budget", &msg, 0)?;
+        Err(StepError::Failed(msg))
     }
 
     /// The whole board's tokens (what full-context passing would send), once per

@@ -151,6 +151,7 @@ impl<'e> TaskRun<'e> {
         let workers: Vec<String> = cfg.roles.keys().cloned().collect();
         let info = StepInfo {
             kind: "pm",
+            reply: None,
             step: "pm".into(),
             iteration: 0,
             max_iterations: max,
@@ -208,6 +209,7 @@ impl<'e> TaskRun<'e> {
                 let steps = group.iter().map(|role| {
                     let info = StepInfo {
                         kind: "team",
+                        reply: None,
                         step: format!("iter-{i}/{role}"),
                         iteration: i,
                         max_iterations: max,
@@ -288,6 +290,7 @@ impl TaskRun<'_> {
     ) -> Result<(Attempt, ValidatorOutput), StepError> {
         let info = StepInfo {
             kind: "validator",
+            reply: None,
             step: format!("iter-{i}/validator"),
             iteration: i,
             max_iterations: max,
@@ -323,6 +326,7 @@ impl TaskRun<'_> {
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
         let info = StepInfo {
             kind: "harvest",
+            reply: None,
             step: "harvest".into(),
             iteration: 0,
             max_iterations: cfg.lifecycle.max_iterations,

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use super::{InstanceInfo, StepError, TaskRun};
 use crate::context::{self, StepInfo};
 use crate::output::{HarvestOutput, PmOutput, RaisedEscalation, ValidatorOutput, WorkerOutput, parse_output};
+use crate::reply::{self, ReplyShape};
 use crate::runner::{self, RunIdentity, RunStatus};
 
 /// Outputs that may carry escalations.
@@ -39,6 +40,8 @@ enum Tried<T> {
         error: String,
         /// Its role's remaining retries would fail too (see `RunOutcome::skip_retries`).
         skip_retries: bool,
+        /// The reply was cut off at its completion limit.
+        cut_off: bool,
     },
 }
 
@@ -99,6 +102,8 @@ impl TaskRun<'_> {
         let mut last_error = String::new();
         // Why earlier attempts of this step were refused, told to the next one.
         let mut feedback: Vec<String> = Vec::new();
+        // Replies cut off at their completion limit: each retry gets twice the room.
+        let mut cut_offs = 0;
         for (n, role_id) in chain.iter().enumerate() {
             let Some(role_cfg) = cfg.roles.get(role_id) else {
                 last_error = format!("role {role_id:?} is not configured under [roles]");
@@ -120,9 +125,10 @@ impl TaskRun<'_> {
                         _ = runner::fired(&mut stopping) => return Err(StepError::Stopped),
                     }
                 }
-                match self.attempt::<T>(info, role_id, role_cfg, check, &feedback).await? {
+                match self.attempt::<T>(info, role_id, role_cfg, check, &feedback, cut_offs).await? {
                     Tried::Done(attempt, output) => return Ok((attempt, output)),
-                    Tried::Failed { kind, error, skip_retries } => {
+                    Tried::Failed { kind, error, skip_retries, cut_off } => {
+                        cut_offs += u32::from(cut_off);
                         self.board_attempt_failed(info, kind, &error, retry + 1)?;
                         feedback.push(error.clone());
                         last_error = error;
@@ -146,6 +152,7 @@ impl TaskRun<'_> {
         role: &crate::config::RoleConfig,
         check: &impl Fn(&T) -> Result<(), String>,
         feedback: &[String],
+        cut_offs: u32,
     ) -> Result<Tried<T>, StepError> {
         let store = &self.engine.store;
         let _permit = self.engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
@@ -155,7 +162,8 @@ impl TaskRun<'_> {
         let instance_id = format!("inst-{}", clawboard_core::id::random_hex(6));
         // A role with a scope or template is handed its slice; over budget, the step
         // fails before anything runs.
-        let mut handed = self.slice_for(info, role_id, role, &instance_id)?;
+        let handed = self.slice_for(info, role_id, role, &instance_id, None)?;
+        let mut handed = self.fit_model_budget(info, role_id, role, &instance_id, handed).await?;
         let mut attempt = Attempt {
             number: 0,
             step: info.step.clone(),
@@ -213,8 +221,9 @@ impl TaskRun<'_> {
         // it runs, not before it starts.
         // The token is valid while the role runs, not a moment longer, whatever happens
         // next (an early return, or this future dropped).
+        let shape = self.reply_shape(info).grown(cut_offs);
         let revoke = Revoke(self.engine, who.token.clone());
-        let (out, started) = tokio::join!(runner::run(role, &context_bytes, &who, &mut kill), async {
+        let (out, started) = tokio::join!(runner::run_shaped(role, &context_bytes, &shape, &who, &mut kill), async {
             let started = self.instance_started(&attempt, &who.token);
             if let Some(h) = handed.as_mut() {
                 self.count_full(h);
@@ -295,9 +304,29 @@ impl TaskRun<'_> {
                     _ if err.starts_with("invalid output") => "invalid_output",
                     _ => "attempt_failed",
                 };
-                Ok(Tried::Failed { kind, error: format!("{role_id}: {err}"), skip_retries: out.skip_retries })
+                Ok(Tried::Failed {
+                    kind,
+                    error: format!("{role_id}: {err}"),
+                    skip_retries: out.skip_retries,
+                    cut_off: out.cut_off,
+                })
             }
         }
+    }
+
+    /// The shape the step's reply must have: the step's own, else its kind's (a
+    /// PM picks among the roles it was offered).
+    fn reply_shape(&self, info: &StepInfo) -> ReplyShape {
+        if let Some(shape) = &info.reply {
+            return shape.clone();
+        }
+        let offered: Vec<String> = info
+            .extra
+            .get("availableRoles")
+            .and_then(serde_json::Value::as_array)
+            .map(|v| v.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        reply::team_step(info.kind, &offered)
     }
 
     /// Makes sure the escalation files an attempt raised exist.

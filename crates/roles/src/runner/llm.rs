@@ -16,12 +16,15 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::{RunIdentity, RunOutcome, RunStatus, ended, failed, fired};
-use crate::config::{ApiKey, LlmConfig, RoleConfig};
+use crate::config::{ApiKey, CountTokens, LlmConfig, ReplyFormat, RoleConfig};
+use crate::reply::ReplyShape;
 
 /// The wait before the first re-send when the server gives no `Retry-After`; doubles.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// How much of an error response's body an error quotes.
 const BODY_QUOTE: usize = 300;
+/// How an error says the reply was cut off at the completion limit.
+pub(crate) const CUT_OFF: &str = "cut off at the completion limit";
 /// Beyond `max_output_bytes`, room for the response's envelope and JSON escaping.
 const ENVELOPE_BYTES: u64 = 64 * 1024;
 
@@ -33,8 +36,8 @@ enum LlmError {
     Client(String),
     #[error("the API key cannot be sent in a header")]
     KeyHeader,
-    #[error("POST {url}: {reason}")]
-    Send { url: String, reason: String },
+    #[error("{method} {url}: {reason}")]
+    Send { method: &'static str, url: String, reason: String },
     #[error("POST {url} answered {status}: {body}")]
     Refused { url: String, status: StatusCode, body: String },
     #[error("POST {url} answered {status} {tries} times (http_retries = {retries}); giving up: {body}")]
@@ -57,6 +60,8 @@ enum LlmError {
     OutputTooLarge { size: usize, limit: u64, usage: Option<Value> },
     #[error("the reply of POST {url} {what}")]
     Reply { url: String, what: String, status: StatusCode, usage: Option<Value> },
+    #[error("the server does not serve the model {model:?} (GET {url} lists {served}); name one of those")]
+    NoSuchModel { url: String, model: String, served: String },
 }
 
 impl LlmError {
@@ -70,6 +75,11 @@ impl LlmError {
             | LlmError::Reply { status, .. } => Some(*status),
             _ => None,
         }
+    }
+
+    /// The reply was cut off at the completion limit.
+    fn cut_off(&self) -> bool {
+        matches!(self, LlmError::Reply { what, .. } if what.contains(CUT_OFF))
     }
 
     /// The tokens a refused reply reported: spent all the same.
@@ -87,22 +97,35 @@ struct Answer {
     stdout: Vec<u8>,
     tries: u32,
     usage: Option<Value>,
+    /// The reply format the server took.
+    format: ReplyFormat,
+    max_tokens: Option<u32>,
 }
 
 /// Runs the `llm` role once; `kill` interrupts it, the role's `timeout` ends it.
+/// `shape` is what the step's reply must look like: asked for as a JSON Schema,
+/// with a completion limit sized to it.
 pub(super) async fn run(
     llm: &LlmConfig,
     role: &RoleConfig,
     context: &[u8],
+    shape: &ReplyShape,
     who: &RunIdentity,
     kill: &mut watch::Receiver<bool>,
 ) -> RunOutcome {
     let key = match llm.api_key(&who.role) {
         Ok(k) => k,
-        Err(e) => return failed(e.to_string()),
+        Err(e) => return failed(format!("{}{e}", llm.prefix())),
     };
     let deadline = tokio::time::Instant::now() + role.timeout;
-    let call = ask(llm, role.max_output_bytes, deadline, context, key.as_ref());
+    let shape = shape.clone().for_role(llm);
+    let call = async {
+        let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
+        let auth = auth_header(key.as_ref())?;
+        check_model(&client, llm, auth.as_ref()).await?;
+        let request = Request { llm, client: &client, auth: auth.as_ref(), key: key.as_ref(), deadline };
+        ask(&request, role.max_output_bytes, &user_message(context), &shape).await
+    };
     tokio::select! {
         r = call => match r {
             Ok(a) => RunOutcome {
@@ -115,58 +138,142 @@ pub(super) async fn run(
             Err(e) => RunOutcome {
                 exit_code: e.status().map(|s| i32::from(s.as_u16())),
                 usage: e.usage(),
-                skip_retries: matches!(e, LlmError::WaitTooLong { .. }),
-                ..failed(redact(&e.to_string(), key.as_ref()))
+                skip_retries: matches!(e, LlmError::WaitTooLong { .. } | LlmError::NoSuchModel { .. }),
+                cut_off: e.cut_off(),
+                ..failed(redact(&format!("{}{e}", llm.prefix()), key.as_ref()))
             },
         },
         _ = tokio::time::sleep_until(deadline) => RunOutcome {
             status: RunStatus::TimedOut,
-            ..failed(format!("timed out after {:?} waiting for {}", role.timeout, llm.endpoint()))
+            ..failed(format!("{}timed out after {:?} waiting for {}", llm.prefix(), role.timeout, llm.endpoint()))
         },
         _ = fired(kill) => RunOutcome { status: RunStatus::Interrupted, ..failed("interrupted: the daemon is stopping") },
     }
 }
 
+/// What every request of one run shares.
+struct Request<'a> {
+    llm: &'a LlmConfig,
+    client: &'a reqwest::Client,
+    auth: Option<&'a HeaderValue>,
+    key: Option<&'a ApiKey>,
+    deadline: tokio::time::Instant,
+}
+
+fn auth_header(key: Option<&ApiKey>) -> Result<Option<HeaderValue>, LlmError> {
+    let Some(k) = key else { return Ok(None) };
+    let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose())).map_err(|_| LlmError::KeyHeader)?;
+    v.set_sensitive(true);
+    Ok(Some(v))
+}
+
+/// The endpoints and models whose `/models` listing was found to serve the model
+/// (or could not tell): checked once per process, not at every run.
+static SERVED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> = std::sync::OnceLock::new();
+
+/// Fails when the server lists its models (`GET {base_url}/models`) and the
+/// configured one is not among them: a server that serves one model whatever
+/// the request names (llama.cpp) would otherwise answer with another model.
+async fn check_model(client: &reqwest::Client, llm: &LlmConfig, auth: Option<&HeaderValue>) -> Result<(), LlmError> {
+    let memo = format!("{}\n{}", llm.base_url, llm.model);
+    let served = SERVED.get_or_init(Default::default);
+    if served.lock().is_ok_and(|s| s.contains(&memo)) {
+        return Ok(());
+    }
+    let url = llm.models_endpoint();
+    let mut req = client.get(&url);
+    if let Some(a) = auth {
+        req = req.header(AUTHORIZATION, a.clone());
+    }
+    let resp = req.send().await.map_err(|e| LlmError::Send { method: "GET", url: url.clone(), reason: reason(e) })?;
+    let listed: Option<Vec<String>> = if resp.status().is_success() {
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        body.get("data").and_then(Value::as_array).map(|models| {
+            models.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).map(str::to_owned).collect()
+        })
+    } else {
+        // No listing (404, or it needs other rights): nothing to check against.
+        None
+    };
+    if let Some(ids) = listed
+        && !ids.is_empty()
+        && !ids.iter().any(|id| *id == llm.model)
+    {
+        let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
+        let more = if ids.len() > 5 { format!(" and {} more", ids.len() - 5) } else { String::new() };
+        return Err(LlmError::NoSuchModel { url, model: llm.model.clone(), served: format!("{}{more}", shown.join(", ")) });
+    }
+    if let Ok(mut s) = served.lock() {
+        s.insert(memo);
+    }
+    Ok(())
+}
+
+/// `text` in the model's own tokens, when its provider counts them (llama.cpp's
+/// `/tokenize`); `None` when it does not, or the count failed (said in the log:
+/// the budget then holds in the slicer's count only).
+pub async fn count_model_tokens(llm: &LlmConfig, text: &str) -> Option<u64> {
+    if llm.count_tokens != CountTokens::LlamaCpp {
+        return None;
+    }
+    let url = llm.tokenize_endpoint();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().ok()?;
+    let resp = client.post(&url).json(&json!({"content": text})).send().await;
+    let counted = match resp {
+        Ok(resp) if resp.status().is_success() => resp.json::<Value>().await.ok(),
+        Ok(resp) => {
+            tracing::warn!(url = %url, status = %resp.status(), "the model's server did not count the slice's tokens");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(url = %url, "the model's server did not count the slice's tokens: {}", reason(e));
+            None
+        }
+    };
+    counted.and_then(|v| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
+}
+
 /// The one-line note kept as the run's stderr.
 fn note(llm: &LlmConfig, a: &Answer) -> String {
     let usage = a.usage.as_ref().map(|u| format!("; usage {u}")).unwrap_or_default();
-    format!("{} at {}: {} after {} request(s){usage}\n", llm.model, llm.endpoint(), a.status, a.tries)
+    let provider = llm.provider.as_ref().map(|p| format!(" (provider {p})")).unwrap_or_default();
+    format!(
+        "{}{provider} at {}: {} after {} request(s), reply_format {}, max_tokens {}{usage}\n",
+        llm.model,
+        llm.endpoint(),
+        a.status,
+        a.tries,
+        a.format.name(),
+        a.max_tokens.map_or_else(|| "none".to_owned(), |n| n.to_string())
+    )
 }
 
 /// Sends the completion request, again after a 429 or 5xx, and reads the reply.
-async fn ask(
-    llm: &LlmConfig,
-    limit: u64,
-    deadline: tokio::time::Instant,
-    context: &[u8],
-    key: Option<&ApiKey>,
-) -> Result<Answer, LlmError> {
+/// A server that refuses the reply format (400) is asked again with a plainer one.
+async fn ask(r: &Request<'_>, limit: u64, message: &str, shape: &ReplyShape) -> Result<Answer, LlmError> {
+    let llm = r.llm;
     let url = llm.endpoint();
-    let body = request_body(llm, context).to_string().into_bytes();
-    let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
-    let auth = match key {
-        Some(k) => {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose())).map_err(|_| LlmError::KeyHeader)?;
-            v.set_sensitive(true);
-            Some(v)
-        }
-        None => None,
+    let mut format = match (llm.reply_format(), &shape.schema) {
+        (ReplyFormat::JsonSchema, None) => ReplyFormat::JsonObject,
+        (f, _) => f,
     };
+    let mut body = request_body(llm, message, shape, format).to_string().into_bytes();
+    let mut refused_format: Option<LlmError> = None;
     let cap = limit.saturating_mul(4).saturating_add(ENVELOPE_BYTES);
     let mut tries = 0;
     loop {
         tries += 1;
-        tracing::debug!(url = %url, model = %llm.model, try_n = tries, "asking the LLM endpoint");
-        let mut req = client.post(&url).header(CONTENT_TYPE, "application/json").body(body.clone());
-        if let Some(a) = &auth {
+        tracing::debug!(url = %url, model = %llm.model, try_n = tries, format = format.name(), "asking the LLM endpoint");
+        let mut req = r.client.post(&url).header(CONTENT_TYPE, "application/json").body(body.clone());
+        if let Some(a) = r.auth {
             req = req.header(AUTHORIZATION, a.clone());
         }
-        let mut resp = req.send().await.map_err(|e| LlmError::Send { url: url.clone(), reason: reason(e) })?;
+        let mut resp = req.send().await.map_err(|e| LlmError::Send { method: "POST", url: url.clone(), reason: reason(e) })?;
         let status = resp.status();
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let mut got = Vec::new();
         while let Some(chunk) =
-            resp.chunk().await.map_err(|e| LlmError::Send { url: url.clone(), reason: reason(e) })?
+            resp.chunk().await.map_err(|e| LlmError::Send { method: "POST", url: url.clone(), reason: reason(e) })?
         {
             got.extend_from_slice(&chunk);
             if got.len() as u64 > cap {
@@ -174,27 +281,40 @@ async fn ask(
             }
         }
         if status.is_success() {
-            let (stdout, usage) = reply_to_output(&got, llm.output_key.as_deref(), key)
+            let (stdout, usage) = reply_to_output(&got, llm.output_key.as_deref(), r.key, shape.max_tokens)
                 .map_err(|(what, usage)| LlmError::Reply { url: url.clone(), what, status, usage })?;
             if stdout.len() as u64 > limit {
                 return Err(LlmError::OutputTooLarge { size: stdout.len(), limit, usage });
             }
-            return Ok(Answer { status, stdout, tries, usage });
+            return Ok(Answer { status, stdout, tries, usage, format, max_tokens: shape.max_tokens });
+        }
+        if matches!(status, StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY)
+            && refuses_format(&got)
+            && let Some(plainer) = format.plainer()
+        {
+            // Said once per format; the first refusal is the one reported if all fail.
+            tracing::info!(url = %url, %status, "the server refused response_format {}; asking with {}", format.name(), plainer.name());
+            refused_format.get_or_insert(LlmError::Refused { url: url.clone(), status, body: quote(&got, r.key) });
+            format = plainer;
+            body = request_body(llm, message, shape, format).to_string().into_bytes();
+            tries -= 1;
+            continue;
         }
         if !(status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()) {
-            return Err(LlmError::Refused { url, status, body: quote(&got, key) });
+            return Err(refused_format.unwrap_or(LlmError::Refused { url, status, body: quote(&got, r.key) }));
         }
-        if tries > llm.http_retries {
-            return Err(LlmError::GaveUp { url, status, tries, retries: llm.http_retries, body: quote(&got, key) });
+        let retries = llm.http_retries();
+        if tries > retries {
+            return Err(LlmError::GaveUp { url, status, tries, retries, body: quote(&got, r.key) });
         }
         let wait = match retry_after.as_deref().and_then(|v| parse_retry_after(v, chrono::Utc::now())) {
-            Some(wait) if wait > llm.max_wait => {
-                return Err(LlmError::WaitTooLong { url, status, wait, max_wait: llm.max_wait });
+            Some(wait) if wait > llm.max_wait() => {
+                return Err(LlmError::WaitTooLong { url, status, wait, max_wait: llm.max_wait() });
             }
             Some(wait) => wait,
-            None => FIRST_BACKOFF.saturating_mul(1_u32 << (tries - 1).min(16)).min(llm.max_wait),
+            None => FIRST_BACKOFF.saturating_mul(1_u32 << (tries - 1).min(16)).min(llm.max_wait()),
         };
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let left = r.deadline.saturating_duration_since(tokio::time::Instant::now());
         if wait >= left {
             // Said now, rather than a timeout while waiting.
             return Err(LlmError::WaitPastTimeout { url, status, wait, left });
@@ -202,6 +322,13 @@ async fn ask(
         tracing::info!(url = %url, %status, wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "the LLM endpoint is busy; sending again");
         tokio::time::sleep(wait).await;
     }
+}
+
+/// Whether a 400's body is about the reply format (`response_format`, its
+/// schema), which a plainer format may get past.
+fn refuses_format(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body).to_ascii_lowercase();
+    ["response_format", "json_schema", "schema", "grammar"].iter().any(|w| text.contains(w))
 }
 
 /// A reqwest error in one line, without its URL (the caller names it).
@@ -242,21 +369,39 @@ fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<
     Some((at.with_timezone(&chrono::Utc) - now).to_std().unwrap_or(Duration::ZERO))
 }
 
-/// The chat-completions request: model, system and user messages, temperature, JSON mode.
-fn request_body(llm: &LlmConfig, context: &[u8]) -> Value {
+/// The chat-completions request: model, system and user messages, temperature,
+/// the completion limit and the reply's format (with the step's schema).
+fn request_body(llm: &LlmConfig, message: &str, shape: &ReplyShape, format: ReplyFormat) -> Value {
     let mut messages = Vec::new();
     if let Some(s) = &llm.system_prompt {
         messages.push(json!({"role": "system", "content": s}));
     }
-    messages.push(json!({"role": "user", "content": user_message(context)}));
+    messages.push(json!({"role": "user", "content": message}));
     let mut body = Map::new();
     body.insert("model".into(), llm.model.clone().into());
     body.insert("messages".into(), messages.into());
     if let Some(t) = llm.temperature {
         body.insert("temperature".into(), t.into());
     }
-    if llm.json_response {
-        body.insert("response_format".into(), json!({"type": "json_object"}));
+    if let Some(n) = shape.max_tokens {
+        body.insert("max_tokens".into(), n.into());
+    }
+    let schema = shape.schema.as_ref().map(|s| match &llm.output_key {
+        // The model answers the value alone; the runner wraps it.
+        Some(k) => s.pointer(&format!("/properties/{k}")).cloned().unwrap_or_else(|| json!({})),
+        None => s.clone(),
+    });
+    match (format, schema) {
+        (ReplyFormat::JsonSchema, Some(schema)) => {
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}),
+            );
+        }
+        (ReplyFormat::JsonSchema | ReplyFormat::JsonObject, _) => {
+            body.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        (ReplyFormat::Text, _) => {}
     }
     Value::Object(body)
 }
@@ -289,8 +434,9 @@ fn user_message(context: &[u8]) -> String {
             None => text.push_str(&format!("- {}\n", plain(feedback))),
         }
     }
+    // Compact, as the slicer counted it: the budget holds for what is sent.
     text.push_str("\nBoard slice (JSON):\n");
-    text.push_str(&pretty(slice));
+    text.push_str(&slice.to_string());
     text
 }
 
@@ -303,6 +449,7 @@ fn reply_to_output(
     body: &[u8],
     output_key: Option<&str>,
     key: Option<&ApiKey>,
+    max_tokens: Option<u32>,
 ) -> Result<(Vec<u8>, Option<Value>), Refused> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         (format!("is not JSON ({e}); it begins {:?}", begins(&String::from_utf8_lossy(body), key)), None)
@@ -336,7 +483,11 @@ fn reply_to_output(
         return Err(fail(format!("has no text in choices[0].message.content (finish_reason {finish:?}){beside}")));
     };
     let reply = parse_reply(content).map_err(|e| {
-        let cut = if finish == "length" { "; it was cut off at the token limit" } else { "" };
+        let cut = match (finish, max_tokens) {
+            ("length", Some(n)) => format!("; it was {CUT_OFF} (max_tokens {n})"),
+            ("length", None) => format!("; it was {CUT_OFF} (the server's)"),
+            _ => String::new(),
+        };
         fail(format!(
             "has choices[0].message.content that is not JSON ({e}; finish_reason {finish:?}{cut}); it begins {:?}",
             begins(content, key)

@@ -208,6 +208,7 @@ impl Vm<'_, '_> {
         extra.insert("replacements".into(), Value::Object(replacements));
         let info = StepInfo {
             kind: "blueprint",
+            reply: None,
             step: format!("{step}/filter"),
             iteration: round,
             max_iterations: round,

@@ -40,6 +40,11 @@ impl Server {
 }
 
 async fn serve(replies: Vec<Reply>) -> Server {
+    serve_models(replies, None).await
+}
+
+/// [`serve`], with `GET /v1/models` answered with these model ids (else 404).
+async fn serve_models(replies: Vec<Reply>, models: Option<&'static [&'static str]>) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -63,6 +68,19 @@ async fn serve(replies: Vec<Reply>) -> Server {
             }
             let mut body = vec![0; len];
             r.read_exact(&mut body).await.unwrap();
+            if head.starts_with("get /v1/models ") {
+                let (status, body) = match models {
+                    Some(ids) => {
+                        let data: Vec<Value> = ids.iter().map(|id| json!({"id": id, "object": "model"})).collect();
+                        ("200 OK", json!({"object": "list", "data": data}).to_string())
+                    }
+                    None => ("404 Not Found", "{\"error\": \"not found\"}".to_owned()),
+                };
+                let resp = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let _ = r.get_mut().write_all(resp.as_bytes()).await;
+                let _ = r.get_mut().shutdown().await;
+                continue;
+            }
             log.lock().unwrap().push(Seen { head, body: serde_json::from_slice(&body).unwrap() });
             let reply = replies.next().unwrap_or(Reply {
                 status: "500 Internal Server Error",
@@ -293,7 +311,7 @@ async fn another_4xx_fails_at_once_quoting_the_body_without_the_key() {
 )]
 #[case::cut_off_at_the_token_limit(
     r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"{\"summary\": \"Five AI"},"finish_reason":"length"}]}"#.to_owned(),
-    "finish_reason \"length\"; it was cut off at the token limit); it begins \"{\\\"summary\\\": \\\"Five AI\""
+    "finish_reason \"length\"; it was cut off at the completion limit (the server's)); it begins \"{\\\"summary\\\": \\\"Five AI\""
 )]
 #[tokio::test]
 async fn a_bad_reply_fails_in_one_line(#[case] body: String, #[case] want: &str) {
@@ -418,7 +436,7 @@ async fn a_refused_connection_fails_naming_the_endpoint() {
     let out = go(&role(&base, json!({})), &json!({})).await;
     assert_eq!(out.status, RunStatus::Failed);
     let err = out.error.unwrap();
-    assert!(err.starts_with(&format!("POST {base}/chat/completions: ")), "{err}");
+    assert!(err.starts_with(&format!("GET {base}/models: ")), "{err}");
 }
 
 #[test]
@@ -432,12 +450,12 @@ fn a_sliced_context_becomes_the_step_and_the_slice() {
         user_message(&serde_json::to_vec(&ctx).unwrap()),
         "Step: bp/r1/title-c2\nBlueprint step: title\nCandidate: 2 of 3\n\
          Feedback on the previous attempt:\n- sensitive word \"最好\"\n\n\
-         Board slice (JSON):\n{\n  \"meta\": {\n    \"intent\": \"AI tools\"\n  }\n}"
+         Board slice (JSON):\n{\"meta\":{\"intent\":\"AI tools\"}}"
     );
     let plain = json!({"step": "iter-1/w", "slice": {"a": 1}});
     assert_eq!(
         user_message(&serde_json::to_vec(&plain).unwrap()),
-        "Step: iter-1/w\n\nBoard slice (JSON):\n{\n  \"a\": 1\n}"
+        "Step: iter-1/w\n\nBoard slice (JSON):\n{\"a\":1}"
     );
     let whole = json!({"task": {"taskId": "t1"}, "files": {}});
     assert_eq!(user_message(&serde_json::to_vec(&whole).unwrap()), serde_json::to_string_pretty(&whole).unwrap());
@@ -485,10 +503,108 @@ fn retry_after_is_seconds_or_an_http_date() {
 #[test]
 fn usage_is_kept_only_when_the_reply_has_it() {
     let body = json!({"choices": [{"message": {"content": "{\"x\":1}"}}]}).to_string();
-    let (out, usage) = reply_to_output(body.as_bytes(), None, None).unwrap();
+    let (out, usage) = reply_to_output(body.as_bytes(), None, None, None).unwrap();
     assert_eq!((serde_json::from_slice::<Value>(&out).unwrap(), usage), (json!({"x": 1}), None));
     // A reply that is not an object keeps its shape; output_key gives it one.
     let body = completion("[1,2]");
-    let (out, _) = reply_to_output(body.as_bytes(), None, None).unwrap();
+    let (out, _) = reply_to_output(body.as_bytes(), None, None, None).unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), json!([1, 2]));
+}
+
+async fn go_shaped(r: &RoleConfig, context: &Value, shape: &ReplyShape) -> RunOutcome {
+    let (_tx, mut rx) = watch::channel(false);
+    crate::runner::run_shaped(r, &serde_json::to_vec(context).unwrap(), shape, &who(), &mut rx).await
+}
+
+fn title_shape() -> ReplyShape {
+    let path = clawboard_board::BoardPath::parse("content.hook").unwrap();
+    crate::reply::blueprint_step(Some(&path), true, "xiaohongshu")
+}
+
+#[tokio::test]
+async fn a_shaped_step_asks_for_its_schema_and_a_completion_limit() {
+    let s = serve(vec![ok(r#"{"output": {"type": "question", "content": "Why AI?"}, "score": 80}"#)]).await;
+    let shape = title_shape();
+    let out = go_shaped(&role(&s.base_url, json!({})), &json!({"step": "bp/title-c1", "slice": {"topic": "AI"}}), &shape).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    let body = &s.seen()[0].body;
+    assert_eq!(body["max_tokens"], json!(shape.max_tokens.unwrap()));
+    assert_eq!(
+        body["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "reply", "schema": shape.schema.clone().unwrap()}})
+    );
+    let note = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(note.contains(&format!("reply_format json_schema, max_tokens {}", shape.max_tokens.unwrap())), "{note}");
+
+    // With output_key the model answers the value alone: its part of the schema.
+    let s = serve(vec![ok(r#"{"type": "list", "content": "3 tools"}"#)]).await;
+    let r = role(&s.base_url, json!({"output_key": "output", "max_completion_tokens": 50}));
+    let out = go_shaped(&r, &json!({"slice": {}}), &shape).await;
+    assert_eq!(stdout(&out)["output"]["content"], "3 tools");
+    let body = &s.seen()[0].body;
+    assert_eq!(body["response_format"]["json_schema"]["schema"], shape.schema.unwrap()["properties"]["output"]);
+    assert_eq!(body["max_tokens"], 50, "the role's own limit wins");
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_the_schema_is_asked_with_json_object_then_plain_text() {
+    let refuse = || status("400 Bad Request", Vec::new(), r#"{"error": "response_format json_schema is not supported"}"#);
+    let s = serve(vec![refuse(), ok(r#"{"output": {"type": "q", "content": "c"}, "score": 1}"#)]).await;
+    let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &title_shape()).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    let seen = s.seen();
+    assert_eq!(seen[0].body["response_format"]["type"], "json_schema");
+    assert_eq!(seen[1].body["response_format"], json!({"type": "json_object"}));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("after 1 request(s), reply_format json_object"));
+
+    let s = serve(vec![refuse(), refuse(), refuse()]).await;
+    let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &title_shape()).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    let seen = s.seen();
+    assert_eq!(seen.len(), 3, "json_schema, json_object, then no response_format");
+    assert!(seen[2].body.get("response_format").is_none());
+    let err = out.error.unwrap();
+    assert!(err.contains("answered 400 Bad Request: {\"error\": \"response_format json_schema"), "{err}");
+}
+
+#[tokio::test]
+async fn a_model_the_server_does_not_serve_fails_naming_the_provider_and_skips_retries() {
+    let s = serve_models(vec![ok("{}")], Some(&["gemma-3-270m"])).await;
+    let mut r = role(&s.base_url, json!({}));
+    r.llm.as_mut().unwrap().provider = Some("local".into());
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    let err = out.error.unwrap();
+    assert_eq!(
+        err,
+        format!(
+            "provider local (qwen2.5:7b): the server does not serve the model \"qwen2.5:7b\" (GET {}/models lists gemma-3-270m); name one of those",
+            s.base_url
+        )
+    );
+    assert!(out.skip_retries, "another run would be refused the same way");
+    assert!(s.seen().is_empty(), "no completion was asked for");
+
+    // A listed model passes, and is not looked up again.
+    let s = serve_models(vec![ok("{}"), ok("{}")], Some(&["a", "qwen2.5:7b"])).await;
+    let r = role(&s.base_url, json!({}));
+    assert_eq!(go(&r, &json!({})).await.status, RunStatus::Exited);
+    assert_eq!(go(&r, &json!({})).await.status, RunStatus::Exited);
+    assert_eq!(s.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn a_reply_cut_off_at_the_completion_limit_says_so() {
+    let cut = json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"output\": {\"type\": \"q"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 64}
+    });
+    let s = serve(vec![Reply { status: "200 OK", headers: Vec::new(), body: cut.to_string() }]).await;
+    let shape = ReplyShape { schema: title_shape().schema, max_tokens: Some(64) };
+    let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &shape).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    assert!(out.cut_off);
+    let err = out.error.unwrap();
+    assert!(err.contains("it was cut off at the completion limit (max_tokens 64)"), "{err}");
+    assert_eq!(out.usage, Some(json!({"prompt_tokens": 30, "completion_tokens": 64})), "spent all the same");
 }

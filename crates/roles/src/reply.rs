@@ -1,0 +1,290 @@
+//! The shape a step's reply must have, as a JSON Schema: what the step's role
+//! prints (its kind's output, docs/ROLES.md; a blueprint step's `{"output": VALUE,
+//! "score": N}` with VALUE of its board path's type, docs/BLUEPRINTS.md). The `llm`
+//! runner hands it to the model (`response_format: json_schema`), which a server
+//! that supports it (OpenAI, vLLM, llama.cpp) turns into constrained decoding, and
+//! sizes the completion limit (`max_tokens`) to it, so a model can never generate
+//! until its role's timeout.
+//!
+//! The schemas are stricter than the formats they describe: the scalars of an
+//! object are required and no other keys are allowed, so a small model fills what
+//! the step needs rather than inventing keys. The step's own check still decides
+//! what passes (a reply that fits the schema can still fail it, and be retried).
+
+use clawboard_board::BoardPath;
+use clawboard_core::formats::{Ty, zone_spec};
+use serde_json::{Map, Value, json};
+
+/// What a run's reply must look like: the JSON Schema asked for, and a
+/// completion limit sized to it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplyShape {
+    pub schema: Option<Value>,
+    /// Tokens the model may generate; `None`: the role's own or the server's.
+    pub max_tokens: Option<u32>,
+}
+
+/// The smallest and largest completion limit sized from a schema.
+const MIN_TOKENS: u32 = 64;
+const MAX_TOKENS: u32 = 4096;
+/// The largest limit a cut-off reply's retry grows to.
+pub const MAX_GROWN_TOKENS: u32 = 16_384;
+
+impl ReplyShape {
+    /// A shape with `schema` and a limit sized to it.
+    pub fn of(schema: Value) -> ReplyShape {
+        let max = estimate_tokens(&schema).clamp(MIN_TOKENS, MAX_TOKENS);
+        ReplyShape { schema: Some(schema), max_tokens: Some(max) }
+    }
+
+    /// The shape for an `llm` role: its own `reply_schema` and
+    /// `max_completion_tokens` win over the step's.
+    pub fn for_role(self, llm: &crate::config::LlmConfig) -> ReplyShape {
+        let mut shape = match &llm.reply_schema {
+            Some(schema) => ReplyShape::of(schema.clone()),
+            None => self,
+        };
+        if let Some(n) = llm.max_completion_tokens {
+            shape.max_tokens = Some(n);
+        }
+        shape
+    }
+
+    /// The limit doubled `times` times (a reply cut off at it is retried with more room).
+    pub fn grown(mut self, times: u32) -> ReplyShape {
+        if let Some(n) = self.max_tokens.as_mut() {
+            *n = n.saturating_mul(1 << times.min(8)).min(MAX_GROWN_TOKENS);
+        }
+        self
+    }
+}
+
+/// The reply of a blueprint step that writes `output` (absent: it writes
+/// nothing): `{"output": VALUE}` with VALUE of the path's board type; a competing
+/// candidate's `{"output": {"type", "content"}, "score": 0-100}`. A map keyed by
+/// platform (`content.platform_versions`) is asked for under `platform`.
+pub fn blueprint_step(output: Option<&BoardPath>, compete: bool, platform: &str) -> ReplyShape {
+    let Some(path) = output else { return ReplyShape::default() };
+    if compete {
+        let kind = json!({"type": "string", "maxLength": 40});
+        let candidate = object(&[("type", kind), ("content", json!({"type": "string"}))]);
+        return ReplyShape::of(object(&[("output", candidate), ("score", score())]));
+    }
+    let value = match board_type(path) {
+        Some(Ty::Map(item)) if !platform.is_empty() => object(&[(platform, strict(item))]),
+        Some(ty) => strict(ty),
+        None => json!({}),
+    };
+    ReplyShape::of(object(&[("output", value)]))
+}
+
+/// The reply of a seed-002 step of `kind` (`pm`, `team`, `validator`, `harvest`);
+/// none for another kind. A PM picks its team among `roles` (when given).
+pub fn team_step(kind: &str, roles: &[String]) -> ReplyShape {
+    let string = || json!({"type": "string"});
+    let strings = |max: u32| json!({"type": "array", "items": {"type": "string"}, "maxItems": max});
+    let schema = match kind {
+        "pm" => {
+            let role = if roles.is_empty() { string() } else { json!({"type": "string", "enum": roles}) };
+            let pick = object(&[
+                ("role", role),
+                ("priority", json!({"type": "integer", "minimum": 1, "maximum": 9})),
+                ("reason", string()),
+            ]);
+            object(&[("team", json!({"type": "array", "items": pick, "minItems": 1, "maxItems": 6})), ("reasoning", string())])
+        }
+        "team" => object(&[("summary", string()), ("output", string())]),
+        "validator" => object(&[
+            ("score", json!({"type": "integer", "minimum": 0, "maximum": 100})),
+            ("pass", json!({"type": "boolean"})),
+            ("suggestions", strings(5)),
+        ]),
+        "harvest" => {
+            let cell = object(&[
+                ("type", json!({"type": "string", "enum": ["success", "failure", "insight", "pattern"]})),
+                ("content", string()),
+                ("value", json!({"type": "number", "minimum": 0, "maximum": 1})),
+            ]);
+            let experience =
+                object(&[("roleId", string()), ("cells", json!({"type": "array", "items": cell, "maxItems": 3}))]);
+            object(&[("experiences", json!({"type": "array", "items": experience, "maxItems": 4}))])
+        }
+        _ => return ReplyShape::default(),
+    };
+    ReplyShape::of(schema)
+}
+
+/// The reply of a lane actor (seed 004): `{"entries": [...], "doc_edits": [...]}`
+/// as docs/ENTRIES.md gives it, its kinds limited to the actor's `allowed_kinds`.
+pub fn lane_actor(allowed_kinds: &[String], writes_docs: bool) -> ReplyShape {
+    let string = || json!({"type": "string"});
+    let entry = object(&[
+        ("kind", json!({"type": "string", "enum": allowed_kinds})),
+        ("to", string()),
+        ("summary", string()),
+        ("body", string()),
+    ]);
+    let mut fields = vec![("entries", json!({"type": "array", "items": entry, "minItems": 1, "maxItems": 2}))];
+    if writes_docs {
+        let edit = object(&[("target_doc", string()), ("content", string())]);
+        fields.push(("doc_edits", json!({"type": "array", "items": edit, "maxItems": 2})));
+    }
+    ReplyShape::of(object(&fields))
+}
+
+/// An object with exactly these keys, all required.
+fn object(fields: &[(&str, Value)]) -> Value {
+    let props: Map<String, Value> = fields.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+    let required: Vec<&str> = fields.iter().map(|(k, _)| *k).collect();
+    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+fn score() -> Value {
+    json!({"type": "integer", "minimum": 0, "maximum": 100})
+}
+
+/// The board's type at `path`; `None` where the board does not type it.
+fn board_type(path: &BoardPath) -> Option<&'static Ty> {
+    let mut ty = zone_spec(path.zone);
+    for key in &path.keys {
+        ty = ty.child(key).ok()??;
+    }
+    Some(ty)
+}
+
+/// `ty` as a schema for a model: an object's scalar fields required and no other
+/// keys; its arrays and objects optional.
+fn strict(ty: &Ty) -> Value {
+    match ty {
+        Ty::Obj(fields) => {
+            let props: Map<String, Value> = fields.iter().map(|(k, t)| ((*k).to_owned(), strict(t))).collect();
+            let required: Vec<&str> = fields.iter().filter(|(_, t)| is_scalar(t)).map(|(k, _)| *k).collect();
+            json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+        }
+        Ty::Arr(item) => json!({"type": "array", "items": strict(item), "maxItems": 8}),
+        Ty::Map(item) => json!({"type": "object", "additionalProperties": strict(item)}),
+        other => other.json_schema(),
+    }
+}
+
+fn is_scalar(ty: &Ty) -> bool {
+    matches!(ty, Ty::Str | Ty::Enum(_) | Ty::Count | Ty::Num | Ty::Bool)
+}
+
+/// About how many tokens a reply of `schema` takes: a free string 400 (a body
+/// of a few hundred words), a number or a choice 8, an array up to its
+/// `maxItems` (else 4) items, an object its required fields and their keys
+/// and at most 100 for each optional one.
+pub fn estimate_tokens(schema: &Value) -> u32 {
+    const TEXT: u32 = 400;
+    const OPTIONAL: u32 = 100;
+    let kind = schema.get("type").and_then(Value::as_str).unwrap_or_default();
+    match kind {
+        "string" if schema.get("enum").is_some() => 8,
+        "string" => schema.get("maxLength").and_then(Value::as_u64).map_or(TEXT, |n| u32::try_from(n).unwrap_or(TEXT)),
+        "integer" | "number" | "boolean" => 8,
+        "array" => {
+            let items = schema.get("items").map_or(TEXT, estimate_tokens);
+            let n = schema.get("maxItems").and_then(Value::as_u64).map_or(4, |n| u32::try_from(n).unwrap_or(4));
+            items.saturating_mul(n).saturating_add(4)
+        }
+        "object" => {
+            let Some(props) = schema.get("properties").and_then(Value::as_object) else { return TEXT };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            // An optional field is often left out: a little room for it.
+            let field = |(k, v): (&String, &Value)| {
+                let n = estimate_tokens(v);
+                if required.contains(&k.as_str()) { n } else { n.min(OPTIONAL) }.saturating_add(6)
+            };
+            props.iter().map(field).fold(4, u32::saturating_add)
+        }
+        _ => TEXT,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(s: &str) -> BoardPath {
+        BoardPath::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_blueprint_step_asks_for_its_board_paths_type() {
+        let s = blueprint_step(Some(&path("control.quality_scores")), false, "xiaohongshu").schema.unwrap();
+        let scores = &s["properties"]["output"];
+        assert_eq!(scores["required"], json!(["virality", "hook_strength", "emotional_resonance", "platform_fit"]));
+        assert_eq!(scores["properties"]["virality"], json!({"type": "number"}));
+        assert_eq!(scores["additionalProperties"], json!(false));
+        assert_eq!(s["required"], json!(["output"]));
+
+        // A body's text is required, its lists are not.
+        let s = blueprint_step(Some(&path("content.body")), false, "").schema.unwrap();
+        assert_eq!(s["properties"]["output"]["required"], json!(["content"]));
+        assert_eq!(s["properties"]["output"]["properties"]["key_points"]["items"], json!({"type": "string"}));
+
+        // The cta's type is one of the board's choices.
+        let s = blueprint_step(Some(&path("content.cta")), false, "").schema.unwrap();
+        assert_eq!(s["properties"]["output"]["properties"]["type"]["enum"][0], "follow");
+
+        // A map by platform is asked for under the task's platform.
+        let s = blueprint_step(Some(&path("content.platform_versions")), false, "wechat").schema.unwrap();
+        assert_eq!(s["properties"]["output"]["required"], json!(["wechat"]));
+        assert_eq!(
+            s["properties"]["output"]["properties"]["wechat"]["required"],
+            json!(["title", "body", "word_count", "emoji_density"])
+        );
+
+        // A path the board does not type takes any value; a string is a string.
+        let s = blueprint_step(Some(&path("content.trends")), false, "").schema.unwrap();
+        assert_eq!(s["properties"]["output"], json!({}));
+        let s = blueprint_step(Some(&path("meta.reference_summary")), false, "").schema.unwrap();
+        assert_eq!(s["properties"]["output"], json!({"type": "string"}));
+
+        // A competing candidate gives its text and a score to be selected by.
+        let s = blueprint_step(Some(&path("content.hook")), true, "").schema.unwrap();
+        assert_eq!(s["required"], json!(["output", "score"]));
+        assert_eq!(s["properties"]["output"]["required"], json!(["type", "content"]));
+        assert_eq!(s["properties"]["score"]["maximum"], 100);
+
+        assert_eq!(blueprint_step(None, false, ""), ReplyShape::default());
+    }
+
+    #[test]
+    fn team_steps_ask_for_what_their_kind_prints() {
+        for (kind, required) in [
+            ("pm", json!(["team", "reasoning"])),
+            ("team", json!(["summary", "output"])),
+            ("validator", json!(["score", "pass", "suggestions"])),
+            ("harvest", json!(["experiences"])),
+        ] {
+            let s = team_step(kind, &[]);
+            assert_eq!(s.schema.as_ref().unwrap()["required"], required, "{kind}");
+            assert!(s.max_tokens.unwrap() >= MIN_TOKENS);
+        }
+        assert_eq!(team_step("gm", &[]), ReplyShape::default());
+        let pm = team_step("pm", &["writer".to_owned()]).schema.unwrap();
+        assert_eq!(pm["properties"]["team"]["items"]["properties"]["role"]["enum"], json!(["writer"]));
+        let lane = lane_actor(&["doc_update_report".to_owned()], true).schema.unwrap();
+        assert_eq!(lane["properties"]["entries"]["items"]["properties"]["kind"]["enum"], json!(["doc_update_report"]));
+        assert!(lane["properties"].get("doc_edits").is_some());
+    }
+
+    #[test]
+    fn the_completion_limit_is_sized_to_the_reply_and_grows_on_a_cut_off() {
+        let title = blueprint_step(Some(&path("content.hook")), true, "");
+        let scores = blueprint_step(Some(&path("control.quality_scores")), false, "");
+        let body = blueprint_step(Some(&path("content.body")), false, "");
+        let (t, s, b) = (title.max_tokens.unwrap(), scores.max_tokens.unwrap(), body.max_tokens.unwrap());
+        assert!(s < t && t < b, "scores {s} < title {t} < body {b}");
+        assert!(s < 128, "four numbers need little room: {s}");
+        assert!(b <= MAX_TOKENS);
+        assert_eq!(body.clone().grown(1).max_tokens, Some(b * 2));
+        assert_eq!(body.grown(30).max_tokens, Some(MAX_GROWN_TOKENS));
+    }
+}
