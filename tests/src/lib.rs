@@ -204,12 +204,18 @@ impl Tree {
 
     /// Starts the daemon with the config written by [`Tree::config`]; waits until its API answers.
     pub fn daemon(&self) -> Daemon {
+        self.daemon_with_env(&[])
+    }
+
+    /// [`Tree::daemon`] with these variables in the daemon's environment.
+    pub fn daemon_with_env(&self, env: &[(&str, &str)]) -> Daemon {
         let log = self.dir.path().join(format!(
             "daemon-{}.log",
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
         ));
         let cfg = self.dir.path().join("clawboard.toml");
         let mut cmd = self.command(&["--config", cfg.to_str().unwrap(), "daemon"]);
+        cmd.envs(env.iter().copied());
         let f = std::fs::File::create(&log).unwrap();
         let child = cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
         let mut d = Daemon { child, log };

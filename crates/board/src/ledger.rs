@@ -124,6 +124,13 @@ pub struct Totals {
     pub full_tokens: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The slices in the model's own tokens, over the entries that have the count.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub model_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn dir(task: &str) -> String {
@@ -177,6 +184,7 @@ pub fn totals(entries: &[Entry]) -> Totals {
         t.slices += 1;
         t.slice_tokens += e.tokens;
         t.full_tokens += e.full_tokens.unwrap_or(0);
+        t.model_tokens += e.model_tokens.unwrap_or(0);
         if let Some(u) = e.usage {
             t.prompt_tokens += u.prompt_tokens;
             t.completion_tokens += u.completion_tokens;

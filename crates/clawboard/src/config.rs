@@ -332,9 +332,8 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
             _ => p,
         }
     };
-    let mut roles =
-        clawboard_roles::RolesConfig::resolve_with(file.lifecycle, file.roles, file.llm, |v| env.named(v))
-            .map_err(bad)?;
+    let mut roles = clawboard_roles::RolesConfig::resolve_with(file.lifecycle, file.roles, file.llm, |v| env.named(v))
+        .map_err(bad)?;
     roles.resolve_key_files(relative_to_config).map_err(bad)?;
     let absolute_root =
         std::path::absolute(&root).with_context(|| format!("the blackboard root {}", root.display()))?;

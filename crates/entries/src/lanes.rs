@@ -241,6 +241,10 @@ pub struct LaneOutput {
     /// New contents of the handled entry's target_docs (actors with `writes_docs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub docs: Vec<DocWrite>,
+    /// The tokens a model role reports having spent (OpenAI's `usage`, which the
+    /// `llm` runner adds to every reply); kept with the recorded output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<serde_json::Value>,
 }
 
 /// An entry a role writes.

@@ -27,5 +27,5 @@ pub use board::{Filter, MAX_ENTRY_BYTES, create, find, list, new_id, read, rel_p
 pub use clawboard_core::formats::{Entry, EntryStatus, SourceRef, TargetDoc};
 pub use comment::{DEFAULT_MARKER, Parsed, parse, render};
 pub use error::{Error, Result};
-pub use lanes::{LaneConfig, LaneOutput, Lanes, LanesSection, Pick};
+pub use lanes::{ActorConfig, LaneConfig, LaneOutput, Lanes, LanesSection, Pick};
 pub use lifecycle::{HUMAN, check_transition, may_change};

@@ -201,6 +201,9 @@ pub struct RolesConfig {
     pub sandbox: Sandbox,
     /// `[llm.providers.*]`, already applied to the roles that name them.
     pub llm: LlmSection,
+    /// Hand every sliced step the whole board, with no budget (`clawboard run
+    /// --full-context`, to measure what slicing saves); never from the config file.
+    pub full_context: bool,
 }
 
 impl RolesConfig {
@@ -227,7 +230,7 @@ impl RolesConfig {
                 l.apply_provider(id, &llm)?;
             }
         }
-        let c = RolesConfig { lifecycle, roles, sandbox: Sandbox::default(), llm };
+        let c = RolesConfig { lifecycle, roles, sandbox: Sandbox::default(), llm, full_context: false };
         c.check()?;
         Ok(c)
     }
@@ -482,12 +485,9 @@ mod tests {
     ) -> Result<RolesConfig, ConfigError> {
         let role: RoleConfig = serde_json::from_value(llm_role(role)).unwrap();
         let env: BTreeMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        RolesConfig::resolve_with(
-            LifecycleConfig::default(),
-            BTreeMap::from([("w".to_owned(), role)]),
-            section,
-            |k| env.get(k).cloned(),
-        )
+        RolesConfig::resolve_with(LifecycleConfig::default(), BTreeMap::from([("w".to_owned(), role)]), section, |k| {
+            env.get(k).cloned()
+        })
     }
 
     #[test]
@@ -544,7 +544,10 @@ mod tests {
                 json!({"provider": "local", "api_key_env": "K"}),
                 "roles.w.llm.api_key_env: is the provider's; set it in [llm.providers.local], or drop `provider`",
             ),
-            (json!({"provider": "local", "max_completion_tokens": 0}), "roles.w.llm.max_completion_tokens: 0 is out of range"),
+            (
+                json!({"provider": "local", "max_completion_tokens": 0}),
+                "roles.w.llm.max_completion_tokens: 0 is out of range",
+            ),
             (json!({"provider": "local", "reply_schema": "x"}), "roles.w.llm.reply_schema: must be a table"),
             (
                 json!({"provider": "local", "reply_schema": {"type": "object"}, "reply_format": "text"}),
@@ -558,10 +561,17 @@ mod tests {
         let bad = providers("[providers.local]\nbase_url = \"ftp://h\"\nmodel = \"m\"\n");
         let err = resolve_llm(json!({"provider": "local"}), bad, &[]).unwrap_err().to_string();
         assert_eq!(err, "llm.providers.local.base_url: \"ftp://h\" is not an http:// or https:// URL");
-        let err = resolve_llm(json!({"provider": "local"}), section, &[("CLAWBOARD_LLM_LOCAL_BASE_URL", "http://h/v1/chat/completions")])
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("llm.providers.local.base_url: \"http://h/v1/chat/completions\" is the whole endpoint"), "{err}");
+        let err = resolve_llm(
+            json!({"provider": "local"}),
+            section,
+            &[("CLAWBOARD_LLM_LOCAL_BASE_URL", "http://h/v1/chat/completions")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("llm.providers.local.base_url: \"http://h/v1/chat/completions\" is the whole endpoint"),
+            "{err}"
+        );
         let typo: Result<LlmSection, _> = toml::from_str("[providers.local]\nbase_url = \"http://h\"\nmodle = \"m\"\n");
         assert!(typo.unwrap_err().to_string().contains("unknown field `modle`"));
     }

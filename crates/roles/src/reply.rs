@@ -28,7 +28,13 @@ pub struct ReplyShape {
 const MIN_TOKENS: u32 = 64;
 const MAX_TOKENS: u32 = 4096;
 /// The largest limit a cut-off reply's retry grows to.
-pub const MAX_GROWN_TOKENS: u32 = 16_384;
+pub const MAX_GROWN_TOKENS: u32 = 8_192;
+/// The longest text a model may write in one field of a board value: a body; a
+/// title-like field ([`SHORT_FIELDS`]) gets [`SHORT_TEXT`]. Without a bound a small
+/// model can repeat itself until its completion limit.
+const LONG_TEXT: u32 = 2_000;
+const SHORT_TEXT: u32 = 200;
+const SHORT_FIELDS: &[&str] = &["title", "selected", "primary", "secondary", "type", "emoji_density", "tone", "topic"];
 
 impl ReplyShape {
     /// A shape with `schema` and a limit sized to it.
@@ -50,10 +56,14 @@ impl ReplyShape {
         shape
     }
 
-    /// The limit doubled `times` times (a reply cut off at it is retried with more room).
-    pub fn grown(mut self, times: u32) -> ReplyShape {
-        if let Some(n) = self.max_tokens.as_mut() {
-            *n = n.saturating_mul(1 << times.min(8)).min(MAX_GROWN_TOKENS);
+    /// The limit doubled after a reply was cut off at it (`cut_offs` > 0): once,
+    /// as a model that ran into its limit is as often repeating itself as writing
+    /// a long answer.
+    pub fn grown(mut self, cut_offs: u32) -> ReplyShape {
+        if let Some(n) = self.max_tokens.as_mut()
+            && cut_offs > 0
+        {
+            *n = n.saturating_mul(2).min(MAX_GROWN_TOKENS);
         }
         self
     }
@@ -67,12 +77,14 @@ pub fn blueprint_step(output: Option<&BoardPath>, compete: bool, platform: &str)
     let Some(path) = output else { return ReplyShape::default() };
     if compete {
         let kind = json!({"type": "string", "maxLength": 40});
-        let candidate = object(&[("type", kind), ("content", json!({"type": "string"}))]);
+        // A competing step picks among short texts (titles): a bound keeps a small
+        // model from writing one until its completion limit.
+        let candidate = object(&[("type", kind), ("content", json!({"type": "string", "maxLength": 200}))]);
         return ReplyShape::of(object(&[("output", candidate), ("score", score())]));
     }
     let value = match board_type(path) {
-        Some(Ty::Map(item)) if !platform.is_empty() => object(&[(platform, strict(item))]),
-        Some(ty) => strict(ty),
+        Some(Ty::Map(item)) if !platform.is_empty() => object(&[(platform, strict(item, None))]),
+        Some(ty) => strict(ty, path.keys.last().map(String::as_str)),
         None => json!({}),
     };
     ReplyShape::of(object(&[("output", value)]))
@@ -81,8 +93,8 @@ pub fn blueprint_step(output: Option<&BoardPath>, compete: bool, platform: &str)
 /// The reply of a seed-002 step of `kind` (`pm`, `team`, `validator`, `harvest`);
 /// none for another kind. A PM picks its team among `roles` (when given).
 pub fn team_step(kind: &str, roles: &[String]) -> ReplyShape {
-    let string = || json!({"type": "string"});
-    let strings = |max: u32| json!({"type": "array", "items": {"type": "string"}, "maxItems": max});
+    let string = || json!({"type": "string", "maxLength": SHORT_TEXT});
+    let strings = |max: u32| json!({"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": max});
     let schema = match kind {
         "pm" => {
             let role = if roles.is_empty() { string() } else { json!({"type": "string", "enum": roles}) };
@@ -91,13 +103,16 @@ pub fn team_step(kind: &str, roles: &[String]) -> ReplyShape {
                 ("priority", json!({"type": "integer", "minimum": 1, "maximum": 9})),
                 ("reason", string()),
             ]);
-            object(&[("team", json!({"type": "array", "items": pick, "minItems": 1, "maxItems": 6})), ("reasoning", string())])
+            object(&[
+                ("team", json!({"type": "array", "items": pick, "minItems": 1, "maxItems": 6})),
+                ("reasoning", string()),
+            ])
         }
-        "team" => object(&[("summary", string()), ("output", string())]),
+        "team" => object(&[("summary", string()), ("output", json!({"type": "string", "maxLength": LONG_TEXT}))]),
         "validator" => object(&[
-            ("score", json!({"type": "integer", "minimum": 0, "maximum": 100})),
+            ("score", json!({"type": "integer", "minimum": 0, "maximum": 10})),
             ("pass", json!({"type": "boolean"})),
-            ("suggestions", strings(5)),
+            ("suggestions", strings(3)),
         ]),
         "harvest" => {
             let cell = object(&[
@@ -114,20 +129,30 @@ pub fn team_step(kind: &str, roles: &[String]) -> ReplyShape {
     ReplyShape::of(schema)
 }
 
-/// The reply of a lane actor (seed 004): `{"entries": [...], "doc_edits": [...]}`
-/// as docs/ENTRIES.md gives it, its kinds limited to the actor's `allowed_kinds`.
-pub fn lane_actor(allowed_kinds: &[String], writes_docs: bool) -> ReplyShape {
-    let string = || json!({"type": "string"});
-    let entry = object(&[
-        ("kind", json!({"type": "string", "enum": allowed_kinds})),
-        ("to", string()),
-        ("summary", string()),
-        ("body", string()),
-    ]);
-    let mut fields = vec![("entries", json!({"type": "array", "items": entry, "minItems": 1, "maxItems": 2}))];
-    if writes_docs {
-        let edit = object(&[("target_doc", string()), ("content", string())]);
-        fields.push(("doc_edits", json!({"type": "array", "items": edit, "maxItems": 2})));
+/// The reply of a lane actor (seed 004, docs/ENTRIES.md): a `note`, one new
+/// entry (of one of `kinds`, addressed to one of that kind's recipients), and,
+/// for an actor that writes documents, `docs` (each one of
+/// `docs`, the handled entry's target documents, with its whole new content).
+pub fn lane_actor(kinds: &[(String, Vec<String>)], docs: &[String]) -> ReplyShape {
+    let string = |max: u32| json!({"type": "string", "maxLength": max});
+    let variants: Vec<Value> = kinds
+        .iter()
+        .map(|(kind, to)| {
+            object(&[
+                ("to", json!({"type": "string", "enum": to})),
+                ("kind", json!({"type": "string", "enum": [kind]})),
+                ("payload", object(&[("summary", string(400))])),
+            ])
+        })
+        .collect();
+    let mut fields = vec![("note", string(200))];
+    if !variants.is_empty() {
+        // One entry on: the lap hands each request to the next actor once.
+        fields.push(("entries", json!({"type": "array", "items": {"anyOf": variants}, "minItems": 1, "maxItems": 1})));
+    }
+    if !docs.is_empty() {
+        let doc = object(&[("path", json!({"type": "string", "enum": docs})), ("content", json!({"type": "string"}))]);
+        fields.push(("docs", json!({"type": "array", "items": doc, "minItems": 1, "maxItems": docs.len()})));
     }
     ReplyShape::of(object(&fields))
 }
@@ -152,17 +177,21 @@ fn board_type(path: &BoardPath) -> Option<&'static Ty> {
     Some(ty)
 }
 
-/// `ty` as a schema for a model: an object's scalar fields required and no other
-/// keys; its arrays and objects optional.
-fn strict(ty: &Ty) -> Value {
+/// `ty` (of the field `name`) as a schema for a model: an object's scalar fields
+/// required and no other keys, its arrays and objects optional; every text bounded.
+fn strict(ty: &Ty, name: Option<&str>) -> Value {
     match ty {
         Ty::Obj(fields) => {
-            let props: Map<String, Value> = fields.iter().map(|(k, t)| ((*k).to_owned(), strict(t))).collect();
+            let props: Map<String, Value> = fields.iter().map(|(k, t)| ((*k).to_owned(), strict(t, Some(k)))).collect();
             let required: Vec<&str> = fields.iter().filter(|(_, t)| is_scalar(t)).map(|(k, _)| *k).collect();
             json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
         }
-        Ty::Arr(item) => json!({"type": "array", "items": strict(item), "maxItems": 8}),
-        Ty::Map(item) => json!({"type": "object", "additionalProperties": strict(item)}),
+        Ty::Arr(item) => json!({"type": "array", "items": strict(item, Some("item")), "maxItems": 8}),
+        Ty::Map(item) => json!({"type": "object", "additionalProperties": strict(item, None)}),
+        Ty::Str => {
+            let short = name.is_some_and(|n| SHORT_FIELDS.contains(&n) || n == "item");
+            json!({"type": "string", "maxLength": if short { SHORT_TEXT } else { LONG_TEXT }})
+        }
         other => other.json_schema(),
     }
 }
@@ -171,8 +200,8 @@ fn is_scalar(ty: &Ty) -> bool {
     matches!(ty, Ty::Str | Ty::Enum(_) | Ty::Count | Ty::Num | Ty::Bool)
 }
 
-/// About how many tokens a reply of `schema` takes: a free string 400 (a body
-/// of a few hundred words), a number or a choice 8, an array up to its
+/// About how many tokens a reply of `schema` takes at most: a string its
+/// `maxLength` (else 400, a body of a few hundred words), a number or a choice 8, an array up to its
 /// `maxItems` (else 4) items, an object its required fields and their keys
 /// and at most 100 for each optional one.
 pub fn estimate_tokens(schema: &Value) -> u32 {
@@ -181,7 +210,11 @@ pub fn estimate_tokens(schema: &Value) -> u32 {
     let kind = schema.get("type").and_then(Value::as_str).unwrap_or_default();
     match kind {
         "string" if schema.get("enum").is_some() => 8,
-        "string" => schema.get("maxLength").and_then(Value::as_u64).map_or(TEXT, |n| u32::try_from(n).unwrap_or(TEXT)),
+        // A character is a token at most, as a rule: the grammar ends the text
+        // before the limit does.
+        "string" => {
+            schema.get("maxLength").and_then(Value::as_u64).map_or(TEXT, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        }
         "integer" | "number" | "boolean" => 8,
         "array" => {
             let items = schema.get("items").map_or(TEXT, estimate_tokens);
@@ -220,13 +253,19 @@ mod tests {
         let scores = &s["properties"]["output"];
         assert_eq!(scores["required"], json!(["virality", "hook_strength", "emotional_resonance", "platform_fit"]));
         assert_eq!(scores["properties"]["virality"], json!({"type": "number"}));
+        let cta = blueprint_step(Some(&path("content.cta")), false, "").schema.unwrap();
+        assert_eq!(cta["properties"]["output"]["properties"]["primary"]["maxLength"], SHORT_TEXT);
         assert_eq!(scores["additionalProperties"], json!(false));
         assert_eq!(s["required"], json!(["output"]));
 
         // A body's text is required, its lists are not.
         let s = blueprint_step(Some(&path("content.body")), false, "").schema.unwrap();
         assert_eq!(s["properties"]["output"]["required"], json!(["content"]));
-        assert_eq!(s["properties"]["output"]["properties"]["key_points"]["items"], json!({"type": "string"}));
+        assert_eq!(s["properties"]["output"]["properties"]["content"]["maxLength"], LONG_TEXT);
+        assert_eq!(
+            s["properties"]["output"]["properties"]["key_points"]["items"],
+            json!({"type": "string", "maxLength": SHORT_TEXT})
+        );
 
         // The cta's type is one of the board's choices.
         let s = blueprint_step(Some(&path("content.cta")), false, "").schema.unwrap();
@@ -244,7 +283,7 @@ mod tests {
         let s = blueprint_step(Some(&path("content.trends")), false, "").schema.unwrap();
         assert_eq!(s["properties"]["output"], json!({}));
         let s = blueprint_step(Some(&path("meta.reference_summary")), false, "").schema.unwrap();
-        assert_eq!(s["properties"]["output"], json!({"type": "string"}));
+        assert_eq!(s["properties"]["output"], json!({"type": "string", "maxLength": LONG_TEXT}));
 
         // A competing candidate gives its text and a score to be selected by.
         let s = blueprint_step(Some(&path("content.hook")), true, "").schema.unwrap();
@@ -270,9 +309,18 @@ mod tests {
         assert_eq!(team_step("gm", &[]), ReplyShape::default());
         let pm = team_step("pm", &["writer".to_owned()]).schema.unwrap();
         assert_eq!(pm["properties"]["team"]["items"]["properties"]["role"]["enum"], json!(["writer"]));
-        let lane = lane_actor(&["doc_update_report".to_owned()], true).schema.unwrap();
-        assert_eq!(lane["properties"]["entries"]["items"]["properties"]["kind"]["enum"], json!(["doc_update_report"]));
-        assert!(lane["properties"].get("doc_edits").is_some());
+        let kinds = [("doc_update_report".to_owned(), vec!["Human".to_owned()])];
+        let lane = lane_actor(&kinds, &["STATE/current_state.md".to_owned()]).schema.unwrap();
+        let variant = &lane["properties"]["entries"]["items"]["anyOf"][0];
+        assert_eq!(variant["properties"]["kind"]["enum"], json!(["doc_update_report"]));
+        assert_eq!(variant["properties"]["to"]["enum"], json!(["Human"]));
+        assert_eq!(
+            lane["properties"]["docs"]["items"]["properties"]["path"]["enum"],
+            json!(["STATE/current_state.md"])
+        );
+        assert_eq!(lane["required"], json!(["note", "entries", "docs"]));
+        let quiet = lane_actor(&[], &[]).schema.unwrap();
+        assert_eq!(quiet["required"], json!(["note"]));
     }
 
     #[test]
@@ -282,9 +330,11 @@ mod tests {
         let body = blueprint_step(Some(&path("content.body")), false, "");
         let (t, s, b) = (title.max_tokens.unwrap(), scores.max_tokens.unwrap(), body.max_tokens.unwrap());
         assert!(s < t && t < b, "scores {s} < title {t} < body {b}");
+        assert_eq!(t, 280, "the example request of docs/LLM.md");
         assert!(s < 128, "four numbers need little room: {s}");
         assert!(b <= MAX_TOKENS);
+        assert_eq!(body.clone().grown(0).max_tokens, Some(b));
         assert_eq!(body.clone().grown(1).max_tokens, Some(b * 2));
-        assert_eq!(body.grown(30).max_tokens, Some(MAX_GROWN_TOKENS));
+        assert_eq!(body.grown(3).max_tokens, Some(b * 2), "doubled once, not for every cut-off");
     }
 }

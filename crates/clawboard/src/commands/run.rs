@@ -36,6 +36,10 @@ pub struct RunArgs {
     /// The input (a JSON file; - for standard input)
     #[arg(long, value_name = "FILE")]
     pub input: PathBuf,
+    /// Hand every step the whole board instead of its slice, with no budget: to
+    /// measure what slicing saves (the slice ledger records both), not for use
+    #[arg(long)]
+    pub full_context: bool,
 }
 
 /// Reads FILE (or stdin) as one JSON object, at most `max` bytes.
@@ -162,7 +166,9 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes())?;
     eprintln!("task {id}: blueprint {} ({})", input.blueprint_id, layout::task_file(id.as_str(), ""));
 
-    let engine = Arc::new(Engine::new(store.clone(), s.roles.clone(), Shutdown::never()));
+    let mut roles = s.roles.clone();
+    roles.full_context = a.full_context;
+    let engine = Arc::new(Engine::new(store.clone(), roles, Shutdown::never()));
     let (acl, _) = crate::commands::acl::load(s)?;
     engine.set_acl(Arc::new(acl));
     engine.set_templates(s.templates.clone());

@@ -129,8 +129,9 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
         output::json(&json!({"task": task, "entries": entries, "totals": totals}))?;
         return Ok(EXIT_OK);
     }
-    let mut t =
-        output::Table::new(&["#", "at", "step", "role", "tokens", "budget", "board", "rungs", "usage", "outcome"]);
+    let mut t = output::Table::new(&[
+        "#", "at", "step", "role", "tokens", "model", "budget", "board", "rungs", "usage", "outcome",
+    ]);
     for e in &entries {
         t.row(vec![
             e.n.to_string(),
@@ -138,6 +139,7 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
             e.step.clone(),
             e.role.clone(),
             e.tokens.to_string(),
+            e.model_tokens.map_or("-".into(), |n| n.to_string()),
             e.budget.map_or("-".into(), |b| b.to_string()),
             e.full_tokens.map_or("-".into(), |n| n.to_string()),
             if e.rungs.is_empty() { "-".into() } else { e.rungs.join(",") },
@@ -146,8 +148,13 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
         ]);
     }
     out!("{}", t.render())?;
+    let model = if totals.model_tokens > 0 {
+        format!("; {} in the model's own tokens", totals.model_tokens)
+    } else {
+        String::new()
+    };
     outln!(
-        "total: {} slices, {} tokens handed (the whole board each time: {}), roles report {} prompt + {} completion (o200k counts)",
+        "total: {} slices, {} o200k tokens handed (the whole board each time: {}){model}; roles report {} prompt + {} completion tokens",
         totals.slices,
         totals.slice_tokens,
         totals.full_tokens,

@@ -17,6 +17,7 @@ use clawboard_entries::handling::{self, Handling, State};
 use clawboard_entries::{LaneOutput, Lanes, Pick};
 use clawboard_roles::Engine;
 use clawboard_roles::engine::entry::EntryRun;
+use clawboard_roles::reply::ReplyShape;
 use clawboard_sync::cluster::ClaimResult;
 use tokio::task::JoinSet;
 
@@ -225,12 +226,44 @@ impl Ctx {
         Ok(Some(h))
     }
 
+    /// What the actor's reply must look like (for an `llm` role): entries of its
+    /// allowed kinds, each to an actor of the lane that picks the kind (or `Human`,
+    /// when none does), and the handled entry's documents when it writes them.
+    fn reply_shape(lanes: &Lanes, entry: &clawboard_entries::Entry, pick: &Pick) -> ReplyShape {
+        let actors = lanes.iter().filter(|(name, _)| **name == pick.lane).flat_map(|(_, l)| l.actors.iter());
+        let actors: Vec<(&String, &clawboard_entries::ActorConfig)> = actors.collect();
+        let kinds: Vec<(String, Vec<String>)> = pick
+            .config
+            .allowed_kinds
+            .iter()
+            .map(|kind| {
+                let mut to: Vec<String> = actors
+                    .iter()
+                    .filter(|(_, a)| a.picks.is_empty() || a.picks.contains(kind))
+                    .map(|(name, _)| (*name).clone())
+                    .collect();
+                if to.is_empty() {
+                    to.push(clawboard_entries::HUMAN.to_owned());
+                }
+                (kind.clone(), to)
+            })
+            .collect();
+        let docs: Vec<String> = if pick.config.writes_docs {
+            entry.target_docs.iter().map(|d| d.path().to_owned()).collect()
+        } else {
+            Vec::new()
+        };
+        clawboard_roles::reply::lane_actor(&kinds, &docs)
+    }
+
     /// Runs the role and records its checked output and plan (`ran`); a role that
     /// keeps failing is recorded as an `error` output with the reason.
     async fn run(&self, entry: &clawboard_entries::Entry, pick: &Pick, h: &mut Handling) -> anyhow::Result<()> {
         let ctx = handling::context(&self.store, entry, pick);
         let check = |stdout: &[u8]| LaneOutput::parse(stdout).and_then(|o| o.check(entry, pick));
-        let (output, runs) = match self.engine.run_for_entry(&pick.config.role, entry.id.as_str(), &ctx, check).await {
+        let shape = Self::reply_shape(&self.lanes, entry, pick);
+        let run = self.engine.run_for_entry(&pick.config.role, entry.id.as_str(), &ctx, &shape, check);
+        let (output, runs) = match run.await {
             EntryRun::Stopped => return Ok(()),
             EntryRun::Done { stdout, runs } => (LaneOutput::parse(&stdout).map_err(anyhow::Error::msg)?, runs),
             EntryRun::Failed { error, runs } => {

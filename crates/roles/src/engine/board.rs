@@ -141,6 +141,14 @@ impl TaskRun<'_> {
         if scope.is_none() && template.is_none() {
             return Ok(None);
         }
+        // `clawboard run --full-context`: the whole board instead of the slice, no budget
+        // (for measuring what slicing saves, never for production).
+        let whole: Vec<String> = clawboard_core::formats::Zone::ALL.iter().map(|z| z.name().to_owned()).collect();
+        let (scope, template, max_tokens) = if self.engine.config().full_context {
+            (Some(whole.as_slice()), None, None)
+        } else {
+            (scope, template, max_tokens)
+        };
         let Some(board) = &self.board else {
             return Err(StepError::Failed(format!(
                 "role {role_id} is handed a slice, but lifecycle.board is \"never\": the task keeps no board"
@@ -233,8 +241,7 @@ impl TaskRun<'_> {
         let n = handed.as_ref().and_then(|h| h.entry.model_tokens).unwrap_or(0);
         let msg = format!(
             "step {}: the slice is over its budget in the model's own count ({n} tokens of {}) after {MAX_RECUTS} cuts",
-            info.step,
-            llm.model
+            info.step, llm.model
         );
         if let Some(h) = handed {
             let mut entry = h.entry;

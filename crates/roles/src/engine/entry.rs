@@ -27,6 +27,7 @@ impl crate::Engine {
         role_id: &str,
         entry_id: &str,
         context: &serde_json::Value,
+        shape: &crate::reply::ReplyShape,
         check: impl Fn(&[u8]) -> Result<(), String>,
     ) -> EntryRun {
         let cfg = self.config();
@@ -76,7 +77,7 @@ impl crate::Engine {
             }
             let bytes = serde_json::to_vec(&ctx).unwrap_or_default();
             let mut kill = self.shutdown.kill.clone();
-            let out = runner::run(role, &bytes, &who, &mut kill).await;
+            let out = runner::run_shaped(role, &bytes, shape, &who, &mut kill).await;
             self.instances.lock().retain(|i| i.id != instance);
             let checked = match out.status {
                 RunStatus::Exited => check(&out.stdout).map_err(|e| format!("invalid output: {e}")),

@@ -315,18 +315,33 @@ impl TaskRun<'_> {
     }
 
     /// The shape the step's reply must have: the step's own, else its kind's (a
-    /// PM picks among the roles it was offered).
+    /// PM picks its team among the roles it was offered that do a team's work:
+    /// not a PM, the validator or the harvester, nor a role that names its own
+    /// `component` or `reply_schema`, as the blueprints' components do).
     fn reply_shape(&self, info: &StepInfo) -> ReplyShape {
         if let Some(shape) = &info.reply {
             return shape.clone();
         }
-        let offered: Vec<String> = info
+        let cfg = self.engine.config();
+        let lifecycle = [cfg.lifecycle.validator.as_deref(), cfg.lifecycle.harvester.as_deref()];
+        let workers: Vec<String> = info
             .extra
             .get("availableRoles")
             .and_then(serde_json::Value::as_array)
-            .map(|v| v.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default();
-        reply::team_step(info.kind, &offered)
+            .map(|v| v.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| !lifecycle.contains(&Some(r.as_str())))
+            .filter(|r| {
+                cfg.roles
+                    .get(r)
+                    .is_some_and(|c| c.component.is_none() && c.llm.as_ref().is_none_or(|l| l.reply_schema.is_none()))
+            })
+            .filter(|r| {
+                clawboard_core::acl::Component::default_for_role(r).0 != clawboard_core::acl::Component::Orchestrator
+            })
+            .collect();
+        reply::team_step(info.kind, &workers)
     }
 
     /// Makes sure the escalation files an attempt raised exist.

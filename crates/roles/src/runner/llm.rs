@@ -197,11 +197,15 @@ async fn check_model(client: &reqwest::Client, llm: &LlmConfig, auth: Option<&He
     };
     if let Some(ids) = listed
         && !ids.is_empty()
-        && !ids.iter().any(|id| *id == llm.model)
+        && !ids.contains(&llm.model)
     {
         let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
         let more = if ids.len() > 5 { format!(" and {} more", ids.len() - 5) } else { String::new() };
-        return Err(LlmError::NoSuchModel { url, model: llm.model.clone(), served: format!("{}{more}", shown.join(", ")) });
+        return Err(LlmError::NoSuchModel {
+            url,
+            model: llm.model.clone(),
+            served: format!("{}{more}", shown.join(", ")),
+        });
     }
     if let Ok(mut s) = served.lock() {
         s.insert(memo);
@@ -268,7 +272,8 @@ async fn ask(r: &Request<'_>, limit: u64, message: &str, shape: &ReplyShape) -> 
         if let Some(a) = r.auth {
             req = req.header(AUTHORIZATION, a.clone());
         }
-        let mut resp = req.send().await.map_err(|e| LlmError::Send { method: "POST", url: url.clone(), reason: reason(e) })?;
+        let mut resp =
+            req.send().await.map_err(|e| LlmError::Send { method: "POST", url: url.clone(), reason: reason(e) })?;
         let status = resp.status();
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let mut got = Vec::new();

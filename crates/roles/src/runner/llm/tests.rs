@@ -76,7 +76,8 @@ async fn serve_models(replies: Vec<Reply>, models: Option<&'static [&'static str
                     }
                     None => ("404 Not Found", "{\"error\": \"not found\"}".to_owned()),
                 };
-                let resp = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let resp =
+                    format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
                 let _ = r.get_mut().write_all(resp.as_bytes()).await;
                 let _ = r.get_mut().shutdown().await;
                 continue;
@@ -453,10 +454,7 @@ fn a_sliced_context_becomes_the_step_and_the_slice() {
          Board slice (JSON):\n{\"meta\":{\"intent\":\"AI tools\"}}"
     );
     let plain = json!({"step": "iter-1/w", "slice": {"a": 1}});
-    assert_eq!(
-        user_message(&serde_json::to_vec(&plain).unwrap()),
-        "Step: iter-1/w\n\nBoard slice (JSON):\n{\"a\":1}"
-    );
+    assert_eq!(user_message(&serde_json::to_vec(&plain).unwrap()), "Step: iter-1/w\n\nBoard slice (JSON):\n{\"a\":1}");
     let whole = json!({"task": {"taskId": "t1"}, "files": {}});
     assert_eq!(user_message(&serde_json::to_vec(&whole).unwrap()), serde_json::to_string_pretty(&whole).unwrap());
     assert_eq!(user_message(b"not json"), "not json");
@@ -525,7 +523,9 @@ fn title_shape() -> ReplyShape {
 async fn a_shaped_step_asks_for_its_schema_and_a_completion_limit() {
     let s = serve(vec![ok(r#"{"output": {"type": "question", "content": "Why AI?"}, "score": 80}"#)]).await;
     let shape = title_shape();
-    let out = go_shaped(&role(&s.base_url, json!({})), &json!({"step": "bp/title-c1", "slice": {"topic": "AI"}}), &shape).await;
+    let out =
+        go_shaped(&role(&s.base_url, json!({})), &json!({"step": "bp/title-c1", "slice": {"topic": "AI"}}), &shape)
+            .await;
     assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
     let body = &s.seen()[0].body;
     assert_eq!(body["max_tokens"], json!(shape.max_tokens.unwrap()));
@@ -548,7 +548,8 @@ async fn a_shaped_step_asks_for_its_schema_and_a_completion_limit() {
 
 #[tokio::test]
 async fn a_server_that_refuses_the_schema_is_asked_with_json_object_then_plain_text() {
-    let refuse = || status("400 Bad Request", Vec::new(), r#"{"error": "response_format json_schema is not supported"}"#);
+    let refuse =
+        || status("400 Bad Request", Vec::new(), r#"{"error": "response_format json_schema is not supported"}"#);
     let s = serve(vec![refuse(), ok(r#"{"output": {"type": "q", "content": "c"}, "score": 1}"#)]).await;
     let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &title_shape()).await;
     assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The blueprints on a real model (issue: a real model in the loop): every
+component answered by the local model server (scripts/llm-server, llama.cpp
+serving Gemma 3 270M) with config/examples/llm.toml, each input run as shipped
+(each step handed its slice), with `--full-context` (each step handed the whole
+board, no budget), and, with `--no-schema`, as shipped but with reply_format =
+"json_object" (no schema-shaped replies).
+
+  scripts/llm-server install && eval "$(scripts/llm-server start)"
+  scripts/bench/llm-blueprints.py                          # 4 blueprints x 20 inputs, sliced and full
+  INPUTS=5 BLUEPRINTS=xiaohongshu_viral scripts/bench/llm-blueprints.py --no-schema
+  scripts/bench/llm-blueprints.py --keep /tmp/llmb         # keep every root
+
+Builds nothing: CLAWBOARD_BIN (default target/release/clawboard) must exist, and
+CLAWBOARD_LLM_LOCAL_BASE_URL must point at the server (scripts/llm-server start
+prints it). Inputs: scripts/bench/blueprint-inputs.json (the first INPUTS of
+its 20); the platform blueprints run each input on their own platform.
+
+What it reports, from each run's records (the slice ledger, the attempt records
+and the output contract), never from the model's wording:
+  (a) the provider-reported prompt tokens (usage.prompt_tokens, summed over every
+      model step of a run) sliced against full-context: goal <= 20 %;
+  (b) the output contract's status per run (success / partial / failed) and the
+      valid-reply rate per step (attempts whose reply passed, of all attempts);
+  (c) wall time per run and clawboard's own part of it: the run's wall time less
+      the time some model request was in flight (the union of the model steps'
+      attempt intervals); goal <= 1 %;
+  (d) per step, the o200k count of its slices against the model's own count
+      (llama.cpp /tokenize, the ledger's model_tokens).
+One JSON line per run goes to RESULTS (default results.jsonl in the kept
+directory, or a temporary one) for later pooling.
+"""
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BLUEPRINTS = ["xiaohongshu_viral", "wechat_longform", "twitter_thread", "deep_analysis"]
+PLATFORM = {"xiaohongshu_viral": "xiaohongshu", "wechat_longform": "wechat", "twitter_thread": "twitter"}
+PROMPT_GOAL = 0.20
+OWN_GOAL = 0.01
+
+
+def ts(s):
+    return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def union(intervals):
+    """Total length of the union of (start, end) intervals."""
+    total, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def run_one(binary, config, blueprint, inp, workdir, full):
+    root = workdir / "root"
+    infile = workdir / "input.json"
+    infile.write_text(json.dumps(inp, ensure_ascii=False))
+    args = [binary, "--config", str(config), "--root", str(root), "run", blueprint, "--input", str(infile)]
+    if full:
+        args.append("--full-context")
+    started = time.monotonic()
+    p = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    m = re.search(r"task (\S+): blueprint", p.stderr)
+    if not m:
+        raise SystemExit(f"llm-blueprints: {blueprint}: no task id in the output (exit {p.returncode}):\n{p.stderr}")
+    task = root / "tasks" / m.group(1)
+    try:
+        contract = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        contract = {}
+    ledger = [json.loads(f.read_text()) for f in sorted((task / "board" / "slices").glob("*.json"))]
+    attempts = [json.loads(f.read_text()) for f in sorted((task / "attempts").glob("*.json"))]
+    return wall, contract, ledger, attempts
+
+
+def step_id(step):
+    s = re.sub(r"^bp/(r\d+/)?", "", step)
+    return re.sub(r"(-c\d+)?(-redo\d+)?$", "", s)
+
+
+def summarize(wall, contract, ledger, attempts):
+    sent = [e for e in ledger if e["step"].startswith("bp/") and e["outcome"] not in ("over_budget", "recut")]
+    prompt = sum((e.get("usage") or {}).get("prompt_tokens", 0) for e in sent)
+    completion = sum((e.get("usage") or {}).get("completion_tokens", 0) for e in sent)
+    model_steps = [a for a in attempts if a["step"].startswith("bp/") and a.get("ended_at")]
+    in_flight = union([(ts(a["started_at"]), ts(a["ended_at"])) for a in model_steps])
+    per_step = defaultdict(lambda: {"attempts": 0, "ok": 0, "o200k": 0, "model": 0})
+    for a in model_steps:
+        s = per_step[step_id(a["step"])]
+        s["attempts"] += 1
+        s["ok"] += a["status"] == "ok"
+    for e in sent:
+        if e.get("model_tokens") is not None:
+            s = per_step[step_id(e["step"])]
+            s["o200k"] += e["tokens"]
+            s["model"] += e["model_tokens"]
+    status = (contract.get("execution_result") or {}).get("status", "none")
+    return {"wall_s": round(wall, 3), "in_flight_s": round(in_flight, 3), "status": status,
+            "prompt_tokens": prompt, "completion_tokens": completion, "steps": dict(per_step)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--inputs", default=str(REPO / "scripts/bench/blueprint-inputs.json"))
+    ap.add_argument("--config", default=str(REPO / "config/examples/llm.toml"))
+    ap.add_argument("--keep", help="keep the roots under this directory (default: a temporary one, removed)")
+    ap.add_argument("--no-schema", action="store_true", help="also run as shipped with reply_format = json_object")
+    ap.add_argument("--no-full", action="store_true", help="skip the full-context runs")
+    a = ap.parse_args()
+
+    binary = os.environ.get("CLAWBOARD_BIN", str(REPO / "target/release/clawboard"))
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        raise SystemExit(f"llm-blueprints: {binary} is missing; build it first (cargo build --release -p clawboard)")
+    if not os.environ.get("CLAWBOARD_LLM_LOCAL_BASE_URL"):
+        raise SystemExit("llm-blueprints: CLAWBOARD_LLM_LOCAL_BASE_URL is not set; eval \"$(scripts/llm-server start)\" first")
+    blueprints = os.environ.get("BLUEPRINTS", " ".join(BLUEPRINTS)).split()
+    inputs = json.loads(Path(a.inputs).read_text())[: int(os.environ.get("INPUTS", "20"))]
+
+    tmp = None
+    if a.keep:
+        base = Path(a.keep)
+        base.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="llm-blueprints.")
+        base = Path(tmp.name)
+    results = Path(os.environ.get("RESULTS", base / "results.jsonl"))
+    shipped = Path(a.config).read_text()
+    no_schema = base / "llm-json-object.toml"
+    no_schema.write_text(shipped.replace('reply_format = "json_schema"', 'reply_format = "json_object"'))
+
+    modes = [("sliced", a.config, False)]
+    if not a.no_full:
+        modes.append(("full", a.config, True))
+    if a.no_schema:
+        modes.append(("sliced-no-schema", no_schema, False))
+    runs = defaultdict(list)
+    with results.open("a") as out:
+        for bp in blueprints:
+            for i, inp in enumerate(inputs, 1):
+                inp = json.loads(json.dumps(inp))
+                if bp in PLATFORM:
+                    inp["user_input"]["platform"] = PLATFORM[bp]
+                inp["execution_config"] = {"max_retries": 2, "quality_threshold": 60}
+                for mode, config, full in modes:
+                    wd = base / bp / f"{i:02}-{mode}"
+                    wd.mkdir(parents=True, exist_ok=True)
+                    r = summarize(*run_one(binary, config, bp, inp, wd, full))
+                    r.update({"blueprint": bp, "input": i, "mode": mode})
+                    out.write(json.dumps(r) + "\n")
+                    out.flush()
+                    runs[(bp, mode)].append(r)
+                    print(f"{bp} input {i:2} {mode}: {r['status']}, {r['wall_s']:.1f} s "
+                          f"(model in flight {r['in_flight_s']:.1f} s), prompt {r['prompt_tokens']} tokens",
+                          file=sys.stderr)
+    report(runs, blueprints, modes)
+
+
+def report(runs, blueprints, modes):
+    print("(a) provider-reported prompt tokens, sliced against full-context")
+    print("| blueprint | runs | sliced | full-context | sliced ÷ full | max of one input |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for bp in blueprints:
+        s, f = runs.get((bp, "sliced"), []), runs.get((bp, "full"), [])
+        if not s or not f:
+            continue
+        ss, ff = sum(r["prompt_tokens"] for r in s), sum(r["prompt_tokens"] for r in f)
+        worst = max(a["prompt_tokens"] / b["prompt_tokens"] for a, b in zip(s, f) if b["prompt_tokens"])
+        print(f"| {bp} | {len(s)} | {ss:,} | {ff:,} | {100 * ss / max(ff, 1):.1f} % | {100 * worst:.1f} % |")
+    print("\n(b) contract status and valid replies per step")
+    print("| blueprint | mode | success / partial / failed | step: valid replies of attempts |")
+    print("| --- | --- | --- | --- |")
+    for (bp, mode), rs in sorted(runs.items()):
+        counts = [sum(r["status"] == k for r in rs) for k in ("success", "partial", "failed")]
+        steps = defaultdict(lambda: [0, 0])
+        for r in rs:
+            for sid, st in r["steps"].items():
+                steps[sid][0] += st["ok"]
+                steps[sid][1] += st["attempts"]
+        cells = ", ".join(f"{sid} {ok}/{n}" for sid, (ok, n) in sorted(steps.items()))
+        print(f"| {bp} | {mode} | {' / '.join(map(str, counts))} | {cells} |")
+    print("\n(c) wall time per run and clawboard's own part (wall less model requests in flight)")
+    print("| blueprint | mode | runs | wall s, mean | own s, mean | own ÷ wall |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for (bp, mode), rs in sorted(runs.items()):
+        wall = sum(r["wall_s"] for r in rs)
+        own = sum(r["wall_s"] - r["in_flight_s"] for r in rs)
+        print(f"| {bp} | {mode} | {len(rs)} | {wall / len(rs):.1f} | {own / len(rs):.2f} | {100 * own / wall:.2f} % |")
+    print("\n(d) slices in o200k against the model's own count (sliced runs)")
+    print("| blueprint | step | o200k | model | model ÷ o200k |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for bp in blueprints:
+        steps = defaultdict(lambda: [0, 0])
+        for r in runs.get((bp, "sliced"), []):
+            for sid, st in r["steps"].items():
+                steps[sid][0] += st["o200k"]
+                steps[sid][1] += st["model"]
+        for sid, (o, m) in sorted(steps.items()):
+            if o:
+                print(f"| {bp} | {sid} | {o:,} | {m:,} | {m / o:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

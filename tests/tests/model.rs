@@ -1,0 +1,401 @@
+//! Roles answered by a real language model: llama.cpp's server with Gemma 3
+//! 270M, both built from registry packages by `scripts/llm-server`, which
+//! `scripts/test` starts (its base URL in `CLAWBOARD_TEST_LLM`). The config is the
+//! shipped `config/examples/llm.toml`, pointed at that server through the
+//! environment as a user would (`CLAWBOARD_LLM_LOCAL_BASE_URL`).
+//!
+//! The tests assert on structure and records (statuses, attempt records, the slice
+//! ledger, errors naming role and provider), never on the model's wording.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use clawboard_tests::blueprints::{output_of, read_json, task_dir, wait_task};
+use clawboard_tests::{Tree, repo, wait_until};
+use serde_json::{Value, json};
+
+/// The local model server's base URL (`…/v1`).
+fn server() -> String {
+    std::env::var("CLAWBOARD_TEST_LLM")
+        .expect("CLAWBOARD_TEST_LLM is not set: run the suite through scripts/test, which starts scripts/llm-server")
+}
+
+/// The environment that points `[llm.providers.local]` at the test server.
+fn provider_env(base_url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("CLAWBOARD_LLM_LOCAL_BASE_URL", base_url.to_owned()),
+        ("CLAWBOARD_LLM_LOCAL_MODEL", "gemma-3-270m".to_owned()),
+    ]
+}
+
+/// The daemon on the tree's config, its provider pointed at the test server.
+fn daemon_on_model(t: &Tree) -> clawboard_tests::Daemon {
+    let env = provider_env(&server());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    t.daemon_with_env(&env)
+}
+
+/// The shipped config, with `extra` TOML merged over it (tables key by key).
+fn llm_config(t: &Tree, extra: &str) -> PathBuf {
+    let shipped = std::fs::read_to_string(repo().join("config/examples/llm.toml")).unwrap();
+    let mut table: toml::Table = toml::from_str(&shipped).unwrap();
+    clawboard_tests::blueprints::merge(&mut table, toml::from_str(extra).unwrap());
+    t.config(&toml::to_string(&table).unwrap())
+}
+
+/// A one-step blueprint that writes `content.cta` with the cta-worker: the
+/// smallest real reply, for the fault tests.
+fn one_step_blueprint(t: &Tree) -> String {
+    let dir = t.dir.path().join("bps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bp = json!({"blueprint_id": "one_cta", "type": "static_linear", "steps": [
+        {"id": "cta", "worker": "cta-worker", "scope": ["meta.topic", "meta.platform"], "max_tokens": 200,
+         "output": "content.cta", "retry": 1}
+    ]});
+    std::fs::write(dir.join("one_cta.json"), bp.to_string()).unwrap();
+    format!("[blueprints]\ndir = \"{}\"\n", dir.display())
+}
+
+/// `clawboard run one_cta` with `extra` config and `env`; the run's output contract.
+fn run_one_cta(t: &Tree, extra: &str, env: &[(&str, String)]) -> (i32, Value) {
+    let cfg = llm_config(t, &format!("{}\n{extra}", one_step_blueprint(t)));
+    let input = t.scratch("in.json", br#"{"topic": "Five AI tools for small teams", "platform": "xiaohongshu"}"#);
+    let mut cmd = t.command(&["--config", cfg.to_str().unwrap(), "run", "one_cta", "--input", input.to_str().unwrap()]);
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let contract: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("run printed no contract ({e}):\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr))
+    });
+    (out.status.code().unwrap_or(-1), contract)
+}
+
+/// The slice ledger of a task (`clawboard slice history --json`).
+fn ledger(t: &Tree, task: &str) -> Value {
+    let r = t.run(&["slice", "history", task, "--json"]);
+    r.ok();
+    r.json()
+}
+
+/// Every slice sent was within its budget, in o200k and in the model's own
+/// count; every finished model step has the provider's usage and the model's count.
+fn check_ledger(ledger: &Value) -> usize {
+    let entries = ledger["entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "no slice was handed out: {ledger:#}");
+    let mut counted = 0;
+    for e in entries {
+        let outcome = e["outcome"].as_str().unwrap();
+        if matches!(outcome, "over_budget" | "recut") {
+            continue; // never sent
+        }
+        if let Some(budget) = e["budget"].as_u64() {
+            assert!(e["tokens"].as_u64().unwrap() <= budget, "sent over budget in o200k: {e:#}");
+            if let Some(m) = e["model_tokens"].as_u64() {
+                assert!(m <= budget, "sent over budget in the model's count: {e:#}");
+            }
+        }
+        if outcome == "ok" {
+            assert!(e["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0, "no provider usage: {e:#}");
+            assert!(e["usage"]["completion_tokens"].as_u64().unwrap_or(0) > 0, "no provider usage: {e:#}");
+            assert!(e["model_tokens"].as_u64().unwrap_or(0) > 0, "no model-token count: {e:#}");
+            counted += 1;
+        }
+    }
+    counted
+}
+
+/// xiaohongshu_viral through a daemon, every step on the model, with a `kill -9`
+/// while a model step runs: the daemon that comes back resumes the task without
+/// running its finished steps again, and the task ends with the output contract
+/// (success, or partial with its reasons).
+#[test]
+fn a_blueprint_written_by_the_model_survives_a_kill_and_keeps_its_ledger() {
+    let t = Tree::init();
+    llm_config(&t, "");
+    let d = daemon_on_model(&t);
+    let input: Value =
+        serde_json::from_slice(&std::fs::read(repo().join("config/examples/blueprint-input.json")).unwrap()).unwrap();
+    let task = json!({"taskId": "bp-model-1", "type": "writing", "description": input["user_input"]["topic"],
+                      "blueprint_id": "xiaohongshu_viral", "user_input": input["user_input"],
+                      "execution_config": input["execution_config"]});
+    t.drop_task("bp-model-1.json", &task.to_string());
+
+    // Once the planning steps are done and a later model step is running: kill -9.
+    let finished_before =
+        || -> Vec<Value> { t.attempts("bp-model-1").into_iter().filter(|a| a["status"] == "ok").collect::<Vec<_>>() };
+    wait_until(600, "a finished step and a running one", || {
+        let all = t.attempts("bp-model-1");
+        all.iter().filter(|a| a["status"] == "ok").count() >= 2 && all.iter().any(|a| a["status"] == "running")
+    });
+    let done = finished_before();
+    d.crash();
+    let d = daemon_on_model(&t);
+    let status = wait_task(&t, "bp-model-1", 1200);
+    let log = d.output();
+    d.stop();
+
+    // Nothing that had finished ran again.
+    let all = t.attempts("bp-model-1");
+    for a in &done {
+        let again: Vec<&Value> = all.iter().filter(|b| b["step"] == a["step"] && b["number"] != a["number"]).collect();
+        assert!(again.is_empty(), "step {} ran again after the restart: {again:#?}", a["step"]);
+    }
+    assert!(
+        all.iter().any(|a| a["status"] == "interrupted"),
+        "the step the kill cut short is on the record as interrupted: {all:#?}"
+    );
+
+    let out = output_of(&t, "bp-model-1");
+    let run_status = out["execution_result"]["status"].as_str().unwrap().to_owned();
+    assert!(matches!(run_status.as_str(), "success" | "partial"), "status {run_status}: {out:#}\n{log}");
+    if run_status == "partial" {
+        let errors = &out["blackboard_snapshot"]["control_zone"]["errors"];
+        assert!(!errors.as_array().unwrap().is_empty(), "a partial run says why: {out:#}");
+    }
+    // The validator (on the model too) may fail the result: the task then ends
+    // failed with its verdict, the contract still written.
+    assert!(matches!(status.as_str(), "completed" | "failed"), "{status}\n{log}");
+    assert!(!out["final_content"]["title"].as_str().unwrap_or_default().is_empty(), "{out:#}");
+
+    // Every model step: the provider's usage and the model's own count; no slice over budget.
+    let counted = check_ledger(&ledger(&t, "bp-model-1"));
+    assert!(counted >= 6, "curate, trends, the titles, body, score, cta, hashtags, adapt: {counted} counted");
+    // The human view has the model's column.
+    let table = t.run(&["slice", "history", "bp-model-1"]);
+    assert!(table.stdout.contains("in the model's own tokens"), "{}", table.stdout);
+}
+
+/// The team flow (seed 002) with every role on the model: the PM picks among
+/// the configured roles, the workers, the validator and the harvester all answer
+/// in their kind's shape.
+#[test]
+fn a_team_task_runs_with_every_role_on_the_model() {
+    let t = Tree::init();
+    llm_config(&t, "[lifecycle]\nmax_iterations = 1\n");
+    let d = daemon_on_model(&t);
+    let task = json!({"taskId": "team-model-1", "type": "writing", "priority": "normal", "createdBy": "human",
+                      "description": "Write a two-line announcement of a new dark mode in the app"});
+    t.drop_task("team-model-1.json", &task.to_string());
+    let status = wait_task(&t, "team-model-1", 900);
+    let log = d.output();
+    d.stop();
+    let dir = task_dir(&t, "team-model-1");
+    let team = read_json(&dir.join("team-composition.json"));
+    assert!(!team["team"].as_array().unwrap().is_empty(), "{team:#}");
+    let attempts = t.attempts("team-model-1");
+    // The harvest runs once the validator passed the result.
+    let kinds: &[&str] = if status == "completed" { &["pm", "validator", "harvest"] } else { &["pm", "validator"] };
+    for kind in kinds {
+        assert!(
+            attempts.iter().any(|a| a["step"].as_str().unwrap().ends_with(kind) && a["status"] == "ok"),
+            "no finished {kind} step: {attempts:#?}\n{log}"
+        );
+    }
+    // Every worker the PM picked ran, and answered in a worker's shape.
+    for pick in team["team"].as_array().unwrap() {
+        let role = pick["role"].as_str().unwrap();
+        assert!(
+            attempts.iter().any(|a| a["role"] == role && a["status"] == "ok"),
+            "the PM's pick {role} did not finish: {attempts:#?}\n{log}"
+        );
+    }
+    // Completed, or failed by its validator's verdict: either is a finished run, not a crash.
+    assert!(matches!(status.as_str(), "completed" | "failed"), "{status}\n{log}");
+    assert!(dir.join("validation.json").exists(), "{log}");
+}
+
+/// A reply that does not fit what the step writes is refused, and the step is
+/// retried with the reason as feedback: here the role's own schema asks for a
+/// text where the board holds an object.
+#[test]
+fn a_reply_that_does_not_fit_is_retried_with_the_reason() {
+    let t = Tree::init();
+    let misfit = "[roles.cta-worker.llm.reply_schema]\ntype = \"object\"\nrequired = [\"output\"]\n\
+                  properties.output = { type = \"string\", maxLength = 40 }\n";
+    let (code, out) = run_one_cta(&t, misfit, &provider_env(&server()));
+    assert_ne!(code, 0, "{out:#}");
+    assert_eq!(out["execution_result"]["status"], "failed", "{out:#}");
+    let task = only_task(&t);
+    let attempts = t.attempts(&task);
+    let cta: Vec<&Value> = attempts.iter().filter(|a| a["role"] == "cta-worker").collect();
+    assert_eq!(cta.len(), 2, "the first attempt and its one retry: {cta:#?}");
+    for a in &cta {
+        let err = a["error"].as_str().unwrap();
+        assert!(err.starts_with("invalid output: stdout /output"), "{err}");
+    }
+    // The board keeps each refusal and the retry count.
+    let board = read_json(&task_dir(&t, &task).join("board/board.json"));
+    assert!(board["control_zone"]["errors"].as_array().unwrap().len() >= 2, "{board:#}");
+}
+
+/// The one task of a tree.
+fn only_task(t: &Tree) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids.remove(0)
+}
+
+/// Faults of the model's server and of the role's limits: each fails the step
+/// with an error that names the role and the provider, and loses nothing (the
+/// task, its input and its attempt records stay).
+#[test]
+fn faults_fail_the_step_naming_role_and_provider() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let errors = http_500_server();
+    let real = provider_env(&server());
+    let with_base = |url: &str| vec![("CLAWBOARD_LLM_LOCAL_BASE_URL", url.to_owned())];
+    let with_model = |m: &str| vec![real[0].clone(), ("CLAWBOARD_LLM_LOCAL_MODEL", m.to_owned())];
+    // (what, config over the shipped one, the daemon's environment, what the error says)
+    type Case<'a> = (&'a str, &'a str, Vec<(&'a str, String)>, &'a str);
+    let cases: Vec<Case> = vec![
+        ("server down", "", with_base(&closed), "Connection refused"),
+        (
+            "a 500",
+            "[llm.providers.local]\nhttp_retries = 1\n",
+            with_base(&errors),
+            "answered 500 Internal Server Error 2 times",
+        ),
+        ("a model it does not serve", "", with_model("no-such-model"), "does not serve the model \"no-such-model\""),
+        ("a timeout", "[roles.cta-worker]\ntimeout = \"10ms\"\n", real.clone(), "timed out after 10ms"),
+        (
+            "a reply over max_output_bytes",
+            "[roles.cta-worker]\nmax_output_bytes = 16\n",
+            real.clone(),
+            "max_output_bytes (16)",
+        ),
+        (
+            "a reply cut off at the completion limit",
+            "[roles.cta-worker.llm]\nmax_completion_tokens = 3\n",
+            real.clone(),
+            "cut off at the completion limit (max_tokens",
+        ),
+    ];
+    for (what, extra, env, want) in cases {
+        let t = Tree::init();
+        let (code, out) = run_one_cta(&t, extra, &env);
+        assert_ne!(code, 0, "{what}: {out:#}");
+        assert_eq!(out["execution_result"]["status"], "failed", "{what}: {out:#}");
+        let task = only_task(&t);
+        let attempts = t.attempts(&task);
+        assert!(!attempts.is_empty(), "{what}: no attempt record");
+        for a in &attempts {
+            assert_eq!(a["role"], "cta-worker", "{what}");
+            let err = a["error"].as_str().unwrap_or_default();
+            assert!(err.contains("provider local (") && err.contains(want), "{what}: {err}");
+        }
+        // Nothing lost: the task and its input stay, the diagnosis names the role.
+        assert!(task_dir(&t, &task).join("task.json").exists(), "{what}");
+        let body = out["final_content"]["body"].as_str().unwrap_or_default();
+        assert!(body.contains("cta-worker"), "{what}: the diagnosis names the role: {body}");
+    }
+}
+
+/// A server on 127.0.0.1 that answers every request with a 500.
+fn http_500_server() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { continue };
+            let mut buf = [0; 65536];
+            let _ = sock.read(&mut buf);
+            let body = r#"{"error": "the model crashed"}"#;
+            let _ = write!(
+                sock,
+                "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    base
+}
+
+/// The Doc Update lap (seed 004) with every actor on the model: each actor's
+/// reply is shaped by what it may write, so every hop is a well-formed entry of
+/// an allowed kind to the next actor, and the lap ends with an entry to Human
+/// (Gen's report, or Sho's refusal), each entry handled once.
+#[test]
+fn the_doc_update_lap_runs_with_every_actor_on_the_model() {
+    let t = Tree::init();
+    llm_config(&t, "");
+    let dir = t.root.join("projects/vpm-mini/STATE");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("current_state.md"), "# current state\n\n## Changes\n- Phase 1 done\n").unwrap();
+    let d = daemon_on_model(&t);
+    let r = t.run(&[
+        "--json",
+        "entry",
+        "new",
+        "--project",
+        "vpm-mini",
+        "--issue",
+        "571",
+        "--from",
+        "Human",
+        "--to",
+        "Aya",
+        "--kind",
+        "doc_update_proposal_request",
+        "--summary",
+        "Phase 2 is done: note it in the document",
+        "--target-doc",
+        "STATE/current_state.md#Changes",
+    ]);
+    r.ok();
+    let list = |t: &Tree| -> Vec<Value> {
+        let r = t.run(&["--json", "entry", "list"]);
+        r.ok();
+        r.json().as_array().unwrap().clone()
+    };
+    // Ended: an entry to Human from an actor, or one in error, and no actor's entry still open.
+    wait_until(900, "the lap to end", || {
+        let all = list(&t);
+        let ended = all.iter().any(|e| (e["to"] == "Human" && e["from"] != "Human") || e["status"] == "error");
+        ended
+            && all.iter().filter(|e| e["to"] != "Human").all(|e| matches!(e["status"].as_str(), Some("done" | "error")))
+    });
+    let log = d.output();
+    d.stop();
+    let entries = list(&t);
+    let chain: Vec<(String, String, String)> = entries
+        .iter()
+        .map(|e| {
+            (e["from"].as_str().unwrap().into(), e["to"].as_str().unwrap().into(), e["kind"].as_str().unwrap().into())
+        })
+        .collect();
+    let allowed = [
+        ("Human", "Aya", "doc_update_proposal_request"),
+        ("Aya", "Sho", "doc_update_review_request"),
+        ("Sho", "Tsugu", "doc_update_apply_request"),
+        ("Sho", "Human", "doc_update_error"),
+        ("Tsugu", "Gen", "doc_update_report_request"),
+        ("Gen", "Human", "doc_update_report"),
+    ];
+    for (from, to, kind) in &chain {
+        assert!(
+            allowed.iter().any(|(f, t, k)| f == from && t == to && k == kind),
+            "a hop the lane does not allow: {from} -> {to} ({kind}); the chain: {chain:?}\n{log}"
+        );
+    }
+    assert!(chain.len() >= 3, "Human -> Aya -> Sho -> ...: {chain:?}\n{log}");
+    // Every entry an actor handled is done, from one applied record.
+    for e in entries.iter().filter(|e| e["to"] != "Human") {
+        assert_eq!(e["status"], "done", "{e:#}\n{log}");
+        let rec = read_json(&t.root.join(format!(".clawboard/lanes/{}.json", e["id"].as_str().unwrap())));
+        assert_eq!(rec["state"], "applied", "{rec:#}");
+    }
+    // Tsugu, when reached, wrote the document through the lane.
+    if chain.iter().any(|(f, _, _)| f == "Tsugu") {
+        let doc = std::fs::read_to_string(dir.join("current_state.md")).unwrap();
+        assert_ne!(doc, "# current state\n\n## Changes\n- Phase 1 done\n", "Tsugu's edit is in the document");
+    }
+}
