@@ -1,11 +1,12 @@
-//! An `llm` role through a real daemon. No model can be downloaded on the build
-//! machines, so the OpenAI-compatible server is a small one in this test process
-//! that answers every chat completion with a fixed reply in the exact response
-//! shape (id, object, created, model, choices, usage). The worker is handed a
-//! slice of the board; its reply becomes its attempt's stdout, the reply's usage
-//! goes into the slice ledger, and the API key (from the daemon's environment)
-//! reaches the server's `Authorization` header and nowhere else: not the daemon's
-//! log (at trace level), not a file of the tree.
+//! An `llm` role through a real daemon, against a small OpenAI-compatible server in
+//! this test process that answers every chat completion with a fixed reply in the
+//! exact response shape (id, object, created, model, choices, usage), so that the
+//! exact request can be checked: the worker is handed a slice of the board, asked
+//! for its kind's shape as a JSON Schema with a completion limit; its reply
+//! becomes its attempt's stdout, the reply's usage goes into the slice ledger,
+//! and the API key (from the daemon's environment) reaches the server's
+//! `Authorization` header and nowhere else: not the daemon's log (at trace
+//! level), not a file of the tree. `tests/tests/model.rs` runs a real model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -153,15 +154,20 @@ fn an_llm_worker_completes_a_task_and_its_usage_reaches_the_ledger() {
     want["usage"] = json!({"prompt_tokens": 321, "completion_tokens": 17});
     assert_eq!(stdout, want);
 
-    // What the server got: one request, the key as a bearer token, the slice in the user message.
+    // What the server got: the models it serves asked once, then one completion,
+    // the key as a bearer token, the slice in the user message.
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    let req = &seen[0];
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].head.starts_with("get /v1/models http/1.1"), "{}", seen[0].head);
+    let req = &seen[1];
     assert!(req.head.starts_with("post /v1/chat/completions http/1.1"), "{}", req.head);
     assert!(req.head.contains(&format!("authorization: bearer {}\r\n", KEY.to_ascii_lowercase())), "{}", req.head);
     assert_eq!(req.body["model"], "qwen2.5:7b");
     assert_eq!(req.body["temperature"], 0.2);
-    assert_eq!(req.body["response_format"], json!({"type": "json_object"}));
+    // A worker's shape as the schema, and a completion limit sized to it.
+    assert_eq!(req.body["response_format"]["type"], "json_schema");
+    assert_eq!(req.body["response_format"]["json_schema"]["schema"]["required"], json!(["summary", "output"]));
+    assert!(req.body["max_tokens"].as_u64().unwrap() >= 64, "{}", req.body);
     assert_eq!(req.body["messages"][0]["role"], "system");
     assert_eq!(req.body["messages"][1]["role"], "user");
     let user = req.body["messages"][1]["content"].as_str().unwrap();
@@ -216,10 +222,11 @@ fn every_config_in_the_llm_docs_is_accepted() {
     }
     assert!(key_files >= 1, "no block has an api_key_file");
     // And the same check refuses a bad one, naming the key.
-    let cfg = t.config(&blocks[0].replace("temperature = 0.2", "temperature = 3.0"));
+    let with_temperature = blocks.iter().find(|b| b.contains("\ntemperature = 0.2\n")).unwrap();
+    let cfg = t.config(&with_temperature.replace("temperature = 0.2", "temperature = 3.0"));
     let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);
     r.expect_code(2);
-    assert!(r.stderr.contains("key roles.title-worker.llm.temperature: 3 is out of range 0..=2"), "{}", r.stderr);
+    assert!(r.stderr.contains(".llm.temperature: 3 is out of range 0..=2"), "{}", r.stderr);
     // A key file that is missing, or that others can read, is refused at load.
     let with_file = local_key.iter().find(|b| b.contains("\napi_key_file = \"test.key\"")).unwrap();
     let cfg = t.config(&with_file.replace("\"test.key\"", "\"missing.key\""));

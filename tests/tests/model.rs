@@ -116,9 +116,12 @@ fn a_blueprint_written_by_the_model_survives_a_kill_and_keeps_its_ledger() {
     let d = daemon_on_model(&t);
     let input: Value =
         serde_json::from_slice(&std::fs::read(repo().join("config/examples/blueprint-input.json")).unwrap()).unwrap();
+    // One quality round (threshold 0): the loop's rounds are the blueprints tests' to check.
+    let mut exec = input["execution_config"].clone();
+    exec["quality_threshold"] = json!(0);
     let task = json!({"taskId": "bp-model-1", "type": "writing", "description": input["user_input"]["topic"],
                       "blueprint_id": "xiaohongshu_viral", "user_input": input["user_input"],
-                      "execution_config": input["execution_config"]});
+                      "execution_config": exec});
     t.drop_task("bp-model-1.json", &task.to_string());
 
     // Once the planning steps are done and a later model step is running: kill -9.
