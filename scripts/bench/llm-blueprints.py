@@ -98,8 +98,8 @@ def summarize(wall, contract, ledger, attempts):
     sent = [e for e in ledger if e["step"].startswith("bp/") and e["outcome"] not in ("over_budget", "recut")]
     prompt = sum((e.get("usage") or {}).get("prompt_tokens", 0) for e in sent)
     completion = sum((e.get("usage") or {}).get("completion_tokens", 0) for e in sent)
-    model_steps = [a for a in attempts if a["step"].startswith("bp/") and a.get("ended_at")]
-    in_flight = union([(ts(a["started_at"]), ts(a["ended_at"])) for a in model_steps])
+    model_steps = [a for a in attempts if a["step"].startswith("bp/") and a.get("endedAt")]
+    in_flight = union([(ts(a["startedAt"]), ts(a["endedAt"])) for a in model_steps])
     per_step = defaultdict(lambda: {"attempts": 0, "ok": 0, "o200k": 0, "model": 0})
     for a in model_steps:
         s = per_step[step_id(a["step"])]
@@ -113,6 +113,17 @@ def summarize(wall, contract, ledger, attempts):
     status = (contract.get("execution_result") or {}).get("status", "none")
     return {"wall_s": round(wall, 3), "in_flight_s": round(in_flight, 3), "status": status,
             "prompt_tokens": prompt, "completion_tokens": completion, "steps": dict(per_step)}
+
+
+def without_schemas(toml_text):
+    """The config without its roles' own reply_schema tables (they go with json_schema only)."""
+    out, skipping = [], False
+    for line in toml_text.splitlines(keepends=True):
+        if line.startswith("["):
+            skipping = ".reply_schema" in line
+        if not skipping:
+            out.append(line)
+    return "".join(out)
 
 
 def main():
@@ -142,7 +153,7 @@ def main():
     results = Path(os.environ.get("RESULTS", base / "results.jsonl"))
     shipped = Path(a.config).read_text()
     no_schema = base / "llm-json-object.toml"
-    no_schema.write_text(shipped.replace('reply_format = "json_schema"', 'reply_format = "json_object"'))
+    no_schema.write_text(without_schemas(shipped).replace('reply_format = "json_schema"', 'reply_format = "json_object"'))
 
     modes = [("sliced", a.config, False)]
     if not a.no_full:

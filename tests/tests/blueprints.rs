@@ -454,3 +454,37 @@ fn a_pm_that_names_a_blueprint_as_its_workflow_runs_it() {
     assert!(!steps.iter().any(|s| s.starts_with("iter-") && s != "iter-1/validator"), "a team ran: {steps:?}");
     assert_eq!(status_table(&t, "pm-bp", "xiaohongshu_viral").len(), 8);
 }
+
+/// `clawboard run --full-context` (for measuring what slicing saves): every step
+/// is handed the whole board, with no budget; the ledger shows it.
+#[test]
+fn full_context_hands_every_step_the_whole_board() {
+    // The run's ledger totals, and its blueprint steps' entries.
+    fn run(extra: &[&str]) -> (Value, Vec<Value>) {
+        let t = Tree::init();
+        let cfg = t.config(&config(&[], ""));
+        let input = json!({"user_input": xhs_input(), "execution_config": {"quality_threshold": 50}});
+        let input = t.scratch("in.json", input.to_string().as_bytes());
+        let mut args =
+            vec!["--config", cfg.to_str().unwrap(), "run", "xiaohongshu_viral", "--input", input.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        check_contract(&t.run(&args).ok().json());
+        let task = std::fs::read_dir(t.root.join("tasks")).unwrap().next().unwrap().unwrap().file_name();
+        let led = t.run(&["slice", "history", task.to_str().unwrap(), "--json"]).ok().json();
+        let steps =
+            led["entries"].as_array().unwrap().iter().filter(|e| e["step"].as_str().unwrap().starts_with("bp/"));
+        (led["totals"].clone(), steps.cloned().collect())
+    }
+    let (whole, steps) = run(&["--full-context"]);
+    assert!(steps.len() >= 8, "{steps:#?}");
+    for e in &steps {
+        assert!(e["budget"].is_null(), "no budget with --full-context: {e:#}");
+        assert_eq!(e["scope"], json!(["meta.*", "content.*", "control.*"]), "{e:#}");
+        let (handed, full) = (e["tokens"].as_u64().unwrap(), e["full_tokens"].as_u64().unwrap());
+        assert!(handed * 10 >= full * 8, "the whole board, about its full count: {handed} of {full}");
+    }
+    // Sliced, the same run hands far less.
+    let (sliced, _) = run(&[]);
+    let tokens = |t: &Value| t["slice_tokens"].as_u64().unwrap();
+    assert!(tokens(&sliced) * 3 < tokens(&whole), "sliced {sliced} against whole {whole}");
+}

@@ -143,11 +143,11 @@ impl TaskRun<'_> {
         }
         // `clawboard run --full-context`: the whole board instead of the slice, no budget
         // (for measuring what slicing saves, never for production).
-        let whole: Vec<String> = clawboard_core::formats::Zone::ALL.iter().map(|z| z.name().to_owned()).collect();
-        let (scope, template, max_tokens) = if self.engine.config().full_context {
-            (Some(whole.as_slice()), None, None)
+        let whole: Vec<String> = clawboard_core::formats::Zone::ALL.iter().map(|z| format!("{}.*", z.name())).collect();
+        let (scope, template, max_tokens, budget) = if self.engine.config().full_context {
+            (Some(whole.as_slice()), None, None, None)
         } else {
-            (scope, template, max_tokens)
+            (scope, template, max_tokens, budget)
         };
         let Some(board) = &self.board else {
             return Err(StepError::Failed(format!(
