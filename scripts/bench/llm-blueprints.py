@@ -98,8 +98,10 @@ def summarize(wall, contract, ledger, attempts):
     sent = [e for e in ledger if e["step"].startswith("bp/") and e["outcome"] not in ("over_budget", "recut")]
     prompt = sum((e.get("usage") or {}).get("prompt_tokens", 0) for e in sent)
     completion = sum((e.get("usage") or {}).get("completion_tokens", 0) for e in sent)
-    model_steps = [a for a in attempts if a["step"].startswith("bp/") and a.get("endedAt")]
-    in_flight = union([(ts(a["startedAt"]), ts(a["endedAt"])) for a in model_steps])
+    # Every role of the config is a model: the blueprint's steps, then the validator and harvester.
+    ended = [a for a in attempts if a.get("endedAt")]
+    in_flight = union([(ts(a["startedAt"]), ts(a["endedAt"])) for a in ended])
+    model_steps = [a for a in ended if a["step"].startswith("bp/")]
     per_step = defaultdict(lambda: {"attempts": 0, "ok": 0, "o200k": 0, "model": 0})
     for a in model_steps:
         s = per_step[step_id(a["step"])]
