@@ -237,3 +237,76 @@ async fn a_server_that_asks_for_a_long_wait_sends_the_step_to_its_fallback() {
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(runs.iter().filter(|a| a.role == "skill" && a.status == AttemptStatus::Ok).count(), 2);
 }
+
+/// A slice within its budget in o200k but over it in the model's own count (a
+/// tokenizer here that counts every character) is cut again before anything is
+/// sent; the superseded cut stays in the ledger as `recut`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_over_budget_in_the_models_count_is_cut_again() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(sock) = sock else { continue };
+            let mut r = BufReader::new(sock);
+            let (mut head, mut len) = (String::new(), 0);
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).unwrap();
+            let (status, reply) = if head.starts_with("POST /tokenize ") {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let n = v["content"].as_str().unwrap().chars().count();
+                ("200 OK", serde_json::json!({"tokens": vec![1; n]}).to_string())
+            } else if head.starts_with("POST /v1/chat/completions ") {
+                let c = serde_json::json!({"choices": [{"message": {"content": "{\"summary\":\"ok\",\"output\":\"x\"}"}, "finish_reason": "stop"}],
+                                           "usage": {"prompt_tokens": 9, "completion_tokens": 3}});
+                ("200 OK", c.to_string())
+            } else {
+                ("404 Not Found", "{}".to_owned())
+            };
+            let _ = write!(
+                r.get_mut(),
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    let mut w1: RoleConfig = serde_json::from_value(serde_json::json!({
+        "llm": {"base_url": base, "model": "m"}, "scope": ["meta.intent"], "max_tokens": 120, "max_retries": 0,
+    }))
+    .unwrap();
+    w1.llm.as_mut().unwrap().count_tokens = clawboard_roles::config::CountTokens::LlamaCpp;
+    let cfg = config(&[("w1", w1)]);
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    // About 100 o200k tokens of intent, some 500 characters: over 120 in the model's count.
+    let description = "the quick brown fox jumps over the lazy dog ".repeat(11);
+    std::fs::write(
+        d.path().join("inbox/t9.json"),
+        serde_json::json!({"taskId": "t9", "type": "coding", "description": description}).to_string(),
+    )
+    .unwrap();
+    intake::take_inbox_file(&store, "t9.json", &clawboard_blueprint::Catalog::default()).unwrap();
+    let engine = Engine::new(store.clone(), cfg, Shutdown::never());
+    engine.drive("t9").await.unwrap();
+    let ledger = clawboard_board::ledger::list(&store, "t9").unwrap();
+    let w1: Vec<_> = ledger.iter().filter(|e| e.role == "w1").collect();
+    assert!(w1.iter().any(|e| e.outcome == "recut"), "{w1:#?}");
+    let sent: Vec<_> = w1.iter().filter(|e| e.outcome == "ok").collect();
+    assert!(!sent.is_empty(), "{w1:#?}");
+    for e in sent {
+        assert!(e.model_tokens.unwrap() <= 120, "sent over budget in the model's count: {e:#?}");
+        assert!(e.rungs.iter().any(|r| r.starts_with("model_count:")), "{e:#?}");
+        assert_eq!(e.budget, Some(120));
+    }
+}

@@ -164,7 +164,12 @@ impl TaskRun<'_> {
             step: info.step.clone(),
             source,
             max_tokens,
-            truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
+            // A cut under a tighter budget cuts long texts to half of it (room for
+            // the slice's keys): one text over the budget would otherwise stay over it.
+            truncate_tokens: role
+                .truncate_tokens
+                .unwrap_or(DEFAULT_TRUNCATE_TOKENS)
+                .min(tighter.map_or(u64::MAX, |t| (t / 2).max(1))),
         };
         let (scope_text, template) = selector.describe();
         match slice::build(&state, &spec) {
