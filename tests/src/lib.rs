@@ -180,6 +180,25 @@ fn snapshot_into(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
 }
 
 /// Polls `cond` every 25 ms until it holds; panics with `what` after `secs`.
+/// The attempt records of the runs for entry `id` (`.clawboard/lanes/{id}/attempts/`),
+/// by number: each record's file name and content.
+pub fn entry_attempts(root: &Path, id: &str) -> Vec<(String, serde_json::Value)> {
+    let dir = root.join(format!(".clawboard/lanes/{id}/attempts"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            let record = serde_json::from_slice(&std::fs::read(dir.join(&n)).unwrap()).unwrap();
+            (n, record)
+        })
+        .collect()
+}
+
 pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while !cond() {

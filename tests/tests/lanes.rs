@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use clawboard_tests::{Tree, repo, wait_until};
+use clawboard_tests::{Tree, entry_attempts, repo, wait_until};
 
 /// The Doc Update lane of config/examples/doc-update.toml, its roles run from the repository.
 fn doc_update_config() -> String {
@@ -156,21 +156,14 @@ allowed_kinds = ["ok_kind"]
 }
 
 fn ask(t: &Tree, to: &str, kind: &str) -> String {
-    let r = t.run(&[
-        "--json",
-        "entry",
-        "new",
-        "--project",
-        "p",
-        "--from",
-        "Human",
-        "--to",
-        to,
-        "--kind",
-        kind,
-        "--target-doc",
-        "a.md",
-    ]);
+    ask_with(t, to, kind, &["--target-doc", "a.md"])
+}
+
+/// `entry new` in project p from Human, with `extra` arguments; the new entry's id.
+fn ask_with(t: &Tree, to: &str, kind: &str, extra: &[&str]) -> String {
+    let mut args = vec!["--json", "entry", "new", "--project", "p", "--from", "Human", "--to", to, "--kind", kind];
+    args.extend_from_slice(extra);
+    let r = t.run(&args);
     r.ok();
     r.json()["id"].as_str().unwrap().to_owned()
 }
@@ -242,13 +235,118 @@ fn a_role_writes_entries_through_the_api_with_its_token() {
     assert!(!t.root.join("entries/p/forged.json").exists());
 }
 
+/// A lane's role runs like a task's step: retried with the reason as feedback,
+/// then its fallback; every run has an attempt record with its output beside it,
+/// and the handling record has one line per run.
+#[test]
+fn a_lane_role_is_retried_with_feedback_then_falls_back_and_every_run_is_recorded() {
+    let t = Tree::init();
+    let seen = t.root.join("seen");
+    std::fs::create_dir_all(&seen).unwrap();
+    let config = format!(
+        r#"[roles.bot]
+command = ["sh", "-c", "cat > {seen}/bot-$$.json; printf 'not json'"]
+timeout = "20s"
+max_retries = 1
+retry_backoff = "10ms"
+fallback = "spare"
+
+[roles.spare]
+command = ["sh", "-c", "cat > {seen}/spare.json; printf '{{\"note\":\"from the spare\"}}'"]
+timeout = "20s"
+max_retries = 0
+
+[lanes.l]
+docs = "projects/{{project_id}}"
+[lanes.l.actors.Bot]
+role = "bot"
+allowed_kinds = ["ok_kind"]
+"#,
+        seen = seen.display()
+    );
+    t.config(&config);
+    let d = t.daemon();
+    let id = ask(&t, "Bot", "anything");
+    wait_until(20, "the entry handled", || entry(&t, &id)["status"] == "done");
+    assert_eq!(d.stop(), 0);
+    assert_eq!(entry(&t, &id)["note"], "from the spare");
+
+    let records: Vec<serde_json::Value> = entry_attempts(&t.root, &id).into_iter().map(|(_, a)| a).collect();
+    let outline: Vec<(u64, &str, &str, &str)> = records
+        .iter()
+        .map(|a| {
+            (
+                a["number"].as_u64().unwrap(),
+                a["role"].as_str().unwrap(),
+                a["status"].as_str().unwrap(),
+                a["step"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(outline, [(1, "bot", "failed", "l/Bot"), (2, "bot", "failed", "l/Bot"), (3, "spare", "ok", "l/Bot")]);
+    assert!(records[0]["error"].as_str().unwrap().starts_with("invalid output"), "{}", records[0]);
+    let dir = t.root.join(format!(".clawboard/lanes/{id}/attempts"));
+    assert_eq!(std::fs::read_to_string(dir.join("0003-spare.stdout")).unwrap(), r#"{"note":"from the spare"}"#);
+    assert_eq!(std::fs::read_to_string(dir.join("0001-bot.stdout")).unwrap(), "not json");
+
+    // The second run of bot and the spare were told why the runs before them were refused.
+    let mut contexts: Vec<serde_json::Value> = std::fs::read_dir(&seen)
+        .unwrap()
+        .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .collect();
+    contexts.sort_by_key(|c| c["attempt"].as_u64());
+    let feedback: Vec<usize> = contexts.iter().map(|c| c["feedback"].as_array().map_or(0, Vec::len)).collect();
+    assert_eq!(feedback, [0, 1, 2]);
+    assert!(contexts[1]["feedback"][0].as_str().unwrap().starts_with("bot: invalid output"), "{}", contexts[1]);
+    assert_eq!(contexts[2]["entry"]["id"], id.as_str());
+
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(t.root.join(format!(".clawboard/lanes/{id}.json"))).unwrap()).unwrap();
+    let runs = rec["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{rec}");
+    assert!(runs[2].as_str().unwrap().ends_with("(0003-spare): ok"), "{rec}");
+}
+
+/// A lane's role is handed only the docs its access rules let it read: a refused
+/// one is named with the rule, its content withheld.
+#[test]
+fn a_lane_role_is_handed_only_the_docs_its_access_rules_allow() {
+    let t = Tree::init();
+    let seen = t.root.join("seen.json");
+    let config = bot_config(&format!("cat > {}; printf '{{}}'", seen.display()), "");
+    // The seed's policy, except that no worker reads projects/p/private/.
+    let acl = format!(
+        "{}\n[dirs.\"projects/p/private/\"]\nassistant = \"R\"\ngm = \"R\"\nvalidator = \"R\"\nplatform-pm = \"R\"\npm = \"R\"\nworker = \"-\"\n",
+        clawboard_core::acl::DEFAULT_ACL
+    );
+    std::fs::write(t.dir.path().join("acl.toml"), acl).unwrap();
+    t.config(&config);
+    std::fs::create_dir_all(t.root.join("projects/p/private")).unwrap();
+    std::fs::write(t.root.join("projects/p/a.md"), "open text").unwrap();
+    std::fs::write(t.root.join("projects/p/private/secret.md"), "SECRET").unwrap();
+    let d = t.daemon();
+    let id = ask_with(&t, "Bot", "anything", &["--target-doc", "a.md", "--target-doc", "private/secret.md"]);
+    wait_until(20, "the entry handled", || entry(&t, &id)["status"] == "done");
+    assert_eq!(d.stop(), 0);
+    let ctx: serde_json::Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
+    let docs = ctx["targetDocs"].as_array().unwrap();
+    assert_eq!(docs[0]["content"], "open text", "{ctx}");
+    assert_eq!(docs[1]["content"], serde_json::Value::Null, "{ctx}");
+    assert!(docs[1]["refused"].as_str().unwrap().contains("projects/p/private/"), "{ctx}");
+    assert!(!std::fs::read_to_string(&seen).unwrap().contains("SECRET"));
+}
+
 /// Ids of the entries in `list` that answer `request` (their payload's refs.request).
 fn answers<'a>(list: &'a [serde_json::Value], request: &str) -> Vec<&'a serde_json::Value> {
     list.iter().filter(|e| e["payload"]["refs"]["request"] == request).collect()
 }
 
+/// This node's handling records (`.clawboard/lanes/{id}.json`; the runs' attempt
+/// records are in `.clawboard/lanes/{id}/attempts/`).
 fn records(root: &Path) -> usize {
-    std::fs::read_dir(root.join(".clawboard/lanes")).map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir(root.join(".clawboard/lanes"))
+        .map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))).count())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -314,23 +412,7 @@ fn two_nodes_handle_every_entry_once(#[case] kind: clawboard_tests::s3::Kind) {
     let mut requests = Vec::new();
     for i in 0..6 {
         let t = &nodes[i % 2];
-        let r = t.run(&[
-            "--json",
-            "entry",
-            "new",
-            "--project",
-            "p",
-            "--from",
-            "Human",
-            "--to",
-            "Bot",
-            "--kind",
-            "req",
-            "--source",
-            &format!("n{}", i % 2),
-        ]);
-        r.ok();
-        requests.push(r.json()["id"].as_str().unwrap().to_owned());
+        requests.push(ask_with(t, "Bot", "req", &["--source", &format!("n{}", i % 2)]));
     }
     let settled = |t: &Tree| {
         let list = entries(t);

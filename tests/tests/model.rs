@@ -393,8 +393,16 @@ fn the_doc_update_lap_runs_with_every_actor_on_the_model() {
     // Every entry an actor handled is done, from one applied record.
     for e in entries.iter().filter(|e| e["to"] != "Human") {
         assert_eq!(e["status"], "done", "{e:#}\n{log}");
-        let rec = read_json(&t.root.join(format!(".clawboard/lanes/{}.json", e["id"].as_str().unwrap())));
+        let id = e["id"].as_str().unwrap();
+        let rec = read_json(&t.root.join(format!(".clawboard/lanes/{id}.json")));
         assert_eq!(rec["state"], "applied", "{rec:#}");
+        // Each run of the actor's role has an attempt record; the last one's reply was taken.
+        let records = clawboard_tests::entry_attempts(&t.root, id);
+        assert_eq!(records.len(), rec["runs"].as_array().unwrap().len(), "{rec:#}");
+        let (name, last) = records.last().unwrap();
+        assert_eq!(last["status"], "ok", "{last:#}");
+        let stdout = name.replace(".json", ".stdout");
+        assert!(t.root.join(format!(".clawboard/lanes/{id}/attempts/{stdout}")).exists());
     }
     // Tsugu, when reached, wrote the document through the lane.
     if chain.iter().any(|(f, _, _)| f == "Tsugu") {

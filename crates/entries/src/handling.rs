@@ -133,20 +133,33 @@ pub fn begin(store: &Store, entry: Entry, pick: &Pick, now: DateTime<Utc>) -> Re
 }
 
 /// What the role is handed on stdin: the entry, the lane's rules for the actor,
-/// and the content of every target doc (null when it does not exist yet).
-pub fn context(store: &Store, entry: &Entry, pick: &Pick) -> serde_json::Value {
+/// and the content of every target doc (null when it does not exist yet). A doc
+/// `may_read` refuses (the role's R cells) is named with the rule under `refused`,
+/// its content withheld, as is one that is a symbolic link.
+pub fn context(
+    store: &Store,
+    entry: &Entry,
+    pick: &Pick,
+    may_read: &dyn Fn(&str) -> std::result::Result<(), String>,
+) -> serde_json::Value {
     let docs: Vec<serde_json::Value> = entry
         .target_docs
         .iter()
         .map(|t| {
-            let (file, content) = match doc_path(&pick.docs, t.path()) {
-                Ok(rel) => {
-                    let content = store.read_bytes(&rel).ok().map(|b| String::from_utf8_lossy(&b).into_owned());
-                    (Some(rel.to_string()), content)
-                }
-                Err(_) => (None, None),
+            let Ok(rel) = doc_path(&pick.docs, t.path()) else {
+                return serde_json::json!({"path": t.path(), "section": t.section(), "file": null, "content": null});
             };
-            serde_json::json!({"path": t.path(), "section": t.section(), "file": file, "content": content})
+            let linked = std::fs::symlink_metadata(store.path(&rel)).is_ok_and(|m| m.file_type().is_symlink());
+            let decision =
+                if linked { Err("a symbolic link: never given to a role".to_owned()) } else { may_read(&rel.to_string()) };
+            if let Err(rule) = decision {
+                tracing::warn!(entry = %entry.id, role = pick.config.role, file = %rel, %rule, "not in the role's context: its access rules do not let it read the file");
+                return serde_json::json!({
+                    "path": t.path(), "section": t.section(), "file": rel.to_string(), "content": null, "refused": rule,
+                });
+            }
+            let content = store.read_bytes(&rel).ok().map(|b| String::from_utf8_lossy(&b).into_owned());
+            serde_json::json!({"path": t.path(), "section": t.section(), "file": rel.to_string(), "content": content})
         })
         .collect();
     serde_json::json!({

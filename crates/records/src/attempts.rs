@@ -1,4 +1,5 @@
-//! Every run of a role is an attempt, recorded in `tasks/{id}/attempts/` before it
+//! Every run of a role is an attempt, recorded in `tasks/{id}/attempts/` (for a
+//! lane's entry, `.clawboard/lanes/{id}/attempts/`) before it
 //! starts and again when it ends, with its raw stdout and stderr beside it. No role
 //! output is ever lost, and an attempt still `running` when a daemon starts was cut
 //! short by a crash: it is marked `interrupted`.
@@ -53,21 +54,32 @@ pub fn attempts_dir(task_id: &str) -> String {
     layout::task_file(task_id, layout::ATTEMPTS_DIR)
 }
 
-fn rel(task_id: &str, name: &str) -> Result<RelPath, Error> {
-    RelPath::new(&format!("{}/{name}", attempts_dir(task_id)))
+/// Where the runs for entry `entry_id` are recorded: beside this node's record of
+/// its handling (`.clawboard/lanes/{id}.json`), in `.clawboard/lanes/{id}/attempts/`.
+pub fn entry_attempts_dir(entry_id: &str) -> String {
+    format!("{}/{entry_id}/{}", layout::LANES_STATE, layout::ATTEMPTS_DIR)
+}
+
+fn rel(dir: &str, name: &str) -> Result<RelPath, Error> {
+    RelPath::new(&format!("{dir}/{name}"))
 }
 
 /// All attempts of a task, by number.
 pub fn load(store: &Store, task_id: &str) -> Result<Vec<Attempt>, Error> {
+    load_in(store, &attempts_dir(task_id))
+}
+
+/// All attempts recorded in `dir`, by number.
+pub fn load_in(store: &Store, dir: &str) -> Result<Vec<Attempt>, Error> {
     let mut out = Vec::new();
-    for name in store.list_names(&attempts_dir(task_id))? {
+    for name in store.list_names(dir)? {
         if !name.ends_with(".json") || clawboard_core::store::is_temp_name(&name) {
             continue;
         }
-        let bytes = store.read_bytes(&rel(task_id, &name)?)?;
+        let bytes = store.read_bytes(&rel(dir, &name)?)?;
         match serde_json::from_slice::<Attempt>(&bytes) {
             Ok(a) => out.push(a),
-            Err(err) => tracing::warn!(task = task_id, file = %name, "unreadable attempt record: {err}"),
+            Err(err) => tracing::warn!(dir, file = %name, "unreadable attempt record: {err}"),
         }
     }
     out.sort_by_key(|a| a.number);
@@ -76,21 +88,36 @@ pub fn load(store: &Store, task_id: &str) -> Result<Vec<Attempt>, Error> {
 
 /// Records `a` (a record: durable at the store's next `sync_records`).
 pub fn save(store: &Store, task_id: &str, a: &Attempt) -> Result<(), Error> {
-    store.write_record_json(&rel(task_id, &format!("{}.json", a.file_stem()))?, a)
+    save_in(store, &attempts_dir(task_id), a)
+}
+
+/// Records `a` in `dir`.
+pub fn save_in(store: &Store, dir: &str, a: &Attempt) -> Result<(), Error> {
+    store.write_record_json(&rel(dir, &format!("{}.json", a.file_stem()))?, a)
 }
 
 /// Keeps a run's raw output beside its record (`.stdout`, `.stderr`; empty ones are skipped).
 pub fn save_output(store: &Store, task_id: &str, a: &Attempt, stdout: &[u8], stderr: &[u8]) -> Result<(), Error> {
+    save_output_in(store, &attempts_dir(task_id), a, stdout, stderr)
+}
+
+/// Keeps a run's raw output beside its record in `dir`.
+pub fn save_output_in(store: &Store, dir: &str, a: &Attempt, stdout: &[u8], stderr: &[u8]) -> Result<(), Error> {
     for (ext, bytes) in [("stdout", stdout), ("stderr", stderr)] {
         if !bytes.is_empty() {
-            store.write_record(&rel(task_id, &format!("{}.{ext}", a.file_stem()))?, bytes)?;
+            store.write_record(&rel(dir, &format!("{}.{ext}", a.file_stem()))?, bytes)?;
         }
     }
     Ok(())
 }
 
 pub fn read_stdout(store: &Store, task_id: &str, a: &Attempt) -> Result<Vec<u8>, Error> {
-    match store.read_bytes(&rel(task_id, &format!("{}.stdout", a.file_stem()))?) {
+    read_stdout_in(store, &attempts_dir(task_id), a)
+}
+
+/// The stdout kept beside `a`'s record in `dir` (empty when none was kept).
+pub fn read_stdout_in(store: &Store, dir: &str, a: &Attempt) -> Result<Vec<u8>, Error> {
+    match store.read_bytes(&rel(dir, &format!("{}.stdout", a.file_stem()))?) {
         Err(Error::NotFound { .. }) => Ok(Vec::new()),
         other => other,
     }

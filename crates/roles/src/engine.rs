@@ -7,13 +7,16 @@
 //! its last finished step, and no step that finished runs again.
 //!
 //! Here: [`Engine`], its settings and [`Engine::drive`]; one drive of a task and the
-//! lifecycle's order of steps in `engine/run.rs`; one step with retries, backoff and
-//! fallback in `engine/step.rs`; the products written from the attempts
+//! lifecycle's order of steps in `engine/run.rs`; one step in `engine/step.rs`; the
+//! one executor every role call runs through (a step's, a blueprint step's, a
+//! lane's entry's: retries, backoff, fallback, attempt records) in `engine/call.rs`,
+//! and an entry's call in `engine/entry.rs`; the products written from the attempts
 //! (`team-composition.json`, `result.json`, `validation.json`, `memory-harvest.json`,
 //! the memory queue) in `engine/products.rs`; the task's board in `engine/board.rs`.
 
 mod blueprint;
 mod board;
+mod call;
 pub mod entry;
 mod page;
 mod products;
@@ -182,7 +185,7 @@ impl Engine {
     }
 
     /// May `role`, running for `task`, read `path`? `Err` holds the rule that refused it.
-    pub(crate) fn may_read(&self, role: &str, task: &str, path: &str) -> Result<(), String> {
+    pub fn may_read(&self, role: &str, task: &str, path: &str) -> Result<(), String> {
         let acl = self.acl.lock().clone();
         match acl {
             Some(acl) => {

@@ -310,3 +310,72 @@ async fn a_slice_over_budget_in_the_models_count_is_cut_again() {
         assert_eq!(e.budget, Some(120));
     }
 }
+
+/// An entry's role runs through the same executor as a step: each run recorded
+/// in `.clawboard/lanes/{id}/attempts/`; a run found finished (after a restart)
+/// is not run again; one a crash cut short is recorded as interrupted; a chain
+/// that keeps failing ends with the last reason and one line per run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_call_records_its_runs_and_a_finished_one_is_not_run_again() {
+    use clawboard_roles::engine::entry::{EntryCall, EntryRun};
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    let count = d.path().join("count");
+    let counting = sh(&format!(r#"cat >/dev/null; echo x >> {}; printf '{{"note":"n"}}'"#, count.display()));
+    let mut failing = sh("cat >/dev/null; echo boom >&2; exit 3");
+    failing.max_retries = 1;
+    let engine = Engine::new(store.clone(), config(&[("bot", counting), ("broken", failing)]), Shutdown::never());
+    let id = clawboard_core::Id::new("p-l-1").unwrap();
+    let call = |role| EntryCall {
+        role,
+        entry_id: &id,
+        step: "l/Bot".into(),
+        context: serde_json::json!({"entry": {"id": "p-l-1"}}),
+        shape: clawboard_roles::reply::ReplyShape::default(),
+    };
+    let accept = |out: &[u8]| if out.starts_with(b"{") { Ok(()) } else { Err("not an object".to_owned()) };
+
+    // A record a crash left `running`, from before.
+    let dir = attempts::entry_attempts_dir("p-l-1");
+    let cut: attempts::Attempt = serde_json::from_value(serde_json::json!({
+        "number": 1, "step": "l/Bot", "role": "bot", "instanceId": "inst-000000",
+        "startedAt": "2026-01-01T00:00:00Z", "status": "running"
+    }))
+    .unwrap();
+    attempts::save_in(&store, &dir, &cut).unwrap();
+    store.sync_records().unwrap();
+
+    let EntryRun::Done { stdout, runs } = engine.run_for_entry(call("bot"), accept).await.unwrap() else {
+        panic!("the run failed")
+    };
+    assert_eq!(stdout, br#"{"note":"n"}"#);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(runs[0].contains("(0001-bot): interrupted"), "{runs:?}");
+    assert!(runs[1].ends_with("(0002-bot): ok"), "{runs:?}");
+    // Run again (a replay after a crash before the output was applied): the
+    // finished run's output, and the role does not run a second time.
+    let EntryRun::Done { stdout: again, .. } = engine.run_for_entry(call("bot"), accept).await.unwrap() else {
+        panic!("the replay failed")
+    };
+    assert_eq!(again, stdout);
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "x\n");
+    let recorded = attempts::load_in(&store, &dir).unwrap();
+    let statuses: Vec<AttemptStatus> = recorded.iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [AttemptStatus::Interrupted, AttemptStatus::Ok]);
+
+    let other = clawboard_core::Id::new("p-l-2").unwrap();
+    let failed =
+        engine.run_for_entry(EntryCall { role: "broken", entry_id: &other, ..call("broken") }, accept).await.unwrap();
+    let EntryRun::Failed { error, runs } = failed else { panic!("{failed:?}") };
+    assert!(error.contains("broken: exited with code 3"), "{error}");
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let dir = attempts::entry_attempts_dir("p-l-2");
+    assert_eq!(std::fs::read_to_string(store.root().join(&dir).join("0002-broken.stderr")).unwrap().trim(), "boom");
+    // An unknown role is named.
+    let none = clawboard_core::Id::new("p-l-3").unwrap();
+    let missing = engine.run_for_entry(EntryCall { entry_id: &none, ..call("nobody") }, accept).await.unwrap();
+    assert!(
+        matches!(&missing, EntryRun::Failed { error, .. } if error.contains("\"nobody\" is not configured")),
+        "{missing:?}"
+    );
+}

@@ -16,7 +16,7 @@ use clawboard_core::journal::{ChangeKind, Entry as Change};
 use clawboard_entries::handling::{self, Handling, State};
 use clawboard_entries::{LaneOutput, Lanes, Pick};
 use clawboard_roles::Engine;
-use clawboard_roles::engine::entry::EntryRun;
+use clawboard_roles::engine::entry::{EntryCall, EntryRun};
 use clawboard_roles::reply::ReplyShape;
 use clawboard_sync::cluster::ClaimResult;
 use tokio::task::JoinSet;
@@ -256,14 +256,27 @@ impl Ctx {
         clawboard_roles::reply::lane_actor(&kinds, &docs)
     }
 
-    /// Runs the role and records its checked output and plan (`ran`); a role that
-    /// keeps failing is recorded as an `error` output with the reason.
+    /// Runs the role (its retries and fallbacks, each attempt recorded) and
+    /// records its checked output and plan (`ran`); a role that keeps failing is
+    /// recorded as an `error` output with the reason. The role is handed only the
+    /// docs its access rules let it read.
     async fn run(&self, entry: &clawboard_entries::Entry, pick: &Pick, h: &mut Handling) -> anyhow::Result<()> {
-        let ctx = handling::context(&self.store, entry, pick);
+        let role = pick.config.role.as_str();
+        let may_read = |path: &str| self.engine.may_read(role, "", path);
+        let call = EntryCall {
+            role,
+            entry_id: &entry.id,
+            step: format!("{}/{}", pick.lane, pick.actor),
+            context: handling::context(&self.store, entry, pick, &may_read),
+            shape: Self::reply_shape(&self.lanes, entry, pick),
+        };
         let check = |stdout: &[u8]| LaneOutput::parse(stdout).and_then(|o| o.check(entry, pick));
-        let shape = Self::reply_shape(&self.lanes, entry, pick);
-        let run = self.engine.run_for_entry(&pick.config.role, entry.id.as_str(), &ctx, &shape, check);
-        let (output, runs) = match run.await {
+        let run = self
+            .engine
+            .run_for_entry(call, check)
+            .await
+            .with_context(|| format!("running the role for entry {}", entry.id))?;
+        let (output, runs) = match run {
             EntryRun::Stopped => return Ok(()),
             EntryRun::Done { stdout, runs } => (LaneOutput::parse(&stdout).map_err(anyhow::Error::msg)?, runs),
             EntryRun::Failed { error, runs } => {
@@ -288,7 +301,7 @@ impl Ctx {
             record.planned =
                 handling::plan(&store, &entry, &pick, &output, &reserved, node.as_deref(), chrono::Utc::now())?;
             record.output = Some(output);
-            record.runs.extend(runs);
+            record.runs = runs;
             record.state = State::Ran;
             handling::save(&store, &record)?;
             Ok(record)
