@@ -28,6 +28,12 @@ impl Timestamp {
         Self::from_utc(Utc::now())
     }
 
+    /// Now, with millisecond precision (`2026-02-25T11:00:00.123Z`): for records
+    /// whose intervals are measured, as a run's attempt.
+    pub fn now_millis() -> Self {
+        Self(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -74,6 +80,15 @@ impl JsonSchema for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn now_millis_has_three_fraction_digits_and_reads_back() {
+        let t = Timestamp::now_millis();
+        let (_, frac) = t.as_str().split_once('.').unwrap();
+        assert_eq!(frac.len(), "123Z".len(), "{t}");
+        let back: Timestamp = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back.instant(), t.instant());
+    }
 
     #[test]
     fn keeps_text_and_offset() {

@@ -252,7 +252,7 @@ async fn attempt<S: Site, T: RoleOutput>(
     // Then the escalations it raised through the API while it ran (after the
     // output's, which the site pairs with the output by position).
     attempt.escalations.extend(engine.take_raised(&instance_id));
-    attempt.ended_at = Some(Timestamp::now());
+    attempt.ended_at = Some(Timestamp::now_millis());
     attempt.elapsed_ms = Some(u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX));
     // Output first, record second: an `ok` record always has its output beside it.
     attempts::save_output_in(&engine.store, site.records_dir(), &attempt, &out.stdout, &out.stderr)?;
@@ -303,7 +303,7 @@ fn open_attempt<S: Site>(site: &S, step: &str, role_id: &str, instance_id: &str)
         step: step.to_owned(),
         role: role_id.to_owned(),
         instance_id: instance_id.to_owned(),
-        started_at: Timestamp::now(),
+        started_at: Timestamp::now_millis(),
         status: AttemptStatus::Running,
         ended_at: None,
         exit_code: None,
