@@ -8,7 +8,7 @@
 start_daemon() {
     local config=$1 root=$2 log=$3
     "$CLAWBOARD_BIN" --config "$config" --root "$root" init >/dev/null
-    CLAWBOARD_LOG=clawboard_roles::engine::step=debug,info${DAEMON_LOG:+,$DAEMON_LOG} \
+    CLAWBOARD_LOG=clawboard_roles::engine::call=debug,info${DAEMON_LOG:+,$DAEMON_LOG} \
         "$CLAWBOARD_BIN" --config "$config" --root "$root" daemon >"$log" 2>&1 &
     DAEMON_PID=$!
     for _ in $(seq 100); do

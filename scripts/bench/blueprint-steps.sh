@@ -23,7 +23,7 @@
 # [blueprints] dir and [roles.noop] command = ["sh", "-c", "true"], max_retries 0.
 # Each flow is `clawboard --config C --root R run bench_linear --input in.json`,
 # all flows on one root R (as LangGraph's flows share one SQLite file), with
-# CLAWBOARD_LOG=clawboard_roles::engine::step=debug: the engine's "starting a
+# CLAWBOARD_LOG=clawboard_roles::engine::call=debug: the engine's "starting a
 # run ... step=bp/sN" line (microsecond timestamps) is written right before it
 # spawns the step's process, after the step's slice and attempt record are
 # written and synced (its `sync_us` field: how long that one sync took), and
@@ -198,7 +198,7 @@ read -r ready <&"${LG[0]}"
 echo "blueprint-steps.sh: $FLOWS flows of each, alternating; $CLAWBOARD_BIN; work dir $WORK" >&2
 for r in $(seq 1 "$FLOWS"); do
     t0=$(date +%s.%N)
-    CLAWBOARD_LOG=clawboard_roles::engine::step=debug \
+    CLAWBOARD_LOG=clawboard_roles::engine::call=debug \
         "$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/root" run bench_linear --input "$WORK/in.json" \
         >/dev/null 2>"$WORK/run.log" || { echo "blueprint-steps.sh: clawboard run failed:" >&2; cat "$WORK/run.log" >&2; exit 1; }
     t1=$(date +%s.%N)

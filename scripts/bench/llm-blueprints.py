@@ -10,11 +10,17 @@ board, no budget), and, with `--no-schema`, as shipped but with reply_format =
   scripts/bench/llm-blueprints.py                          # 4 blueprints x 20 inputs, sliced and full
   INPUTS=5 BLUEPRINTS=xiaohongshu_viral scripts/bench/llm-blueprints.py --no-schema
   scripts/bench/llm-blueprints.py --keep /tmp/llmb         # keep every root
+  FROM=6 INPUTS=5 RESULTS=runs.jsonl scripts/bench/llm-blueprints.py --jobs 2   # inputs 6-10, two at once
+  scripts/bench/llm-blueprints.py --report runs.jsonl      # pool every run recorded there
 
 Builds nothing: CLAWBOARD_BIN (default target/release/clawboard) must exist, and
 CLAWBOARD_LLM_LOCAL_BASE_URL must point at the server (scripts/llm-server start
 prints it). Inputs: scripts/bench/blueprint-inputs.json (the first INPUTS of
-its 20); the platform blueprints run each input on their own platform.
+its 20, from the FROM-th, default 1); the platform blueprints run each input on
+their own platform. Runs append to RESULTS, so the 20 inputs can be run in parts
+and pooled with --report. With --jobs N, N runs go to the server at once (its 4
+slots batch them): (a), (b) and (d) do not change, but each run's time then
+includes waits behind the others' requests, so (c) is measured with --jobs 1.
 
 What it reports, from each run's records (the slice ledger, the attempt records
 and the output contract), never from the model's wording:
@@ -24,7 +30,7 @@ and the output contract), never from the model's wording:
       valid-reply rate per step (attempts whose reply passed, of all attempts);
   (c) wall time per run and clawboard's own part of it: the run's wall time less
       the time some model request was in flight (the union of the model steps'
-      attempt intervals); goal <= 1 %;
+      attempt intervals, whose records keep milliseconds); goal <= 1 %;
   (d) per step, the o200k count of its slices against the model's own count
       (llama.cpp /tokenize, the ledger's model_tokens).
 One JSON line per run goes to RESULTS (default results.jsonl in the kept
@@ -40,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +142,12 @@ def main():
     ap.add_argument("--keep", help="keep the roots under this directory (default: a temporary one, removed)")
     ap.add_argument("--no-schema", action="store_true", help="also run as shipped with reply_format = json_object")
     ap.add_argument("--no-full", action="store_true", help="skip the full-context runs")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (default 1; see (c) above)")
+    ap.add_argument("--report", metavar="RESULTS", help="run nothing: pool the runs recorded in RESULTS")
     a = ap.parse_args()
+    if a.report:
+        pool(Path(a.report))
+        return
 
     binary = os.environ.get("CLAWBOARD_BIN", str(REPO / "target/release/clawboard"))
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
@@ -143,7 +155,8 @@ def main():
     if not os.environ.get("CLAWBOARD_LLM_LOCAL_BASE_URL"):
         raise SystemExit("llm-blueprints: CLAWBOARD_LLM_LOCAL_BASE_URL is not set; eval \"$(scripts/llm-server start)\" first")
     blueprints = os.environ.get("BLUEPRINTS", " ".join(BLUEPRINTS)).split()
-    inputs = json.loads(Path(a.inputs).read_text())[: int(os.environ.get("INPUTS", "20"))]
+    first = int(os.environ.get("FROM", "1"))
+    inputs = json.loads(Path(a.inputs).read_text())[first - 1 : first - 1 + int(os.environ.get("INPUTS", "20"))]
 
     tmp = None
     if a.keep:
@@ -162,26 +175,48 @@ def main():
         modes.append(("full", a.config, True))
     if a.no_schema:
         modes.append(("sliced-no-schema", no_schema, False))
+    jobs = []
+    for bp in blueprints:
+        for i, inp in enumerate(inputs, first):
+            inp = json.loads(json.dumps(inp))
+            if bp in PLATFORM:
+                inp["user_input"]["platform"] = PLATFORM[bp]
+            inp["execution_config"] = {"max_retries": 2, "quality_threshold": 60}
+            for mode, config, full in modes:
+                jobs.append((bp, i, inp, mode, config, full))
+
+    def one(job):
+        bp, i, inp, mode, config, full = job
+        wd = base / bp / f"{i:02}-{mode}"
+        wd.mkdir(parents=True, exist_ok=True)
+        r = summarize(*run_one(binary, config, bp, inp, wd, full))
+        r.update({"blueprint": bp, "input": i, "mode": mode, "jobs": a.jobs, "at": dt.datetime.now().isoformat(timespec="seconds")})
+        print(f"{bp} input {i:2} {mode}: {r['status']}, {r['wall_s']:.1f} s "
+              f"(model in flight {r['in_flight_s']:.1f} s), prompt {r['prompt_tokens']} tokens",
+              file=sys.stderr)
+        return r
+
     runs = defaultdict(list)
-    with results.open("a") as out:
-        for bp in blueprints:
-            for i, inp in enumerate(inputs, 1):
-                inp = json.loads(json.dumps(inp))
-                if bp in PLATFORM:
-                    inp["user_input"]["platform"] = PLATFORM[bp]
-                inp["execution_config"] = {"max_retries": 2, "quality_threshold": 60}
-                for mode, config, full in modes:
-                    wd = base / bp / f"{i:02}-{mode}"
-                    wd.mkdir(parents=True, exist_ok=True)
-                    r = summarize(*run_one(binary, config, bp, inp, wd, full))
-                    r.update({"blueprint": bp, "input": i, "mode": mode})
-                    out.write(json.dumps(r) + "\n")
-                    out.flush()
-                    runs[(bp, mode)].append(r)
-                    print(f"{bp} input {i:2} {mode}: {r['status']}, {r['wall_s']:.1f} s "
-                          f"(model in flight {r['in_flight_s']:.1f} s), prompt {r['prompt_tokens']} tokens",
-                          file=sys.stderr)
-    report(runs, blueprints, modes)
+    with results.open("a") as out, ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as ex:
+        for r in ex.map(one, jobs):
+            out.write(json.dumps(r) + "\n")
+            out.flush()
+            runs[(r["blueprint"], r["mode"])].append(r)
+    report(runs, blueprints, [m for m, _, _ in modes])
+
+
+def pool(results):
+    """Reports every run recorded in `results` (the last run of each blueprint, input and mode)."""
+    latest = {}
+    for line in results.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            latest[(r["blueprint"], r["mode"], r["input"])] = r
+    runs = defaultdict(list)
+    for (bp, mode, _), r in sorted(latest.items()):
+        runs[(bp, mode)].append(r)
+    blueprints = [b for b in BLUEPRINTS if any(k[0] == b for k in runs)]
+    report(runs, blueprints, sorted({k[1] for k in runs}))
 
 
 def report(runs, blueprints, modes):
@@ -192,9 +227,14 @@ def report(runs, blueprints, modes):
         s, f = runs.get((bp, "sliced"), []), runs.get((bp, "full"), [])
         if not s or not f:
             continue
-        ss, ff = sum(r["prompt_tokens"] for r in s), sum(r["prompt_tokens"] for r in f)
-        worst = max(a["prompt_tokens"] / b["prompt_tokens"] for a, b in zip(s, f) if b["prompt_tokens"])
-        print(f"| {bp} | {len(s)} | {ss:,} | {ff:,} | {100 * ss / max(ff, 1):.1f} % | {100 * worst:.1f} % |")
+        # Only the inputs run both ways are compared.
+        full_of = {r["input"]: r for r in f}
+        pairs = [(r, full_of[r["input"]]) for r in s if r["input"] in full_of]
+        if not pairs:
+            continue
+        ss, ff = sum(x["prompt_tokens"] for x, _ in pairs), sum(y["prompt_tokens"] for _, y in pairs)
+        worst = max((x["prompt_tokens"] / y["prompt_tokens"] for x, y in pairs if y["prompt_tokens"]), default=0)
+        print(f"| {bp} | {len(pairs)} | {ss:,} | {ff:,} | {100 * ss / max(ff, 1):.1f} % | {100 * worst:.1f} % |")
     print("\n(b) contract status and valid replies per step")
     print("| blueprint | mode | success / partial / failed | step: valid replies of attempts |")
     print("| --- | --- | --- | --- |")
@@ -207,10 +247,13 @@ def report(runs, blueprints, modes):
                 steps[sid][1] += st["attempts"]
         cells = ", ".join(f"{sid} {ok}/{n}" for sid, (ok, n) in sorted(steps.items()))
         print(f"| {bp} | {mode} | {' / '.join(map(str, counts))} | {cells} |")
-    print("\n(c) wall time per run and clawboard's own part (wall less model requests in flight)")
+    print("\n(c) wall time per run and clawboard's own part (wall less model requests in flight; runs made one at a time)")
     print("| blueprint | mode | runs | wall s, mean | own s, mean | own ÷ wall |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for (bp, mode), rs in sorted(runs.items()):
+        rs = [r for r in rs if r.get("jobs", 1) == 1]
+        if not rs:
+            continue
         wall = sum(r["wall_s"] for r in rs)
         own = sum(r["wall_s"] - r["in_flight_s"] for r in rs)
         print(f"| {bp} | {mode} | {len(rs)} | {wall / len(rs):.1f} | {own / len(rs):.2f} | {100 * own / wall:.2f} % |")

@@ -38,7 +38,7 @@ def setup(work):
 
 
 def flow(binary, work, root):
-    env = dict(os.environ, CLAWBOARD_LOG="clawboard_roles::engine::step=debug")
+    env = dict(os.environ, CLAWBOARD_LOG="clawboard_roles::engine::call=debug")
     t0 = time.monotonic()
     p = subprocess.run([binary, "--config", os.path.join(work, "bench.toml"), "--root", root,
                         "run", "bench_linear", "--input", os.path.join(work, "in.json")],

@@ -33,7 +33,7 @@ cd "$(dirname "$0")/../.."
 CLAWBOARD_BIN=${CLAWBOARD_BIN:-$PWD/target/release/clawboard}
 FLOWS=${FLOWS:-30}
 WRAP=${WRAP:-}
-if [ -n "${NOLOG:-}" ]; then LOGENV=; else LOGENV=CLAWBOARD_LOG=clawboard_roles::engine::step=debug; fi
+if [ -n "${NOLOG:-}" ]; then LOGENV=; else LOGENV=CLAWBOARD_LOG=clawboard_roles::engine::call=debug; fi
 [ -x "$CLAWBOARD_BIN" ] || { echo "step-phases.sh: $CLAWBOARD_BIN is missing; build it first (cargo build --release -p clawboard)" >&2; exit 1; }
 command -v perf >/dev/null || { echo "step-phases.sh: perf is missing (apt-get install linux-perf)" >&2; exit 1; }
 

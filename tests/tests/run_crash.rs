@@ -64,7 +64,7 @@ fn a_run_killed_mid_blueprint_is_finished_by_the_daemon_and_no_finished_step_run
     let (cfg, input, runs) = setup(&t);
     let mut child = t
         .command(&["--config", &cfg, "run", "linear", "--input", input.to_str().unwrap()])
-        .env("CLAWBOARD_LOG", "clawboard_roles::engine::step=debug")
+        .env("CLAWBOARD_LOG", "clawboard_roles::engine::call=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

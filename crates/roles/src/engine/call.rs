@@ -120,8 +120,8 @@ pub(crate) fn finished<S: Site, T>(
         Ok(out) => Ok(Some((a, out))),
         Err(e) => {
             tracing::warn!(
-                task = site.task_id(),
-                step,
+                task = %site.task_id(),
+                step = %step,
                 "a finished attempt's output no longer passes ({e}); running the step again"
             );
             Ok(None)
@@ -150,8 +150,8 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
         };
         if n > 0 {
             tracing::info!(
-                task = site.task_id(),
-                step = call.step,
+                task = %site.task_id(),
+                step = %call.step,
                 "falling back from {} to {role_id}",
                 call.chain[n - 1]
             );
@@ -172,8 +172,8 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
                     last_error = error;
                     if skip_retries {
                         tracing::info!(
-                            task = site.task_id(),
-                            step = call.step,
+                            task = %site.task_id(),
+                            step = %call.step,
                             "{role_id}: its retries are skipped (its server asked for a longer wait)"
                         );
                         break;
@@ -242,6 +242,7 @@ async fn attempt<S: Site, T: RoleOutput>(
         site.started(&attempt, &who.token, handed.as_mut())
     });
     drop(revoke);
+    tracing::debug!(task = %site.task_id(), step = %step, "the run ended");
     started?;
     if engine.is_fenced(site.task_id()) {
         // Taken over while the role ran: its result is not this node's to write.
@@ -322,8 +323,8 @@ fn open_attempt<S: Site>(site: &S, step: &str, role_id: &str, instance_id: &str)
     let sync_started = std::time::Instant::now();
     store.sync_records()?;
     tracing::debug!(
-        task = site.task_id(),
-        step,
+        task = %site.task_id(),
+        step = %step,
         role = role_id,
         sync_us = sync_started.elapsed().as_micros(),
         "starting a run"
