@@ -80,7 +80,7 @@ def run_one(binary, config, blueprint, inp, workdir, full):
     args = [binary, "--config", str(config), "--root", str(root), "run", blueprint, "--input", str(infile)]
     if full:
         args.append("--full-context")
-    started = time.monotonic()
+    started, t0 = time.monotonic(), time.time()
     p = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
     wall = time.monotonic() - started
     m = re.search(r"task (\S+): blueprint", p.stderr)
@@ -93,7 +93,7 @@ def run_one(binary, config, blueprint, inp, workdir, full):
         contract = {}
     ledger = [json.loads(f.read_text()) for f in sorted((task / "board" / "slices").glob("*.json"))]
     attempts = [json.loads(f.read_text()) for f in sorted((task / "attempts").glob("*.json"))]
-    return wall, contract, ledger, attempts
+    return (t0, wall), contract, ledger, attempts
 
 
 def step_id(step):
@@ -101,13 +101,20 @@ def step_id(step):
     return re.sub(r"(-c\d+)?(-redo\d+)?$", "", s)
 
 
-def summarize(wall, contract, ledger, attempts):
+def summarize(clock, contract, ledger, attempts):
+    t0, wall = clock
     sent = [e for e in ledger if e["step"].startswith("bp/") and e["outcome"] not in ("over_budget", "recut")]
     prompt = sum((e.get("usage") or {}).get("prompt_tokens", 0) for e in sent)
     completion = sum((e.get("usage") or {}).get("completion_tokens", 0) for e in sent)
     # Every role of the config is a model: the blueprint's steps, then the validator and harvester.
     ended = [a for a in attempts if a.get("endedAt")]
-    in_flight = union([(ts(a["startedAt"]), ts(a["endedAt"])) for a in ended])
+    intervals = [(ts(a["startedAt"]), ts(a["endedAt"])) for a in ended]
+    in_flight = union(intervals)
+    # clawboard's own time, split: before the first run (the process's start, config,
+    # intake, the first slice), after the last (the contract), and between runs.
+    first = min((a for a, _ in intervals), default=t0)
+    last = max((b for _, b in intervals), default=t0 + wall)
+    before, after = max(first - t0, 0.0), max(t0 + wall - last, 0.0)
     model_steps = [a for a in ended if a["step"].startswith("bp/")]
     per_step = defaultdict(lambda: {"attempts": 0, "ok": 0, "o200k": 0, "model": 0})
     for a in model_steps:
@@ -120,7 +127,8 @@ def summarize(wall, contract, ledger, attempts):
             s["o200k"] += e["tokens"]
             s["model"] += e["model_tokens"]
     status = (contract.get("execution_result") or {}).get("status", "none")
-    return {"wall_s": round(wall, 3), "in_flight_s": round(in_flight, 3), "status": status,
+    return {"wall_s": round(wall, 3), "in_flight_s": round(in_flight, 3), "before_s": round(before, 3),
+            "after_s": round(after, 3), "status": status,
             "prompt_tokens": prompt, "completion_tokens": completion, "steps": dict(per_step)}
 
 
@@ -221,8 +229,8 @@ def pool(results):
 
 def report(runs, blueprints, modes):
     print("(a) provider-reported prompt tokens, sliced against full-context")
-    print("| blueprint | runs | sliced | full-context | sliced ÷ full | max of one input |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| blueprint | runs | sliced | full-context | sliced ÷ full | max of one input | per model request, sliced ÷ full |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for bp in blueprints:
         s, f = runs.get((bp, "sliced"), []), runs.get((bp, "full"), [])
         if not s or not f:
@@ -234,7 +242,11 @@ def report(runs, blueprints, modes):
             continue
         ss, ff = sum(x["prompt_tokens"] for x, _ in pairs), sum(y["prompt_tokens"] for _, y in pairs)
         worst = max((x["prompt_tokens"] / y["prompt_tokens"] for x, y in pairs if y["prompt_tokens"]), default=0)
-        print(f"| {bp} | {len(pairs)} | {ss:,} | {ff:,} | {100 * ss / max(ff, 1):.1f} % | {100 * worst:.1f} % |")
+        # The quality loop's rounds differ between two runs of one input; per request
+        # (every attempt of a blueprint step) the two are compared step for step.
+        requests = lambda rs: sum(st["attempts"] for r in rs for st in r["steps"].values())
+        per = (ss / max(requests([x for x, _ in pairs]), 1)) / max(ff / max(requests([y for _, y in pairs]), 1), 1e-9)
+        print(f"| {bp} | {len(pairs)} | {ss:,} | {ff:,} | {100 * ss / max(ff, 1):.1f} % | {100 * worst:.1f} % | {100 * per:.1f} % |")
     print("\n(b) contract status and valid replies per step")
     print("| blueprint | mode | success / partial / failed | step: valid replies of attempts |")
     print("| --- | --- | --- | --- |")
@@ -248,15 +260,23 @@ def report(runs, blueprints, modes):
         cells = ", ".join(f"{sid} {ok}/{n}" for sid, (ok, n) in sorted(steps.items()))
         print(f"| {bp} | {mode} | {' / '.join(map(str, counts))} | {cells} |")
     print("\n(c) wall time per run and clawboard's own part (wall less model requests in flight; runs made one at a time)")
-    print("| blueprint | mode | runs | wall s, mean | own s, mean | own ÷ wall |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print("| blueprint | mode | runs | wall s, mean | own s, mean | own ÷ wall | of it before the first run, s | between runs, s | after the last, s |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (bp, mode), rs in sorted(runs.items()):
         rs = [r for r in rs if r.get("jobs", 1) == 1]
         if not rs:
             continue
         wall = sum(r["wall_s"] for r in rs)
         own = sum(r["wall_s"] - r["in_flight_s"] for r in rs)
-        print(f"| {bp} | {mode} | {len(rs)} | {wall / len(rs):.1f} | {own / len(rs):.2f} | {100 * own / wall:.2f} % |")
+        split = [r for r in rs if "before_s" in r]
+        if split:
+            b = sum(r["before_s"] for r in split) / len(split)
+            e = sum(r["after_s"] for r in split) / len(split)
+            m = sum(r["wall_s"] - r["in_flight_s"] - r["before_s"] - r["after_s"] for r in split) / len(split)
+            parts = f"{b:.2f} | {m:.2f} | {e:.2f}"
+        else:
+            parts = "– | – | –"
+        print(f"| {bp} | {mode} | {len(rs)} | {wall / len(rs):.1f} | {own / len(rs):.2f} | {100 * own / wall:.2f} % | {parts} |")
     print("\n(d) slices in o200k against the model's own count (sliced runs)")
     print("| blueprint | step | o200k | model | model ÷ o200k |")
     print("| --- | --- | ---: | ---: | ---: |")
