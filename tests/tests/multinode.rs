@@ -13,6 +13,9 @@ use clawboard_tests::s3::{Bucket, Kind, Server};
 use clawboard_tests::{Daemon, Run, Tree, wait_until};
 use rstest::rstest;
 
+#[path = "multinode/takeover.rs"]
+mod takeover;
+
 const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 
 struct Node {
@@ -65,6 +68,11 @@ impl Cluster {
     /// Three initialized trees configured on `bucket`: sync every second, heartbeat
     /// every second, a 4 s lease.
     fn new(bucket: &Bucket) -> Cluster {
+        Cluster::with_roles(bucket, roles)
+    }
+
+    /// The same, with the roles `roles(runlog)` makes.
+    fn with_roles(bucket: &Bucket, roles: fn(&Path) -> String) -> Cluster {
         let scratch = tempfile::tempdir().unwrap();
         let runlog = scratch.path().join("runs.log");
         std::fs::write(&runlog, "").unwrap();

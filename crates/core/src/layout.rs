@@ -26,6 +26,10 @@ pub const JOURNAL: &str = ".clawboard/journal";
 pub const CURSORS: &str = ".clawboard/cursors";
 /// The write-ahead log of deferred writes (see `store/deferred.rs`).
 pub const WAL: &str = ".clawboard/wal.log";
+/// Tasks another node holds now (several nodes on one bucket): `{FENCED}/{taskId}/`
+/// marks one, and keeps what this node had changed there. Nothing is written into
+/// such a task's directory by this node (but what the holder's versions bring).
+pub const FENCED: &str = ".clawboard/fenced";
 /// The sync's bucket when none is configured: a local directory, written by the
 /// sync's directory backend alone (never through the store).
 pub const LOCAL_BUCKET: &str = ".clawboard/bucket";
@@ -114,6 +118,16 @@ pub fn initial_files() -> Vec<(&'static str, String)> {
 /// `tasks/{id}/{file}`.
 pub fn task_file(task_id: &str, file: &str) -> String {
     format!("{TASKS}/{task_id}/{file}")
+}
+
+/// The task a tree path is inside of (`tasks/{id}/…`).
+pub fn task_of(rel: &str) -> Option<&str> {
+    rel.strip_prefix("tasks/")?.split_once('/').map(|(task, _)| task)
+}
+
+/// True once this node lost `task_id`'s claim to another node (see [`FENCED`]).
+pub fn is_fenced(root: &std::path::Path, task_id: &str) -> bool {
+    !task_id.is_empty() && root.join(FENCED).join(task_id).is_dir()
 }
 
 /// `harvest/daily/{YYYY-MM-DD}.json`.

@@ -18,6 +18,7 @@ mod blueprint;
 mod board;
 mod call;
 pub mod entry;
+pub mod guard;
 mod page;
 mod products;
 mod run;
@@ -33,6 +34,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::claims;
 use crate::config::RolesConfig;
+pub use guard::{BoxFuture, ClaimGuard, Hold};
 pub(crate) use run::TaskRun;
 
 /// How a drive of a task ended.
@@ -103,6 +105,8 @@ pub struct Engine {
     raised: Lock<std::collections::HashMap<String, Vec<String>>>,
     /// Tasks another node took over: never driven or written here again.
     fenced: Lock<std::collections::HashSet<String>>,
+    /// Whether this node holds a task's claim (several nodes on one bucket; see `engine/guard.rs`).
+    guard: Lock<Option<Arc<dyn guard::ClaimGuard>>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
     runs: Lock<std::collections::BTreeMap<&'static str, u64>>,
     /// The access policy: a role's context holds only the files its R cells allow.
@@ -143,6 +147,7 @@ impl Engine {
             active_view: Lock::new(()),
             raised: Lock::new(Default::default()),
             fenced: Lock::new(Default::default()),
+            guard: Lock::new(None),
             runs: Lock::new(Default::default()),
             acl: Lock::new(None),
             templates: Lock::new(Arc::new(clawboard_board::template::load(None).unwrap_or_default())),
@@ -340,8 +345,10 @@ impl Engine {
     /// Drives `task_id` as far as it can go now. An `Err` is a storage failure: the
     /// task stays active and is resumed later.
     pub async fn drive(&self, task_id: &str) -> Result<Outcome, Error> {
-        if self.is_fenced(task_id) {
-            return Ok(Outcome::Fenced);
+        match self.held(task_id).await {
+            Ok(()) => {}
+            Err(StepError::Stopped) => return Ok(Outcome::Stopped),
+            Err(_) => return Ok(Outcome::Fenced),
         }
         let task_rel = RelPath::new(&layout::task_file(task_id, layout::TASK_FILE))?;
         let mut task: Task = self.store.read(&task_rel)?;
@@ -378,8 +385,16 @@ impl Engine {
         };
         let (result, marked) = tokio::join!(run.lifecycle(&cfg), mark_running);
         marked?;
-        if self.is_fenced(task_id) {
-            return Ok(Outcome::Fenced);
+        // The end is written only by the claim's holder (the bucket is asked).
+        let end = match &result {
+            Ok(()) | Err(StepError::Failed(_)) => self.confirmed(task_id).await,
+            _ if self.is_fenced(task_id) => Err(StepError::Fenced),
+            _ => Ok(()),
+        };
+        match end {
+            Ok(()) => {}
+            Err(StepError::Stopped) => return Ok(Outcome::Stopped),
+            Err(_) => return Ok(Outcome::Fenced),
         }
         // Every file the steps wrote is on disk before the task says it ended.
         self.store.settle();

@@ -48,11 +48,19 @@ pub struct Cluster<R: Remote> {
     beats: Lock<HashMap<String, (String, Heartbeat)>>,
     /// ETag of the last heartbeat this process wrote.
     own_beat: Lock<Option<String>>,
+    /// One heartbeat write at a time (each is conditional on the one before).
+    beating: tokio::sync::Mutex<()>,
 }
 
 impl<R: Remote> Cluster<R> {
     pub fn new(sync: Arc<SyncState<R>>) -> Cluster<R> {
-        Cluster { sync, beats: Lock::new(HashMap::new()), own_beat: Lock::new(None) }
+        sync.lease.enforce();
+        Cluster {
+            sync,
+            beats: Lock::new(HashMap::new()),
+            own_beat: Lock::new(None),
+            beating: tokio::sync::Mutex::new(()),
+        }
     }
 
     pub fn sync(&self) -> &SyncState<R> {
@@ -61,8 +69,11 @@ impl<R: Remote> Cluster<R> {
 
     /// Writes this node's heartbeat: `If-Match` on the ETag of this process's last
     /// beat, so a beat written by anyone else under this node id meanwhile is seen.
-    /// Returns false when that happened (two machines share this node id).
+    /// Returns false when that happened (two machines share this node id). A beat
+    /// that lands extends this node's [lease](crate::lease).
     pub async fn heartbeat(&self, mut beat: Heartbeat) -> Result<bool> {
+        let _one = self.beating.lock().await;
+        let started = std::time::Instant::now();
         beat.node = self.sync.node.clone();
         beat.seen_at = now_text();
         let body = Bytes::from(serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?);
@@ -92,6 +103,7 @@ impl<R: Remote> Cluster<R> {
             *self.own_beat.lock() = Some(etag.clone());
             self.beats.lock().insert(self.sync.node.clone(), (etag, beat));
         }
+        self.sync.lease.landed(started);
         Ok(alone)
     }
 
@@ -150,17 +162,53 @@ impl<R: Remote> Cluster<R> {
 
     /// Claims `task` for this node: true when this node holds it (now or already).
     pub async fn claim(&self, task: &str) -> Result<ClaimResult> {
+        let epoch = self.sync.lease.epoch();
         let doc = ClaimDoc {
             task_id: task.to_owned(),
             node: self.sync.node.clone(),
             generation: 1,
             claimed_at: now_text(),
             taken_from: None,
+            renewed_at: None,
         };
         if self.put_claim(&doc, Condition::Absent).await? {
+            self.sync.lease.confirm(task, epoch);
             return Ok(ClaimResult::Won { generation: 1 });
         }
-        self.check_claim(task).await
+        // There already: another node's, or this node's from before (renewed).
+        Box::pin(self.renew(task)).await
+    }
+
+    /// Renews this node's claim on `task` (`If-Match` on its ETag, same generation),
+    /// confirming it in the lease's current epoch: after a restart or a lapse of the
+    /// heartbeats, before the task goes on. A taker whose conditional write comes
+    /// first makes the renewal fail (`Lost`); one that comes after fails itself,
+    /// or finds the new heartbeat when it reads it again (see [`Cluster::take_over`]).
+    pub async fn renew(&self, task: &str) -> Result<ClaimResult> {
+        let epoch = self.sync.lease.epoch();
+        let Some((doc, etag)) = self.claim_of(task).await? else { return Box::pin(self.claim(task)).await };
+        if doc.node != self.sync.node {
+            self.sync.lease.forget(task);
+            return Ok(ClaimResult::Lost { owner: doc.node });
+        }
+        let renewed = ClaimDoc { renewed_at: Some(now_text()), ..doc };
+        if self.put_claim(&renewed, Condition::Matches(etag)).await? {
+            self.sync.lease.confirm(task, epoch);
+            return Ok(ClaimResult::Won { generation: renewed.generation });
+        }
+        // Changed meanwhile: taken over, or this renewal's own retried request landed.
+        match self.claim_of(task).await? {
+            Some((d, _)) if d == renewed => {
+                self.sync.lease.confirm(task, epoch);
+                Ok(ClaimResult::Won { generation: d.generation })
+            }
+            Some((d, _)) if d.node != self.sync.node => {
+                self.sync.lease.forget(task);
+                Ok(ClaimResult::Lost { owner: d.node })
+            }
+            // Renewed by another process under this node id, or gone: tried again later.
+            _ => Err(Error::config("claim", format!("{task}: the claim changed while it was renewed"))),
+        }
     }
 
     /// Claims blackboard entry `id` for this node (a lane handles it once over all
@@ -176,6 +224,7 @@ impl<R: Remote> Cluster<R> {
             generation: 1,
             claimed_at: now_text(),
             taken_from: None,
+            renewed_at: None,
         };
         let body = Bytes::from(serde_json::to_vec_pretty(&doc).map_err(|e| Error::io(&key, e.into()))?);
         self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
@@ -210,7 +259,10 @@ impl<R: Remote> Cluster<R> {
                 remember_generation(&self.sync.root, task, doc.generation)?;
                 Ok(ClaimResult::Won { generation: doc.generation })
             }
-            Some((doc, _)) => Ok(ClaimResult::Lost { owner: doc.node }),
+            Some((doc, _)) => {
+                self.sync.lease.forget(task);
+                Ok(ClaimResult::Lost { owner: doc.node })
+            }
             // Never claimed (e.g. claimed only locally before sync was on): claim it now.
             None => Box::pin(self.claim(task)).await,
         }
@@ -232,11 +284,22 @@ impl<R: Remote> Cluster<R> {
         Ok(())
     }
 
-    /// Takes `task` over from `from` (whose heartbeat went stale): `If-Match` on the
-    /// claim's ETag, so one taker wins. `None` when the claim is not `from`'s anymore.
-    pub async fn take_over(&self, task: &str, from: &str) -> Result<Option<ClaimResult>> {
+    /// Takes `task` over from `from`, whose heartbeat object was found unchanged
+    /// (ETag `stale_beat`) for the lease: `If-Match` on the claim's ETag, so one taker
+    /// wins. Between reading the claim and writing it, `from`'s heartbeat is read
+    /// again: if it changed, `from` is back (it renews its claims before going on)
+    /// and nothing is taken. `None` when the claim is not `from`'s anymore or `from` is back.
+    pub async fn take_over(&self, task: &str, from: &str, stale_beat: &str) -> Result<Option<ClaimResult>> {
+        let epoch = self.sync.lease.epoch();
         let Some((doc, etag)) = self.claim_of(task).await? else { return Ok(None) };
         if doc.node != from {
+            return Ok(None);
+        }
+        let key = format!("{NODES_PREFIX}{from}.json");
+        self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
+        let beat = self.sync.retry(|| self.sync.remote.get(&key)).await?;
+        if beat.is_none_or(|(_, info)| info.etag.as_deref() != Some(stale_beat)) {
+            tracing::info!(task, from, "not taken over: the node's heartbeat changed (it is back)");
             return Ok(None);
         }
         let next = ClaimDoc {
@@ -245,14 +308,17 @@ impl<R: Remote> Cluster<R> {
             generation: doc.generation + 1,
             claimed_at: now_text(),
             taken_from: Some(from.to_owned()),
+            renewed_at: None,
         };
         if self.put_claim(&next, Condition::Matches(etag)).await? {
+            self.sync.lease.confirm(task, epoch);
             return Ok(Some(ClaimResult::Won { generation: next.generation }));
         }
         // A retried request that had landed finds the claim already ours.
         match self.claim_of(task).await? {
             Some((d, _)) if d.node == self.sync.node => {
                 remember_generation(&self.sync.root, task, d.generation)?;
+                self.sync.lease.confirm(task, epoch);
                 Ok(Some(ClaimResult::Won { generation: d.generation }))
             }
             Some((d, _)) => Ok(Some(ClaimResult::Lost { owner: d.node })),
@@ -265,6 +331,7 @@ impl<R: Remote> Cluster<R> {
     /// are kept under `.clawboard/fenced/{task}/`); conflict copies of this node's
     /// versions there are withdrawn ([`crate::copy`]). Returns how many files moved.
     pub async fn fence(&self, task: &str) -> Result<usize> {
+        self.sync.lease.forget(task);
         let _guards = self.sync.exclusive().await?;
         self.sync.load_state()?;
         let moved = crate::fence::fence_locked(&self.sync, task).await?;

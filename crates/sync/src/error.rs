@@ -60,6 +60,14 @@ pub enum Error {
         "pull refused: {reason}; nothing was applied. If this is intended, run          `clawboard sync pull --allow-mass-delete`"
     )]
     Refused { reason: String },
+
+    /// Changes in a task whose claim this node has not confirmed since its lease
+    /// lapsed (a restart, or the bucket out of reach): pushed once it is.
+    #[error(
+        "task {task}: not pushed yet: this node's claim on it is not confirmed since its heartbeats lapsed \
+         (the changes stay pending; the next push after the claim check sends them)"
+    )]
+    Unconfirmed { task: String },
 }
 
 fn hint(e: &RemoteError) -> &'static str {

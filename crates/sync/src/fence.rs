@@ -25,6 +25,9 @@ pub struct ClaimDoc {
     pub claimed_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taken_from: Option<String>,
+    /// When the holder last renewed it (after a restart, or a lapse of its heartbeats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_at: Option<String>,
 }
 
 pub(crate) fn claim_key(task: &str) -> Result<String> {

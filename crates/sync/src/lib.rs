@@ -13,7 +13,8 @@
 //!     ([`log`]), conflicts decided by version vector and HLC ([`version`]), the
 //!     full reconcile by listing;
 //!   - [`Cluster`] ([`cluster`]): heartbeats, node status, cross-node task claims,
-//!     takeover and fencing.
+//!     takeover and fencing; [`lease`]: how long this node may act on its claims
+//!     without hearing from the bucket.
 //! - Below push, pull and cluster, what more than one of them needs, so none of
 //!   the three imports another: [`shared`]; [`fence`] (reading a claim, fencing a
 //!   lost task: push and cluster); [`copy`] (conflict copies' names, and
@@ -34,6 +35,7 @@ pub mod copy;
 pub mod dir;
 pub mod error;
 pub mod fence;
+pub mod lease;
 pub mod log;
 pub mod node;
 pub mod pull;

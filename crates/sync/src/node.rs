@@ -30,12 +30,12 @@ pub struct Heartbeat {
 }
 
 pub(crate) fn fenced_dir(root: &Path) -> PathBuf {
-    root.join(".clawboard/fenced")
+    root.join(clawboard_core::layout::FENCED)
 }
 
 /// True once this node lost `task`'s claim.
 pub fn is_fenced(root: &Path, task: &str) -> bool {
-    fenced_dir(root).join(task).is_dir()
+    clawboard_core::layout::is_fenced(root, task)
 }
 
 /// The claim generation this node holds for `task` (`.clawboard/cluster/claims/`).

@@ -83,6 +83,8 @@ pub struct SyncState<R: Remote> {
     pub counts: Counts,
     pub(crate) uploaded_total: AtomicU64,
     pub(crate) deleted_total: AtomicU64,
+    /// This node's lease on its claimed tasks (enforced where heartbeats run).
+    pub lease: crate::lease::Lease,
 }
 
 pub(crate) fn build_excludes(patterns: &[String]) -> Result<globset::GlobSet> {
@@ -107,7 +109,6 @@ impl<R: Remote> SyncState<R> {
         Ok(SyncState {
             remote,
             root: root.to_owned(),
-            settings,
             node,
             excludes,
             state: Mutex::new(None),
@@ -119,6 +120,8 @@ impl<R: Remote> SyncState<R> {
             counts: Counts::default(),
             uploaded_total: AtomicU64::new(0),
             deleted_total: AtomicU64::new(0),
+            lease: crate::lease::Lease::new(settings.lease),
+            settings,
         })
     }
 
@@ -314,7 +317,7 @@ impl<R: Remote> SyncState<R> {
 
 /// The task a path belongs to (`tasks/{id}/…`).
 pub(crate) fn task_of(rel: &str) -> Option<&str> {
-    rel.strip_prefix("tasks/")?.split_once('/').map(|(task, _)| task)
+    clawboard_core::layout::task_of(rel)
 }
 
 /// The change-log entry for a version.

@@ -14,12 +14,23 @@ use clawboard_core::formats::{NodeState, NodeStatus};
 use clawboard_core::lock::Lock;
 use clawboard_core::{Id, RelPath, Store, Timestamp, layout};
 use clawboard_roles::claims;
+use clawboard_roles::engine::{BoxFuture, ClaimGuard, Hold};
 use clawboard_sync::cluster::{ClaimResult, Heartbeat};
 use clawboard_sync::{AnyRemote, Pull};
 use tokio::sync::{Notify, watch};
 
 use super::dispatch::Dispatcher;
 use super::jobs::{JobResult, Worker};
+
+/// A task intake accepted, waiting for its claim in the bucket.
+#[derive(Debug, Clone, Copy, Default)]
+struct ToClaim {
+    /// A try failed already (the bucket unreachable): later failures are not logged again.
+    failed_before: bool,
+    /// Its `task.json` came from another node: losing the claim is expected, and
+    /// there is nothing of this node's in it to fence.
+    pulled: bool,
+}
 
 pub struct Cluster {
     /// Claims and heartbeats in the bucket.
@@ -28,16 +39,17 @@ pub struct Cluster {
     pull: Arc<Pull<AnyRemote>>,
     pub dispatcher: Arc<Dispatcher>,
     pub store: Store,
-    /// Accepted tasks to claim (and whether a try failed already: the bucket unreachable).
-    to_claim: Lock<BTreeMap<String, bool>>,
+    /// Accepted tasks to claim.
+    to_claim: Lock<BTreeMap<String, ToClaim>>,
     /// Wakes the claims worker for them.
     claim_wake: Notify,
     /// Per other node: its heartbeat's ETag and since when (local time) it has not changed.
     seen: Lock<HashMap<String, (String, Instant)>>,
     /// Another process was found writing heartbeats under this node id (reported once).
     shared_id: std::sync::atomic::AtomicBool,
-    /// Other nodes whose heartbeat went stale, as of the last beat.
-    stale: Lock<Vec<Heartbeat>>,
+    /// Other nodes whose heartbeat went stale, as of the last beat, with the
+    /// ETag of that heartbeat (a takeover checks it is still the same).
+    stale: Lock<Vec<(Heartbeat, String)>>,
     /// Set once this node's claimed tasks were checked after start.
     pub checked: watch::Sender<bool>,
 }
@@ -49,7 +61,7 @@ impl Cluster {
         dispatcher: Arc<Dispatcher>,
         store: Store,
     ) -> Arc<Cluster> {
-        Arc::new(Cluster {
+        let c = Arc::new(Cluster {
             nodes,
             pull,
             dispatcher,
@@ -60,13 +72,16 @@ impl Cluster {
             stale: Lock::new(Vec::new()),
             shared_id: std::sync::atomic::AtomicBool::new(false),
             checked: watch::channel(false).0,
-        })
+        });
+        // The engine acts on a claimed task only while this node holds its claim.
+        c.dispatcher.engine.set_claim_guard(Arc::new(Guard(Arc::downgrade(&c))));
+        c
     }
 
     /// Intake accepted `task`: the accepted-claims worker claims it across nodes at
     /// once, and drives it if this node won.
-    pub fn accepted(&self, task: String) {
-        self.to_claim.lock().entry(task).or_insert(false);
+    pub fn accepted(&self, task: String, pulled: bool) {
+        self.to_claim.lock().entry(task).or_insert(ToClaim { failed_before: false, pulled });
         self.claim_wake.notify_one();
     }
 
@@ -75,21 +90,21 @@ impl Cluster {
     /// would claim them in turn); the ones the bucket cannot take yet stay waiting
     /// (the first failure of each is logged). True if some are still waiting.
     async fn claim_accepted(self: &Arc<Self>) -> bool {
-        let waiting: Vec<(String, bool)> = self.to_claim.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
+        let waiting: Vec<(String, ToClaim)> = self.to_claim.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
         let limit = self.nodes.sync().settings().concurrency.max(1);
         let mut claims = tokio::task::JoinSet::new();
         let mut waiting = waiting.into_iter();
         loop {
             while claims.len() < limit {
-                let Some((task, failed_before)) = waiting.next() else { break };
+                let Some((task, how)) = waiting.next() else { break };
                 let c = self.clone();
                 claims.spawn(async move {
-                    let r = c.try_claim(&task).await;
-                    (task, failed_before, r)
+                    let r = c.try_claim(&task, how.pulled).await;
+                    (task, how, r)
                 });
             }
             let Some(done) = claims.join_next().await else { break };
-            let (task, failed_before, r) = match done {
+            let (task, how, r) = match done {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::error!("a claim panicked: {e}; retrying with the next heartbeat");
@@ -100,13 +115,13 @@ impl Cluster {
                 Ok(()) => {
                     self.to_claim.lock().remove(&task);
                 }
-                Err(e) if failed_before => tracing::debug!(task, "claim still not possible: {e:#}"),
+                Err(e) if how.failed_before => tracing::debug!(task, "claim still not possible: {e:#}"),
                 Err(e) => {
                     tracing::warn!(
                         task,
                         "cannot claim the task in the bucket yet ({e}); retrying with the next heartbeat"
                     );
-                    self.to_claim.lock().insert(task, true);
+                    self.to_claim.lock().insert(task, ToClaim { failed_before: true, ..how });
                 }
             }
         }
@@ -123,11 +138,16 @@ impl Cluster {
         self.nodes.sync().node()
     }
 
-    async fn try_claim(&self, task: &str) -> anyhow::Result<()> {
+    async fn try_claim(&self, task: &str, pulled: bool) -> anyhow::Result<()> {
         match self.nodes.claim(task).await? {
             ClaimResult::Won { generation } => {
                 tracing::info!(task, generation, "claimed");
                 self.drive(task)?;
+            }
+            ClaimResult::Lost { owner } if pulled => {
+                // Pulled from the node that runs it: nothing here to fence.
+                tracing::debug!(task, owner, "a pulled task another node runs");
+                claims::finish(&self.store, task)?;
             }
             ClaimResult::Lost { owner } => {
                 // The same task taken in here too (dropped into two inboxes): the
@@ -149,13 +169,24 @@ impl Cluster {
         Ok(())
     }
 
-    /// Checks every task this node had claimed: resumes the ones it still holds,
-    /// fences the ones another node took over. A bucket that cannot be reached is an
-    /// error (retried); a claim that cannot be read leaves that task waiting (logged,
-    /// checked again with every heartbeat) without holding back the others.
+    /// Checks every task this node had claimed: resumes the ones it still holds
+    /// (each claim renewed with `If-Match`, after this process's first heartbeat
+    /// landed: see `clawboard_sync::lease`), fences the ones another node took over.
+    /// A bucket that cannot be reached is an error (retried); a claim that cannot be
+    /// read leaves that task waiting (logged, checked again with every heartbeat)
+    /// without holding back the others.
     async fn check_active(&self) -> anyhow::Result<()> {
+        let lease = &self.nodes.sync().lease;
+        if !lease.live() {
+            let mut changed = lease.subscribe();
+            let wait = self.nodes.sync().settings().heartbeat * 2;
+            let _ = tokio::time::timeout(wait, changed.changed()).await;
+            if !lease.live() {
+                anyhow::bail!("this node's first heartbeat has not landed yet");
+            }
+        }
         for task in claims::active(&self.store)? {
-            match self.nodes.check_claim(&task).await {
+            match self.nodes.renew(&task).await {
                 Ok(ClaimResult::Won { .. }) => self.drive(&task)?,
                 Ok(ClaimResult::Lost { owner }) => self.fence(&task, &owner).await?,
                 Err(e @ (clawboard_sync::Error::Remote(_) | clawboard_sync::Error::At { .. })) => return Err(e.into()),
@@ -163,6 +194,45 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// What the engine may do with `task` now, from what this node knows.
+    fn hold(&self, task: &str) -> Hold {
+        let root = self.store.root();
+        if clawboard_sync::node::is_fenced(root, task) {
+            return Hold::Lost;
+        }
+        if clawboard_sync::node::held_generation(root, task).is_none() {
+            return Hold::Yes; // not a task claimed across nodes
+        }
+        if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait }
+    }
+
+    /// Asks the bucket whether this node still holds `task`; fences it if not.
+    async fn confirm(&self, task: &str) -> Hold {
+        match self.hold(task) {
+            Hold::Yes => {}
+            other => return other,
+        }
+        if clawboard_sync::node::held_generation(self.store.root(), task).is_none() {
+            return Hold::Yes;
+        }
+        let live = || if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait };
+        match self.nodes.claim_of(task).await {
+            Ok(Some((doc, _))) if doc.node == self.node() => live(),
+            Ok(Some((doc, _))) => {
+                if let Err(e) = self.fence(task, &doc.node).await {
+                    tracing::error!(task, "cannot fence the task: {e:#}");
+                }
+                Hold::Lost
+            }
+            // Gone from the bucket: the next claim check makes it again.
+            Ok(None) => Hold::Wait,
+            Err(e) => {
+                tracing::warn!(task, "cannot read the task's claim; the lease decides: {e}");
+                live()
+            }
+        }
     }
 
     /// Marker first, then the local claim: a crash in between leaves the task fenced.
@@ -208,7 +278,7 @@ impl Cluster {
                     *entry = (etag.clone(), Instant::now());
                 }
                 if b.node != self.nodes.sync().node() && entry.1.elapsed() >= lease {
-                    stale.push(b.clone());
+                    stale.push((b.clone(), etag.clone()));
                 }
             }
         }
@@ -217,11 +287,18 @@ impl Cluster {
         Ok(())
     }
 
-    /// One round of the claims worker: retry waiting claims, check own claims, take
-    /// over stale nodes' tasks. One task's trouble is logged and does not stop the rest.
+    /// One round of the claims worker: retry waiting claims, check own claims (a
+    /// claim not confirmed in the lease's current epoch is renewed), take over stale
+    /// nodes' tasks. One task's trouble is logged and does not stop the rest.
     async fn tick(&self) -> anyhow::Result<()> {
+        let lease = &self.nodes.sync().lease;
         for task in claims::active(&self.store)? {
-            match self.nodes.check_claim(&task).await {
+            let checked = if lease.live() && !lease.confirmed(&task) {
+                self.nodes.renew(&task).await
+            } else {
+                self.nodes.check_claim(&task).await
+            };
+            match checked {
                 Ok(ClaimResult::Lost { owner }) => {
                     if let Err(e) = self.fence(&task, &owner).await {
                         tracing::error!(task, "cannot fence the task: {e:#}");
@@ -232,14 +309,14 @@ impl Cluster {
             }
         }
         let stale = self.stale.lock().clone();
-        for b in stale {
-            self.take_over(&b).await?;
+        for (b, etag) in stale {
+            self.take_over(&b, &etag).await?;
         }
         Ok(())
     }
 
-    /// Takes over the unfinished tasks of a node whose heartbeat went stale.
-    async fn take_over(&self, dead: &Heartbeat) -> anyhow::Result<()> {
+    /// Takes over the unfinished tasks of a node whose heartbeat (`beat_etag`) went stale.
+    async fn take_over(&self, dead: &Heartbeat, beat_etag: &str) -> anyhow::Result<()> {
         let mine = claims::active(&self.store)?;
         let candidates: Vec<&String> =
             dead.active_tasks.iter().filter(|t| clawboard_core::check_id(t).is_ok() && !mine.contains(t)).collect();
@@ -260,7 +337,7 @@ impl Cluster {
             if finished {
                 continue;
             }
-            if let Some(ClaimResult::Won { generation }) = self.nodes.take_over(task, &dead.node).await? {
+            if let Some(ClaimResult::Won { generation }) = self.nodes.take_over(task, &dead.node, beat_etag).await? {
                 tracing::warn!(task, from = %dead.node, generation, "took over a task from a node that stopped heart-beating");
                 self.drive(task)?;
             }
@@ -268,13 +345,13 @@ impl Cluster {
         Ok(())
     }
 
-    fn write_node_status(&self, beats: &[(Heartbeat, String)], stale: &[Heartbeat]) -> anyhow::Result<()> {
+    fn write_node_status(&self, beats: &[(Heartbeat, String)], stale: &[(Heartbeat, String)]) -> anyhow::Result<()> {
         let mut status = NodeStatus::default();
         for (b, _) in beats {
             let Ok(id) = Id::new(b.node.clone()) else { continue };
             let mut extra = serde_json::Map::new();
             extra.insert("activeTasks".into(), serde_json::json!(b.active_tasks));
-            let state = if stale.iter().any(|s| s.node == b.node) { "stale" } else { "alive" };
+            let state = if stale.iter().any(|(s, _)| s.node == b.node) { "stale" } else { "alive" };
             extra.insert("state".into(), serde_json::json!(state));
             status.nodes.insert(
                 id,
@@ -292,6 +369,38 @@ impl Cluster {
             self.store.write_json(&rel, &status)?;
         }
         Ok(())
+    }
+}
+
+/// The engine's view of this node's claims (`clawboard_roles::engine::guard`).
+/// Weak: the engine outlives no cluster, and the cluster holds the engine.
+pub struct Guard(pub std::sync::Weak<Cluster>);
+
+impl ClaimGuard for Guard {
+    fn hold(&self, task_id: &str) -> Hold {
+        self.0.upgrade().map_or(Hold::Wait, |c| c.hold(task_id))
+    }
+
+    fn confirm<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Hold> {
+        let cluster = self.0.upgrade();
+        Box::pin(async move {
+            match cluster {
+                Some(c) => c.confirm(task_id).await,
+                None => Hold::Wait,
+            }
+        })
+    }
+
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        let rx = self.0.upgrade().map(|c| c.nodes.sync().lease.subscribe());
+        Box::pin(async move {
+            match rx {
+                Some(mut rx) => {
+                    let _ = rx.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        })
     }
 }
 
@@ -407,7 +516,7 @@ mod tests {
         until("the node status", || s.root().join("shared/node-status.json").exists()).await;
         let status = std::fs::read_to_string(s.root().join("shared/node-status.json")).unwrap();
         assert!(status.contains("\"n1\""), "{status}");
-        c.accepted("t1".into());
+        c.accepted("t1".into(), false);
         until("t1 claimed and queued", || d.stats().waiting == 1).await;
         assert_eq!(claims::active(&s.store).unwrap(), ["t1"]);
         assert_eq!(s.rounds("accepted-claims"), 1);

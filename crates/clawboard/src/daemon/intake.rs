@@ -86,11 +86,12 @@ impl IntakeConsumer {
         IntakeConsumer { store, dispatcher, cluster, waiting: BTreeMap::new(), staged: None }
     }
 
-    /// A task taken in: driven now, or once its claim is won.
-    fn accepted(&self, id: String) {
+    /// A task taken in: driven now, or once its claim is won. `pulled`: its
+    /// `task.json` came from another node (this node wrote nothing in it).
+    fn accepted(&self, id: String, pulled: bool) {
         self.dispatcher.accepted(&id);
         match &self.cluster {
-            Some(c) => c.accepted(id),
+            Some(c) => c.accepted(id, pulled),
             None => self.dispatcher.enqueue(id),
         }
     }
@@ -112,7 +113,7 @@ impl IntakeConsumer {
                 for outcome in outcomes {
                     tracing::info!("finished an interrupted intake: {outcome:?}");
                     if let Intake::Accepted(id) = outcome {
-                        self.accepted(id);
+                        self.accepted(id, false);
                     }
                 }
             }
@@ -168,7 +169,7 @@ impl IntakeConsumer {
             }
             match (job, outcome) {
                 (Job::Escalation(id), _) => self.dispatcher.escalation_changed(&id),
-                (_, Ok(Intake::Accepted(id))) => self.accepted(id),
+                (job, Ok(Intake::Accepted(id))) => self.accepted(id, matches!(job, Job::PulledTask(_))),
                 (_, Ok(_)) => {}
                 // One bad file must not stop intake: it is logged and skipped. A
                 // dropped file it had taken out of inbox/ waits in .clawboard/intake/

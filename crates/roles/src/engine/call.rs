@@ -207,9 +207,7 @@ async fn attempt<S: Site, T: RoleOutput>(
 ) -> Result<Tried<T>, StepError> {
     let engine = site.engine();
     let _permit = engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
-    if engine.is_fenced(site.task_id()) {
-        return Err(StepError::Fenced);
-    }
+    engine.held(site.task_id()).await?;
     let instance_id = format!("inst-{}", clawboard_core::id::random_hex(6));
     let mut handed = site.hand(role_id, role, &instance_id).await?;
     let mut attempt = open_attempt(site, step, role_id, &instance_id)?;
@@ -244,10 +242,10 @@ async fn attempt<S: Site, T: RoleOutput>(
     drop(revoke);
     tracing::debug!(task = %site.task_id(), step = %step, "the run ended");
     started?;
-    if engine.is_fenced(site.task_id()) {
-        // Taken over while the role ran: its result is not this node's to write.
+    // Taken over while the role ran (the bucket is asked): its result is not this node's to write.
+    if let Err(e) = engine.confirmed(site.task_id()).await {
         site.ended(&instance_id)?;
-        return Err(StepError::Fenced);
+        return Err(e);
     }
     let accepted = judge(&mut attempt, &out, accept);
     // Then the escalations it raised through the API while it ran (after the

@@ -62,6 +62,17 @@ impl<R: Remote> Pull<R> {
             return Ok(());
         }
         let local = self.local(&path, rec.as_ref())?;
+        // Concurrent versions in a task this node believes it holds: the bucket's
+        // claim decides. Another node's claim there means this node lost the task
+        // while it was down or cut off: it fences it now, and the holder's version
+        // is written below.
+        if (order != Order::Newer || local.dirty)
+            && let Some(task) = crate::shared::task_of(&path)
+            && let Some(owner) = self.lost_unawares(task).await?
+        {
+            tracing::warn!(task, owner, path, "a conflict in a task another node holds now: fencing it here");
+            crate::fence::fence_locked(&self.sync, task).await?;
+        }
         // A task this node lost: the claim's owner is right, whatever is here.
         if (order == Order::Newer && !local.dirty) || self.sync.is_fenced(&path) {
             // A copy of one of this node's versions, made by the node that found the
@@ -224,6 +235,21 @@ impl<R: Remote> Pull<R> {
         self.note_conflict(&conflict, loser.author == self.sync.node, false).await?;
         report.conflicts.push(conflict);
         Ok(())
+    }
+
+    /// The node that holds `task` in the bucket, when this node believes it holds
+    /// it (its local claim, not fenced) but does not: it was taken over while this
+    /// node was down or cut off. Under a live [lease](crate::lease) on the task the
+    /// bucket is not asked (no one can have taken it).
+    async fn lost_unawares(&self, task: &str) -> Result<Option<String>> {
+        let root = &self.sync.root;
+        if crate::node::held_generation(root, task).is_none()
+            || crate::node::is_fenced(root, task)
+            || (self.sync.lease.enforced() && self.sync.lease.holds(task))
+        {
+            return Ok(None);
+        }
+        Ok(crate::fence::claim_of(&self.sync, task).await?.map(|(doc, _)| doc.node).filter(|n| *n != self.sync.node))
     }
 
     /// Whether this node took in the task `original` belongs to and lost its claim

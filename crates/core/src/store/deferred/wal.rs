@@ -317,7 +317,13 @@ fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
     };
     let records = parse(&raw);
     let n = records.list.len();
+    let mut skipped = 0;
     for (i, (path, bytes)) in records.list.into_iter().enumerate() {
+        // A task this node lost since (fenced): its files are the holder's now.
+        if layout::task_of(&path).is_some_and(|task| layout::is_fenced(store.root(), task)) {
+            skipped += 1;
+            continue;
+        }
         let bad = |e: Error| Error::UnsafePath {
             path: layout::WAL.to_owned(),
             reason: format!("cannot replay record {} ({path:?}): {e}", i + 1),
@@ -329,7 +335,12 @@ fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
         }
     }
     if n > 0 {
-        tracing::info!(records = n, "wrote the records a crash left in {}", layout::WAL);
+        tracing::info!(
+            records = n - skipped,
+            fenced = skipped,
+            "wrote the records a crash left in {} (but those of tasks another node holds now)",
+            layout::WAL
+        );
     }
     Ok((n, records.epoch))
 }
@@ -503,6 +514,28 @@ pub(super) mod tests {
         let used = read_used(&mut File::open(&path).unwrap()).unwrap();
         assert_eq!(used.len(), raw.len());
         assert_eq!(parse(&used).list.len(), n);
+    }
+
+    #[test]
+    fn a_replay_writes_nothing_into_a_task_another_node_holds_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(dir.path()).unwrap();
+        let raw = log(
+            1,
+            &[
+                ("tasks/lost/attempts/0001-w.json", b"mine"),
+                ("tasks/kept/attempts/0001-w.json", b"mine too"),
+                ("gm/notes.md", b"notes"),
+            ],
+        );
+        let path = dir.path().join(layout::WAL);
+        std::fs::write(&path, &raw).unwrap();
+        // Fenced after the records were made (taken over while this node was down).
+        std::fs::create_dir_all(dir.path().join(layout::FENCED).join("lost")).unwrap();
+        replay(&store, &path).unwrap();
+        assert!(!dir.path().join("tasks/lost/attempts/0001-w.json").exists());
+        assert_eq!(std::fs::read(dir.path().join("tasks/kept/attempts/0001-w.json")).unwrap(), b"mine too");
+        assert_eq!(std::fs::read(dir.path().join("gm/notes.md")).unwrap(), b"notes");
     }
 
     #[test]
