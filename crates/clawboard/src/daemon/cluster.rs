@@ -176,14 +176,15 @@ impl Cluster {
     /// read leaves that task waiting (logged, checked again with every heartbeat)
     /// without holding back the others.
     async fn check_active(&self) -> anyhow::Result<()> {
+        // After this process's first heartbeat (retried by its own worker) landed.
         let lease = &self.nodes.sync().lease;
-        if !lease.live() {
+        while !lease.live() {
             let mut changed = lease.subscribe();
-            let wait = self.nodes.sync().settings().heartbeat * 2;
-            let _ = tokio::time::timeout(wait, changed.changed()).await;
-            if !lease.live() {
-                anyhow::bail!("this node's first heartbeat has not landed yet");
+            if lease.live() {
+                break;
             }
+            // The sender lives as long as the lease; an error cannot happen here.
+            let _ = changed.changed().await;
         }
         for task in claims::active(&self.store)? {
             match self.nodes.renew(&task).await {
