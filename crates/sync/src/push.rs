@@ -288,30 +288,24 @@ impl<R: Remote> Push<R> {
     /// daemon with every heartbeat; a finished task is checked once per process.
     async fn drop_foreign(&self, paths: Vec<String>) -> Result<Vec<String>> {
         let touched: std::collections::BTreeSet<&str> = paths.iter().filter_map(|p| task_of(p)).collect();
-        // An active task is pushed into only under this node's live lease on it
-        // (the daemon's; see `crate::lease`): after a lapse it may have been taken
-        // over, which the claim check finds before the next push.
+        let root = &self.sync.root;
         let lease = &self.sync.lease;
-        if lease.enforced()
-            && let Some(task) = touched.iter().find(|task| {
-                crate::node::held_generation(&self.sync.root, task).is_some()
-                    && self.sync.root.join(".clawboard/active").join(task).exists()
-                    && !crate::node::is_fenced(&self.sync.root, task)
-                    && !lease.holds(task)
-            })
-        {
-            return Err(Error::Unconfirmed { task: (*task).to_owned() });
+        let mut tasks = Vec::new();
+        for task in touched {
+            if crate::node::held_generation(root, task).is_none() || crate::node::is_fenced(root, task) {
+                continue;
+            }
+            if root.join(clawboard_core::layout::ACTIVE).join(task).exists() {
+                // An active task is pushed into only under this node's live lease on
+                // it (the daemon's; see `crate::lease`): after a lapse it may have been
+                // taken over, which the claim check finds before the next push.
+                if lease.enforced() && !lease.holds(task) {
+                    return Err(Error::Unconfirmed { task: task.to_owned() });
+                }
+            } else if !self.verified.lock().contains(task) {
+                tasks.push(task.to_owned());
+            }
         }
-        let tasks: Vec<String> = touched
-            .into_iter()
-            .filter(|task| {
-                crate::node::held_generation(&self.sync.root, task).is_some()
-                    && !self.sync.root.join(".clawboard/active").join(task).exists()
-                    && !crate::node::is_fenced(&self.sync.root, task)
-                    && !self.verified.lock().contains(*task)
-            })
-            .map(str::to_owned)
-            .collect();
         let mut foreign = HashSet::new();
         for task in tasks {
             match crate::fence::claim_of(&self.sync, &task).await? {

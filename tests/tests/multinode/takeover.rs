@@ -204,17 +204,18 @@ fn claim_log(c: &Cluster) -> String {
     out
 }
 
-fn chaos(kind: Kind) {
-    let seed = env_or("CLAWBOARD_CHAOS_SEED", now_ms());
-    let tasks = env_or("CLAWBOARD_CHAOS_TASKS", 60);
-    let secs = env_or("CLAWBOARD_CHAOS_SECS", 45);
-    eprintln!("takeover chaos on {kind:?}: seed {seed}, {tasks} tasks, kills for {secs} s");
-    let mut rng = Rng(seed | 1);
-    let scratch = tempfile::tempdir().unwrap();
-    let bucket = Bucket::new(kind, scratch.path());
-    let c = Cluster::with_roles(&bucket, roles);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (claims, watcher) = watch_claims(&bucket, stop.clone());
+/// Task `t-{n}`, dropped into the inbox of node `n % 3`.
+fn drop_one(c: &Cluster, n: u64) {
+    let node = usize::try_from(n % 3).unwrap();
+    c.nodes[node]
+        .t
+        .drop_task(&format!("c{n}.json"), &format!(r#"{{"taskId": "t-{n}", "type": "coding", "description": "x"}}"#));
+}
+
+/// Starts the three daemons, drops `tasks` tasks over the first 80 % of `secs`,
+/// and for `secs` kills a random daemon every 4–8 s (one down at a time) and
+/// starts it again later. Returns the daemons (all up), the kills and the restarts.
+fn drop_and_kill(c: &Cluster, rng: &mut Rng, tasks: u64, secs: u64) -> (Vec<Option<Daemon>>, u64, u64) {
     let mut daemons: Vec<Option<Daemon>> = c.nodes.iter().map(|n| Some(n.t.daemon())).collect();
     let begin = Instant::now();
     let drop_every = Duration::from_millis(secs * 1000 * 8 / 10 / tasks.max(1));
@@ -226,11 +227,7 @@ fn chaos(kind: Kind) {
     while begin.elapsed() < Duration::from_secs(secs) || !back.is_empty() {
         let now = Instant::now();
         if dropped < tasks && now >= next_drop {
-            let n = usize::try_from(dropped % 3).unwrap();
-            c.nodes[n].t.drop_task(
-                &format!("c{dropped}.json"),
-                &format!(r#"{{"taskId": "t-{dropped}", "type": "coding", "description": "x"}}"#),
-            );
+            drop_one(c, dropped);
             dropped += 1;
             next_drop = now + drop_every;
         }
@@ -261,13 +258,24 @@ fn chaos(kind: Kind) {
         std::thread::sleep(Duration::from_millis(50));
     }
     while dropped < tasks {
-        let n = usize::try_from(dropped % 3).unwrap();
-        c.nodes[n].t.drop_task(
-            &format!("c{dropped}.json"),
-            &format!(r#"{{"taskId": "t-{dropped}", "type": "coding", "description": "x"}}"#),
-        );
+        drop_one(c, dropped);
         dropped += 1;
     }
+    (daemons, kills, restarts)
+}
+
+fn chaos(kind: Kind) {
+    let seed = env_or("CLAWBOARD_CHAOS_SEED", now_ms());
+    let tasks = env_or("CLAWBOARD_CHAOS_TASKS", 60);
+    let secs = env_or("CLAWBOARD_CHAOS_SECS", 45);
+    eprintln!("takeover chaos on {kind:?}: seed {seed}, {tasks} tasks, kills for {secs} s");
+    let mut rng = Rng(seed | 1);
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(kind, scratch.path());
+    let c = Cluster::with_roles(&bucket, roles);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (claims, watcher) = watch_claims(&bucket, stop.clone());
+    let (daemons, kills, restarts) = drop_and_kill(&c, &mut rng, tasks, secs);
     let ids: Vec<String> = (0..tasks).map(|i| format!("t-{i}")).collect();
     wait_until(240, "every task completed on every node", || {
         c.nodes.iter().all(|n| ids.iter().all(|id| n.t.status_of(id) == "completed"))

@@ -197,26 +197,23 @@ impl Cluster {
         Ok(())
     }
 
-    /// What the engine may do with `task` now, from what this node knows.
-    fn hold(&self, task: &str) -> Hold {
+    /// What the engine may do with `task` now, from what this node knows; `None`
+    /// for a task this node never claimed across nodes (nothing to hold).
+    fn hold(&self, task: &str) -> Option<Hold> {
         let root = self.store.root();
         if clawboard_sync::node::is_fenced(root, task) {
-            return Hold::Lost;
+            return Some(Hold::Lost);
         }
-        if clawboard_sync::node::held_generation(root, task).is_none() {
-            return Hold::Yes; // not a task claimed across nodes
-        }
-        if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait }
+        clawboard_sync::node::held_generation(root, task)?;
+        Some(if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait })
     }
 
     /// Asks the bucket whether this node still holds `task`; fences it if not.
     async fn confirm(&self, task: &str) -> Hold {
         match self.hold(task) {
-            Hold::Yes => {}
-            other => return other,
-        }
-        if clawboard_sync::node::held_generation(self.store.root(), task).is_none() {
-            return Hold::Yes;
+            None => return Hold::Yes,
+            Some(Hold::Yes) => {}
+            Some(other) => return other,
         }
         let live = || if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait };
         match self.nodes.claim_of(task).await {
@@ -379,7 +376,7 @@ pub struct Guard(pub std::sync::Weak<Cluster>);
 
 impl ClaimGuard for Guard {
     fn hold(&self, task_id: &str) -> Hold {
-        self.0.upgrade().map_or(Hold::Wait, |c| c.hold(task_id))
+        self.0.upgrade().map_or(Hold::Wait, |c| c.hold(task_id).unwrap_or(Hold::Yes))
     }
 
     fn confirm<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Hold> {

@@ -75,43 +75,8 @@ impl<R: Remote> Pull<R> {
         }
         // A task this node lost: the claim's owner is right, whatever is here.
         if (order == Order::Newer && !local.dirty) || self.sync.is_fenced(&path) {
-            // A copy of one of this node's versions, made by the node that found the
-            // conflict and won it: this node's version lost, which it is told of as
-            // if it had found the conflict itself.
-            let lost = (rec.is_none() && !local.exists && !inc.record.deleted && inc.record.author != self.sync.node)
-                .then(|| copy_of(&path, &self.sync.node))
-                .flatten()
-                .map(|original| Conflict {
-                    path: original,
-                    copy: Some(path.clone()),
-                    winner: inc.record.author.clone(),
-                    loser: self.sync.node.clone(),
-                    at: now_text(),
-                });
-            let Some(conflict) = lost else { return self.write_version(inc, report) };
-            // In a task this node lost, the copy does not stay in the holder's
-            // directory: its bytes are kept here and it is withdrawn (crate::copy).
-            // Noted first: a crash in between applies the entry again, noted once.
-            let body = inc.body.clone().unwrap_or_default();
-            let fenced = self.sync.is_fenced(&path);
-            let own = self.sync.with_state(|s| Ok(s.get(&conflict.path).cloned()))?.filter(|r| !r.deleted);
-            let took_in = match own {
-                Some(own) if !fenced => self.took_in_and_lost(&conflict.path, &own.vv).await?,
-                _ => false,
-            };
-            let withdraw = (fenced || took_in) && crate::copy::can_keep(&self.sync.root, &path, &body);
-            self.note_conflict(&conflict, true, withdraw).await?;
-            if took_in && let Some(task) = crate::shared::task_of(&path) {
-                crate::fence::fence_locked(&self.sync, task).await?;
-            }
-            let withdrawn = withdraw && crate::copy::withdraw(&self.sync, &path, &body, &inc.record.vv).await?;
-            if !withdrawn {
-                self.write_version(inc, report)?;
-            }
-            // The pull's report says where this node's version is now.
-            let copy = if withdrawn { kept_path(&path) } else { conflict.copy };
-            report.conflicts.push(Conflict { copy, ..conflict });
-            return Ok(());
+            let fresh_copy = rec.is_none() && !local.exists;
+            return self.take_theirs(inc, fresh_copy, report).await;
         }
         // Both sides changed since a common version.
         let mine = if local.dirty {
@@ -197,6 +162,24 @@ impl<R: Remote> Pull<R> {
             return self
                 .write_version(Incoming { path, record: Pushed { vv: merged, ..inc.record }, body: inc.body }, report);
         }
+        let loser = loser.clone();
+        let winner = Pushed { vv: merged, ..winner.clone() };
+        self.keep_both(inc, winner, loser, theirs_win, copy, report).await
+    }
+
+    /// A real conflict: `winner` (history merged) is kept under the path, the loser
+    /// as the conflict copy `copy` (none for a delete), the winner pushed again, and
+    /// the conflict noted (escalated on the node whose version lost).
+    async fn keep_both(
+        &self,
+        inc: Incoming,
+        winner: Pushed,
+        loser: Pushed,
+        theirs_win: bool,
+        copy: Option<String>,
+        report: &mut PullReport,
+    ) -> Result<()> {
+        let path = inc.path.clone();
         tracing::warn!(path, winner = %winner.author, loser = %loser.author, copy = ?copy, "sync conflict");
         if let Some(copy) = &copy {
             let bytes = if theirs_win {
@@ -211,7 +194,6 @@ impl<R: Remote> Pull<R> {
             self.cap_conflict_copies(&path).await?;
             self.put_new_file(copy, bytes).await?;
         }
-        let winner = Pushed { vv: merged, ..winner.clone() };
         if theirs_win {
             self.write_version(Incoming { path: path.clone(), record: winner.clone(), body: inc.body }, report)?;
         } else {
@@ -250,6 +232,51 @@ impl<R: Remote> Pull<R> {
             return Ok(None);
         }
         Ok(crate::fence::claim_of(&self.sync, task).await?.map(|(doc, _)| doc.node).filter(|n| *n != self.sync.node))
+    }
+
+    /// Writes the incoming version as it is (a newer one, or any in a fenced task).
+    /// When it is a copy of one of this node's versions that lost a conflict
+    /// (`fresh_copy`: a path this node never had), the loss is noted here, and in a
+    /// task this node lost the copy is withdrawn rather than written.
+    async fn take_theirs(&self, inc: Incoming, fresh_copy: bool, report: &mut PullReport) -> Result<()> {
+        let path = inc.path.clone();
+        // A copy of one of this node's versions, made by the node that found the
+        // conflict and won it: this node's version lost, which it is told of as
+        // if it had found the conflict itself.
+        let lost = (fresh_copy && !inc.record.deleted && inc.record.author != self.sync.node)
+            .then(|| copy_of(&path, &self.sync.node))
+            .flatten()
+            .map(|original| Conflict {
+                path: original,
+                copy: Some(path.clone()),
+                winner: inc.record.author.clone(),
+                loser: self.sync.node.clone(),
+                at: now_text(),
+            });
+        let Some(conflict) = lost else { return self.write_version(inc, report) };
+        // In a task this node lost, the copy does not stay in the holder's
+        // directory: its bytes are kept here and it is withdrawn (crate::copy).
+        // Noted first: a crash in between applies the entry again, noted once.
+        let body = inc.body.clone().unwrap_or_default();
+        let fenced = self.sync.is_fenced(&path);
+        let own = self.sync.with_state(|s| Ok(s.get(&conflict.path).cloned()))?.filter(|r| !r.deleted);
+        let took_in = match own {
+            Some(own) if !fenced => self.took_in_and_lost(&conflict.path, &own.vv).await?,
+            _ => false,
+        };
+        let withdraw = (fenced || took_in) && crate::copy::can_keep(&self.sync.root, &path, &body);
+        self.note_conflict(&conflict, true, withdraw).await?;
+        if took_in && let Some(task) = crate::shared::task_of(&path) {
+            crate::fence::fence_locked(&self.sync, task).await?;
+        }
+        let withdrawn = withdraw && crate::copy::withdraw(&self.sync, &path, &body, &inc.record.vv).await?;
+        if !withdrawn {
+            self.write_version(inc, report)?;
+        }
+        // The pull's report says where this node's version is now.
+        let copy = if withdrawn { kept_path(&path) } else { conflict.copy };
+        report.conflicts.push(Conflict { copy, ..conflict });
+        Ok(())
     }
 
     /// Whether this node took in the task `original` belongs to and lost its claim
