@@ -68,11 +68,13 @@ impl Cluster {
     /// Three initialized trees configured on `bucket`: sync every second, heartbeat
     /// every second, a 4 s lease.
     fn new(bucket: &Bucket) -> Cluster {
-        Cluster::with_roles(bucket, roles)
+        Cluster::with_roles(bucket, roles, "")
     }
 
-    /// The same, with the roles `roles(runlog)` makes.
-    fn with_roles(bucket: &Bucket, roles: fn(&Path) -> String) -> Cluster {
+    /// The same, with the roles `roles(runlog)` makes and more `[sync]` keys
+    /// (`heartbeat` and `lease` here replace the 1 s and 4 s).
+    fn with_roles(bucket: &Bucket, roles: fn(&Path) -> String, sync_extra: &str) -> Cluster {
+        let timing = if sync_extra.contains("lease") { "" } else { "heartbeat = \"1s\"\nlease = \"4s\"\n" };
         let scratch = tempfile::tempdir().unwrap();
         let runlog = scratch.path().join("runs.log");
         std::fs::write(&runlog, "").unwrap();
@@ -82,7 +84,7 @@ impl Cluster {
                 let t = Tree::init();
                 let sync = bucket.sync_config(
                     t.dir.path(),
-                    "schedule = \"* * * * * *\"\nheartbeat = \"1s\"\nlease = \"4s\"\nretry_base = \"50ms\"\nretries = 2",
+                    &format!("schedule = \"* * * * * *\"\n{timing}retry_base = \"50ms\"\nretries = 2\n{sync_extra}"),
                 );
                 t.config(&format!("[node]\nid = \"{id}\"\n\n{}\n{sync}", roles(&runlog)));
                 Node { t, id }
@@ -897,4 +899,50 @@ fn a_read_only_bucket_can_be_verified() {
     let unmounted = std::process::Command::new("umount").arg(&at).status().unwrap();
     assert!(unmounted.success());
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+/// With `sync.push_each_step`, a task's next role starts only once the attempt
+/// records of the steps before it are in the bucket (here the schedule pushes
+/// once an hour, so only the per-step pushes can have sent them); without it, the
+/// second role finds nothing of the first in the bucket.
+#[rstest]
+#[case::each_step(true)]
+#[case::schedule_only(false)]
+fn push_each_step_puts_a_steps_records_in_the_bucket_before_the_next_starts(#[case] each_step: bool) {
+    let scratch = tempfile::tempdir().unwrap();
+    let bucket = Bucket::new(Kind::Dir, scratch.path());
+    let t = clawboard_tests::Tree::init();
+    let log = t.dir.path().join("seen.log");
+    let attempts = Path::new(&bucket.at).join("tasks/t-each/attempts");
+    let before = format!(
+        "printf '%s:' $CLAWBOARD_ROLE >> {log}; ls {dir} 2>/dev/null | tr '\\\\n' ' ' >> {log}; echo >> {log}; ",
+        log = log.display(),
+        dir = attempts.display()
+    );
+    let sync = bucket.sync_config(
+        t.dir.path(),
+        &format!(
+            "schedule = \"0 0 * * * *\"\npush_on_task_end = false\nheartbeat = \"1s\"\nlease = \"4s\"\npush_each_step = {each_step}"
+        ),
+    );
+    t.config(&format!("[node]\nid = \"node-a\"\n\n{}\n{sync}", clawboard_tests::sh_config_with(&before, "")));
+    let d = t.daemon();
+    t.drop_task("each.json", r#"{"taskId": "t-each", "type": "coding", "description": "x"}"#);
+    wait_until(30, "t-each completed", || t.status_of("t-each") == "completed");
+    let seen: BTreeMap<String, String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(r, s)| (r.to_owned(), s.trim().to_owned())))
+        .collect();
+    let w = &seen["w"];
+    if each_step {
+        assert!(w.contains("0001-pm.json"), "the PM's record was not pushed before w started: {seen:?}");
+        let h = &seen["harvester"];
+        for step in ["0001-pm.json", "0002-w.json", "0003-validator.json"] {
+            assert!(h.contains(step), "{step} was not pushed before the harvester started: {seen:?}");
+        }
+    } else {
+        assert!(!w.contains("0001-pm.json"), "pushed without push_each_step: {seen:?}");
+    }
+    assert_eq!(d.stop(), 0);
 }

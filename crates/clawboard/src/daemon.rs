@@ -269,6 +269,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             recorder.flusher(),
             c.checked.subscribe(),
             clock,
+            c.steps.clone(),
         );
         jobs.worker("push", none, push);
         // The push keeps its own cursor; compaction honours it.

@@ -34,6 +34,9 @@ use crate::remote::{Body, Condition, Metadata, PutOutcome, Remote};
 use crate::report::now_text;
 use crate::shared::SyncState;
 
+/// How long after a takeover or a renewal the claim is read back (see `put_claim`).
+const READ_BACK: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Who holds a claim after an attempt to take it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimResult {
@@ -144,13 +147,31 @@ impl<R: Remote> Cluster<R> {
         crate::fence::claim_of(&self.sync, task).await
     }
 
+    /// Writes `doc` under `condition`: true when it was stored (and this node holds it).
+    ///
+    /// A write over an existing claim (`If-Match`: a takeover, a renewal) is read
+    /// back [`READ_BACK`] after it succeeded: some S3-compatible servers check a
+    /// condition and then write without a lock (s3s-fs 0.14), so two conditional
+    /// writes racing can both succeed, the later one staying. A claim read back as
+    /// another's was not won.
     async fn put_claim(&self, doc: &ClaimDoc, condition: Condition) -> Result<bool> {
         let key = claim_key(&doc.task_id)?;
         let body = Bytes::from(serde_json::to_vec_pretty(doc).map_err(|e| Error::io(&key, e.into()))?);
         self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
         let meta = Metadata::new();
+        let read_back = matches!(condition, Condition::Matches(_));
         match self.sync.retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
             Ok(PutOutcome::Stored { .. }) => {
+                if read_back {
+                    tokio::time::sleep(READ_BACK).await;
+                    if !self.claim_of(&doc.task_id).await?.is_some_and(|(d, _)| d == *doc) {
+                        tracing::warn!(
+                            task = doc.task_id,
+                            "a claim written over another was replaced at once: not won"
+                        );
+                        return Ok(false);
+                    }
+                }
                 remember_generation(&self.sync.root, &doc.task_id, doc.generation)?;
                 Ok(true)
             }

@@ -47,7 +47,8 @@ pub(crate) async fn claim_of<R: Remote>(sync: &SyncState<R>, task: &str) -> Resu
 
 /// This node lost `task`: never push its directory again, and put back the
 /// bucket's version of every file this node changed there (this node's versions
-/// are kept under `.clawboard/fenced/{task}/`). Conflict copies of this node's
+/// are kept under `.clawboard/fenced/{task}/`, and so is a copy of each version
+/// of its own it had pushed, which the holder's may replace). Conflict copies of this node's
 /// versions there are withdrawn ([`crate::copy`]). Returns how many files moved.
 /// The caller holds [`SyncState::exclusive`] and loaded the push state.
 pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> Result<usize> {
@@ -77,7 +78,7 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
         }
     }
     let writer = &sync.writer;
-    let (mut moved, mut withdrawn) = (0, 0);
+    let (mut moved, mut withdrawn, mut kept) = (0, 0, 0);
     for path in paths {
         if sync.is_excluded(&path) {
             continue;
@@ -105,11 +106,21 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
             withdrawn += 1;
             continue;
         }
+        let dest = keep.join(path.strip_prefix(&prefix).unwrap_or(&path));
         if clean {
+            // A version of this node's own, shared: the holder's may replace it (a
+            // step the holder ran again over one this node pushed last), so it is
+            // kept here too.
+            if meta.is_some() && rec.as_ref().is_some_and(|r| r.author == sync.node && !r.deleted) {
+                if let Some(parent) = dest.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+                }
+                std::fs::copy(&abs, &dest).map_err(|e| Error::io(&abs, e))?;
+                kept += 1;
+            }
             continue;
         }
         if meta.is_some() {
-            let dest = keep.join(path.strip_prefix(&prefix).unwrap_or(&path));
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
             }
@@ -133,6 +144,6 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
         }
     }
     sync.with_state(crate::state::PushState::sync)?;
-    tracing::warn!(task, moved, withdrawn, kept = %keep.display(), "lost the claim on this task: fenced");
+    tracing::warn!(task, moved, withdrawn, copied = kept, kept = %keep.display(), "lost the claim on this task: fenced");
     Ok(moved)
 }

@@ -23,6 +23,7 @@ pub struct SyncSection {
     pub enabled: Option<bool>,
     pub schedule: Option<String>,
     pub push_on_task_end: Option<bool>,
+    pub push_each_step: Option<bool>,
     pub concurrency: Option<usize>,
     pub exclude: Option<Vec<String>>,
     pub retries: Option<u32>,
@@ -71,6 +72,9 @@ pub struct SyncSettings {
     pub schedule: Schedule,
     /// Push at once when a task reaches `completed` or `failed`.
     pub push_on_task_end: bool,
+    /// Several nodes: a task's next step starts only once the records of its last
+    /// one are pushed, so a takeover re-runs no finished step (a push per step).
+    pub push_each_step: bool,
     /// Requests in flight at once.
     pub concurrency: usize,
     /// Glob patterns (relative paths) never pushed, besides `.clawboard/` and editor files.
@@ -168,6 +172,7 @@ impl SyncSettings {
             backend,
             schedule,
             push_on_task_end: file.push_on_task_end.unwrap_or(true),
+            push_each_step: file.push_each_step.unwrap_or(false),
             concurrency,
             exclude: {
                 // Checked here, naming the pattern, rather than at the first push.

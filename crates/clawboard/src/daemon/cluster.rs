@@ -52,6 +52,8 @@ pub struct Cluster {
     stale: Lock<Vec<(Heartbeat, String)>>,
     /// Set once this node's claimed tasks were checked after start.
     pub checked: watch::Sender<bool>,
+    /// Steps waiting for their records to be pushed (`sync.push_each_step`).
+    pub steps: Arc<super::sync::StepPushes>,
 }
 
 impl Cluster {
@@ -72,6 +74,7 @@ impl Cluster {
             stale: Lock::new(Vec::new()),
             shared_id: std::sync::atomic::AtomicBool::new(false),
             checked: watch::channel(false).0,
+            steps: Arc::default(),
         });
         // The engine acts on a claimed task only while this node holds its claim.
         c.dispatcher.engine.set_claim_guard(Arc::new(Guard(Arc::downgrade(&c))));
@@ -386,6 +389,19 @@ impl ClaimGuard for Guard {
                 Some(c) => c.confirm(task_id).await,
                 None => Hold::Wait,
             }
+        })
+    }
+
+    fn step_done<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, ()> {
+        let cluster = self.0.upgrade();
+        Box::pin(async move {
+            let Some(c) = cluster.filter(|c| c.nodes.sync().settings().push_each_step) else { return };
+            if c.hold(task_id).is_none() {
+                return;
+            }
+            // The step's records on disk (and so in the journal) before the push.
+            c.store.settle();
+            c.steps.pushed().await;
         })
     }
 

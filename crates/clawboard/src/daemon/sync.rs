@@ -7,6 +7,7 @@
 //! push request. A failure is retried on the next run (the runner logs it once).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clawboard_sync::{AnyRemote, Remote};
@@ -22,9 +23,39 @@ async fn checked(checked: &mut watch::Receiver<bool>) {
     }
 }
 
+/// Steps waiting for their records to be pushed (`sync.push_each_step`): each
+/// asks for a push and waits for one that started after it asked to send
+/// everything. A push that fails is retried; the steps wait meanwhile.
+#[derive(Debug)]
+pub struct StepPushes {
+    wake: Notify,
+    /// Push rounds started.
+    started: AtomicU64,
+    /// The newest round that ended with everything sent.
+    done: watch::Sender<u64>,
+}
+
+impl Default for StepPushes {
+    fn default() -> Self {
+        StepPushes { wake: Notify::new(), started: AtomicU64::new(0), done: watch::channel(0).0 }
+    }
+}
+
+impl StepPushes {
+    /// Resolves once a push that started after this call sent everything.
+    pub async fn pushed(&self) {
+        let after = self.started.load(Ordering::SeqCst);
+        let mut done = self.done.subscribe();
+        self.wake.notify_one();
+        // The sender lives as long as `self`.
+        let _ = done.wait_for(|d| *d > after).await;
+    }
+}
+
 pub struct Push {
     push: Arc<clawboard_sync::Push<AnyRemote>>,
     task_ended: Arc<Notify>,
+    steps: Arc<StepPushes>,
     flusher: Flusher,
     checked: watch::Receiver<bool>,
     due: Scheduled,
@@ -39,11 +70,12 @@ impl Push {
         flusher: Flusher,
         checked: watch::Receiver<bool>,
         clock: super::jobs::Clock,
+        steps: Arc<StepPushes>,
     ) -> Push {
         let settings = push.sync().settings();
         tracing::info!(remote = %push.sync().remote().describe(), schedule = %settings.schedule.text, "sync: pushing and pulling");
         let due = Scheduled::new(settings.schedule.clone(), clock);
-        Push { push, task_ended, flusher, checked, due, first: true, last_expiry: None }
+        Push { push, task_ended, steps, flusher, checked, due, first: true, last_expiry: None }
     }
 }
 
@@ -56,10 +88,12 @@ impl Worker for Push {
         tokio::select! {
             () = self.due.wait() => self.due.advance(),
             () = self.task_ended.notified(), if on_task_end => tracing::debug!("sync: a task ended; pushing now"),
+            () = self.steps.wake.notified() => tracing::debug!("sync: a step ended; pushing now"),
         }
     }
 
     async fn work(&mut self) -> JobResult {
+        let round = self.steps.started.fetch_add(1, Ordering::SeqCst) + 1;
         // Every write made so far (a task's last files included) into the journal first.
         let flusher = self.flusher.clone();
         let flushed = tokio::task::spawn_blocking(move || flusher.flush(Duration::from_secs(10))).await?;
@@ -70,6 +104,7 @@ impl Worker for Push {
         // recorded, or known by its in-flight note when the stop came between the two.
         let r =
             self.push.push().await.map_err(|e| anyhow::anyhow!("sync: push failed; retried on the next run: {e}"))?;
+        self.steps.done.send_modify(|d| *d = (*d).max(round));
         if r.uploaded + r.deleted > 0 {
             tracing::info!(
                 uploaded = r.uploaded,
@@ -172,7 +207,7 @@ mod tests {
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
         let (checked, checked_rx) = watch::channel(false);
         let ended = Arc::new(Notify::new());
-        let push = Push::new(pa, ended.clone(), Flusher::answering(), checked_rx.clone(), clock);
+        let push = Push::new(pa, ended.clone(), Flusher::answering(), checked_rx.clone(), clock, Arc::default());
         a.runner.worker("push", Backoff::default(), push);
         let records_due = dispatcher(&b).records_due.clone();
         b.runner.worker("pull", Backoff::default(), Pull::new(pb, records_due.clone(), checked_rx, clock));

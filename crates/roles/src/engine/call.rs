@@ -267,6 +267,7 @@ async fn attempt<S: Site, T: RoleOutput>(
     match (attempt.status, accepted) {
         (AttemptStatus::Ok, Some(o)) => {
             site.succeeded(&attempt, o.escalations())?;
+            engine.step_done(site.task_id()).await?;
             Ok(Tried::Done(attempt, o))
         }
         (AttemptStatus::Interrupted, _) => Err(StepError::Stopped),

@@ -4,7 +4,8 @@
 //! a live lease: after a restart, or a lapse of the heartbeats, the claim is renewed
 //! first); before a role's result is applied and before the task's end is written,
 //! it asks the bucket. A task whose claim another node holds is fenced: nothing
-//! more is run or written for it here. Without a guard (one node, `clawboard run`),
+//! more is run or written for it here. After a step that ended well, the guard may
+//! hold the next one back until the step's records are pushed (`sync.push_each_step`). Without a guard (one node, `clawboard run`),
 //! nothing waits.
 
 use std::future::Future;
@@ -36,6 +37,9 @@ pub trait ClaimGuard: Send + Sync {
     fn confirm<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Hold>;
     /// Resolves when [`ClaimGuard::hold`] may answer differently.
     fn changed(&self) -> BoxFuture<'_, ()>;
+    /// A step of `task_id` ended well: resolves once the step may be followed
+    /// (with `sync.push_each_step`, once its records are in the bucket).
+    fn step_done<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, ()>;
 }
 
 impl Engine {
@@ -78,6 +82,17 @@ impl Engine {
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 () = runner::fired(&mut stopping) => return Err(StepError::Stopped),
             }
+        }
+    }
+
+    /// A step of `task_id` ended well: waits until the next may start (see
+    /// [`ClaimGuard::step_done`]); `Stopped` if the daemon stops meanwhile.
+    pub(crate) async fn step_done(&self, task_id: &str) -> Result<(), StepError> {
+        let Some(guard) = self.guard_for(task_id) else { return Ok(()) };
+        let mut stopping = self.shutdown.stopping.clone();
+        tokio::select! {
+            () = guard.step_done(task_id) => Ok(()),
+            () = runner::fired(&mut stopping) => Err(StepError::Stopped),
         }
     }
 

@@ -124,3 +124,59 @@ async fn the_same_node_id_on_a_fresh_tree_does_not_overwrite_the_bucket() {
     assert!(r.deferred >= 1, "{r:?}");
     assert_eq!(object(&again, "gm/shared.md").await, b"the team's\n");
 }
+
+/// A task's previous holder was killed right after a PUT in the task landed (no
+/// record, no change-log entry: no pull will ever bring it). The node that took
+/// the task over, driving it under its lease, pushes its own version of that
+/// path over the object; without the takeover (another node's object in a task
+/// this node did not take from it), the bucket's version is left to pull.
+#[tokio::test]
+async fn the_taker_replaces_a_version_its_previous_holder_left_unlogged() {
+    for taken_from_a in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let bucket = d.path().join("bucket");
+        let (ra, rb) = (d.path().join("a"), d.path().join("b"));
+        let path = "tasks/t1/result.json";
+        let flaky = Flaky::new(&bucket);
+        flaky.lose_puts.store(true, Ordering::SeqCst);
+        {
+            let a = node(flaky.clone(), &ra, "a");
+            std::fs::create_dir_all(ra.join("tasks/t1")).unwrap();
+            std::fs::write(ra.join(path), "a's, just before it died\n").unwrap();
+            a.push.full().await.unwrap_err();
+        }
+        flaky.lose_puts.store(false, Ordering::SeqCst);
+        let b = node(Flaky::new(&bucket), &rb, "b");
+        let claim = crate::fence::ClaimDoc {
+            task_id: "t1".into(),
+            node: "b".into(),
+            generation: 2,
+            claimed_at: crate::report::now_text(),
+            taken_from: taken_from_a.then(|| "a".into()),
+            renewed_at: None,
+        };
+        let body = bytes::Bytes::from(serde_json::to_vec(&claim).unwrap());
+        let meta = crate::remote::Metadata::new();
+        flaky
+            .put("_claims/t1", crate::remote::Body::Bytes(body), &meta, &crate::remote::Condition::None)
+            .await
+            .unwrap();
+        crate::node::remember_generation(&rb, "t1", 2).unwrap();
+        let lease = &b.push.sync().lease;
+        lease.enforce();
+        lease.landed(std::time::Instant::now());
+        lease.confirm("t1", lease.epoch());
+        std::fs::create_dir_all(rb.join("tasks/t1")).unwrap();
+        std::fs::write(rb.join(path), "b's, the holder's\n").unwrap();
+        let r = b.push.full().await.unwrap();
+        if taken_from_a {
+            assert_eq!(r.deferred, 0, "{r:?}");
+            assert_eq!(object(&b, path).await, b"b's, the holder's\n");
+            let record = b.push.sync().with_state(|s| Ok(s.get(path).cloned())).unwrap().unwrap();
+            assert!(record.vv.contains_key("a") && record.vv.contains_key("b"), "both histories: {record:?}");
+        } else {
+            assert!(r.deferred >= 1, "{r:?}");
+            assert_eq!(object(&b, path).await, b"a's, just before it died\n");
+        }
+    }
+}

@@ -106,7 +106,7 @@ impl<R: Remote> Push<R> {
                 author: self.sync.node.clone(),
                 ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns)
             };
-            let meta = self.sync.metadata(&record);
+            let mut meta = self.sync.metadata(&record);
             let size = body.len();
             // A path this node never shared is created only if the bucket has none: an
             // existing object is another node's version, which pull resolves first (the
@@ -116,13 +116,16 @@ impl<R: Remote> Push<R> {
                 (None, Body::Bytes(_)) => Condition::Absent,
                 (None, Body::File { .. }) => {
                     self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    if let Some(info) = self.sync.retry(|| self.sync.remote.head(path)).await? {
-                        if self.adopt(path, &info)? {
-                            continue;
+                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
+                        Some(info) if self.adopt(path, &info)? => continue,
+                        Some(info) if self.left_by_previous_holder(path, &info).await? => {
+                            self.over_unlogged(path, &info, &mut record);
+                            meta = self.sync.metadata(&record);
+                            Condition::None
                         }
-                        return Ok(Done::Deferred);
+                        Some(_) => return Ok(Done::Deferred),
+                        None => Condition::None,
                     }
-                    Condition::None
                 }
             };
             self.inflight.note(path, record.hlc)?;
@@ -159,6 +162,16 @@ impl<R: Remote> Push<R> {
                             _ => PutOutcome::Stored { etag: info.etag },
                         },
                         Some(info) if self.adopt(path, &info)? => continue,
+                        Some(info) if self.left_by_previous_holder(path, &info).await? => {
+                            self.over_unlogged(path, &info, &mut record);
+                            meta = self.sync.metadata(&record);
+                            self.sync
+                                .retry(|| {
+                                    self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
+                                    self.sync.remote.put(path, body.clone(), &meta, &Condition::None)
+                                })
+                                .await?
+                        }
                         Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
                         _ => {
                             self.sync
@@ -199,6 +212,35 @@ impl<R: Remote> Push<R> {
             path,
             format!("kept changing while being uploaded ({CHANGING_TRIES} tries); left for the next push"),
         )))
+    }
+
+    /// True when the bucket's object at `path` (a file this node never shared) was
+    /// put by the node this node took the path's task over from, while this node
+    /// drives the task under its live lease (see `crate::lease`): the object that
+    /// holder sent just before it died and never recorded, which no change log
+    /// names, so no pull will ever bring it. (That node keeps its bytes under its
+    /// `.clawboard/fenced/` when it comes back.) Any other node's object is left to
+    /// pull, where the bucket's version wins.
+    async fn left_by_previous_holder(&self, path: &str, info: &ObjectInfo) -> Result<bool> {
+        let lease = &self.sync.lease;
+        let Some(task) = crate::shared::task_of(path).filter(|t| lease.enforced() && lease.holds(t)) else {
+            return Ok(false);
+        };
+        let Some((author, _, _)) = crate::pull::stamp_of(info) else { return Ok(false) };
+        let claim = crate::fence::claim_of(&self.sync, task).await?;
+        Ok(claim
+            .is_some_and(|(doc, _)| doc.node == self.sync.node && doc.taken_from.as_deref() == Some(author.as_str())))
+    }
+
+    /// This node's version of `path` goes over the object the task's previous
+    /// holder left (see [`Self::left_by_previous_holder`]) as a newer version, its
+    /// history holding that object's.
+    fn over_unlogged(&self, path: &str, info: &ObjectInfo, record: &mut Pushed) {
+        tracing::info!(path, "replacing a version the task's previous holder left unlogged in the bucket");
+        if let Some((_, theirs, hlc)) = crate::pull::stamp_of(info) {
+            self.sync.clock.observe(hlc);
+            crate::version::merge(&mut record.vv, &theirs);
+        }
     }
 
     /// Takes an object this node wrote but never recorded (the daemon stopped or
