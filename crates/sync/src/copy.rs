@@ -109,6 +109,14 @@ pub(crate) async fn withdraw<R: Remote>(sync: &SyncState<R>, path: &str, bytes: 
     }
     keep(&sync.root, path, bytes)?;
     sync.writer.remove(&RelPath::new(path)?)?;
+    delete_logged(sync, path, base).await?;
+    tracing::warn!(path, kept = rel, "withdrew this node's conflict copy from a task it lost");
+    Ok(true)
+}
+
+/// Deletes `path` in the bucket, logged as a delete by this node on top of
+/// `base`, and records the delete. The caller holds [`SyncState::exclusive`].
+pub(crate) async fn delete_logged<R: Remote>(sync: &SyncState<R>, path: &str, base: &Vv) -> Result<()> {
     let hlc = sync.clock.now();
     let mut vv = base.clone();
     vv.insert(sync.node.clone(), hlc);
@@ -116,9 +124,7 @@ pub(crate) async fn withdraw<R: Remote>(sync: &SyncState<R>, path: &str, bytes: 
     sync.counts.delete.fetch_add(1, Ordering::Relaxed);
     sync.retry(|| sync.remote.delete(path)).await?;
     sync.outbox.append(&[log_entry(path, &tomb)])?;
-    sync.with_state(|s| s.record(path, Some(tomb)))?;
-    tracing::warn!(path, kept = rel, "withdrew this node's conflict copy from a task it lost");
-    Ok(true)
+    sync.with_state(|s| s.record(path, Some(tomb)))
 }
 
 #[cfg(test)]

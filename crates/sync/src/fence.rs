@@ -128,22 +128,47 @@ pub(crate) async fn fence_locked<R: Remote>(sync: &SyncState<R>, task: &str) -> 
             writer.remove(&RelPath::new(&path)?)?; // reports the removal (already gone)
             moved += 1;
         }
-        // Put back what the bucket holds.
-        sync.counts.get.fetch_add(1, Ordering::Relaxed);
-        if let Some((bytes, info)) = sync.retry(|| sync.remote.get(&path)).await? {
-            writer.write_bytes(&RelPath::new(&path)?, &bytes)?;
-            let stamp =
-                clawboard_core::index::Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
-            let mut record = rec.clone().unwrap_or_default();
-            record.hash = blake3::hash(&bytes).to_hex().to_string();
-            record.size = stamp.size;
-            record.mtime_ns = stamp.mtime_ns;
-            record.etag = info.etag.unwrap_or_default();
-            record.deleted = false;
-            sync.with_state(|s| s.record(&path, Some(record)))?;
-        }
+        put_back(sync, &path, rec.as_ref(), &dest).await?;
     }
     sync.with_state(crate::state::PushState::sync)?;
     tracing::warn!(task, moved, withdrawn, copied = kept, kept = %keep.display(), "lost the claim on this task: fenced");
     Ok(moved)
+}
+
+/// Puts back the bucket's version of `path` in a task this node lost (its own
+/// version was kept at `dest`, or it had none). An object of this node's own at a
+/// path it never recorded (the PUT of a new file landed as the node was killed) is
+/// no one else's version: no change log names it, and the holder never had it. It
+/// is kept at `dest` (unless this node's file is there already) and deleted in the
+/// bucket with a logged delete, not written back into the task.
+async fn put_back<R: Remote>(
+    sync: &SyncState<R>,
+    path: &str,
+    rec: Option<&crate::state::Pushed>,
+    dest: &std::path::Path,
+) -> Result<()> {
+    sync.counts.get.fetch_add(1, Ordering::Relaxed);
+    let Some((bytes, info)) = sync.retry(|| sync.remote.get(path)).await? else { return Ok(()) };
+    if let Some((_, vv, hlc)) = crate::pull::stamp_of(&info)
+        .filter(|(author, _, _)| *author == sync.node && rec.is_none_or(|r| r.deleted))
+    {
+        tracing::warn!(path, hlc, "deleting this node's unrecorded upload of a new file from a task it lost");
+        if !dest.exists() {
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            }
+            std::fs::write(dest, &bytes).map_err(|e| Error::io(dest, e))?;
+        }
+        return crate::copy::delete_logged(sync, path, &vv).await;
+    }
+    let abs = sync.root.join(path);
+    sync.writer.write_bytes(&RelPath::new(path)?, &bytes)?;
+    let stamp = clawboard_core::index::Stamp::of(&std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?);
+    let mut record = rec.cloned().unwrap_or_default();
+    record.hash = blake3::hash(&bytes).to_hex().to_string();
+    record.size = stamp.size;
+    record.mtime_ns = stamp.mtime_ns;
+    record.etag = info.etag.unwrap_or_default();
+    record.deleted = false;
+    sync.with_state(|s| s.record(path, Some(record)))
 }

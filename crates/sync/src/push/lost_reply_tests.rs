@@ -180,3 +180,34 @@ async fn the_taker_replaces_a_version_its_previous_holder_left_unlogged() {
         }
     }
 }
+
+/// A node killed right after the PUT of a new file in a task landed (no record,
+/// no change-log entry) comes back and finds the task taken over. Fencing keeps
+/// that file's bytes under `.clawboard/fenced/`, and deletes the object (no one
+/// else ever had it) with a logged delete instead of writing it back into the task.
+#[tokio::test]
+async fn fencing_deletes_this_nodes_unrecorded_upload_of_a_new_file() {
+    let d = tempfile::tempdir().unwrap();
+    let (bucket, root) = (d.path().join("bucket"), d.path().join("a"));
+    let path = "tasks/t1/attempts/0003-validator.json";
+    let flaky = Flaky::new(&bucket);
+    flaky.lose_puts.store(true, Ordering::SeqCst);
+    {
+        let a = node(flaky.clone(), &root, "a");
+        std::fs::create_dir_all(root.join("tasks/t1/attempts")).unwrap();
+        std::fs::write(root.join(path), "{\"status\": \"running\"}\n").unwrap();
+        a.push.full().await.unwrap_err();
+        assert!(a.push.sync().remote().head(path).await.unwrap().is_some(), "the PUT landed");
+    }
+    flaky.lose_puts.store(false, Ordering::SeqCst);
+    let a = node(flaky.clone(), &root, "a");
+    a.cluster.fence("t1").await.unwrap();
+    assert!(!root.join(path).exists(), "not written back into the task");
+    assert_eq!(
+        std::fs::read(root.join(".clawboard/fenced/t1/attempts/0003-validator.json")).unwrap(),
+        b"{\"status\": \"running\"}\n"
+    );
+    assert!(flaky.head(path).await.unwrap().is_none(), "deleted in the bucket");
+    let record = a.push.sync().with_state(|s| Ok(s.get(path).cloned())).unwrap().unwrap();
+    assert!(record.deleted, "a logged delete: {record:?}");
+}
