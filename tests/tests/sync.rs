@@ -241,6 +241,7 @@ fn bad_sync_config_is_refused_naming_the_key() {
         ("max_conflict_copies = 0", "sync.max_conflict_copies", "out of range"),
         ("log_retention = \"7\"", "sync.log_retention", "no unit"),
         ("pull = \"yes\"", "pull", "invalid type"),
+        ("push_each_step = \"yes\"", "push_each_step", "invalid type"),
         ("exclude = [\"ok/**\", \"[unclosed\"]", "sync.exclude[1]", "\"[unclosed\": "),
     ] {
         t.config(&format!("[sync]\n{bad}\n"));
