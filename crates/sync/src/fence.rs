@@ -149,8 +149,8 @@ async fn put_back<R: Remote>(
 ) -> Result<()> {
     sync.counts.get.fetch_add(1, Ordering::Relaxed);
     let Some((bytes, info)) = sync.retry(|| sync.remote.get(path)).await? else { return Ok(()) };
-    if let Some((_, vv, hlc)) = crate::pull::stamp_of(&info)
-        .filter(|(author, _, _)| *author == sync.node && rec.is_none_or(|r| r.deleted))
+    if let Some((_, vv, hlc)) =
+        crate::pull::stamp_of(&info).filter(|(author, _, _)| *author == sync.node && rec.is_none_or(|r| r.deleted))
     {
         tracing::warn!(path, hlc, "deleting this node's unrecorded upload of a new file from a task it lost");
         if !dest.exists() {
