@@ -238,12 +238,24 @@ impl Tree {
         let f = std::fs::File::create(&log).unwrap();
         let child = cmd.stdin(Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
         let mut d = Daemon { child, log };
-        wait_until(20, "the daemon's API", || {
+        let started = std::time::Instant::now();
+        let deadline = started + std::time::Duration::from_secs(20);
+        loop {
             if let Ok(Some(status)) = d.child.try_wait() {
                 panic!("daemon exited early ({status}):\n{}", d.output());
             }
-            self.daemon_status().is_some()
-        });
+            if self.daemon_status().is_some() {
+                break;
+            }
+            // The log says where a slow start spent its time.
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon's API did not answer within {:?}; its log:\n{}",
+                started.elapsed(),
+                d.output()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
         d
     }
 

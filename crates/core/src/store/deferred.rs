@@ -27,8 +27,8 @@
 //!   crash ends at the change. (Before, a task's `running` record was replayed
 //!   over its plain `completed`.)
 //! - After a crash, the next process that enables deferred writes on the tree
-//!   writes every record in the log to its file (durably, in log order) before it
-//!   does anything else, then empties the log: [`replay`].
+//!   writes every record in the log to its file (the last one per path, then one
+//!   `syncfs`) before it does anything else, then empties the log: [`replay`].
 //! - [`Deferred::checkpoint`] (at a clean stop, and when the log passes 4 MiB)
 //!   waits for the files, fsyncs them and their directories, and empties the log
 //!   (starts a new epoch).

@@ -2,7 +2,7 @@
 //! appending and syncing, emptying by epoch, and the replay after a crash. The
 //! format is described in `store/deferred.rs`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -307,8 +307,17 @@ fn preallocate(file: &File, path: &Path) -> Result<()> {
     file.sync_all().map_err(|e| Error::io(path, e))
 }
 
-/// Writes every whole record of the log's current epoch to its file (durably,
-/// in order). Returns how many records were written, and the epoch (0 for no log).
+/// Writes every whole record of the log's current epoch to its file, then
+/// makes them durable. Returns how many records the log held, and the epoch
+/// (0 for no log).
+///
+/// Each path gets its last record alone (a record replaces the whole file, so
+/// the earlier ones change nothing the last does not), written without an
+/// fsync of its own; one `syncfs` of the root's file system then makes them
+/// all durable before the caller empties the log. A crash in between leaves
+/// the log as it was, and the next replay writes the same files again. (A
+/// durable write per record cost two fsyncs each: 3,287 records after a
+/// `kill -9` under load took 8.6 s, and the daemon's API was not up meanwhile.)
 fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
     let raw = match File::open(wal_path) {
         Ok(mut f) => read_used(&mut f).map_err(|e| Error::io(wal_path, e))?,
@@ -317,32 +326,48 @@ fn replay(store: &Store, wal_path: &Path) -> Result<(usize, u64)> {
     };
     let records = parse(&raw);
     let n = records.list.len();
-    let mut skipped = 0;
-    for (i, (path, bytes)) in records.list.into_iter().enumerate() {
-        // A task this node lost since (fenced): its files are the holder's now.
-        if layout::task_of(&path).is_some_and(|task| layout::is_fenced(store.root(), task)) {
-            skipped += 1;
-            continue;
-        }
+    let last: HashMap<&str, usize> = records.list.iter().enumerate().map(|(i, (path, _))| (path.as_str(), i)).collect();
+    let (mut written, mut skipped) = (0, 0);
+    for (i, (path, bytes)) in records.list.iter().enumerate() {
         let bad = |e: Error| Error::UnsafePath {
             path: layout::WAL.to_owned(),
             reason: format!("cannot replay record {} ({path:?}): {e}", i + 1),
         };
-        let rel = RelPath::new(&path).map_err(bad)?;
-        match bytes {
-            Some(bytes) => store.write_bytes(&rel, bytes).map_err(bad)?,
-            None => remove_durably(store, &rel).map_err(bad)?,
+        let rel = RelPath::new(path).map_err(bad)?;
+        if last.get(path.as_str()) != Some(&i) {
+            continue;
         }
+        // A task this node lost since (fenced): its files are the holder's now.
+        if layout::task_of(path).is_some_and(|task| layout::is_fenced(store.root(), task)) {
+            skipped += 1;
+            continue;
+        }
+        match bytes {
+            Some(bytes) => store.write_view(&rel, bytes).map_err(bad)?,
+            None => store.remove(&rel).map_err(bad)?,
+        }
+        written += 1;
+    }
+    if written > 0 {
+        sync_file_system(store.root())?;
     }
     if n > 0 {
         tracing::info!(
-            records = n - skipped,
+            records = n,
+            files = written,
             fenced = skipped,
             "wrote the records a crash left in {} (but those of tasks another node holds now)",
             layout::WAL
         );
     }
     Ok((n, records.epoch))
+}
+
+/// `syncfs(2)` of the file system `root` is on: every file and directory
+/// change made so far reaches the disk.
+fn sync_file_system(root: &Path) -> Result<()> {
+    let dir = File::open(root).map_err(|e| Error::io(root, e))?;
+    nix::unistd::syncfs(&dir).map_err(|e| Error::io(root, std::io::Error::from(e)))
 }
 
 /// The first read of the log at a replay: the head and, in the common case
@@ -363,17 +388,6 @@ fn read_used(file: &mut File) -> std::io::Result<Vec<u8>> {
             return Ok(raw);
         }
         want = want.saturating_mul(4);
-    }
-}
-
-/// A file removed, and its directory synced (a replayed removal).
-fn remove_durably(store: &Store, rel: &RelPath) -> Result<()> {
-    store.remove(rel)?;
-    let path = store.path(rel);
-    let Some(dir) = path.parent() else { return Ok(()) };
-    match File::open(dir).and_then(|f| f.sync_all()) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
-        _ => Ok(()),
     }
 }
 
@@ -536,6 +550,29 @@ pub(super) mod tests {
         assert!(!dir.path().join("tasks/lost/attempts/0001-w.json").exists());
         assert_eq!(std::fs::read(dir.path().join("tasks/kept/attempts/0001-w.json")).unwrap(), b"mine too");
         assert_eq!(std::fs::read(dir.path().join("gm/notes.md")).unwrap(), b"notes");
+    }
+
+    #[test]
+    fn a_replay_leaves_each_file_as_its_last_record_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(dir.path()).unwrap();
+        std::fs::create_dir_all(dir.path().join("tasks/t")).unwrap();
+        std::fs::write(dir.path().join("tasks/t/removed.json"), b"before").unwrap();
+        let (mut wal, _) = Wal::open(&store).unwrap();
+        for i in 0..50 {
+            wal.append("tasks/t/attempt.json", format!("{{\"n\":{i}}}").as_bytes()).unwrap();
+        }
+        wal.append("tasks/t/removed.json", b"written").unwrap();
+        wal.append_gone("tasks/t/removed.json").unwrap();
+        wal.append_gone("tasks/t/back.json").unwrap();
+        wal.append("tasks/t/back.json", b"again").unwrap();
+        wal.sync().unwrap();
+        drop(wal);
+        let path = dir.path().join(layout::WAL);
+        assert_eq!(replay(&store, &path).unwrap().0, 54);
+        assert_eq!(std::fs::read(dir.path().join("tasks/t/attempt.json")).unwrap(), b"{\"n\":49}");
+        assert!(!dir.path().join("tasks/t/removed.json").exists());
+        assert_eq!(std::fs::read(dir.path().join("tasks/t/back.json")).unwrap(), b"again");
     }
 
     #[test]
