@@ -205,3 +205,119 @@ fn a_reload_that_names_another_root_is_refused_and_the_served_root_stays_denied(
     assert!(!other.exists(), "nothing was made at the other root");
     assert_eq!(d.stop(), 0);
 }
+
+/// A role that hunts for the daemon's secrets: the values of every key the
+/// daemon holds (in its environment and in its files) and the files that hold
+/// them. It reports how many values its environment carries, how many of the
+/// files it could read, and the two variables its config passes and does not.
+fn hunter(dir: &std::path::Path, values: &[&str], files: &[std::path::PathBuf]) -> std::path::PathBuf {
+    let script = dir.join("hunt.sh");
+    let values: Vec<String> = values.iter().map(|v| format!("'{v}'")).collect();
+    let files: Vec<String> = files.iter().map(|f| format!("'{}'", f.display())).collect();
+    std::fs::write(
+        &script,
+        format!(
+            "cat >/dev/null\n\
+             e=0; for v in {}; do env | grep -qF -- \"$v\" && e=$((e+1)); done\n\
+             f=0; for p in {}; do cat \"$p\" >/dev/null 2>&1 && f=$((f+1)); done\n\
+             printf '{{\"summary\":\"env=%s files=%s passed=%s unnamed=%s\"}}' $e $f \"${{PASSED_ON:-none}}\" \"${{HARMLESS:-none}}\"\n",
+            values.join(" "),
+            files.join(" ")
+        ),
+    )
+    .unwrap();
+    script
+}
+
+#[test]
+fn a_role_finds_none_of_the_daemons_secrets_in_its_environment_nor_sandboxed_in_its_files() {
+    use clawboard_tests::s3::{Bucket, Kind};
+    let t = Tree::init();
+    let keys = t.dir.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let private = |name: &str, text: &str| {
+        let p = keys.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        p
+    };
+    let llm_key = private("llm.key", "sk-hunted-file");
+    let github_token = private("github.token", "ghp_hunted_file");
+    let git_token = private("git.token", "hunted-git-file");
+    // Sync on a real S3 server, its keys in a credentials file beside the root.
+    let bucket = Bucket::new(Kind::S3s, t.dir.path());
+    let sync = bucket.sync_config(t.dir.path(), "schedule = \"0 0 0 1 1 *\"");
+    let s3_file = t.dir.path().join(format!("{}.env", bucket.name));
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIAHUNTEDKEY"),
+        ("AWS_SECRET_ACCESS_KEY", "hunted-aws-secret"),
+        ("GITHUB_TOKEN", "ghp_hunted_env"),
+        ("CLAWBOARD_GIT_TOKEN", "hunted-git-env"),
+        ("MODEL_KEY", "sk-hunted-env"),
+        ("PASSED_ON", "yes"),
+        ("HARMLESS", "yes"),
+    ];
+    let values: Vec<&str> =
+        env[..5].iter().map(|(_, v)| *v).chain([bucket.key.as_str(), bucket.secret.as_str()]).collect();
+    let files = [s3_file, llm_key.clone(), github_token.clone(), git_token.clone()];
+    let script = hunter(t.dir.path(), &values, &files);
+    let ok = |out: &str| format!("[\"sh\", \"-c\", \"cat >/dev/null; printf '{out}'\"]");
+    t.config(&format!(
+        r#"{LIFECYCLE_HEAD}
+[sandbox]
+mode = "landlock"
+
+[roles.pm]
+command = ["sh", "-c", "ctx=$(cat); r=w; case \"$ctx\" in *use-free*) r=free;; esac; printf '{{\"team\":[{{\"role\":\"%s\",\"priority\":1}}]}}' $r"]
+
+[roles.w]
+command = ["sh", "{script}"]
+pass_env = ["PASSED_ON"]
+
+[roles.free]
+command = ["sh", "{script}"]
+pass_env = ["PASSED_ON"]
+sandbox = false
+
+[roles.by-file]
+llm = {{ base_url = "http://127.0.0.1:9/v1", model = "m", api_key_file = "{llm_key}" }}
+
+[roles.by-env]
+llm = {{ base_url = "http://127.0.0.1:9/v1", model = "m", api_key_env = "MODEL_KEY" }}
+
+[roles.validator]
+command = {validator}
+
+[roles.harvester]
+command = {harvester}
+
+[github]
+token_file = "{github_token}"
+
+[archive]
+token_file = "{git_token}"
+
+{sync}"#,
+        script = script.display(),
+        llm_key = llm_key.display(),
+        github_token = github_token.display(),
+        git_token = git_token.display(),
+        validator = ok(r#"{\"score\":9,\"pass\":true}"#),
+        harvester = ok(r#"{\"experiences\":[]}"#),
+    ));
+    let d = t.daemon_with_env(&env);
+    t.drop_task("t1.json", r#"{"taskId":"t1","type":"coding","description":"hunt sandboxed"}"#);
+    t.drop_task("t2.json", r#"{"taskId":"t2","type":"coding","description":"use-free: hunt without it"}"#);
+    wait_until(60, "both tasks to end", || {
+        ["t1", "t2"].iter().all(|id| matches!(t.status_of(id).as_str(), "completed" | "failed"))
+    });
+    assert_eq!(t.status_of("t1"), "completed", "{}", d.output());
+    assert_eq!(t.status_of("t2"), "completed", "{}", d.output());
+    // Neither run finds a key in its environment; the one variable its config
+    // passes is there, the other is not. Sandboxed, none of the four files
+    // holding keys can be read; without the sandbox a role is a process of the
+    // daemon's user, and reads them.
+    assert_eq!(summary(&t, "t1"), "w: env=0 files=0 passed=yes unnamed=none");
+    assert_eq!(summary(&t, "t2"), "free: env=0 files=4 passed=yes unnamed=none");
+    assert_eq!(d.stop(), 0);
+}

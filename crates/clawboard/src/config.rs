@@ -364,6 +364,8 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let git_token = ["CLAWBOARD_GIT_TOKEN", "GITHUB_TOKEN"].into_iter().find_map(|var| {
         env.named(var).map(|value| clawboard_archive::Token::Env { var: var.to_owned(), value: value.to_owned() })
     });
+    // Denied to sandboxed roles even while a token in the environment wins over it.
+    let archive_token_file = file.archive.token_file.as_deref().map(expand);
     let archive =
         clawboard_archive::ArchiveConfig::resolve(file.archive, file.harvest, git_token, expand).map_err(bad)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, expand, &origin)?;
@@ -372,10 +374,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     // roles as the root is, wherever they are (docs/SANDBOX.md).
     let own = roles.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.clone());
     let own = own.chain(roles.llm.providers.values().filter_map(|p| p.api_key_file.clone()));
-    let own = own.chain(match &archive.settings.token {
-        clawboard_archive::Token::File(p) => Some(p.clone()),
-        _ => None,
-    });
+    let own = own.chain(archive_token_file);
     let own = own.chain(archive.settings.ssh_key.clone());
     let own = own.chain(match &github.token {
         clawboard_github::TokenSource::File(p) => Some(p.clone()),
@@ -386,8 +385,8 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         review::WebToken::Inline(_) => None,
     });
     let own = own.chain(match &sync.backend {
-        clawboard_sync::Backend::Dir(d) => Some(root.join(d)),
-        clawboard_sync::Backend::S3(_) => None,
+        clawboard_sync::Backend::Dir(d) => vec![root.join(d)],
+        clawboard_sync::Backend::S3(s3) => s3.credentials.files(env.home().as_deref(), |v| env.named(v)),
     });
     roles.sandbox.deny_also(own);
     if let Some(id) = &file.node.id

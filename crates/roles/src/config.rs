@@ -104,6 +104,11 @@ pub struct RoleConfig {
     /// Extra environment for a command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's own environment a command gets, by name. It
+    /// gets no other, but for what every program needs (`PATH`, `HOME`, the
+    /// locale; [`crate::runner::INHERITED`]): never the daemon's secrets.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// Working directory for a command (default: the daemon's).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
@@ -259,6 +264,7 @@ impl RolesConfig {
             if r.command.as_ref().is_some_and(Vec::is_empty) {
                 return Err(ConfigError::new(format!("roles.{id}.command"), "is empty"));
             }
+            check_pass_env(id, r)?;
             if r.sandbox == Some(true) && r.command.is_none() {
                 return Err(ConfigError::new(
                     format!("roles.{id}.sandbox"),
@@ -378,6 +384,28 @@ impl RolesConfig {
     }
 }
 
+/// `roles.ID.pass_env`: names of variables, for a command role only.
+fn check_pass_env(id: &str, r: &RoleConfig) -> Result<(), ConfigError> {
+    for (i, name) in r.pass_env.iter().enumerate() {
+        let key = format!("roles.{id}.pass_env[{i}]");
+        if r.command.is_none() {
+            return Err(ConfigError::new(
+                key,
+                "only a `command` role runs as a process with an environment; an `http` or `llm` role has none",
+            ));
+        }
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic());
+        if !first_ok || !chars.all(|c| c == '_' || c.is_ascii_alphanumeric()) {
+            return Err(ConfigError::new(
+                key,
+                format!("{name:?} is not a variable name (letters, digits and `_`, not starting with a digit)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,6 +418,16 @@ mod tests {
 
     #[rstest]
     #[case::no_runner(json!({"timeout": "5s"}), "roles.w: needs `command`, `http` or `llm`")]
+    #[case::pass_env_not_a_name(
+        json!({"command": ["x"], "pass_env": ["PYTHONPATH", "MY-VAR"]}),
+        "roles.w.pass_env[1]: \"MY-VAR\" is not a variable name (letters, digits and `_`, not starting with a digit)"
+    )]
+    #[case::pass_env_digit_first(json!({"command": ["x"], "pass_env": ["1X"]}), "roles.w.pass_env[0]: \"1X\" is not a variable name")]
+    #[case::pass_env_empty(json!({"command": ["x"], "pass_env": [""]}), "roles.w.pass_env[0]: \"\" is not a variable name")]
+    #[case::pass_env_of_http(
+        json!({"http": {"url": "http://h/run"}, "pass_env": ["HOME"]}),
+        "roles.w.pass_env[0]: only a `command` role runs as a process with an environment"
+    )]
     #[case::two_runners(
         json!({"command": ["x"], "llm": {"base_url": "http://h/v1", "model": "m"}}),
         "roles.w: has both `command` and `llm`; keep one"

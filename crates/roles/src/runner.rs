@@ -163,6 +163,31 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
+/// The variables of the daemon's environment every command role gets (and
+/// every `LC_*`): what programs need to start and to find their files. Nothing
+/// else of it: a daemon started with `AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN` or
+/// a model's key does not hand them to a role, which is often a model
+/// following text it was given. A role names more in `pass_env`.
+pub const INHERITED: [&str; 10] =
+    ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR"];
+
+/// `program` to run for `role`, with an environment of the [`INHERITED`]
+/// variables and the role's `pass_env` alone (its `env` and its run's
+/// `CLAWBOARD_*` are added by the caller).
+fn command_for(program: impl AsRef<std::ffi::OsStr>, role: &RoleConfig) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.env_clear();
+    for (name, value) in std::env::vars_os() {
+        let passed = name
+            .to_str()
+            .is_some_and(|n| INHERITED.contains(&n) || n.starts_with("LC_") || role.pass_env.iter().any(|p| p == n));
+        if passed {
+            cmd.env(name, value);
+        }
+    }
+    cmd
+}
+
 async fn run_command(
     argv: &[String],
     role: &RoleConfig,
@@ -172,7 +197,7 @@ async fn run_command(
 ) -> RunOutcome {
     let mut cmd = match &who.sandbox {
         None => {
-            let mut cmd = tokio::process::Command::new(program(&argv[0], role));
+            let mut cmd = command_for(program(&argv[0], role), role);
             // argv[0] as configured, whatever file it resolved to.
             cmd.arg0(&argv[0]).args(&argv[1..]);
             cmd
@@ -185,7 +210,7 @@ async fn run_command(
                     "the role runs sandboxed, but clawboard's own binary, which sets the sandbox up, cannot be found",
                 );
             };
-            let mut cmd = tokio::process::Command::new(exe);
+            let mut cmd = command_for(exe, role);
             cmd.arg0("clawboard-sandbox").arg(crate::sandbox::EXEC_COMMAND);
             for d in denied.iter() {
                 cmd.arg("--deny").arg(d);

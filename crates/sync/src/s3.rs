@@ -41,6 +41,28 @@ pub enum CredentialSource {
     File(PathBuf),
 }
 
+impl CredentialSource {
+    /// The files that hold the keys, for the sandbox to deny: the credentials
+    /// file; for a profile, the AWS shared files (`AWS_SHARED_CREDENTIALS_FILE`,
+    /// `AWS_CONFIG_FILE`, else under `home/.aws/`) that exist. `var` reads the
+    /// daemon's environment.
+    pub fn files(&self, home: Option<&Path>, var: impl Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+        match self {
+            CredentialSource::Env => Vec::new(),
+            CredentialSource::File(path) => vec![path.clone()],
+            CredentialSource::Profile(_) => {
+                [("AWS_SHARED_CREDENTIALS_FILE", "credentials"), ("AWS_CONFIG_FILE", "config")]
+                    .into_iter()
+                    .filter_map(|(name, file)| {
+                        var(name).map(PathBuf::from).or_else(|| Some(home?.join(".aws").join(file)))
+                    })
+                    .filter(|p| p.exists())
+                    .collect()
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct S3Config {
     pub endpoint: Option<String>,
@@ -486,5 +508,32 @@ impl Remote for S3Remote {
                 (key.clone(), RemoteError::new(failure, "DELETE", key, msg))
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_files_holding_the_keys_are_the_credentials_file_or_the_profiles_existing_shared_files() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        std::fs::write(home.join(".aws/credentials"), "[r2]\n").unwrap();
+        let none = |_: &str| None;
+        assert!(CredentialSource::Env.files(Some(&home), none).is_empty());
+        let file = d.path().join("r2.env");
+        assert_eq!(CredentialSource::File(file.clone()).files(Some(&home), none), [file]);
+        let profile = CredentialSource::Profile("r2".into());
+        // ~/.aws/config does not exist: only the credentials file is named.
+        assert_eq!(profile.files(Some(&home), none), [home.join(".aws/credentials")]);
+        assert!(profile.files(None, none).is_empty());
+        let elsewhere = d.path().join("shared-config");
+        std::fs::write(&elsewhere, "[profile r2]\n").unwrap();
+        let shown = elsewhere.display().to_string();
+        let var = |v: &str| (v == "AWS_CONFIG_FILE").then(|| shown.clone());
+        assert_eq!(profile.files(Some(&home), var), [home.join(".aws/credentials"), elsewhere]);
     }
 }

@@ -144,3 +144,33 @@ async fn kill_signal_interrupts() {
     let out = h.await.unwrap();
     assert_eq!(out.status, RunStatus::Interrupted);
 }
+
+#[tokio::test]
+async fn a_role_gets_path_home_the_locale_its_env_and_pass_env_but_nothing_else_of_the_daemons() {
+    // This process's own environment stands for the daemon's: the test runner
+    // sets CARGO_MANIFEST_DIR and CARGO_PKG_NAME, which no role should see
+    // unless it names them.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some() && std::env::var_os("PATH").is_some());
+    let mut r = role(&["sh", "-c", "cat >/dev/null; env"]);
+    r.env.insert("OWN".into(), "set by the role's env".into());
+    r.pass_env = vec!["CARGO_MANIFEST_DIR".into(), "NOT_SET_ANYWHERE_4711".into()];
+    let (_tx, mut kill) = watch::channel(false);
+    let out = run(&r, b"{}", &who(), &mut kill).await;
+    assert_eq!(out.status, RunStatus::Exited, "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: std::collections::BTreeSet<&str> =
+        text.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k).collect();
+    let ours = ["OWN", "CARGO_MANIFEST_DIR", "CLAWBOARD_EXE"];
+    for name in &names {
+        let allowed = INHERITED.contains(name)
+            || name.starts_with("LC_")
+            || name.starts_with("CLAWBOARD_")
+            || ours.contains(name)
+            // What sh itself sets.
+            || ["PWD", "OLDPWD", "SHLVL", "_"].contains(name);
+        assert!(allowed, "{name} reached the role:\n{text}");
+    }
+    assert!(names.contains("PATH") && names.contains("OWN") && names.contains("CARGO_MANIFEST_DIR"), "{text}");
+    assert!(!names.contains("CARGO_PKG_NAME") && !names.contains("NOT_SET_ANYWHERE_4711"), "{text}");
+    assert!(text.contains("CLAWBOARD_TASK_ID=t1\n") && text.contains("CLAWBOARD_TOKEN=tok\n"), "{text}");
+}
