@@ -9,8 +9,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -180,7 +179,14 @@ pub struct Archive {
     /// This node's id: in commit messages, conflict names and `shared/knowledge-sync.json`.
     node: String,
     /// Set when the daemon stops: a run ends at its next step or backoff.
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
+}
+
+/// A flag a backoff's sleep wakes for.
+#[derive(Default)]
+struct StopSignal {
+    stopped: Mutex<bool>,
+    woken: Condvar,
 }
 
 fn git_err<W: Into<String>>(repo: &Path, what: W) -> impl FnOnce(git2::Error) -> Error + use<W> {
@@ -198,27 +204,27 @@ impl Archive {
     /// kept by node `node`.
     pub fn new(store: Store, settings: ArchiveSettings, node: String) -> Archive {
         let dir = store.root().join(DIR);
-        Archive { store, dir, settings, node, stop: Arc::new(AtomicBool::new(false)) }
+        Archive { store, dir, settings, node, stop: Arc::default() }
     }
 
-    /// A flag that, once set, ends a run at its next step or backoff (the commits made
-    /// so far stay; the push is retried on the next run).
-    pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.stop.clone()
+    /// Ends a run in progress (of this archive or a clone) at its next step,
+    /// or at once if it waits out a backoff: the commits made so far stay; the
+    /// push is retried on the next run.
+    pub fn stop(&self) {
+        *self.stop.stopped.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.stop.woken.notify_all();
     }
 
     fn check_stop(&self) -> Result<()> {
-        if self.stop.load(Ordering::SeqCst) { Err(Error::Stopped) } else { Ok(()) }
+        if *self.stop.stopped.lock().unwrap_or_else(PoisonError::into_inner) { Err(Error::Stopped) } else { Ok(()) }
     }
 
-    /// Sleeps `d`, in short steps, unless asked to stop.
+    /// Sleeps `d`, unless asked to stop (then returns at once).
     fn sleep(&self, d: Duration) -> Result<()> {
-        let until = std::time::Instant::now() + d;
-        while std::time::Instant::now() < until {
-            self.check_stop()?;
-            std::thread::sleep(Duration::from_millis(50).min(until - std::time::Instant::now()));
-        }
-        self.check_stop()
+        let stopped = self.stop.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+        let (stopped, _) =
+            self.stop.woken.wait_timeout_while(stopped, d, |stopped| !*stopped).unwrap_or_else(PoisonError::into_inner);
+        if *stopped { Err(Error::Stopped) } else { Ok(()) }
     }
 
     pub fn settings(&self) -> &ArchiveSettings {

@@ -9,7 +9,6 @@
 //! daemon still exits.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clawboard_archive::{Archive, ArchiveConfig, HarvestSettings};
@@ -24,8 +23,8 @@ pub const STOP_WAIT: Duration = Duration::from_secs(3);
 
 pub struct Memory {
     archive: Arc<Archive>,
-    /// The thread of the run in progress (or the last one).
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Resolves when the thread of the run in progress (or the last one) ends.
+    finished: Option<tokio::sync::oneshot::Receiver<()>>,
     harvest: HarvestSettings,
     harvest_due: Scheduled,
     archive_due: Scheduled,
@@ -50,7 +49,7 @@ impl Memory {
         let mut m = Memory {
             next_run: archive_due.instant().unwrap_or_else(Instant::now),
             archive: Arc::new(archive),
-            thread: None,
+            finished: None,
             harvest: settings.harvest.clone(),
             harvest_due: Scheduled::new(settings.harvest_schedule.clone(), clock),
             archive_due,
@@ -79,15 +78,20 @@ impl Memory {
     ) -> anyhow::Result<T> {
         let archive = self.archive.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let thread = std::thread::Builder::new().name("archive".into()).spawn(move || {
+        let (finished, finished_rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new().name("archive".into()).spawn(move || {
+            // Dropped when the thread ends, however it ends: `stop` wakes.
+            let _finished = finished;
             // The receiver is gone only when the daemon stopped waiting for the run.
             let _ = tx.send(f(&archive));
         })?;
-        self.thread = Some(thread);
+        self.finished = Some(finished_rx);
         Ok(rx.await?)
     }
 
-    async fn harvest(&mut self) -> anyhow::Result<()> {
+    /// Harvests on the archive's thread. The outer error: the thread could not
+    /// run; the inner one: the harvest failed.
+    async fn harvest(&mut self) -> anyhow::Result<anyhow::Result<()>> {
         let settings = self.harvest.clone();
         match self.blocking(move |a| a.harvest(chrono::Utc::now(), &settings, None)).await? {
             Ok(h) => {
@@ -98,9 +102,9 @@ impl Memory {
                     tracing::warn!("harvest: skipped {p}");
                 }
             }
-            Err(e) => tracing::error!("harvest failed: {e}"),
+            Err(e) => return Ok(Err(anyhow::anyhow!("harvest failed: {e}"))),
         }
-        Ok(())
+        Ok(Ok(()))
     }
 }
 
@@ -116,10 +120,12 @@ impl Worker for Memory {
 
     /// Harvests; archives too when that is due. A failed archive is retried after
     /// `archive.retry`, doubling, but never later than the next scheduled run.
+    /// A failed harvest does not keep the archive from running; it is the
+    /// round's error (counted and logged once by the job runner) if the archive's is not.
     async fn work(&mut self) -> JobResult {
-        self.harvest().await?;
+        let harvested = self.harvest().await?;
         if !self.archive_now {
-            return Ok(());
+            return Ok(harvested?);
         }
         let outcome = self.blocking(|a| a.run(chrono::Utc::now())).await?;
         self.archive_due.advance();
@@ -132,7 +138,7 @@ impl Worker for Memory {
                 }
                 self.retrying = None;
                 self.next_run = scheduled;
-                Ok(())
+                Ok(harvested?)
             }
             Err(e) => {
                 let delay = self.retrying.map_or(self.retry, |r| r.saturating_mul(2));
@@ -155,18 +161,14 @@ impl Worker for Memory {
     /// [`STOP_WAIT`] at most (one in a git request that never returns is left behind:
     /// its commits stay and are pushed after the next start).
     async fn stop(&mut self) {
-        self.archive.stop_flag().store(true, Ordering::SeqCst);
-        let Some(thread) = self.thread.take() else { return };
-        let until = Instant::now() + STOP_WAIT;
-        while !thread.is_finished() {
-            if Instant::now() >= until {
-                tracing::warn!(
-                    "archive: a run is still waiting for the remote after {STOP_WAIT:?}; stopping without it \
-                     (its commits stay and are pushed after the next start)"
-                );
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        self.archive.stop();
+        let Some(finished) = self.finished.take() else { return };
+        // The sender is only ever dropped (when the thread ends): Err is the end.
+        if tokio::time::timeout(STOP_WAIT, finished).await.is_err() {
+            tracing::warn!(
+                "archive: a run is still waiting for the remote after {STOP_WAIT:?}; stopping without it \
+                 (its commits stay and are pushed after the next start)"
+            );
         }
     }
 }

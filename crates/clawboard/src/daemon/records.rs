@@ -61,7 +61,8 @@ impl Records {
         Records { store, dispatcher, clock, reports, gm_due: Some(now), gm_earliest: now, retention }
     }
 
-    async fn refresh_gm(&mut self) {
+    /// Updates `gm/pm-performance.json`; a failure (or a panic) is returned.
+    async fn refresh_gm(&mut self) -> anyhow::Result<()> {
         self.gm_due = None;
         self.gm_earliest = Instant::now() + GM_SPACING;
         let store = self.store.clone();
@@ -69,15 +70,15 @@ impl Records {
         let refresh = move || {
             let cfg = engine.config();
             let pm_for = |t: &clawboard_core::formats::Task| cfg.lifecycle.pm_for_type.get(&t.kind).cloned();
-            match clawboard_records::gm::refresh_performance(&store, pm_for) {
-                Ok(true) => tracing::debug!("gm/pm-performance.json updated"),
-                Ok(false) => {}
-                Err(e) => tracing::warn!("cannot update gm/pm-performance.json: {e}"),
-            }
+            clawboard_records::gm::refresh_performance(&store, pm_for)
         };
-        if let Err(e) = tokio::task::spawn_blocking(refresh).await {
-            tracing::error!("the GM records update panicked: {e}");
+        match tokio::task::spawn_blocking(refresh).await {
+            Ok(Ok(true)) => tracing::debug!("gm/pm-performance.json updated"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => anyhow::bail!("cannot update gm/pm-performance.json: {e}"),
+            Err(e) => anyhow::bail!("the GM records update panicked: {e}"),
         }
+        Ok(())
     }
 
     fn next(&self) -> Option<Instant> {
@@ -97,9 +98,14 @@ impl Worker for Records {
         }
     }
 
+    /// Every due record is tried; the round fails (counted and logged once by
+    /// the job runner, and retried) naming what failed.
     async fn work(&mut self) -> JobResult {
-        if self.gm_due.is_some_and(|t| t <= Instant::now()) {
-            self.refresh_gm().await;
+        let mut failed = Vec::new();
+        if self.gm_due.is_some_and(|t| t <= Instant::now())
+            && let Err(e) = self.refresh_gm().await
+        {
+            failed.push(e.to_string());
         }
         let now = self.clock.now();
         for (kind, due) in &mut self.reports {
@@ -112,17 +118,19 @@ impl Worker for Records {
             let retention = self.retention.clone();
             match tokio::task::spawn_blocking(move || reports::write(&store, period, now, retention.kept())).await {
                 Ok(Ok(rel)) => tracing::info!(report = %rel, "report written"),
-                Ok(Err(e)) => tracing::warn!("the {} report for {} failed: {e}", kind.name(), period.name()),
-                Err(e) => tracing::error!("the {} report for {} panicked: {e}", kind.name(), period.name()),
+                Ok(Err(e)) => failed.push(format!("the {} report for {} failed: {e}", kind.name(), period.name())),
+                Err(e) => failed.push(format!("the {} report for {} panicked: {e}", kind.name(), period.name())),
             }
         }
-        Ok(())
+        if failed.is_empty() { Ok(()) } else { Err(anyhow::anyhow!("{}", failed.join("; ")).into()) }
     }
 
     /// Counts what ended since the last run before the daemon stops.
     async fn stop(&mut self) {
-        if self.gm_due.is_some() {
-            self.refresh_gm().await;
+        if self.gm_due.is_some()
+            && let Err(e) = self.refresh_gm().await
+        {
+            tracing::warn!("at stop: {e}");
         }
     }
 }

@@ -127,7 +127,16 @@ impl Inner {
                 }
                 st.changed = false;
             }
-            let text = (self.render)();
+            // A render that panics leaves the page as it was, and the writer
+            // goes on: were the panic to end this thread, `busy` would stay set
+            // and the next flush (awaited by the task's drive) would wait forever.
+            let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.render)())) {
+                Ok(text) => text,
+                Err(_) => {
+                    tracing::error!(task = %self.task, "rendering status.md panicked; the page is left as it was");
+                    continue;
+                }
+            };
             if let Err(e) = self.store.write_view(&self.rel, text.as_bytes()) {
                 tracing::warn!(task = %self.task, "cannot write status.md: {e}");
             }
@@ -191,6 +200,37 @@ mod tests {
             assert_eq!(store.read_bytes(&rel).unwrap(), b"quick 4\n");
             let n = renders.lock().unwrap().len();
             assert!(n < 5, "{n} renders for 5 changes within {GATHER:?}");
+        });
+    }
+
+    #[test]
+    fn a_render_that_panics_leaves_the_page_and_the_next_flush_still_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::init(dir.path()).unwrap();
+        let rel = RelPath::new("tasks/t1/status.md").unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_time().build().unwrap();
+        rt.block_on(async {
+            let page = Arc::new(Mutex::new(String::from("page 1\n")));
+            let w = {
+                let page = page.clone();
+                PageWriter::new(store.clone(), rel.clone(), "t1".into(), move || {
+                    let text = page.lock().unwrap().clone();
+                    assert!(text != "boom\n", "a render that panics");
+                    text
+                })
+            };
+            w.flush();
+            assert_eq!(store.read_bytes(&rel).unwrap(), b"page 1\n");
+            // On the writer's thread, then on the flushing caller's.
+            *page.lock().unwrap() = "boom\n".into();
+            w.changed();
+            tokio::time::sleep(GATHER * 5).await;
+            w.flush();
+            assert_eq!(store.read_bytes(&rel).unwrap(), b"page 1\n");
+            *page.lock().unwrap() = "page 2\n".into();
+            w.changed();
+            w.flush();
+            assert_eq!(store.read_bytes(&rel).unwrap(), b"page 2\n");
         });
     }
 }
