@@ -320,7 +320,13 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster.clone()),
     );
     if !settings.lanes.is_empty() {
-        let consumer = lanes::LaneConsumer::new(store.clone(), engine.clone(), state.lanes.clone(), cluster);
+        let consumer = lanes::LaneConsumer::new(
+            store.clone(),
+            engine.clone(),
+            state.lanes.clone(),
+            cluster,
+            settings.daemon.shutdown_grace,
+        );
         jobs.consumer(lanes::CURSOR, jobs::Backoff::default(), consumer);
     }
     if settings.review.notify.is_configured() {

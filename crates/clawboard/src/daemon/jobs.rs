@@ -85,6 +85,11 @@ pub trait Consumer: Send + 'static {
     fn work(&mut self) -> impl Future<Output = JobResult> + Send {
         async { Ok(()) }
     }
+    /// At the daemon's stop, before the cursor is stored the last time: work
+    /// of its own in progress ends (or is given up) here. Nothing, by default.
+    fn stop(&mut self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// Wall-clock time for jobs that follow a calendar (cron schedules, report
@@ -433,6 +438,7 @@ impl Runner {
                     () = stopped(&mut stop) => break,
                 }
             }
+            c.stop().await;
             store(c.durable(handled), &mut stored, true)
         });
     }

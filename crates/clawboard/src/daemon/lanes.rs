@@ -44,6 +44,9 @@ pub struct LaneConsumer {
     /// Entries being handled: id -> the journal entry that started it.
     pending: BTreeMap<String, u64>,
     running: JoinSet<(String, anyhow::Result<Handled>)>,
+    grace: Duration,
+    /// The daemon is stopping: a failed handling is not tried again.
+    stopping: bool,
 }
 
 struct Ctx {
@@ -61,7 +64,15 @@ struct Ctx {
 }
 
 impl LaneConsumer {
-    pub fn new(store: Store, engine: Arc<Engine>, lanes: Arc<Lanes>, cluster: Option<Arc<Cluster>>) -> LaneConsumer {
+    /// `grace`: how long the daemon's stop waits for handlings under way
+    /// (`daemon.shutdown_grace`, as for tasks).
+    pub fn new(
+        store: Store,
+        engine: Arc<Engine>,
+        lanes: Arc<Lanes>,
+        cluster: Option<Arc<Cluster>>,
+        grace: Duration,
+    ) -> LaneConsumer {
         LaneConsumer {
             ctx: Arc::new(Ctx {
                 store,
@@ -73,6 +84,8 @@ impl LaneConsumer {
             }),
             pending: BTreeMap::new(),
             running: JoinSet::new(),
+            grace,
+            stopping: false,
         }
     }
 
@@ -136,12 +149,37 @@ impl Consumer for LaneConsumer {
                     self.pending.remove(&id);
                 }
                 Ok(Handled::Stopped) => {}
+                Err(e) if self.stopping => {
+                    tracing::warn!(entry = id, "lane: {e:#}; handled again at the next start");
+                }
                 Err(e) => {
                     tracing::warn!(entry = id, "lane: {e:#}; trying again in {RETRY:?}");
                     let seq = self.pending.remove(&id).unwrap_or_default();
                     self.start(id, seq, RETRY);
                 }
             }
+        }
+    }
+
+    /// Handlings under way get `daemon.shutdown_grace` to end, as task drives
+    /// do: a role run in progress finishes and its output is applied. What is
+    /// still running after it is dropped (its role's processes killed); those
+    /// entries stay pending, and the next start handles them again.
+    async fn stop(&mut self) {
+        self.stopping = true;
+        let drained = tokio::time::timeout(self.grace, async {
+            while !self.running.is_empty() {
+                self.wait_for_work().await;
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                running = self.running.len(),
+                grace = ?self.grace,
+                "lane handlings still running after the grace period; stopping them (handled again at the next start)"
+            );
+            self.running.abort_all();
         }
     }
 }
@@ -354,7 +392,7 @@ mod tests {
         );
         let cfg = settings(s.root(), &config);
         let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
-        let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None);
+        let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, Duration::from_secs(5));
         s.runner.consumer(CURSOR, Backoff::default(), consumer);
         let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
             "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
@@ -381,5 +419,41 @@ mod tests {
         assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n");
         let h = handling::load(&s.store, "vpm-mini-docupdate-issue571-1").unwrap().unwrap();
         assert_eq!(h.state, State::Applied);
+    }
+
+    /// A stop while the role of an entry runs: within the grace period its
+    /// output is applied before the consumer ends; past it, the handling is
+    /// given up and the entry stays open for the next start.
+    #[tokio::test]
+    async fn a_stop_waits_the_grace_period_for_a_handling_under_way() {
+        for (grace, applied) in [(Duration::from_secs(10), true), (Duration::from_millis(100), false)] {
+            let mut s = setup();
+            let out = r#"{"note":"seen"}"#;
+            let config = format!(
+                "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; sleep 1; printf '%s' '{out}'\"]\n\
+                 [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
+                runs = s.root().join("runs").display(),
+                out = out.replace('"', "\\\""),
+            );
+            let cfg = settings(s.root(), &config);
+            let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
+            let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, grace);
+            s.runner.consumer(CURSOR, Backoff::default(), consumer);
+            let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
+                "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
+            ))
+            .unwrap();
+            e.to = "Bot".into();
+            clawboard_entries::create(&s.store, &e).unwrap();
+            s.append(&["entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"]);
+            let runs = s.root().join("runs");
+            until("the role started", || runs.exists()).await;
+            s.stop().await;
+            let status = clawboard_entries::read(&s.store, e.id.as_str()).unwrap().1.status;
+            let done = status == clawboard_entries::EntryStatus::Done;
+            assert_eq!(done, applied, "grace {grace:?}: {status:?}");
+            // The cursor never passes an entry that was given up.
+            assert_eq!(s.cursor(CURSOR) >= 1, applied, "grace {grace:?}");
+        }
     }
 }
