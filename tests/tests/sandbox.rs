@@ -321,3 +321,68 @@ token_file = "{git_token}"
     assert_eq!(summary(&t, "t2"), "free: env=0 files=4 passed=yes unnamed=none");
     assert_eq!(d.stop(), 0);
 }
+
+/// Chowns `path` and everything under it to `uid`:`uid`.
+fn chown_tree(path: &std::path::Path, uid: u32) {
+    let ok = std::process::Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(path).status().unwrap();
+    assert!(ok.success(), "chown -R {}", path.display());
+}
+
+/// A role without the sandbox runs as the daemon's user, and such a process
+/// could read the daemon's `/proc/PID/environ` (its keys included) were the
+/// daemon dumpable. Run as an unprivileged user (root may read any process's).
+#[test]
+fn a_role_without_the_sandbox_cannot_read_the_daemons_environ() {
+    const NOBODY: u32 = 65534;
+    let t = Tree::init();
+    let ok = |out: &str| format!("[\"sh\", \"-c\", \"cat >/dev/null; printf '{out}'\"]");
+    t.config(&format!(
+        r#"{LIFECYCLE_HEAD}
+[roles.pm]
+command = ["sh", "-c", "cat >/dev/null; printf '{{\"team\":[{{\"role\":\"w\",\"priority\":1}}]}}'"]
+
+[roles.w]
+command = ["sh", "-c", "cat >/dev/null; if cat /proc/$PPID/environ >/dev/null 2>&1; then r=readable; else r=closed; fi; printf '{{\"summary\":\"environ=%s own=%s\"}}' $r $(test -r /proc/$$/environ && echo readable)"]
+
+[roles.validator]
+command = {validator}
+
+[roles.harvester]
+command = {harvester}
+"#,
+        validator = ok(r#"{\"score\":9,\"pass\":true}"#),
+        harvester = ok(r#"{\"experiences\":[]}"#),
+    ));
+    chown_tree(t.dir.path(), NOBODY);
+    let cfg = t.dir.path().join("clawboard.toml");
+    let log = t.dir.path().join("daemon.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let c = t.command(&["--config", cfg.to_str().unwrap(), "daemon"]);
+    let (program, args): (std::ffi::OsString, Vec<std::ffi::OsString>) =
+        (c.get_program().to_owned(), c.get_args().map(ToOwned::to_owned).collect());
+    let envs: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)> =
+        c.get_envs().map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned))).collect();
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid", &NOBODY.to_string(), "--regid", &NOBODY.to_string(), "--clear-groups", "--"]);
+    cmd.arg(program).args(args).env("SECRET_IN_DAEMON_ENV", "s3cr3t");
+    for (k, v) in envs {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = c.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let child = cmd.stdin(std::process::Stdio::null()).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
+    let d = clawboard_tests::Daemon { child, log };
+    let body = t.dir.path().join("t1.json");
+    std::fs::write(&body, r#"{"taskId":"t1","type":"coding","description":"read the daemon's environ"}"#).unwrap();
+    chown_tree(&body, NOBODY);
+    std::fs::rename(&body, t.root.join("inbox/t1.json")).unwrap();
+    wait_until(30, "the task to end", || matches!(t.status_of("t1").as_str(), "completed" | "failed"));
+    assert_eq!(t.status_of("t1"), "completed", "{}", d.output());
+    // Its own /proc files stay its own.
+    assert_eq!(summary(&t, "t1"), "w: environ=closed own=readable", "{}", d.output());
+    assert_eq!(d.stop(), 0);
+}

@@ -186,6 +186,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     } else {
         None
     };
+    if let Err(e) = runner::close_own_proc_files() {
+        tracing::warn!("cannot close /proc/{}/environ to role processes: {e}", std::process::id());
+    }
     let orphans = runner::kill_orphans(&root.display().to_string());
     if orphans > 0 {
         tracing::warn!(orphans, "killed role processes left running by a daemon that died");

@@ -171,6 +171,17 @@ fn kill_group(pid: Option<u32>) {
 pub const INHERITED: [&str; 10] =
     ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR"];
 
+/// Makes this process (the daemon, or `clawboard run`) non-dumpable: its
+/// `/proc/PID/environ`, `mem` and the like are then closed to other processes
+/// of its user, and it cannot be traced by them. A role running without the
+/// sandbox is a process of that user: without this, `cat /proc/$PPID/environ`
+/// would hand it the keys [`INHERITED`] keeps out of its own environment.
+/// (It also turns off core dumps of the daemon.) Role processes are not
+/// affected: `execve` makes them dumpable again.
+pub fn close_own_proc_files() -> nix::Result<()> {
+    nix::sys::prctl::set_dumpable(false)
+}
+
 /// `program` to run for `role`, with an environment of the [`INHERITED`]
 /// variables and the role's `pass_env` alone (its `env` and its run's
 /// `CLAWBOARD_*` are added by the caller).

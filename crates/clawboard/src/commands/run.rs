@@ -125,6 +125,9 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     let (shown, v) = read_input(&a.input, s.max_file_bytes)?;
     let input = input_of(&shown, v, &a.blueprint, s)?;
     crate::config::check_sandbox(s)?;
+    if let Err(e) = clawboard_roles::runner::close_own_proc_files() {
+        tracing::warn!("cannot close /proc/{}/environ to role processes: {e}", std::process::id());
+    }
     let (store, _) =
         clawboard_core::Store::init(&s.root).with_context(|| format!("cannot set up {}", s.root.display()))?;
     let store = store.with_max_file_bytes(s.max_file_bytes);
