@@ -378,6 +378,26 @@ mod tests {
     use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{settings, setup, until};
 
+    /// Runs the lane consumer with `config`, and creates the seed's doc-update
+    /// entry addressed to Bot (not journaled yet).
+    fn consume_an_entry_to_bot(
+        s: &mut crate::daemon::jobs::testing::Setup,
+        config: &str,
+        grace: Duration,
+    ) -> clawboard_entries::Entry {
+        let cfg = settings(s.root(), config);
+        let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
+        let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, grace);
+        s.runner.consumer(CURSOR, Backoff::default(), consumer);
+        let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
+        ))
+        .unwrap();
+        e.to = "Bot".into();
+        clawboard_entries::create(&s.store, &e).unwrap();
+        e
+    }
+
     /// In real time, not under a paused clock: a paused clock jumps to the role's
     /// timeout while the runtime waits for the role process (see notify's test).
     #[tokio::test]
@@ -390,16 +410,7 @@ mod tests {
             runs = s.root().join("runs").display(),
             out = out.replace('"', "\\\""),
         );
-        let cfg = settings(s.root(), &config);
-        let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
-        let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, Duration::from_secs(5));
-        s.runner.consumer(CURSOR, Backoff::default(), consumer);
-        let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
-            "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
-        ))
-        .unwrap();
-        e.to = "Bot".into();
-        clawboard_entries::create(&s.store, &e).unwrap();
+        let e = consume_an_entry_to_bot(&mut s, &config, Duration::from_secs(5));
         let path = "entries/vpm-mini/vpm-mini-docupdate-issue571-1.json";
         // The same entry journaled twice (a replay) is still run once.
         s.append(&[path, path]);
@@ -435,16 +446,7 @@ mod tests {
                 runs = s.root().join("runs").display(),
                 out = out.replace('"', "\\\""),
             );
-            let cfg = settings(s.root(), &config);
-            let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
-            let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, grace);
-            s.runner.consumer(CURSOR, Backoff::default(), consumer);
-            let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
-                "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
-            ))
-            .unwrap();
-            e.to = "Bot".into();
-            clawboard_entries::create(&s.store, &e).unwrap();
+            let e = consume_an_entry_to_bot(&mut s, &config, grace);
             s.append(&["entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"]);
             let runs = s.root().join("runs");
             until("the role started", || runs.exists()).await;
