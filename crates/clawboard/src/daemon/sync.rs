@@ -79,6 +79,31 @@ impl Push {
     }
 }
 
+impl Push {
+    /// Pushes. A push refused because a claim is not confirmed under this
+    /// node's lease yet (a task taken in before the first heartbeat after a
+    /// start landed, or waiting for its renewal) is tried again each time the
+    /// lease changes, for up to one lease period, before it counts as a failure.
+    async fn push_confirmed(&self) -> clawboard_sync::Result<clawboard_sync::PushReport> {
+        let sync = self.push.sync();
+        let mut changed = sync.lease.subscribe();
+        let until = tokio::time::Instant::now() + sync.settings().lease;
+        loop {
+            match self.push.push().await {
+                Err(clawboard_sync::Error::Unconfirmed { task }) if tokio::time::Instant::now() < until => {
+                    tracing::debug!(task, "sync: a claim is not confirmed yet; pushing once it is");
+                    match tokio::time::timeout_at(until, changed.changed()).await {
+                        Ok(Ok(())) => {}
+                        // The lease is gone (stopping), or did not change in time: one last try.
+                        _ => return self.push.push().await,
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
 impl Worker for Push {
     async fn wait_for_work(&mut self) {
         if std::mem::take(&mut self.first) {
@@ -102,8 +127,10 @@ impl Worker for Push {
         }
         // Dropped at the stop: an interrupted push resumes from its cursor; what landed is
         // recorded, or known by its in-flight note when the stop came between the two.
-        let r =
-            self.push.push().await.map_err(|e| anyhow::anyhow!("sync: push failed; retried on the next run: {e}"))?;
+        let r = self
+            .push_confirmed()
+            .await
+            .map_err(|e| anyhow::anyhow!("sync: push failed; retried on the next run: {e}"))?;
         self.steps.done.send_modify(|d| *d = (*d).max(round));
         if r.uploaded + r.deleted > 0 {
             tracing::info!(
