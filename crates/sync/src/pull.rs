@@ -90,7 +90,7 @@ struct Local {
     dirty: bool,
 }
 
-/// The author, version vector and HLC stamp an object's metadata names (HEAD or
+/// The writing node, version vector and HLC stamp an object's metadata names (HEAD or
 /// GET); `None` without clawboard metadata.
 pub(crate) fn stamp_of(info: &ObjectInfo) -> Option<(String, Vv, u64)> {
     let author = info.metadata.get(META_NODE)?.clone();
