@@ -370,24 +370,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         clawboard_archive::ArchiveConfig::resolve(file.archive, file.harvest, git_token, expand).map_err(bad)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, expand, &origin)?;
     let retention = retention::resolve(file.retention, config_file.as_deref(), expand, &origin)?;
-    // The daemon's own secrets and its local bucket are denied to sandboxed
-    // roles as the root is, wherever they are (docs/SANDBOX.md).
-    let own = roles.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.clone());
-    let own = own.chain(roles.llm.providers.values().filter_map(|p| p.api_key_file.clone()));
-    let own = own.chain(archive_token_file);
-    let own = own.chain(archive.settings.ssh_key.clone());
-    let own = own.chain(match &github.token {
-        clawboard_github::TokenSource::File(p) => Some(p.clone()),
-        clawboard_github::TokenSource::Env { .. } => None,
-    });
-    let own = own.chain(match &review.web.token {
-        review::WebToken::File(p) => Some(p.clone()),
-        review::WebToken::Inline(_) => None,
-    });
-    let own = own.chain(match &sync.backend {
-        clawboard_sync::Backend::Dir(d) => vec![root.join(d)],
-        clawboard_sync::Backend::S3(s3) => s3.credentials.files(env.home().as_deref(), |v| env.named(v)),
-    });
+    let own = own_secret_files(&roles, (&archive, archive_token_file), &github, &review.web.token, &sync, &root, env);
     roles.sandbox.deny_also(own);
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
@@ -428,6 +411,37 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         github,
         blueprints,
     })
+}
+
+/// The daemon's own secrets and its local bucket, wherever the config puts
+/// them: denied to sandboxed roles as the root is (docs/SANDBOX.md). `archive`
+/// comes with its `token_file`, denied even while a token in the environment
+/// wins over it.
+fn own_secret_files(
+    roles: &clawboard_roles::RolesConfig,
+    (archive, archive_token_file): (&clawboard_archive::ArchiveConfig, Option<PathBuf>),
+    github: &clawboard_github::GithubSettings,
+    web_token: &review::WebToken,
+    sync: &clawboard_sync::SyncSettings,
+    root: &Path,
+    env: &Env,
+) -> Vec<PathBuf> {
+    let keys = roles.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.clone());
+    let mut own: Vec<PathBuf> =
+        keys.chain(roles.llm.providers.values().filter_map(|p| p.api_key_file.clone())).collect();
+    own.extend(archive_token_file);
+    own.extend(archive.settings.ssh_key.clone());
+    if let clawboard_github::TokenSource::File(p) = &github.token {
+        own.push(p.clone());
+    }
+    if let review::WebToken::File(p) = web_token {
+        own.push(p.clone());
+    }
+    match &sync.backend {
+        clawboard_sync::Backend::Dir(d) => own.push(root.join(d)),
+        clawboard_sync::Backend::S3(s3) => own.extend(s3.credentials.files(env.home().as_deref(), |v| env.named(v))),
+    }
+    own
 }
 
 /// The catalog of blueprints: the built-ins and `[blueprints] dir`, checked
