@@ -1,7 +1,6 @@
 //! `clawboard acl check` through the real binary: decisions, the rule that made
 //! them, exit codes, and a bad `acl.toml` named by key. (The matrix itself, cell by
 //! cell, is tested in `crates/core/src/acl/tests.rs`.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use clawboard_tests::{Run, Tree, sh_config, wait_until};
 

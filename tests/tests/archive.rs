@@ -3,8 +3,6 @@
 //! (lighttpd running `git http-backend`, basic auth); the plain git CLI then
 //! clones it and reads what landed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 
 use clawboard_tests::archive::{archive_config, cb, clone, memory, now, status, subjects, tree};

@@ -2,8 +2,6 @@
 //! at once, the same file changed on both, and what counts as pending after a
 //! merge of the other node's commits.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::process::Stdio;
 
 use clawboard_tests::Tree;

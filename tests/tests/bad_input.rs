@@ -1,8 +1,6 @@
 //! Hostile and broken input, through the real binary: each case exits 2 with a
 //! message naming the file, the field and the reason, and leaves the tree unchanged.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use clawboard_tests::Tree;
 use rstest::rstest;
 

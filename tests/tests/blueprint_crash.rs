@@ -8,8 +8,6 @@
 //! dropped 5 times; the reference is one uninterrupted daemon, same config, on a
 //! fresh tree, running the 20 distinct inputs once.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::path::Path;

@@ -5,8 +5,6 @@
 //! candidates; the loop; the middleware's config (platform rules, words, a filter
 //! role). Real daemons on temp trees; the helpers are `clawboard_tests::blueprints`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use clawboard_tests::Tree;
 use clawboard_tests::blueprints::*;
 use serde_json::{Value, json};

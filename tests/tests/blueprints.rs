@@ -6,8 +6,6 @@
 //! fallback rungs are in blueprint_middleware.rs; the helpers both use are
 //! `clawboard_tests::blueprints`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 
 use clawboard_tests::blueprints::*;

@@ -4,7 +4,6 @@
 //! writes its content through the API, the history, the slice ledger with counted
 //! tokens and the role's usage, the totals in result.json and status.md, metrics,
 //! and the CLI a person uses on the same board.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use clawboard_tests::{LIFECYCLE_HEAD, Tree, bin, repo, sh_config, wait_until};
 use serde_json::Value;

@@ -7,7 +7,6 @@
 //! `gm/decisions.md` has the entry. A second escalation appears without a reload.
 //! An entry addressed to Human appears beside them and is closed from the page.
 //! Screenshots go to `target/tmp/browser/`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

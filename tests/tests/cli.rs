@@ -1,7 +1,5 @@
 //! The CLI end to end, through the real binary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use clawboard_tests::{Tree, repo};
 
 #[test]

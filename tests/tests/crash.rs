@@ -1,8 +1,6 @@
 //! A writer killed between writing its temp file and renaming it into place
 //! leaves no partial file; the next start removes the temp.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 

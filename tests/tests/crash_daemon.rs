@@ -3,8 +3,6 @@
 //! once, none is lost, and each task's role runs are exactly the runs it needs
 //! (status `ok`) plus the runs a crash cut short (status `interrupted`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 

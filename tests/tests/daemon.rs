@@ -1,7 +1,5 @@
 //! The daemon end to end: real processes, real files, real signals.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use clawboard_tests::{Tree, sh_config, wait_until};
 
 fn task_json(id: &str, description: &str) -> String {

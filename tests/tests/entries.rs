@@ -1,8 +1,6 @@
 //! `clawboard entry`: a Doc Update lap by hand through the CLI (new, list, status,
 //! cancel, render, parse), and every refusal naming what is wrong and changing nothing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use clawboard_tests::{Tree, repo};
 
 const SEED_ENTRY: &str = "tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json";

@@ -6,8 +6,6 @@
 //! exactly one comment across `kill -9` mid-POST, a refused token, a broken
 //! comment, rate limits, a token file, and the daemon's job.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,7 +13,6 @@ use std::time::{Duration, Instant};
 use clawboard_tests::{Run, Tree, wait_until};
 use serde_json::{Value, json};
 
-#[path = "github/sim.rs"]
 mod sim;
 use sim::{Repo, http, token};
 

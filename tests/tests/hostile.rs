@@ -3,7 +3,6 @@
 //! file types) before and after; only the paths the case lists may differ (the
 //! daemon's own state under `.clawboard/` aside); the error the case expects is
 //! where it says; and the daemon still answers.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;

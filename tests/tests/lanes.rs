@@ -4,8 +4,6 @@
 //! role's rights; a role writing entries through the API with its token; and
 //! exactly once across `kill -9`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 
 use clawboard_tests::{Tree, entry_attempts, repo, wait_until};

@@ -8,8 +8,6 @@
 //! `Authorization` header and nowhere else: not the daemon's log (at trace
 //! level), not a file of the tree. `tests/tests/model.rs` runs a real model.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::Stdio;

@@ -7,8 +7,6 @@
 //! The tests assert on structure and records (statuses, attempt records, the slice
 //! ledger, errors naming role and provider), never on the model's wording.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 
 use clawboard_tests::blueprints::{output_of, read_json, task_dir, wait_task};

@@ -1,6 +1,5 @@
 //! Retention end to end: the real binary on a tree whose bucket (a directory, and a
 //! real S3-compatible server) and local archive hold some tasks and not others.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use clawboard_tests::s3::{Bucket, Kind};
 use clawboard_tests::{Run, Tree, wait_until};

@@ -4,7 +4,6 @@
 //! crash), and a bad review config. Notification hooks, GM records and the
 //! metrics' job rows are in review_notify.rs; the helpers both use are
 //! `clawboard_tests::review`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use clawboard_tests::review::*;
 use clawboard_tests::{Tree, sh_config, wait_until};

@@ -2,7 +2,6 @@
 //! command and a webhook served by a real HTTP listener, retried, and once after
 //! a crash), GM records and arbitration, and `/metrics` over the Unix socket with
 //! a row for every background job. Real binary and daemon.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -4,8 +4,6 @@
 //! The daemon writes out what the log holds, resumes the task at its first
 //! unfinished step, and no step that had finished runs again or finishes twice.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

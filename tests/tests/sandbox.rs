@@ -3,7 +3,6 @@
 //! person token, list the tree, write it directly, read a `sandbox.deny` path or
 //! signal the daemon, yet writes through the API and outside the root; the same
 //! worker with `sandbox = false` can do all of it. Bad `[sandbox]` keys are named.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use clawboard_tests::{LIFECYCLE_HEAD, Tree, wait_until};
 

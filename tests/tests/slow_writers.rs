@@ -4,8 +4,6 @@
 //! once, whole, and none is rejected. A file that stays broken once its writer is
 //! done is rejected, and the directory it alone made goes with it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::process::{Child, Command};
 
 use clawboard_tests::{Tree, sh_config, wait_until};

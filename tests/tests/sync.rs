@@ -2,8 +2,6 @@
 //! S3-compatible servers (moto, s3s-fs), through edits, deletes, renames, large,
 //! empty and non-ASCII files, server outages, daemon crashes and bad credentials.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -1,8 +1,6 @@
 //! The `Remote` contract, the same code against every backend: the local
 //! directory, moto and s3s-fs (real S3-compatible servers on 127.0.0.1).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 
 use clawboard_sync::remote::{META_HASH, PutOutcome, list_all};

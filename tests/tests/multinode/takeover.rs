@@ -1,4 +1,6 @@
-//! Takeovers under fire: three daemons on one bucket with a lease (4 s) that each
+//! Takeovers: a node killed mid-task is taken over and fenced when it returns.
+//!
+//! And under fire: three daemons on one bucket with a lease (4 s) that each
 //! kill outlives, tasks dropped into all three inboxes, a random daemon killed
 //! (`kill -9`) every few seconds and started again 5–15 s later. Then:
 //! - no role of a task starts on a node after another node took the task's claim
@@ -26,7 +28,9 @@ use std::time::{Duration, Instant};
 use clawboard_tests::s3::{Bucket, Kind};
 use clawboard_tests::{Daemon, wait_until};
 
-use super::{Cluster, NODES, tree_hashes};
+use rstest::rstest;
+
+use super::{Cluster, NODES, on, tree_hashes};
 
 fn now_ms() -> u64 {
     u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
@@ -414,4 +418,64 @@ fn kills_that_outlive_the_lease_never_let_two_nodes_drive_a_task() {
 #[ignore = "run by hand with --run-ignored all: beside other tests moto answers too late for takeovers"]
 fn kills_that_outlive_the_lease_never_let_two_nodes_drive_a_task_on_moto() {
     chaos(Kind::Moto);
+}
+
+#[rstest]
+#[case::dir(Kind::Dir)]
+#[case::s3s(Kind::S3s)]
+fn a_node_killed_mid_task_is_taken_over_and_fenced_when_it_returns(#[case] kind: Kind) {
+    let (_scratch, bucket, c) = on(kind);
+    let mut daemons = c.start();
+    let b = &c.node("node-b").t;
+    b.drop_task("slow.json", r#"{"taskId": "t-slow", "type": "coding", "description": "use-slow"}"#);
+    wait_until(20, "the slow role running on node-b", || {
+        c.runs().iter().any(|(t, r, n)| t == "t-slow" && r == "slow" && n == "node-b")
+    });
+    // Let node-b push the task's progress so far, then kill it.
+    std::thread::sleep(Duration::from_millis(2500));
+    daemons.remove(1).crash();
+    let segments_before: Vec<String> =
+        bucket.all_objects().into_keys().filter(|k| k.starts_with("_log/node-b/")).collect();
+    wait_until(60, "node-a or node-c to complete t-slow", || {
+        ["node-a", "node-c"].iter().any(|id| c.node(id).t.status_of("t-slow") == "completed")
+    });
+    let runs = c.runs();
+    let taker = runs.iter().rev().find(|(t, r, _)| t == "t-slow" && r == "slow").unwrap().2.clone();
+    assert_ne!(taker, "node-b");
+    assert_eq!(
+        runs.iter().filter(|(t, r, _)| t == "t-slow" && r == "pm").count(),
+        1,
+        "the PM step was not run again: {runs:?}"
+    );
+    // node-b comes back: it finds the claim taken, and writes nothing into the task.
+    let returned = b.daemon();
+    c.converge(40, "after node-b returned");
+    assert_eq!(b.status_of("t-slow"), "completed");
+    let written_after: Vec<String> = bucket
+        .all_objects()
+        .into_keys()
+        .filter(|k| k.starts_with("_log/node-b/") && !segments_before.contains(k))
+        .collect();
+    let remote = bucket.remote();
+    for key in written_after {
+        let (bytes, _) = clawboard_tests::s3::runtime()
+            .block_on(async { clawboard_sync::Remote::get(&remote, &key).await })
+            .unwrap()
+            .unwrap();
+        let seg: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for e in seg["entries"].as_array().unwrap() {
+            assert!(
+                !e["p"].as_str().unwrap().starts_with("tasks/t-slow/"),
+                "node-b wrote {} after it lost the claim",
+                e["p"]
+            );
+        }
+    }
+    assert_eq!(
+        c.runs().iter().filter(|(t, _, n)| t == "t-slow" && n == "node-b").count(),
+        2,
+        "node-b ran nothing more"
+    );
+    drop(returned);
+    drop(daemons);
 }
