@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clawboard_core::backoff::Backoff;
 use clawboard_core::config::{self, ByteSize, ConfigError, Schedule};
 use serde::Deserialize;
 
@@ -100,7 +101,9 @@ pub struct ArchiveSettings {
     pub max_file_bytes: u64,
     /// Push attempts before a run gives up (each rejected one fetches and merges).
     pub push_attempts: u32,
-    pub retry_base: Duration,
+    /// The wait before the next attempt, jittered so two nodes that collided do not
+    /// collide again.
+    pub push_backoff: Backoff,
 }
 
 impl std::fmt::Debug for ArchiveSettings {
@@ -127,7 +130,7 @@ impl Default for ArchiveSettings {
             ssh_key: None,
             max_file_bytes: MAX_FILE_BYTES,
             push_attempts: 5,
-            retry_base: Duration::from_millis(200),
+            push_backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)).jittered(),
         }
     }
 }

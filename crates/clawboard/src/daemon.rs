@@ -262,10 +262,9 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             clawboard_sync::Client::open(remote, &root, settings.sync.clone(), node, pulled).map_err(user_error)?;
         // Claimed tasks resume once the cluster confirmed this node still holds them.
         let c = cluster::Cluster::new(client.cluster, client.pull.clone(), dispatcher.clone(), store.clone());
-        let none = jobs::Backoff::default();
-        jobs.worker("claims", none, cluster::Claims::new(c.clone()));
-        jobs.worker("accepted-claims", none, cluster::AcceptedClaims::new(c.clone()));
-        jobs.worker("heartbeat", none, cluster::Beat::new(c.clone()));
+        jobs.worker("claims", cluster::Claims::new(c.clone()));
+        jobs.worker("accepted-claims", cluster::AcceptedClaims::new(c.clone()));
+        jobs.worker("heartbeat", cluster::Beat::new(c.clone()));
         let push = sync::Push::new(
             client.push,
             dispatcher.task_ended.clone(),
@@ -274,13 +273,12 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             clock,
             c.steps.clone(),
         );
-        jobs.worker("push", none, push);
+        jobs.worker("push", push);
         // The push keeps its own cursor; compaction honours it.
         registry.add_cursor(clawboard_sync::PUSH_CURSOR);
         if settings.sync.pull {
             jobs.worker(
                 "pull",
-                none,
                 sync::Pull::new(client.pull, dispatcher.records_due.clone(), c.checked.subscribe(), clock),
             );
         }
@@ -293,7 +291,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
     if let Some(node) = node.clone().filter(|_| settings.archive.enabled) {
         let a = &settings.archive;
         let archive = clawboard_archive::Archive::new(store.clone(), a.settings.clone(), node);
-        jobs.worker("archive", jobs::Backoff::default(), archive::Memory::new(archive, a, clock));
+        jobs.worker("archive", archive::Memory::new(archive, a, clock));
     }
     let records = records::Records::new(
         store.clone(),
@@ -302,7 +300,7 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
         settings.retention.clone(),
         clock,
     );
-    jobs.worker("records", jobs::Backoff::default(), records);
+    jobs.worker("records", records);
     if settings.retention.enabled {
         match settings.retention.policy() {
             Ok((_, source)) => {
@@ -311,17 +309,13 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             Err(e) => tracing::error!("retention: {e}; fix it: until then no retention run deletes anything"),
         }
         let r = retention::Retention::new(store.clone(), settings.clone(), clock);
-        jobs.worker("retention", jobs::Backoff::default(), r);
+        jobs.worker("retention", r);
     }
     if settings.github.enabled {
         let g = github::Github::open(store.clone(), state.lanes.clone(), settings.github.clone(), clock)?;
-        jobs.worker("github", jobs::Backoff::default(), g);
+        jobs.worker("github", g);
     }
-    jobs.consumer(
-        "intake",
-        jobs::Backoff::default(),
-        intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster.clone()),
-    );
+    jobs.consumer("intake", intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster.clone()));
     if !settings.lanes.is_empty() {
         let consumer = lanes::LaneConsumer::new(
             store.clone(),
@@ -330,13 +324,13 @@ pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
             cluster,
             settings.daemon.shutdown_grace,
         );
-        jobs.consumer(lanes::CURSOR, jobs::Backoff::default(), consumer);
+        jobs.consumer(lanes::CURSOR, consumer);
     }
     if settings.review.notify.is_configured() {
         tracing::info!(levels = ?settings.review.notify.levels, "escalation notifications on");
         let sync_node = node.filter(|_| settings.sync.enabled);
         let notifier = notify::Notifier::new(settings.review.notify.clone(), Store::open(&root)?, counters, sync_node)?;
-        jobs.consumer(notify::CURSOR, jobs::Backoff::default(), notify::Notifications::new(notifier));
+        jobs.consumer(notify::CURSOR, notify::Notifications::new(notifier));
     }
     // A cursor of a consumer that is off (sync or notifications turned off) would
     // hold back journal compaction forever; turned on again, it starts over.

@@ -16,10 +16,12 @@
 //! - [`token`]: secret tokens from the OS's random source, compared in constant time.
 //! - [`merge`]: how two nodes' versions of a file every daemon updates become one.
 //! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
+//! - [`backoff`]: [`backoff::Backoff`], how long every retry waits.
 //! - [`config`]: what every crate's config section shares: [`config::ConfigError`]
 //!   naming `section.key`, [`config::ByteSize`], the cron [`config::Schedule`].
 
 pub mod acl;
+pub mod backoff;
 pub mod config;
 pub mod duration;
 pub mod error;

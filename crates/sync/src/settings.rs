@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
+use clawboard_core::backoff::Backoff;
 pub use clawboard_core::config::Schedule;
 use clawboard_core::config::{self, ByteSize, ConfigError};
 use serde::Deserialize;
@@ -81,8 +82,8 @@ pub struct SyncSettings {
     pub exclude: Vec<String>,
     /// Retries of a retryable failure before the push gives up until its next run.
     pub retries: u32,
-    pub retry_base: Duration,
-    pub retry_max: Duration,
+    /// The wait between them (`sync.retry_base` doubling up to `sync.retry_max`, jittered).
+    pub retry: Backoff,
     /// Files larger than this go up in parts of [`crate::s3::PART_SIZE`].
     pub multipart_threshold: u64,
     /// Pull on the push schedule (several nodes share the bucket).
@@ -186,8 +187,7 @@ impl SyncSettings {
                 exclude
             },
             retries,
-            retry_base,
-            retry_max,
+            retry: Backoff::new(retry_base, retry_max).jittered(),
             multipart_threshold,
             pull: file.pull.unwrap_or(true),
             heartbeat,

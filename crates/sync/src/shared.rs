@@ -10,7 +10,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 use bytes::Bytes;
 use clawboard_core::Store;
@@ -283,7 +282,7 @@ impl<R: Remote> SyncState<R> {
         loop {
             match op().await {
                 Err(e) if e.is_retryable() && attempt < self.settings.retries => {
-                    let delay = backoff(self.settings.retry_base, self.settings.retry_max, attempt);
+                    let delay = self.settings.retry.delay(attempt);
                     tracing::debug!(attempt, ?delay, "retrying: {e}");
                     tokio::time::sleep(delay).await;
                     attempt += 1;
@@ -337,18 +336,6 @@ fn poisoned() -> Error {
     Error::io("push state", std::io::Error::other("a push panicked while holding the push state"))
 }
 
-/// `base · 2^attempt`, capped at `max`, then a uniformly random part of it (full jitter).
-pub fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.min(20)).min(max);
-    let mut r = [0u8; 8];
-    let frac = match getrandom::fill(&mut r) {
-        Ok(()) => (u64::from_le_bytes(r) >> 11) as f64 / (1u64 << 53) as f64,
-        Err(_) => 0.5,
-    };
-    // Never less than half the step, so retries do spread out.
-    exp.mul_f64(0.5 + frac / 2.0)
-}
-
 /// The status file, if a push or pull ever ran.
 pub fn read_status(root: &Path) -> Option<StatusFile> {
     let bytes = std::fs::read(sync_dir(root).join("status.json")).ok()?;
@@ -357,26 +344,12 @@ pub fn read_status(root: &Path) -> Option<StatusFile> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
 
     use super::*;
 
     fn state(s: SyncSettings) -> Result<SyncState<crate::dir::DirRemote>> {
         let remote = crate::dir::DirRemote::open(tempfile::tempdir().unwrap().path()).unwrap();
         SyncState::new(remote, Path::new("/r"), s, "n".into(), Store::unchecked(Path::new("/r")))
-    }
-
-    #[test]
-    fn backoff_grows_is_capped_and_jittered() {
-        let base = Duration::from_millis(100);
-        let max = Duration::from_secs(2);
-        for attempt in 0..10 {
-            let d = backoff(base, max, attempt);
-            let step = base.saturating_mul(1 << attempt).min(max);
-            assert!(d >= step / 2 && d <= step, "attempt {attempt}: {d:?} vs {step:?}");
-        }
-        let spread: HashSet<Duration> = (0..20).map(|_| backoff(base, max, 3)).collect();
-        assert!(spread.len() > 1, "jitter varies the delay");
     }
 
     #[test]

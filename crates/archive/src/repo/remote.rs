@@ -4,7 +4,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::path::Path;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use git2::{
@@ -185,10 +184,7 @@ impl Archive {
                         report.merges += 1;
                     }
                     if attempt < self.settings.push_attempts {
-                        let backoff = self.settings.retry_base * 2u32.saturating_pow(attempt - 1);
-                        // A little jitter, so that two nodes that collided do not collide again.
-                        let jitter = u64::from(std::process::id() % 97) * backoff.as_millis() as u64 / 200;
-                        self.sleep(backoff + Duration::from_millis(jitter))?;
+                        self.sleep(self.settings.push_backoff.delay(attempt - 1))?;
                     }
                 }
             }

@@ -12,9 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawboard_archive::{Archive, ArchiveConfig, HarvestSettings};
+use clawboard_core::backoff::Backoff;
 use tokio::time::Instant;
 
 use super::jobs::{Clock, JobResult, Scheduled, Worker};
+
+/// The longest wait before a failed archive run is tried again.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(3600);
 
 /// How long a stopping daemon waits for an archive run to end at its next step.
 /// The daemon's whole stop stays under the 5 s docs/ARCHIVE.md promises: the rest
@@ -28,9 +32,10 @@ pub struct Memory {
     harvest: HarvestSettings,
     harvest_due: Scheduled,
     archive_due: Scheduled,
-    retry: Duration,
-    /// The delay of the last retry, while runs fail; and when the next run is due.
-    retrying: Option<Duration>,
+    /// The wait before a failed run is tried again: `archive.retry`, doubling.
+    retry: Backoff,
+    /// Runs that failed in a row; and when the next run is due.
+    failures: u32,
     next_run: Instant,
     /// Whether the round that is due archives too (or only harvests).
     archive_now: bool,
@@ -53,15 +58,16 @@ impl Memory {
             harvest: settings.harvest.clone(),
             harvest_due: Scheduled::new(settings.harvest_schedule.clone(), clock),
             archive_due,
-            retry: settings.retry,
-            retrying: None,
+            retry: Backoff::new(settings.retry, MAX_RETRY_WAIT.max(settings.retry)),
+            failures: 0,
             archive_now: false,
         };
         match m.archive.status() {
             Ok(st) if st.pending > 0 || st.file.last_error.is_some() => {
-                tracing::info!(pending = st.pending, "archive: the last run did not finish; retrying in {:?}", m.retry);
-                m.retrying = Some(m.retry);
-                m.next_run = m.next_run.min(Instant::now() + m.retry);
+                let delay = m.retry.delay(0);
+                tracing::info!(pending = st.pending, "archive: the last run did not finish; retrying in {delay:?}");
+                m.failures = 1;
+                m.next_run = m.next_run.min(Instant::now() + delay);
             }
             Ok(_) => {}
             Err(e) => tracing::warn!("archive: cannot read its status: {e}"),
@@ -119,8 +125,8 @@ impl Worker for Memory {
     }
 
     /// Harvests; archives too when that is due. A failed archive is retried after
-    /// `archive.retry`, doubling, but never later than the next scheduled run.
-    /// A failed harvest does not keep the archive from running; it is the
+    /// `archive.retry`, doubling (up to an hour), but never later than the next
+    /// scheduled run. A failed harvest does not keep the archive from running; it is the
     /// round's error (counted and logged once by the job runner) if the archive's is not.
     async fn work(&mut self) -> JobResult {
         let harvested = self.harvest().await?;
@@ -136,14 +142,14 @@ impl Worker for Memory {
                 if let Some(p) = r.push.as_ref().and_then(|p| p.pushed.as_ref().map(|id| (id, p))) {
                     tracing::info!(head = %p.0, attempts = p.1.attempts, merges = p.1.merges, "archive: pushed");
                 }
-                self.retrying = None;
+                self.failures = 0;
                 self.next_run = scheduled;
                 Ok(harvested?)
             }
             Err(e) => {
-                let delay = self.retrying.map_or(self.retry, |r| r.saturating_mul(2));
+                let delay = self.retry.delay(self.failures);
                 tracing::debug!("archive: retrying in {delay:?}");
-                self.retrying = Some(delay);
+                self.failures = self.failures.saturating_add(1);
                 self.next_run = scheduled.min(Instant::now() + delay);
                 match e.report() {
                     // The error names the commit, and that its push is retried.
@@ -187,7 +193,6 @@ fn log_commit(r: &clawboard_archive::RunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{at, setup, until};
     use clawboard_sync::Schedule;
 
@@ -212,7 +217,7 @@ mod tests {
         std::fs::write(s.root().join("reports/daily/2026-01-01.md"), "# a day\n").unwrap();
         let archive = Archive::new(s.store.clone(), settings.settings.clone(), "n1".to_owned());
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
-        s.runner.worker("archive", Backoff::default(), Memory::new(archive, &settings, clock));
+        s.runner.worker("archive", Memory::new(archive, &settings, clock));
         // The run at 00:01:00 (30 s in) fails; retries 1, 2, 4, 8 and 16 s later; the
         // next would be 32 s later, after the run the schedule has at 00:02:00.
         let mut t = 0.0;

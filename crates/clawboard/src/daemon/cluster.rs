@@ -511,7 +511,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{client, dispatcher, setup, until};
 
     #[tokio::test(start_paused = true)]
@@ -522,9 +521,9 @@ mod tests {
         let d = dispatcher(&s);
         let c = Cluster::new(p.cluster, p.pull, d.clone(), s.store.clone());
         let mut checked = c.checked.subscribe();
-        s.runner.worker("claims", Backoff::default(), Claims::new(c.clone()));
-        s.runner.worker("accepted-claims", Backoff::default(), AcceptedClaims::new(c.clone()));
-        s.runner.worker("heartbeat", Backoff::default(), Beat::new(c.clone()));
+        s.runner.worker("claims", Claims::new(c.clone()));
+        s.runner.worker("accepted-claims", AcceptedClaims::new(c.clone()));
+        s.runner.worker("heartbeat", Beat::new(c.clone()));
         checked.wait_for(|c| *c).await.unwrap();
         until("the first heartbeat", || s.rounds("heartbeat") == 1).await;
         until("the node status", || s.root().join("shared/node-status.json").exists()).await;

@@ -95,7 +95,6 @@ mod tests {
     use clawboard_github::MemoryApi;
 
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{at, settings, setup, until};
 
     const CONFIG: &str =
@@ -120,7 +119,7 @@ mod tests {
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
         let w =
             Github::new(s.store.clone(), Arc::new(settings.lanes.clone()), settings.github.clone(), gh.clone(), clock);
-        s.runner.worker("github", Backoff::default(), w);
+        s.runner.worker("github", w);
         tokio::time::sleep(Duration::from_secs(29)).await;
         assert_eq!(s.rounds("github"), 0, "not before the schedule's time");
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -8,8 +8,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clawboard_core::Store;
+use clawboard_core::backoff::Backoff;
 use clawboard_core::journal::{ChangeKind, Entry, Origin};
 use clawboard_roles::intake::{self, Intake};
 
@@ -69,13 +71,12 @@ pub struct IntakeConsumer {
     waiting: BTreeMap<String, Waiting>,
     /// When to finish the intakes an error interrupted (a full disk: the file was
     /// taken out of `inbox/` into `.clawboard/intake/`, and its task not written),
-    /// and the wait after that, doubling up to [`STAGED_RETRY_MAX`].
-    staged: Option<(tokio::time::Instant, std::time::Duration)>,
+    /// and how many tries have failed since (the wait grows by [`STAGED_RETRY`]).
+    staged: Option<(tokio::time::Instant, u32)>,
 }
 
-/// The first wait before interrupted intakes are tried again, and the longest.
-const STAGED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
-const STAGED_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+/// The wait before interrupted intakes are tried again: 2 s, doubling up to a minute.
+const STAGED_RETRY: Backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(60));
 
 impl IntakeConsumer {
     pub fn new(
@@ -96,17 +97,18 @@ impl IntakeConsumer {
         }
     }
 
-    /// Intakes to finish again soon (see `staged`), unless already due sooner.
-    fn retry_staged(&mut self, wait: std::time::Duration) {
-        let due = tokio::time::Instant::now() + wait;
+    /// Intakes to finish again soon (see `staged`), unless already due sooner;
+    /// `failed`: the tries that failed so far.
+    fn retry_staged(&mut self, failed: u32) {
+        let due = tokio::time::Instant::now() + STAGED_RETRY.delay(failed);
         if self.staged.is_none_or(|(at, _)| due < at) {
-            self.staged = Some((due, wait));
+            self.staged = Some((due, failed));
         }
     }
 
     /// Finishes the intakes an error interrupted, as a start does after a crash.
     async fn finish_staged(&mut self) {
-        let Some((_, wait)) = self.staged.take() else { return };
+        let Some((_, failed)) = self.staged.take() else { return };
         let store = self.store.clone();
         match tokio::task::spawn_blocking(move || intake::recover_staged(&store)).await {
             Ok(Ok(outcomes)) => {
@@ -121,9 +123,9 @@ impl IntakeConsumer {
                 tracing::warn!(
                     "cannot finish an interrupted intake yet ({}); trying again in {} s",
                     clawboard_core::error::chain(&e),
-                    (wait * 2).min(STAGED_RETRY_MAX).as_secs()
+                    STAGED_RETRY.delay(failed + 1).as_secs()
                 );
-                self.retry_staged((wait * 2).min(STAGED_RETRY_MAX));
+                self.retry_staged(failed + 1);
             }
             Err(e) => tracing::error!("finishing interrupted intakes panicked: {e}"),
         }
@@ -177,7 +179,7 @@ impl IntakeConsumer {
                 (job, Err(e)) => {
                     tracing::error!("intake: {}", clawboard_core::error::chain(&e));
                     if matches!(job, Job::Inbox(_)) {
-                        self.retry_staged(STAGED_RETRY);
+                        self.retry_staged(0);
                     }
                 }
             }
@@ -230,7 +232,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{Setup, setup, until};
 
     /// A tree with the intake consumer running, and its dispatcher.
@@ -242,7 +243,7 @@ mod tests {
             clawboard_roles::Shutdown::never(),
         ));
         let d = Dispatcher::new(engine);
-        s.runner.consumer("intake", Backoff::default(), IntakeConsumer::new(s.store.clone(), d.clone(), None));
+        s.runner.consumer("intake", IntakeConsumer::new(s.store.clone(), d.clone(), None));
         (s, d)
     }
 
@@ -262,7 +263,7 @@ mod tests {
         assert!(s.root().join(".clawboard/intake/t-x@x.json").exists(), "kept for the retry");
         std::fs::remove_file(&in_the_way).unwrap();
         // Tried again after STAGED_RETRY (tokio's paused clock moves on here).
-        tokio::time::sleep(STAGED_RETRY + Duration::from_millis(10)).await;
+        tokio::time::sleep(STAGED_RETRY.delay(0) + Duration::from_millis(10)).await;
         until("t-x queued", || d.stats().waiting == 1).await;
         assert!(s.root().join("tasks/t-x/task.json").exists());
         s.stop().await;

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use clawboard_core::backoff::Backoff;
 use clawboard_core::journal::{Cursor, Entry, Tail};
 use clawboard_core::lock::Lock;
 use tokio::sync::watch;
@@ -211,18 +212,8 @@ impl Repeated {
     }
 }
 
-/// The back-off after a failed round: the first delay, doubling up to the last.
-#[derive(Clone, Copy, Debug)]
-pub struct Backoff {
-    pub first: Duration,
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Backoff {
-        Backoff { first: Duration::from_millis(100), max: Duration::from_secs(5) }
-    }
-}
+/// The wait after a failed round of a job, before it tries again.
+pub const JOB_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
 
 /// One job's row in `/metrics`.
 #[derive(Default, Debug)]
@@ -294,6 +285,8 @@ pub struct Runner {
     stop: watch::Receiver<bool>,
     registry: Arc<Registry>,
     journal: Journal,
+    /// The wait after a failed round of a job ([`JOB_BACKOFF`]).
+    pub backoff: Backoff,
 }
 
 /// Resolves when `stop` says so (or its sender is gone).
@@ -328,7 +321,7 @@ fn succeeded(name: &str, stats: &JobStats, repeated: &mut Repeated) {
 
 impl Runner {
     pub fn new(stop: watch::Receiver<bool>, registry: Arc<Registry>, journal: Journal) -> Runner {
-        Runner { set: JoinSet::new(), names: Default::default(), stop, registry, journal }
+        Runner { set: JoinSet::new(), names: Default::default(), stop, registry, journal, backoff: JOB_BACKOFF }
     }
 
     /// A task that is neither worker nor consumer (a server): it must run until the stop.
@@ -337,12 +330,13 @@ impl Runner {
         self.names.insert(handle.id(), name);
     }
 
-    pub fn worker(&mut self, name: &'static str, backoff: Backoff, mut w: impl Worker) {
+    pub fn worker(&mut self, name: &'static str, mut w: impl Worker) {
         let stats = self.registry.add(name, false);
+        let backoff = self.backoff;
         let mut stop = self.stop.clone();
         self.spawn(name, async move {
             let mut repeated = Repeated::default();
-            let mut delay = backoff.first;
+            let mut failures = 0;
             loop {
                 tokio::select! {
                     () = w.wait_for_work() => {}
@@ -356,14 +350,14 @@ impl Runner {
                 match r {
                     Ok(()) => {
                         succeeded(name, &stats, &mut repeated);
-                        delay = backoff.first;
+                        failures = 0;
                     }
                     Err(e) => {
                         failed(name, e, &stats, &mut repeated)?;
-                        if sleep_or_stop(delay, &mut stop).await {
+                        if sleep_or_stop(backoff.delay(failures), &mut stop).await {
                             break;
                         }
-                        delay = (delay * 2).min(backoff.max);
+                        failures += 1;
                     }
                 }
             }
@@ -373,9 +367,10 @@ impl Runner {
     }
 
     /// Runs consumer `name` from its cursor, which compaction then honours.
-    pub fn consumer(&mut self, name: &'static str, backoff: Backoff, mut c: impl Consumer) {
+    pub fn consumer(&mut self, name: &'static str, mut c: impl Consumer) {
         let stats = self.registry.add(name, true);
         self.registry.add_cursor(name);
+        let backoff = self.backoff;
         let mut stop = self.stop.clone();
         let mut journal = self.journal.clone();
         self.spawn(name, async move {
@@ -385,7 +380,7 @@ impl Runner {
             let mut stored = handled;
             let mut tail = Tail::new(&journal.dir, handled);
             let mut repeated = Repeated::default();
-            let mut delay = backoff.first;
+            let mut failures = 0;
             let store = |upto: u64, stored: &mut u64, force: bool| -> anyhow::Result<()> {
                 if upto > *stored && (force || upto - *stored >= CURSOR_EVERY) {
                     cursor.store(upto).with_context(|| format!("{name}: storing its journal cursor"))?;
@@ -404,7 +399,7 @@ impl Runner {
                     match r {
                         Ok(()) => {
                             succeeded(name, &stats, &mut repeated);
-                            delay = backoff.first;
+                            failures = 0;
                             handled = last;
                             stats.position.store(handled, Ordering::Relaxed);
                             store(c.durable(handled), &mut stored, false)?;
@@ -413,10 +408,10 @@ impl Runner {
                             failed(name, e, &stats, &mut repeated)?;
                             // The same entries again, after the back-off.
                             tail = Tail::new(&journal.dir, handled);
-                            if sleep_or_stop(delay, &mut stop).await {
+                            if sleep_or_stop(backoff.delay(failures), &mut stop).await {
                                 break;
                             }
-                            delay = (delay * 2).min(backoff.max);
+                            failures += 1;
                         }
                     }
                     continue;

@@ -22,7 +22,7 @@ use clawboard_sync::cluster::ClaimResult;
 use tokio::task::JoinSet;
 
 use super::cluster::Cluster;
-use super::jobs::{Consumer, JobResult};
+use super::jobs::{Consumer, JobError, JobResult};
 
 pub const CURSOR: &str = "lanes";
 
@@ -47,6 +47,9 @@ pub struct LaneConsumer {
     grace: Duration,
     /// The daemon is stopping: a failed handling is not tried again.
     stopping: bool,
+    /// The last handling that failed (or panicked), for [`Consumer::work`] to
+    /// hand to the job runner, which counts and logs it.
+    failed: Option<anyhow::Error>,
 }
 
 struct Ctx {
@@ -86,6 +89,7 @@ impl LaneConsumer {
             running: JoinSet::new(),
             grace,
             stopping: false,
+            failed: None,
         }
     }
 
@@ -140,7 +144,9 @@ impl Consumer for LaneConsumer {
                 Err(e) if e.is_cancelled() => return,
                 Err(e) => {
                     // A panic in one handling: the daemon goes on; the entry waits for a restart.
-                    tracing::error!("a lane handling panicked: {e}");
+                    self.failed = Some(anyhow::anyhow!(
+                        "a lane handling panicked (its entry is handled again at the next start): {e}"
+                    ));
                     return;
                 }
             };
@@ -153,11 +159,19 @@ impl Consumer for LaneConsumer {
                     tracing::warn!(entry = id, "lane: {e:#}; handled again at the next start");
                 }
                 Err(e) => {
-                    tracing::warn!(entry = id, "lane: {e:#}; trying again in {RETRY:?}");
+                    self.failed = Some(e.context(format!("entry {id} (tried again in {RETRY:?})")));
                     let seq = self.pending.remove(&id).unwrap_or_default();
                     self.start(id, seq, RETRY);
                 }
             }
+        }
+    }
+
+    /// A handling that failed is the round's error: the runner counts and logs it.
+    async fn work(&mut self) -> JobResult {
+        match self.failed.take() {
+            Some(e) => Err(JobError::Retry(e)),
+            None => Ok(()),
         }
     }
 
@@ -375,7 +389,6 @@ fn look(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{settings, setup, until};
 
     /// Runs the lane consumer with `config`, and creates the seed's doc-update
@@ -388,7 +401,7 @@ mod tests {
         let cfg = settings(s.root(), config);
         let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
         let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, grace);
-        s.runner.consumer(CURSOR, Backoff::default(), consumer);
+        s.runner.consumer(CURSOR, consumer);
         let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
             "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
         ))
@@ -430,6 +443,34 @@ mod tests {
         assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n");
         let h = handling::load(&s.store, "vpm-mini-docupdate-issue571-1").unwrap().unwrap();
         assert_eq!(h.state, State::Applied);
+    }
+
+    /// A handling that fails (here its record on this node does not read) is the
+    /// lane job's failed round in the runner's count, and is tried again; once the
+    /// record is repaired the entry is handled.
+    #[tokio::test]
+    async fn a_failed_handling_is_counted_by_the_runner_and_tried_again() {
+        let mut s = setup();
+        let config = format!(
+            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; printf '%s' '{out}'\"]\n\
+             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
+            runs = s.root().join("runs").display(),
+            out = r#"{"note":"seen"}"#.replace('"', "\\\""),
+        );
+        let e = consume_an_entry_to_bot(&mut s, &config, Duration::from_secs(5));
+        let record = s.root().join(clawboard_core::layout::LANES_STATE).join(format!("{}.json", e.id.as_str()));
+        std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+        std::fs::write(&record, b"{ not json").unwrap();
+        s.append(&["entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"]);
+        until("the failure counted", || s.stats(CURSOR).failures.load(std::sync::atomic::Ordering::Relaxed) == 1).await;
+        assert!(s.failing(CURSOR), "the lane job is failing");
+        assert!(!s.root().join("runs").exists(), "no role ran");
+        std::fs::remove_file(&record).unwrap();
+        let store = s.store.clone();
+        let status = move || clawboard_entries::read(&store, e.id.as_str()).unwrap().1.status;
+        until("the entry done once the record is gone", || status() == clawboard_entries::EntryStatus::Done).await;
+        s.stop().await;
+        assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n");
     }
 
     /// A stop while the role of an entry runs: within the grace period its

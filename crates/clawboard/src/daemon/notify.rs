@@ -3,7 +3,7 @@
 //! command that gets the escalation JSON on stdin, and/or a webhook POST of
 //! `{"text", "id", "escalation"}` (a Telegram `sendMessage?chat_id=…` URL reads the
 //! `text`). Each is retried `notify.retries` times, `notify.retry_delay` apart with
-//! doubling; a failure is logged and counted, and never touches the task.
+//! doubling (up to an hour); a failure is logged and counted, and never touches the task.
 //!
 //! It consumes the change journal with a durable cursor (`.clawboard/cursors/notify`):
 //! escalations pulled from other nodes are theirs to notify; an escalation raised
@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use clawboard_core::Store;
+use clawboard_core::backoff::Backoff;
 use clawboard_core::journal::{ChangeKind, Entry, Origin};
 use clawboard_records::escalations;
 use clawboard_records::review;
@@ -27,6 +28,9 @@ use tokio::task::JoinSet;
 
 use super::jobs::{Consumer, JobResult};
 use crate::config::NotifyResolved;
+
+/// The longest wait between two tries of a hook.
+const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The notifier's cursor, in `.clawboard/cursors/` (journal compaction honours it).
 pub const CURSOR: &str = "notify";
@@ -191,20 +195,20 @@ impl Notifier {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), String>>,
     {
-        let mut delay = self.config.retry_delay;
+        let backoff = Backoff::new(self.config.retry_delay, MAX_RETRY_WAIT.max(self.config.retry_delay));
         let mut attempt = 0;
         loop {
             match op().await {
                 Ok(()) => return Ok(()),
                 Err(e) if attempt >= self.config.retries => return Err(e),
                 Err(e) => {
+                    let delay = backoff.delay(attempt);
                     attempt += 1;
                     tracing::warn!(
                         "the notify {what} failed ({e}); retry {attempt} of {} in {delay:?}",
                         self.config.retries
                     );
                     tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
                 }
             }
         }

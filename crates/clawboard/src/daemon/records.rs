@@ -138,7 +138,6 @@ impl Worker for Records {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{at, setup, until};
     use clawboard_sync::Schedule;
 
@@ -168,11 +167,7 @@ mod tests {
             monthly: never,
         };
         let clock = Clock::tokio(at("2026-01-01T23:59:58Z"));
-        s.runner.worker(
-            "records",
-            Backoff::default(),
-            Records::new(s.store.clone(), dispatcher.clone(), &reports, retention_off(), clock),
-        );
+        s.runner.worker("records", Records::new(s.store.clone(), dispatcher.clone(), &reports, retention_off(), clock));
         until("the round at start", || s.rounds("records") == 1).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         until("the daily report at midnight", || s.rounds("records") == 2).await;

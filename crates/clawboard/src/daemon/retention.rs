@@ -70,7 +70,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::daemon::jobs::Backoff;
     use crate::daemon::jobs::testing::{at, settings, setup, until};
 
     #[tokio::test(start_paused = true)]
@@ -81,7 +80,7 @@ mod tests {
         let config = format!("[retention]\nschedule = \"0 * * * * *\"\nfile = \"{}\"\n", policy.display());
         let settings = settings(s.root(), &config);
         let r = Retention::new(s.store.clone(), settings, Clock::tokio(at("2026-01-01T00:00:30Z")));
-        s.runner.worker("retention", Backoff::default(), r);
+        s.runner.worker("retention", r);
         tokio::time::sleep(Duration::from_secs(29)).await;
         assert_eq!(s.rounds("retention"), 0, "not before the schedule's time");
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -220,8 +220,8 @@ impl Worker for Pull {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::jobs::Clock;
     use crate::daemon::jobs::testing::{at, client, dispatcher, setup, until};
-    use crate::daemon::jobs::{Backoff, Clock};
 
     #[tokio::test(start_paused = true)]
     async fn push_waits_for_the_claim_check_then_runs_at_start_on_task_end_and_on_schedule_and_pull_brings_it() {
@@ -235,9 +235,9 @@ mod tests {
         let (checked, checked_rx) = watch::channel(false);
         let ended = Arc::new(Notify::new());
         let push = Push::new(pa, ended.clone(), Flusher::answering(), checked_rx.clone(), clock, Arc::default());
-        a.runner.worker("push", Backoff::default(), push);
+        a.runner.worker("push", push);
         let records_due = dispatcher(&b).records_due.clone();
-        b.runner.worker("pull", Backoff::default(), Pull::new(pb, records_due.clone(), checked_rx, clock));
+        b.runner.worker("pull", Pull::new(pb, records_due.clone(), checked_rx, clock));
         std::fs::write(a.root().join("shared/note.md"), "from a\n").unwrap();
         a.append(&["shared/note.md"]);
         tokio::time::sleep(Duration::from_secs(5)).await;

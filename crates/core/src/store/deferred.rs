@@ -65,6 +65,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{RelPath, Store};
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout;
 pub(crate) use wal::replay_and_close;
@@ -83,8 +84,9 @@ use wal::{HEAD, Wal};
 /// end still writes everything at once (`Store::settle`).
 const BATCH_DELAY: Duration = Duration::from_millis(50);
 
-/// How long after a failed write (a full disk, say) the file is tried again.
-const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// How long after a failed write (a full disk, say) the file is tried again: a
+/// second, doubling while writes keep failing, up to half a minute.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// Past this size the writer thread checkpoints the log once it is idle.
 const CHECKPOINT_BYTES: u64 = 4 << 20;
 /// A checkpoint fsyncs the files written so far in up to this many rounds
@@ -115,6 +117,8 @@ struct Queue {
     /// again at `retry_at`. Nobody waits for them meanwhile (see `settle`).
     failed: Vec<String>,
     retry_at: Option<Instant>,
+    /// Retry rounds since the last write that worked (the [`RETRY`] wait grows).
+    failures: u32,
     /// When the queue last went from empty to not: the batch is written
     /// [`BATCH_DELAY`] later, so that content replaced meanwhile is written once.
     since: Option<Instant>,
@@ -410,6 +414,7 @@ impl Shared {
                 q.in_flight = None;
                 match written {
                     Ok(()) => {
+                        q.failures = 0;
                         q.failed.retain(|f| *f != path);
                         q.written.insert(path.clone());
                         if q.pending.get(&path).is_some_and(|p| p.version == version) {
@@ -417,15 +422,21 @@ impl Shared {
                         }
                     }
                     Err(e) => {
+                        // One retry round for every file that fails until it is due.
+                        let now = Instant::now();
+                        if q.retry_at.is_none() {
+                            q.retry_at = Some(now + RETRY.delay(q.failures));
+                            q.failures = q.failures.saturating_add(1);
+                        }
+                        let wait = q.retry_at.map_or(Duration::ZERO, |at| at.saturating_duration_since(now));
                         tracing::error!(
                             "cannot write {path} from the write-ahead log (kept there and in memory; tried again in {} s): {}",
-                            RETRY_DELAY.as_secs(),
+                            wait.as_secs(),
                             crate::error::chain(&e)
                         );
                         if q.pending.get(&path).is_some_and(|p| p.version == version) && !q.failed.contains(&path) {
                             q.failed.push(path);
                         }
-                        q.retry_at = Some(Instant::now() + RETRY_DELAY);
                     }
                 }
                 q.order.is_empty()

@@ -10,6 +10,7 @@
 //! its board and progress page, where the records go) is the [`Site`]'s.
 
 use clawboard_core::Timestamp;
+use clawboard_core::backoff::Backoff;
 use clawboard_core::lock::Lock;
 use clawboard_records::attempts::{self, Attempt, AttemptStatus};
 use clawboard_records::escalations;
@@ -185,9 +186,13 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
     Err(StepError::Failed(format!("step {} failed: {last_error}", call.step)))
 }
 
-/// Waits `base` doubled for each retry after the first; the daemon's stop ends the wait.
+/// The longest wait between two tries of a role, however many retries it has.
+const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Waits the role's `retry_backoff`, doubled for each retry after the first (at most
+/// [`MAX_RETRY_WAIT`]); the daemon's stop ends the wait.
 async fn backoff(engine: &Engine, base: std::time::Duration, retry: u32) -> Result<(), StepError> {
-    let delay = base.saturating_mul(1 << (retry - 1).min(16));
+    let delay = Backoff::new(base, MAX_RETRY_WAIT.max(base)).delay(retry - 1);
     let mut stopping = engine.shutdown.stopping.clone();
     tokio::select! {
         _ = tokio::time::sleep(delay) => Ok(()),

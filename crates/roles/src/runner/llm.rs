@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use clawboard_core::backoff::Backoff;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use serde_json::{Map, Value, json};
@@ -317,7 +318,7 @@ async fn ask(r: &Request<'_>, limit: u64, message: &str, shape: &ReplyShape) -> 
                 return Err(LlmError::WaitTooLong { url, status, wait, max_wait: llm.max_wait() });
             }
             Some(wait) => wait,
-            None => FIRST_BACKOFF.saturating_mul(1_u32 << (tries - 1).min(16)).min(llm.max_wait()),
+            None => Backoff::new(FIRST_BACKOFF, llm.max_wait()).delay(tries - 1),
         };
         let left = r.deadline.saturating_duration_since(tokio::time::Instant::now());
         if wait >= left {

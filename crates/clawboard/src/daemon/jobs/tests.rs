@@ -65,7 +65,7 @@ async fn a_worker_runs_on_its_schedule_and_when_woken_until_the_stop() {
     let mut s = setup();
     let (t, rounds, wake) = ticker(Duration::from_secs(60), vec![]);
     let stopped = t.stopped.clone();
-    s.runner.worker("ticker", Backoff::default(), t);
+    s.runner.worker("ticker", t);
     tokio::time::sleep(Duration::from_secs(150)).await;
     assert_eq!(*rounds.lock().unwrap(), [0, 60, 120].map(Duration::from_secs));
     wake.notify_one();
@@ -85,8 +85,8 @@ async fn a_failing_worker_is_backed_off_and_a_critical_failure_ends_it() {
     let mut s = setup();
     // Woken all the time: only the back-off spaces the failing rounds.
     let (t, rounds, _) = ticker(Duration::ZERO, vec![(1, false), (2, false), (3, false), (5, true)]);
-    let backoff = Backoff { first: Duration::from_secs(1), max: Duration::from_secs(3) };
-    s.runner.worker("ticker", backoff, t);
+    s.runner.backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(3));
+    s.runner.worker("ticker", t);
     let (_, r) = s.runner.join_next().await.unwrap();
     let err = r.unwrap_err();
     assert_eq!(format!("{err:#}"), "ticker failed: the disk is gone");
@@ -163,7 +163,7 @@ async fn a_consumer_replays_after_its_cursor_then_follows_the_journal() {
     s.append(&["a", "b", "c"]);
     Cursor::new(&s.cursors, "rec").store(1).unwrap();
     let rec = Recording::default();
-    s.runner.consumer("rec", Backoff::default(), rec.clone());
+    s.runner.consumer("rec", rec.clone());
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(*rec.seen.lock().unwrap(), [(2, "b".to_owned()), (3, "c".to_owned())], "the replay");
     // Live entries arrive on the same path, woken by the last sequence number.
@@ -183,7 +183,7 @@ async fn a_consumer_cursor_never_passes_work_that_is_not_durable() {
     let mut s = setup();
     let rec = Recording::default();
     *rec.held.lock().unwrap() = Some(2);
-    s.runner.consumer("rec", Backoff::default(), rec.clone());
+    s.runner.consumer("rec", rec.clone());
     let many: Vec<String> = (0..1_500).map(|i| format!("f{i}")).collect();
     s.append(&many.iter().map(String::as_str).collect::<Vec<_>>());
     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -208,8 +208,8 @@ async fn a_consumer_cursor_never_passes_work_that_is_not_durable() {
 async fn a_failed_batch_is_handed_again_after_the_backoff() {
     let mut s = setup();
     let rec = Recording { bad: Some("bad"), ..Recording::default() };
-    let backoff = Backoff { first: Duration::from_secs(2), max: Duration::from_secs(2) };
-    s.runner.consumer("rec", backoff, rec.clone());
+    s.runner.backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(2));
+    s.runner.consumer("rec", rec.clone());
     s.append(&["ok", "bad"]);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(rec.seen.lock().unwrap().is_empty(), "the failed batch is not half taken");
@@ -226,7 +226,7 @@ async fn cursors_of_jobs_that_do_not_run_are_dropped() {
     for name in ["rec", "push", "notify"] {
         Cursor::new(&s.cursors, name).store(7).unwrap();
     }
-    s.runner.consumer("rec", Backoff::default(), Recording::default());
+    s.runner.consumer("rec", Recording::default());
     s.runner.registry.add_cursor("push");
     s.runner.drop_unregistered_cursors().unwrap();
     let mut left: Vec<String> =
