@@ -58,6 +58,46 @@ fn by_kind<'a>(list: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json:
     list.iter().filter(|e| e["kind"] == kind).collect()
 }
 
+/// A reload (SIGHUP) swaps the engine's whole config: a daemon started with
+/// no lanes takes the Doc Update lane from a reloaded config, and the next
+/// entry to Aya runs the lap; the `acl.toml` written beside the config is the
+/// policy from then on. A reload that changes what the daemon set up at its
+/// start is refused, naming the keys, and the lane keeps working.
+#[test]
+fn a_reload_brings_lanes_and_the_acl_and_refuses_what_takes_a_restart() {
+    let t = Tree::init();
+    t.config("");
+    write_doc(&t);
+    let d = t.daemon();
+    let unpicked = ask_aya(&t, "before the lane");
+    std::fs::write(t.dir.path().join("acl.toml"), clawboard_core::acl::DEFAULT_ACL).unwrap();
+    t.config(&doc_update_config());
+    d.signal("HUP");
+    wait_until(10, "the reload", || d.output().contains("SIGHUP: config reloaded"));
+    let acl = t.dir.path().join("acl.toml");
+    assert!(d.output().contains(&format!("acl={}", acl.display())), "{}", d.output());
+    ask_aya(&t, "after the lane");
+    wait_until(30, "Gen's report to Human", || entries(&t).iter().any(|e| e["kind"] == "doc_update_report"));
+    let first = entries(&t).into_iter().find(|e| e["id"] == unpicked.as_str()).unwrap();
+    assert_eq!(first["status"], "open", "the entry written before the lane existed was left: {first}");
+
+    t.config(&format!(
+        "{}\n[daemon]\nshutdown_grace = \"3s\"\n[limits]\nmax_file_size = \"1 MiB\"\n",
+        doc_update_config()
+    ));
+    d.signal("HUP");
+    wait_until(10, "the refused reload", || d.output().contains("config not reloaded"));
+    assert!(
+        d.output().contains("it changes limits.max_file_size, daemon, which the daemon set up at its start"),
+        "{}",
+        d.output()
+    );
+    let reports = || entries(&t).iter().filter(|e| e["kind"] == "doc_update_report").count();
+    ask_aya(&t, "after the refused reload");
+    wait_until(30, "the second report", || reports() == 2);
+    assert_eq!(d.stop(), 0);
+}
+
 #[test]
 fn the_doc_update_lap_runs_through_a_real_daemon() {
     let t = Tree::init();

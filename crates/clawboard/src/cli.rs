@@ -128,8 +128,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let mut settings = settings;
-    if matches!(cli.command, Command::Daemon(_) | Command::Demo(_)) && settings.log_filter_is_default {
-        settings.log_filter = "info".to_owned();
+    if matches!(cli.command, Command::Daemon(_) | Command::Demo(_)) {
+        settings.log_for_a_daemon();
     }
     crate::logging::init(&settings);
     match dispatch(cli.command, &cli.global, &settings) {

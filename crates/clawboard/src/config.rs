@@ -20,6 +20,7 @@ use serde::Deserialize;
 
 use crate::cli::{BadInput, GlobalArgs};
 
+pub mod engine;
 pub mod retention;
 pub mod review;
 pub use review::{NotifyResolved, ReviewResolved, WebToken};
@@ -217,6 +218,16 @@ pub struct Settings {
     pub github: clawboard_github::GithubSettings,
     /// The blueprints tasks may name, and their middleware config (seed 001).
     pub blueprints: clawboard_blueprint::Catalog,
+}
+
+impl Settings {
+    /// A long-running process logs at `info` unless a flag, a variable or
+    /// `log.filter` says otherwise.
+    pub fn log_for_a_daemon(&mut self) {
+        if self.log_filter_is_default {
+            self.log_filter = "info".to_owned();
+        }
+    }
 }
 
 /// `~` and `~/…` to the home directory.

@@ -1,6 +1,11 @@
-//! `clawboard daemon`: the wiring. One lock per root; the journal recorder; the
-//! intake consumer; the dispatcher driving tasks through the engine; the local API;
-//! systemd notifications; signals (SIGTERM/SIGINT stop, SIGHUP reloads).
+//! `clawboard daemon`: the wiring, in [`run`]'s phases. `Daemon::start`: one lock
+//! per root, the checks that can refuse a start, the journal recorder, the store
+//! (its write-ahead log replayed), the engine and the dispatcher driving tasks
+//! through it. `install`: each subsystem's `install(&mut Runner, &Parts)` adds its
+//! jobs (sync and the cluster, archive, records, retention, GitHub, intake, lanes,
+//! notifications). `serve`: the local API, the review page, systemd's watchdog.
+//! `until_stop`: signals (SIGTERM/SIGINT stop, SIGHUP reloads) or a job's failure.
+//! `stop`: the grace period, the jobs' ends, the last writes made durable.
 
 pub(crate) mod api;
 mod archive;
@@ -50,12 +55,8 @@ pub struct DaemonState {
     pub counters: Arc<web::Counters>,
     pub sync_enabled: bool,
     pub archive_enabled: bool,
-    /// Who may write what through `/v1/write`.
-    pub acl: clawboard_core::acl::Acl,
     /// The background jobs, for `/metrics`.
     pub jobs: Arc<jobs::Registry>,
-    /// Which role plays which actor (entries written through the API).
-    pub lanes: Arc<clawboard_entries::Lanes>,
     /// A person's board writes come through the API with this token
     /// (`.clawboard/person-token`), so that they are numbered with the
     /// daemon's own records, some of which are not on disk yet.
@@ -165,254 +166,257 @@ fn write_person_token(root: &std::path::Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// What a subsystem's jobs are built from: each module's `install` takes it.
+pub struct Parts<'a> {
+    pub settings: &'a Settings,
+    pub store: &'a Store,
+    pub dispatcher: &'a Arc<dispatch::Dispatcher>,
+    pub state: &'a Arc<DaemonState>,
+    pub clock: jobs::Clock,
+    /// This node's id, when it shares a bucket or archives (`state.node`: only the former).
+    pub node: Option<&'a str>,
+}
+
 /// Runs the daemon until SIGTERM/SIGINT; `args` is kept to reload the config on SIGHUP.
 pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
-    // The root as the config gave it: a reload that names another is refused.
-    let configured_root = settings.root.clone();
-    let (_, report) = Store::init(&settings.root)?;
-    let root = report.root.clone();
-    check_state_dir(&root)?;
-    let _lock = lock_root(&root)?;
-    // What can refuse to start does so before any work begins.
-    let web_token = match settings.review.web.listen {
-        Some(_) => Some(web::load_token(&settings.review.web.token)?),
-        None => None,
-    };
-    let (acl, acl_source) = crate::commands::acl::load(&settings)?;
-    tracing::info!(acl = %acl_source, "access control loaded");
-    config::check_sandbox(&settings)?;
-    let node = if settings.sync.enabled || settings.archive.enabled {
-        Some(clawboard_sync::node_id(&root, settings.node_id.as_deref()).map_err(crate::commands::sync::user_error)?)
-    } else {
-        None
-    };
-    if let Err(e) = runner::close_own_proc_files() {
-        tracing::warn!("cannot close /proc/{}/environ to role processes: {e}", std::process::id());
-    }
-    let orphans = runner::kill_orphans(&root.display().to_string());
-    if orphans > 0 {
-        tracing::warn!(orphans, "killed role processes left running by a daemon that died");
-    }
-
-    let (stopping_tx, stopping) = watch::channel(false);
-    let (kill_tx, kill) = watch::channel(false);
-    let registry = Arc::new(jobs::Registry::default());
-    let (recorder, sink) = recorder::Recorder::start(&root, registry.clone())?;
-    let journal = jobs::Journal {
-        dir: root.join(clawboard_core::layout::JOURNAL),
-        cursors: root.join(clawboard_core::layout::CURSORS),
-        last_seq: recorder.last_seq.clone(),
-    };
-    let mut jobs = jobs::Runner::new(stopping.clone(), registry.clone(), journal);
-    let clock = jobs::Clock::System;
-    // Records are deferred as in `clawboard run`: appended to the write-ahead
-    // log, one sync per step, the files written just after. What a crash (of a
-    // daemon or of a `clawboard run`) left in the log is written out first,
-    // before anything reads a task. A person's `clawboard board` writes come
-    // through the API meanwhile (`person_token`), not to the files.
-    let store = Store::open(&root)?
-        .with_max_file_bytes(settings.max_file_bytes)
-        .with_sink(sink.clone(), Origin::Daemon)
-        .with_deferred_writes()?;
-    let person_token = write_person_token(&root)?;
-    let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
-    let stale = clawboard_roles::clear_active_instances(&store)?;
-    if stale > 0 {
-        tracing::info!(stale, "cleared role instances a previous daemon left in roles/active.json");
-    }
-
-    let engine =
-        Arc::new(Engine::new(store.clone(), settings.roles.clone(), Shutdown { stopping: stopping.clone(), kill }));
-    engine.set_acl(Arc::new(acl.clone()));
-    engine.set_templates(settings.templates.clone());
-    engine.set_blueprints(settings.blueprints.clone());
-    let dispatcher = dispatch::Dispatcher::new(engine.clone());
-    let counters = Arc::new(web::Counters::default());
-    let state = Arc::new(DaemonState {
-        root: root.clone(),
-        started_at: Timestamp::now().to_string(),
-        dispatcher: dispatcher.clone(),
-        last_seq: recorder.last_seq.clone(),
-        store: store.clone(),
-        counters: counters.clone(),
-        sync_enabled: settings.sync.enabled,
-        archive_enabled: settings.archive.enabled,
-        acl,
-        jobs: registry.clone(),
-        lanes: Arc::new(settings.lanes.clone()),
-        node: node.clone().filter(|_| settings.sync.enabled),
-        person_token,
-    });
-
-    // Finish what a crash interrupted: staged intakes, then every active task.
-    for outcome in roles_intake::recover_staged(&store)? {
-        tracing::info!("recovered an interrupted intake: {outcome:?}");
-    }
-    let active = claims::active(&store)?;
-    if !active.is_empty() {
-        tracing::info!(tasks = active.len(), "resuming active tasks");
-    }
-
-    jobs.spawn("dispatch", dispatcher.clone().run(stopping.clone()));
-    let mut cluster = None;
-    if let Some(node) = node.clone().filter(|_| settings.sync.enabled) {
-        use crate::commands::sync::user_error;
-        let remote = clawboard_sync::AnyRemote::open(&settings.sync.backend, &root).await.map_err(user_error)?;
-        let client =
-            clawboard_sync::Client::open(remote, &root, settings.sync.clone(), node, pulled).map_err(user_error)?;
-        // Claimed tasks resume once the cluster confirmed this node still holds them.
-        let c = cluster::Cluster::new(client.cluster, client.pull.clone(), dispatcher.clone(), store.clone());
-        jobs.worker("claims", cluster::Claims::new(c.clone()));
-        jobs.worker("accepted-claims", cluster::AcceptedClaims::new(c.clone()));
-        jobs.worker("heartbeat", cluster::Beat::new(c.clone()));
-        let push = sync::Push::new(
-            client.push,
-            dispatcher.task_ended.clone(),
-            recorder.flusher(),
-            c.checked.subscribe(),
-            clock,
-            c.steps.clone(),
-        );
-        jobs.worker("push", push);
-        // The push keeps its own cursor; compaction honours it.
-        registry.add_cursor(clawboard_sync::PUSH_CURSOR);
-        if settings.sync.pull {
-            jobs.worker(
-                "pull",
-                sync::Pull::new(client.pull, dispatcher.records_due.clone(), c.checked.subscribe(), clock),
-            );
-        }
-        cluster = Some(c);
-    } else {
-        for id in active {
-            dispatcher.enqueue(id);
-        }
-    }
-    if let Some(node) = node.clone().filter(|_| settings.archive.enabled) {
-        let a = &settings.archive;
-        let archive = clawboard_archive::Archive::new(store.clone(), a.settings.clone(), node);
-        jobs.worker("archive", archive::Memory::new(archive, a, clock));
-    }
-    let records = records::Records::new(
-        store.clone(),
-        dispatcher.clone(),
-        &settings.review.reports,
-        settings.retention.clone(),
-        clock,
-    );
-    jobs.worker("records", records);
-    if settings.retention.enabled {
-        match settings.retention.policy() {
-            Ok((_, source)) => {
-                tracing::info!(policy = %source, schedule = %settings.retention.schedule.text, "retention on")
-            }
-            Err(e) => tracing::error!("retention: {e}; fix it: until then no retention run deletes anything"),
-        }
-        let r = retention::Retention::new(store.clone(), settings.clone(), clock);
-        jobs.worker("retention", r);
-    }
-    if settings.github.enabled {
-        let g = github::Github::open(store.clone(), state.lanes.clone(), settings.github.clone(), clock)?;
-        jobs.worker("github", g);
-    }
-    jobs.consumer("intake", intake::IntakeConsumer::new(store.clone(), dispatcher.clone(), cluster.clone()));
-    if !settings.lanes.is_empty() {
-        let consumer = lanes::LaneConsumer::new(
-            store.clone(),
-            engine.clone(),
-            state.lanes.clone(),
-            cluster,
-            settings.daemon.shutdown_grace,
-        );
-        jobs.consumer(lanes::CURSOR, consumer);
-    }
-    if settings.review.notify.is_configured() {
-        tracing::info!(levels = ?settings.review.notify.levels, "escalation notifications on");
-        let sync_node = node.filter(|_| settings.sync.enabled);
-        let notifier = notify::Notifier::new(settings.review.notify.clone(), Store::open(&root)?, counters, sync_node)?;
-        jobs.consumer(notify::CURSOR, notify::Notifications::new(notifier));
-    }
-    // A cursor of a consumer that is off (sync or notifications turned off) would
-    // hold back journal compaction forever; turned on again, it starts over.
-    jobs.drop_unregistered_cursors()?;
-    jobs.spawn("api", api::serve(state.clone(), stopping.clone()));
-    if let (Some(addr), Some(token)) = (settings.review.web.listen, web_token) {
-        jobs.spawn("web", web::serve(state.clone(), store.clone(), addr, token, stopping.clone()));
-    }
-    jobs.spawn("watchdog", {
-        let s = stopping.clone();
-        async move {
-            systemd::watchdog(s).await;
-            Ok(())
-        }
-    });
+    let mut d = Daemon::start(&settings)?;
+    d.install(&settings).await?;
+    d.serve(&settings);
     systemd::ready("intake live");
-    tracing::info!(root = %root.display(), pid = std::process::id(), "daemon ready");
+    tracing::info!(root = %d.state.root.display(), pid = std::process::id(), "daemon ready");
+    let failure = d.until_stop(&args, &settings).await;
+    d.stop(settings.daemon.shutdown_grace).await?;
+    failure.map_or(Ok(()), Err)
+}
 
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut failure = None;
-    loop {
-        tokio::select! {
-            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
-            _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
-            _ = hup.recv() => reload(&args, &configured_root, &dispatcher),
-            Some((name, done)) = jobs.join_next() => {
-                // A job ended before the stop: that is a critical failure.
-                let err = done.err().unwrap_or_else(|| anyhow::anyhow!("{name} stopped unexpectedly"));
-                tracing::error!("{err:#}; stopping");
-                failure = Some(err);
-                break;
+/// A running daemon: its lock, journal recorder, store, engine and jobs.
+struct Daemon {
+    _lock: File,
+    node: Option<String>,
+    web_token: Option<String>,
+    stopping_tx: watch::Sender<bool>,
+    kill_tx: watch::Sender<bool>,
+    recorder: recorder::Recorder,
+    jobs: jobs::Runner,
+    store: Store,
+    /// The store pulled changes are written through (journaled as the remote's).
+    pulled: Option<Store>,
+    dispatcher: Arc<dispatch::Dispatcher>,
+    state: Arc<DaemonState>,
+}
+
+impl Daemon {
+    /// Everything that can refuse to start does so here, before any work begins;
+    /// then the write-ahead log is replayed and the engine built.
+    fn start(settings: &Settings) -> anyhow::Result<Daemon> {
+        let (_, report) = Store::init(&settings.root)?;
+        let root = report.root.clone();
+        check_state_dir(&root)?;
+        let lock = lock_root(&root)?;
+        let web_token = match settings.review.web.listen {
+            Some(_) => Some(web::load_token(&settings.review.web.token)?),
+            None => None,
+        };
+        let (engine_config, acl_source) = config::engine::build(settings)?;
+        tracing::info!(acl = %acl_source, "access control loaded");
+        config::check_sandbox(settings)?;
+        let node = if settings.sync.enabled || settings.archive.enabled {
+            let id = clawboard_sync::node_id(&root, settings.node_id.as_deref());
+            Some(id.map_err(crate::commands::sync::user_error)?)
+        } else {
+            None
+        };
+        if let Err(e) = runner::close_own_proc_files() {
+            tracing::warn!("cannot close /proc/{}/environ to role processes: {e}", std::process::id());
+        }
+        let orphans = runner::kill_orphans(&root.display().to_string());
+        if orphans > 0 {
+            tracing::warn!(orphans, "killed role processes left running by a daemon that died");
+        }
+
+        let (stopping_tx, stopping) = watch::channel(false);
+        let (kill_tx, kill) = watch::channel(false);
+        let registry = Arc::new(jobs::Registry::default());
+        let (recorder, sink) = recorder::Recorder::start(&root, registry.clone())?;
+        let journal = jobs::Journal {
+            dir: root.join(clawboard_core::layout::JOURNAL),
+            cursors: root.join(clawboard_core::layout::CURSORS),
+            last_seq: recorder.last_seq.clone(),
+        };
+        let jobs = jobs::Runner::new(stopping.clone(), registry.clone(), journal);
+        // Records are deferred as in `clawboard run`: appended to the write-ahead
+        // log, one sync per step, the files written just after. What a crash (of a
+        // daemon or of a `clawboard run`) left in the log is written out first,
+        // before anything reads a task. A person's `clawboard board` writes come
+        // through the API meanwhile (`person_token`), not to the files.
+        let store = Store::open(&root)?
+            .with_max_file_bytes(settings.max_file_bytes)
+            .with_sink(sink.clone(), Origin::Daemon)
+            .with_deferred_writes()?;
+        let person_token = write_person_token(&root)?;
+        let pulled = Store::open(&root)?.with_max_file_bytes(settings.max_file_bytes).with_sink(sink, Origin::Remote);
+        let stale = clawboard_roles::clear_active_instances(&store)?;
+        if stale > 0 {
+            tracing::info!(stale, "cleared role instances a previous daemon left in roles/active.json");
+        }
+        let engine = Arc::new(Engine::new(store.clone(), engine_config, Shutdown { stopping, kill }));
+        let dispatcher = dispatch::Dispatcher::new(engine);
+        let state = Arc::new(DaemonState {
+            root,
+            started_at: Timestamp::now().to_string(),
+            dispatcher: dispatcher.clone(),
+            last_seq: recorder.last_seq.clone(),
+            store: store.clone(),
+            counters: Arc::new(web::Counters::default()),
+            sync_enabled: settings.sync.enabled,
+            archive_enabled: settings.archive.enabled,
+            jobs: registry,
+            node: node.clone().filter(|_| settings.sync.enabled),
+            person_token,
+        });
+        let pulled = Some(pulled);
+        Ok(Daemon {
+            _lock: lock,
+            node,
+            web_token,
+            stopping_tx,
+            kill_tx,
+            recorder,
+            jobs,
+            store,
+            pulled,
+            dispatcher,
+            state,
+        })
+    }
+
+    /// Finishes what a crash interrupted (staged intakes, then every active
+    /// task), and installs every subsystem's jobs.
+    async fn install(&mut self, settings: &Settings) -> anyhow::Result<()> {
+        for outcome in roles_intake::recover_staged(&self.store)? {
+            tracing::info!("recovered an interrupted intake: {outcome:?}");
+        }
+        let active = claims::active(&self.store)?;
+        if !active.is_empty() {
+            tracing::info!(tasks = active.len(), "resuming active tasks");
+        }
+        let stopping = self.stopping_tx.subscribe();
+        self.jobs.spawn("dispatch", self.dispatcher.clone().run(stopping));
+        let p = Parts {
+            settings,
+            store: &self.store,
+            dispatcher: &self.dispatcher,
+            state: &self.state,
+            clock: jobs::Clock::System,
+            node: self.node.as_deref(),
+        };
+        let pulled = self.pulled.take().context("the daemon's jobs are installed once")?;
+        let cluster = sync::install(&mut self.jobs, &p, pulled, self.recorder.flusher(), active).await?;
+        archive::install(&mut self.jobs, &p);
+        records::install(&mut self.jobs, &p);
+        retention::install(&mut self.jobs, &p);
+        github::install(&mut self.jobs, &p)?;
+        intake::install(&mut self.jobs, &p, cluster.clone());
+        lanes::install(&mut self.jobs, &p, cluster);
+        notify::install(&mut self.jobs, &p)?;
+        // A cursor of a consumer that is off (sync or notifications turned off) would
+        // hold back journal compaction forever; turned on again, it starts over.
+        self.jobs.drop_unregistered_cursors()
+    }
+
+    /// The API on its socket, the review page when configured, systemd's watchdog.
+    fn serve(&mut self, settings: &Settings) {
+        let stopping = self.stopping_tx.subscribe();
+        self.jobs.spawn("api", api::serve(self.state.clone(), stopping.clone()));
+        if let (Some(addr), Some(token)) = (settings.review.web.listen, self.web_token.take()) {
+            let web = web::serve(self.state.clone(), self.store.clone(), addr, token, stopping.clone());
+            self.jobs.spawn("web", web);
+        }
+        self.jobs.spawn("watchdog", async move {
+            systemd::watchdog(stopping).await;
+            Ok(())
+        });
+    }
+
+    /// Until SIGTERM or SIGINT (reloading on SIGHUP), or a job's end: that is a
+    /// critical failure, returned.
+    async fn until_stop(&mut self, args: &GlobalArgs, settings: &Settings) -> Option<anyhow::Error> {
+        let handlers = (|| {
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::hangup())?,
+            ))
+        })();
+        let (mut term, mut int, mut hup) = match handlers {
+            Ok(h) => h,
+            Err(e) => return Some(anyhow::Error::new(e).context("installing the signal handlers")),
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return None }
+                _ = int.recv() => { tracing::info!("SIGINT: stopping"); return None }
+                _ = hup.recv() => reload(args, settings, &self.dispatcher),
+                Some((name, done)) = self.jobs.join_next() => {
+                    let err = done.err().unwrap_or_else(|| anyhow::anyhow!("{name} stopped unexpectedly"));
+                    tracing::error!("{err:#}; stopping");
+                    return Some(err);
+                }
             }
         }
     }
 
-    systemd::stopping();
-    stopping_tx.send_replace(true);
-    let grace = settings.daemon.shutdown_grace;
-    if tokio::time::timeout(grace, dispatcher.idle()).await.is_err() {
-        tracing::warn!(?grace, "roles still running after the grace period; killing them");
-        kill_tx.send_replace(true);
-        dispatcher.idle().await;
-    }
-    jobs.finish().await;
-    drop(engine);
-    drop(dispatcher);
-    drop(state);
-    // Every deferred file written and fsynced, the log emptied: a clean stop
-    // leaves nothing to replay.
-    let settled = store.clone();
-    tokio::task::spawn_blocking(move || settled.checkpoint()).await??;
-    drop(store);
-    tokio::task::spawn_blocking(move || recorder.stop()).await??;
-    tracing::info!("stopped; every cursor is durable");
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
+    /// Running roles get `grace` to finish, then are killed; every job ends; the
+    /// deferred files are written and fsynced and the log emptied (a clean stop
+    /// leaves nothing to replay); the recorder's last entries are durable.
+    async fn stop(self, grace: std::time::Duration) -> anyhow::Result<()> {
+        let Daemon { stopping_tx, kill_tx, recorder, jobs, store, dispatcher, state, .. } = self;
+        systemd::stopping();
+        stopping_tx.send_replace(true);
+        if tokio::time::timeout(grace, dispatcher.idle()).await.is_err() {
+            tracing::warn!(?grace, "roles still running after the grace period; killing them");
+            kill_tx.send_replace(true);
+            dispatcher.idle().await;
+        }
+        jobs.finish().await;
+        drop(dispatcher);
+        drop(state);
+        tokio::task::spawn_blocking(move || store.checkpoint()).await??;
+        tokio::task::spawn_blocking(move || recorder.stop()).await??;
+        tracing::info!("stopped; every cursor is durable");
+        Ok(())
     }
 }
 
-fn reload(args: &GlobalArgs, root: &Path, dispatcher: &Arc<dispatch::Dispatcher>) {
+/// SIGHUP: the config file read again and the engine's whole config swapped in,
+/// or, when it does not resolve or changes what takes a restart, refused with
+/// the reason and the old config kept.
+fn reload(args: &GlobalArgs, running: &Settings, dispatcher: &Arc<dispatch::Dispatcher>) {
     systemd::reloading();
-    let resolved = config::resolve(args, &config::Env::from_process()).and_then(|s| {
+    let resolved = config::resolve(args, &config::Env::from_process()).and_then(|mut s| {
+        s.log_for_a_daemon();
         // The tree, its lock and the sandbox's deny list are the running root's.
         anyhow::ensure!(
-            s.root == root,
+            s.root == running.root,
             "it names the root {}, but this daemon serves {}; restart it to change the root",
             s.root.display(),
-            root.display()
+            running.root.display()
+        );
+        let changed = config::engine::restart_only_changes(running, &s);
+        anyhow::ensure!(
+            changed.is_empty(),
+            "it changes {}, which the daemon set up at its start; restart it to apply them",
+            changed.join(", ")
         );
         config::check_sandbox(&s)?;
-        Ok(s)
+        let (engine_config, acl_source) = config::engine::build(&s)?;
+        Ok((s, engine_config, acl_source))
     });
     match resolved {
-        Ok(s) => {
-            dispatcher.engine.set_templates(s.templates.clone());
-            dispatcher.engine.set_blueprints(s.blueprints.clone());
-            dispatcher.engine.reload(s.roles);
+        Ok((s, engine_config, acl_source)) => {
+            dispatcher.engine.reload(engine_config);
             dispatcher.resize();
-            tracing::info!("SIGHUP: config reloaded (roles, lifecycle)");
+            tracing::info!(acl = %acl_source, "SIGHUP: config reloaded (roles, lifecycle, ACL, templates, blueprints, lanes)");
             // The retention loop reads retention.yaml at every run: check it now.
             match s.retention.policy() {
                 Ok((_, source)) => tracing::info!(policy = %source, "SIGHUP: retention policy checked"),

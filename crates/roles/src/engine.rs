@@ -86,10 +86,42 @@ impl Shutdown {
     }
 }
 
+/// Everything the engine runs by, built once from the config and replaced whole
+/// on a reload (SIGHUP): a step reads one snapshot, never half of an old config
+/// and half of a new one.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// `[lifecycle]` and `[roles.*]`.
+    pub roles: Arc<RolesConfig>,
+    /// The access policy: a role's context holds only the files its R cells
+    /// allow, and board writes are checked against it. `None` (unit tests,
+    /// tools): contexts are not filtered, board writes follow the seed's matrix.
+    pub acl: Option<Arc<clawboard_core::acl::Acl>>,
+    /// Slice templates by id (the seed's four unless others are loaded).
+    pub templates: Arc<std::collections::BTreeMap<String, clawboard_board::Template>>,
+    /// The blueprints tasks may name (seed 001), with their middleware config.
+    pub blueprints: Arc<clawboard_blueprint::Catalog>,
+    /// Which role plays which actor of which lane (seed 004).
+    pub lanes: Arc<clawboard_entries::Lanes>,
+}
+
+impl From<RolesConfig> for EngineConfig {
+    /// The roles alone: the seed's templates, and no ACL, blueprints or lanes.
+    fn from(roles: RolesConfig) -> EngineConfig {
+        EngineConfig {
+            roles: Arc::new(roles),
+            acl: None,
+            templates: Arc::new(clawboard_board::template::load(None).unwrap_or_default()),
+            blueprints: Arc::new(clawboard_blueprint::Catalog::default()),
+            lanes: Arc::new(clawboard_entries::Lanes::default()),
+        }
+    }
+}
+
 /// Runs tasks' lifecycles. Cheap to share; one per daemon.
 pub struct Engine {
     pub(crate) store: Store,
-    config: Lock<Arc<RolesConfig>>,
+    config: Lock<Arc<EngineConfig>>,
     pub(crate) roles: Arc<Semaphore>,
     pub(crate) shutdown: Shutdown,
     /// Role instances running now, for the API: (instance, role, task, step, started).
@@ -109,13 +141,6 @@ pub struct Engine {
     guard: Lock<Option<Arc<dyn guard::ClaimGuard>>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
     runs: Lock<std::collections::BTreeMap<&'static str, u64>>,
-    /// The access policy: a role's context holds only the files its R cells allow.
-    /// Unset (unit tests, tools), nothing is filtered.
-    acl: Lock<Option<Arc<clawboard_core::acl::Acl>>>,
-    /// Slice templates by id (the seed's four unless others are loaded).
-    templates: Lock<Arc<std::collections::BTreeMap<String, clawboard_board::Template>>>,
-    /// The blueprints tasks may name (seed 001), with their middleware config.
-    blueprints: Lock<Arc<clawboard_blueprint::Catalog>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -132,12 +157,13 @@ pub struct InstanceInfo {
 }
 
 impl Engine {
-    pub fn new(store: Store, config: RolesConfig, shutdown: Shutdown) -> Engine {
-        let roles = Arc::new(Semaphore::new(config.lifecycle.max_parallel_roles));
+    pub fn new(store: Store, config: impl Into<EngineConfig>, shutdown: Shutdown) -> Engine {
+        let config = config.into();
+        let roles = Arc::new(Semaphore::new(config.roles.lifecycle.max_parallel_roles));
         // Read and looked up now, not at the first role's start (a `readlink`
         // of ~35 µs there, and a walk of PATH).
         crate::runner::own_exe();
-        crate::runner::resolve_programs(&config.roles);
+        crate::runner::resolve_programs(&config.roles.roles);
         Engine {
             store,
             config: Lock::new(Arc::new(config)),
@@ -149,34 +175,21 @@ impl Engine {
             fenced: Lock::new(Default::default()),
             guard: Lock::new(None),
             runs: Lock::new(Default::default()),
-            acl: Lock::new(None),
-            templates: Lock::new(Arc::new(clawboard_board::template::load(None).unwrap_or_default())),
-            blueprints: Lock::new(Arc::new(clawboard_blueprint::Catalog::default())),
         }
     }
 
-    /// Sets the blueprints tasks may name.
-    pub fn set_blueprints(&self, c: clawboard_blueprint::Catalog) {
-        *self.blueprints.lock() = Arc::new(c);
-    }
-
     pub fn blueprints(&self) -> Arc<clawboard_blueprint::Catalog> {
-        self.blueprints.lock().clone()
-    }
-
-    /// Sets the slice templates roles may name.
-    pub fn set_templates(&self, t: std::collections::BTreeMap<String, clawboard_board::Template>) {
-        *self.templates.lock() = Arc::new(t);
+        self.config().blueprints.clone()
     }
 
     pub fn templates(&self) -> Arc<std::collections::BTreeMap<String, clawboard_board::Template>> {
-        self.templates.lock().clone()
+        self.config().templates.clone()
     }
 
-    /// The policy board writes are checked against (the seed's when none was set).
+    /// The policy board writes are checked against (the seed's when none is configured).
     pub fn board_acl(&self) -> Arc<clawboard_core::acl::Acl> {
         static SEED: std::sync::OnceLock<Option<Arc<clawboard_core::acl::Acl>>> = std::sync::OnceLock::new();
-        if let Some(a) = self.acl.lock().clone() {
+        if let Some(a) = self.config().acl.clone() {
             return a;
         }
         SEED.get_or_init(|| clawboard_core::acl::Acl::seed().ok().map(Arc::new))
@@ -184,15 +197,9 @@ impl Engine {
             .unwrap_or_else(|| Arc::new(clawboard_core::acl::Acl::empty()))
     }
 
-    /// Sets the access policy the role contexts are filtered by.
-    pub fn set_acl(&self, acl: Arc<clawboard_core::acl::Acl>) {
-        *self.acl.lock() = Some(acl);
-    }
-
     /// May `role`, running for `task`, read `path`? `Err` holds the rule that refused it.
     pub fn may_read(&self, role: &str, task: &str, path: &str) -> Result<(), String> {
-        let acl = self.acl.lock().clone();
-        match acl {
+        match &self.config().acl {
             Some(acl) => {
                 let d = acl.check_instance(role, task, clawboard_core::acl::Op::Read, path);
                 if d.allowed { Ok(()) } else { Err(d.rule) }
@@ -216,19 +223,37 @@ impl Engine {
     }
 
     /// The config in force; a reload takes effect at the next step.
-    pub fn config(&self) -> Arc<RolesConfig> {
+    pub fn config(&self) -> Arc<EngineConfig> {
         self.config.lock().clone()
     }
 
-    /// Replaces the config (SIGHUP). Raising `max_parallel_roles` adds permits at once.
-    pub fn reload(&self, new: RolesConfig) {
-        let old = self.config();
-        if new.lifecycle.max_parallel_roles > old.lifecycle.max_parallel_roles {
-            self.roles.add_permits(new.lifecycle.max_parallel_roles - old.lifecycle.max_parallel_roles);
+    /// `[lifecycle]` and `[roles.*]` of the config in force.
+    pub fn roles(&self) -> Arc<RolesConfig> {
+        self.config().roles.clone()
+    }
+
+    /// Replaces the whole config (SIGHUP). Raising `max_parallel_roles` adds
+    /// permits at once; lowering it takes the surplus away as running roles end.
+    pub fn reload(&self, new: EngineConfig) {
+        let (old, new_max) = (self.roles().lifecycle.max_parallel_roles, new.roles.lifecycle.max_parallel_roles);
+        if new_max > old {
+            self.roles.add_permits(new_max - old);
+        } else if new_max < old {
+            let surplus = u32::try_from(old - new_max).unwrap_or(u32::MAX);
+            let permits = self.roles.clone();
+            let take = async move {
+                if let Ok(p) = permits.acquire_many_owned(surplus).await {
+                    p.forget();
+                }
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn(take)),
+                Err(_) => tracing::warn!("max_parallel_roles lowered outside a runtime: it takes a restart"),
+            }
         }
         // Programs are looked up afresh, as after bash's `hash -r`.
         crate::runner::forget_programs();
-        crate::runner::resolve_programs(&new.roles);
+        crate::runner::resolve_programs(&new.roles.roles);
         *self.config.lock() = Arc::new(new);
     }
 
@@ -360,7 +385,7 @@ impl Engine {
                 Outcome::Failed("already failed".into())
             });
         }
-        let cfg = self.config();
+        let cfg = self.roles();
         let mut run = TaskRun::open(self, task.clone(), &cfg)?;
         if task.status == TaskStatus::Pending {
             task.status = TaskStatus::Running;

@@ -38,4 +38,4 @@ pub mod status_page;
 
 pub use config::{LifecycleConfig, LlmSection, RoleConfig, RolesConfig, Sandbox, SandboxConfig, SandboxMode};
 pub use engine::step::clear_active_instances;
-pub use engine::{Engine, Outcome, Shutdown};
+pub use engine::{Engine, EngineConfig, Outcome, Shutdown};

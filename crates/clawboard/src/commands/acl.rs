@@ -1,7 +1,7 @@
 //! `clawboard acl check`: explain an access decision of `config/acl.toml`.
 
 use clap::{Args, Subcommand};
-use clawboard_core::acl::{Acl, DEFAULT_ACL, Op};
+use clawboard_core::acl::Op;
 
 use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
 use crate::config::Settings;
@@ -45,26 +45,9 @@ pub struct CheckArgs {
     pub path: String,
 }
 
-/// The ACL in force and where it came from.
-pub fn load(s: &Settings) -> anyhow::Result<(Acl, String)> {
-    let beside = s.config_file.as_deref().and_then(std::path::Path::parent).map(|d| d.join("acl.toml"));
-    match beside.filter(|p| p.exists()) {
-        Some(p) => {
-            let name = p.display().to_string();
-            let text =
-                std::fs::read_to_string(&p).map_err(|e| BadInput(format!("{name}: cannot read the ACL: {e}")))?;
-            Ok((Acl::parse(&name, &text).map_err(|e| BadInput(e.to_string()))?, name))
-        }
-        None => Ok((
-            Acl::parse("config/acl.toml (embedded)", DEFAULT_ACL).map_err(|e| BadInput(e.to_string()))?,
-            "the embedded seed matrix".to_owned(),
-        )),
-    }
-}
-
 pub fn run(c: AclCommand, s: &Settings) -> anyhow::Result<u8> {
     let AclCommand::Check(a) = c;
-    let (acl, source) = load(s)?;
+    let (acl, source) = crate::config::engine::load_acl(s)?;
     let op = if a.write { Op::Write } else { Op::Read };
     let d = match a.path.strip_prefix("board:") {
         Some(p) => {

@@ -384,7 +384,7 @@ pub fn run(c: BoardCommand, s: &Settings) -> anyhow::Result<u8> {
             Some(answer) => answer,
             None => {
                 let store = crate::commands::open_store(s)?;
-                let (acl, _) = crate::commands::acl::load(s)?;
+                let (acl, _) = crate::config::engine::load_acl(s)?;
                 let ctx = Ctx { store: &store, acl: &acl, templates: &s.templates, own: None };
                 execute(&ctx, &Caller::human(), &req).map_err(|e| -> anyhow::Error {
                     if e.is_bad_input() { BadInput(e.to_string()).into() } else { e.into() }

@@ -169,13 +169,11 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes())?;
     eprintln!("task {id}: blueprint {} ({})", input.blueprint_id, layout::task_file(id.as_str(), ""));
 
+    let (mut config, _) = crate::config::engine::build(s)?;
     let mut roles = s.roles.clone();
     roles.full_context = a.full_context;
-    let engine = Arc::new(Engine::new(store.clone(), roles, Shutdown::never()));
-    let (acl, _) = crate::commands::acl::load(s)?;
-    engine.set_acl(Arc::new(acl));
-    engine.set_templates(s.templates.clone());
-    engine.set_blueprints(s.blueprints.clone());
+    config.roles = Arc::new(roles);
+    let engine = Arc::new(Engine::new(store.clone(), config, Shutdown::never()));
     // One thread drives the task: the role processes, their pipes and timers are
     // polled where the steps run, with no wake-up handed between threads, and
     // the tokenizer's caches (per thread) stay warm from step to step. Parallel

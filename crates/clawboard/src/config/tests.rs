@@ -18,6 +18,14 @@ fn write_config(text: &str) -> (tempfile::TempDir, String) {
     (dir, s)
 }
 
+/// `text` (after `root = "/r"`) as the config file `dir/c.toml`, resolved with
+/// HOME=/home/u: the same directory for two versions of a file, as a reload sees.
+pub(crate) fn resolve_at(dir: &Path, text: &str) -> Settings {
+    let p = dir.join("c.toml");
+    std::fs::write(&p, format!("root = \"/r\"\n{text}")).unwrap();
+    resolve(&args(&["--config", p.to_str().unwrap()]), &Env::from_pairs(&[("HOME", "/home/u")])).unwrap()
+}
+
 #[test]
 fn cli_beats_env_beats_file_beats_default() {
     let (_d, cfg) = write_config("root = \"/from/file\"\n[limits]\nmax_file_size = \"1 MiB\"\n");

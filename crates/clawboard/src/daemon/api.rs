@@ -188,7 +188,12 @@ async fn write(
         return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
     };
     let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
-    let d = s.acl.check_instance(&inst.role, &inst.task_id, clawboard_core::acl::Op::Write, &q.path);
+    let d = s.dispatcher.engine.board_acl().check_instance(
+        &inst.role,
+        &inst.task_id,
+        clawboard_core::acl::Op::Write,
+        &q.path,
+    );
     if !d.allowed {
         let msg = format!("{} may not write {:?}: {}", inst.role, q.path, d.why.join("; "));
         return refuse(StatusCode::FORBIDDEN, &who, msg, Some(d.rule));
@@ -323,7 +328,7 @@ async fn board(
             format!("task {}: a role works on its own task's board only (its token is for {})", req.task, inst.task_id);
         return refuse(StatusCode::FORBIDDEN, &who, msg, Some("[scope] own task".into()));
     }
-    let cfg = s.dispatcher.engine.config();
+    let cfg = s.dispatcher.engine.roles();
     let role_cfg = cfg.roles.get(&inst.role).cloned();
     let (component, how) = match &role_cfg {
         Some(r) => r.component_of(&inst.role),

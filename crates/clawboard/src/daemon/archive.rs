@@ -15,7 +15,8 @@ use clawboard_archive::{Archive, ArchiveConfig, HarvestSettings};
 use clawboard_core::backoff::Backoff;
 use tokio::time::Instant;
 
-use super::jobs::{Clock, JobResult, Scheduled, Worker};
+use super::Parts;
+use super::jobs::{Clock, JobResult, Runner, Scheduled, Worker};
 
 /// The longest wait before a failed archive run is tried again.
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(3600);
@@ -24,6 +25,14 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(3600);
 /// The daemon's whole stop stays under the 5 s docs/ARCHIVE.md promises: the rest
 /// of it (the store's checkpoint, the journal) takes well under a second.
 pub const STOP_WAIT: Duration = Duration::from_secs(3);
+
+/// The memory loops, when `[archive]` is on.
+pub fn install(jobs: &mut Runner, p: &Parts) {
+    let (true, Some(node)) = (p.settings.archive.enabled, p.node) else { return };
+    let a = &p.settings.archive;
+    let archive = Archive::new(p.store.clone(), a.settings.clone(), node.to_owned());
+    jobs.worker("archive", Memory::new(archive, a, p.clock));
+}
 
 pub struct Memory {
     archive: Arc<Archive>,

@@ -89,7 +89,7 @@ impl Dispatcher {
         let mut drives: JoinSet<Drive> = JoinSet::new();
         let mut driving: HashMap<tokio::task::Id, String> = HashMap::new();
         loop {
-            while drives.len() < self.engine.config().lifecycle.max_tasks {
+            while drives.len() < self.engine.roles().lifecycle.max_tasks {
                 let next = self.queue.lock().pop_front();
                 let Some(task_id) = next else { break };
                 let accepted = self.accepted_at.lock().remove(&task_id);
@@ -249,7 +249,8 @@ mod tests {
 
     fn dispatcher(dir: &std::path::Path) -> Arc<Dispatcher> {
         let (store, _) = clawboard_core::Store::init(dir).unwrap();
-        let engine = Arc::new(Engine::new(store, Default::default(), clawboard_roles::Shutdown::never()));
+        let engine =
+            Arc::new(Engine::new(store, clawboard_roles::RolesConfig::default(), clawboard_roles::Shutdown::never()));
         Dispatcher::new(engine)
     }
 

@@ -14,11 +14,26 @@ use clawboard_core::Store;
 use clawboard_entries::Lanes;
 use clawboard_github::{Api, Client, GithubSettings};
 
-use super::jobs::{Clock, JobResult, Scheduled, Worker};
+use super::Parts;
+use super::jobs::{Clock, JobResult, Runner, Scheduled, Worker};
+
+/// The bridge, when `[github]` is on; it reads the lanes of the config in force at each run.
+pub fn install(jobs: &mut Runner, p: &Parts) -> anyhow::Result<()> {
+    if !p.settings.github.enabled {
+        return Ok(());
+    }
+    let engine = p.dispatcher.engine.clone();
+    let lanes: LanesNow = Arc::new(move || engine.config().lanes.clone());
+    jobs.worker("github", Github::open(p.store.clone(), lanes, p.settings.github.clone(), p.clock)?);
+    Ok(())
+}
+
+/// The lanes in force now (the engine's config: a reload takes effect at the next run).
+pub type LanesNow = Arc<dyn Fn() -> Arc<Lanes> + Send + Sync>;
 
 pub struct Github<A: Api> {
     store: Store,
-    lanes: Arc<Lanes>,
+    lanes: LanesNow,
     settings: GithubSettings,
     api: A,
     due: Scheduled,
@@ -30,7 +45,7 @@ pub struct Github<A: Api> {
 impl Github<Client> {
     /// The bridge of the configured repository. A token that cannot be read is
     /// logged now (every run fails until it is fixed), not a reason to stop.
-    pub fn open(store: Store, lanes: Arc<Lanes>, settings: GithubSettings, clock: Clock) -> anyhow::Result<Self> {
+    pub fn open(store: Store, lanes: LanesNow, settings: GithubSettings, clock: Clock) -> anyhow::Result<Self> {
         let api = Client::new(&settings, clawboard_github::state_dir(store.root()))?;
         let repository = settings.repository()?.to_string();
         match settings.token.token() {
@@ -42,7 +57,7 @@ impl Github<Client> {
 }
 
 impl<A: Api + 'static> Github<A> {
-    pub fn new(store: Store, lanes: Arc<Lanes>, settings: GithubSettings, api: A, clock: Clock) -> Self {
+    pub fn new(store: Store, lanes: LanesNow, settings: GithubSettings, api: A, clock: Clock) -> Self {
         let due = Scheduled::new(settings.schedule.clone(), clock);
         Github { store, lanes, settings, api, due, clock, skipped: BTreeSet::new() }
     }
@@ -56,7 +71,8 @@ impl<A: Api + 'static> Worker for Github<A> {
     async fn work(&mut self) -> JobResult {
         self.due.advance();
         let now = self.clock.now();
-        let report = clawboard_github::sync(&self.store, &self.lanes, &self.settings, &mut self.api, now)
+        let lanes = (self.lanes)();
+        let report = clawboard_github::sync(&self.store, &lanes, &self.settings, &mut self.api, now)
             .await
             .map_err(|e| anyhow::anyhow!("github: {e}"))?;
         let changed = report.imported.len()
@@ -117,8 +133,9 @@ mod tests {
         gh.issue(7, &[]);
         gh.comment(7, &comment("e1"));
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
+        let lanes = Arc::new(settings.lanes.clone());
         let w =
-            Github::new(s.store.clone(), Arc::new(settings.lanes.clone()), settings.github.clone(), gh.clone(), clock);
+            Github::new(s.store.clone(), Arc::new(move || lanes.clone()), settings.github.clone(), gh.clone(), clock);
         s.runner.worker("github", w);
         tokio::time::sleep(Duration::from_secs(29)).await;
         assert_eq!(s.rounds("github"), 0, "not before the schedule's time");

@@ -15,8 +15,9 @@ use clawboard_core::backoff::Backoff;
 use clawboard_core::journal::{ChangeKind, Entry, Origin};
 use clawboard_roles::intake::{self, Intake};
 
+use super::Parts;
 use super::dispatch::Dispatcher;
-use super::jobs::{Consumer, JobError, JobResult, sleep_until_some};
+use super::jobs::{Consumer, JobError, JobResult, Runner, sleep_until_some};
 
 /// What an entry asks of intake.
 #[derive(Clone)]
@@ -59,6 +60,11 @@ fn job(e: &Entry) -> Option<Job> {
         ["escalations", name] => name.strip_suffix(".json").map(|id| Job::Escalation(id.to_owned())),
         _ => None,
     }
+}
+
+/// The intake consumer; with several nodes, an accepted task waits for its claim.
+pub fn install(jobs: &mut Runner, p: &Parts, cluster: Option<Arc<super::cluster::Cluster>>) {
+    jobs.consumer("intake", IntakeConsumer::new(p.store.clone(), p.dispatcher.clone(), cluster));
 }
 
 /// The intake consumer: a runner [`Consumer`] with the cursor `intake`.
@@ -239,7 +245,7 @@ mod tests {
         let mut s = setup();
         let engine = Arc::new(clawboard_roles::Engine::new(
             s.store.clone(),
-            Default::default(),
+            clawboard_roles::RolesConfig::default(),
             clawboard_roles::Shutdown::never(),
         ));
         let d = Dispatcher::new(engine);

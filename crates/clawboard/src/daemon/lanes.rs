@@ -21,8 +21,9 @@ use clawboard_roles::reply::ReplyShape;
 use clawboard_sync::cluster::ClaimResult;
 use tokio::task::JoinSet;
 
+use super::Parts;
 use super::cluster::Cluster;
-use super::jobs::{Consumer, JobError, JobResult};
+use super::jobs::{Consumer, JobError, JobResult, Runner};
 
 pub const CURSOR: &str = "lanes";
 
@@ -37,6 +38,13 @@ enum Handled {
     Done,
     /// Stopped by the daemon's stop: the entry stays pending (a restart replays it).
     Stopped,
+}
+
+/// The lanes consumer. Always on, lanes or not: a reload may add lanes, and with
+/// none an entry is looked at and left.
+pub fn install(jobs: &mut Runner, p: &Parts, cluster: Option<Arc<Cluster>>) {
+    let engine = p.dispatcher.engine.clone();
+    jobs.consumer(CURSOR, LaneConsumer::new(p.store.clone(), engine, cluster, p.settings.daemon.shutdown_grace));
 }
 
 pub struct LaneConsumer {
@@ -54,8 +62,8 @@ pub struct LaneConsumer {
 
 struct Ctx {
     store: Store,
+    /// Its config holds the lanes (a reload takes effect at the next entry).
     engine: Arc<Engine>,
-    lanes: Arc<Lanes>,
     cluster: Option<Arc<Cluster>>,
     /// This node's id with several nodes: part of the ids of the entries it makes.
     node: Option<String>,
@@ -69,18 +77,11 @@ struct Ctx {
 impl LaneConsumer {
     /// `grace`: how long the daemon's stop waits for handlings under way
     /// (`daemon.shutdown_grace`, as for tasks).
-    pub fn new(
-        store: Store,
-        engine: Arc<Engine>,
-        lanes: Arc<Lanes>,
-        cluster: Option<Arc<Cluster>>,
-        grace: Duration,
-    ) -> LaneConsumer {
+    pub fn new(store: Store, engine: Arc<Engine>, cluster: Option<Arc<Cluster>>, grace: Duration) -> LaneConsumer {
         LaneConsumer {
             ctx: Arc::new(Ctx {
                 store,
                 engine,
-                lanes,
                 node: cluster.as_ref().map(|c| c.node().to_owned()),
                 cluster,
                 planning: tokio::sync::Mutex::new(Default::default()),
@@ -202,9 +203,10 @@ impl Ctx {
     /// Handles entry `id` as far as it goes: every step found done is skipped.
     async fn handle(&self, id: &str) -> anyhow::Result<Handled> {
         let store = self.store.clone();
-        let lanes = self.lanes.clone();
+        // One version of the lanes for the whole handling.
+        let lanes = self.engine.config().lanes.clone();
         let looked = {
-            let id = id.to_owned();
+            let (id, lanes) = (id.to_owned(), lanes.clone());
             tokio::task::spawn_blocking(move || look(&store, &lanes, &id)).await??
         };
         let Some((entry, pick, record)) = looked else { return Ok(Handled::Done) };
@@ -231,7 +233,7 @@ impl Ctx {
             return Ok(Handled::Done);
         }
         if h.state == State::Claimed {
-            self.run(&begun, &pick, &mut h).await?;
+            self.run(&begun, &lanes, &pick, &mut h).await?;
             if h.state == State::Claimed {
                 return Ok(Handled::Stopped);
             }
@@ -312,7 +314,13 @@ impl Ctx {
     /// records its checked output and plan (`ran`); a role that keeps failing is
     /// recorded as an `error` output with the reason. The role is handed only the
     /// docs its access rules let it read.
-    async fn run(&self, entry: &clawboard_entries::Entry, pick: &Pick, h: &mut Handling) -> anyhow::Result<()> {
+    async fn run(
+        &self,
+        entry: &clawboard_entries::Entry,
+        lanes: &Lanes,
+        pick: &Pick,
+        h: &mut Handling,
+    ) -> anyhow::Result<()> {
         let role = pick.config.role.as_str();
         let may_read = |path: &str| self.engine.may_read(role, "", path);
         let call = EntryCall {
@@ -320,7 +328,7 @@ impl Ctx {
             entry_id: &entry.id,
             step: format!("{}/{}", pick.lane, pick.actor),
             context: handling::context(&self.store, entry, pick, &may_read),
-            shape: Self::reply_shape(&self.lanes, entry, pick),
+            shape: Self::reply_shape(lanes, entry, pick),
         };
         let check = |stdout: &[u8]| LaneOutput::parse(stdout).and_then(|o| o.check(entry, pick));
         let run = self
@@ -399,8 +407,9 @@ mod tests {
         grace: Duration,
     ) -> clawboard_entries::Entry {
         let cfg = settings(s.root(), config);
-        let engine = Arc::new(Engine::new(s.store.clone(), cfg.roles, clawboard_roles::Shutdown::never()));
-        let consumer = LaneConsumer::new(s.store.clone(), engine, Arc::new(cfg.lanes), None, grace);
+        let config = clawboard_roles::EngineConfig { lanes: Arc::new(cfg.lanes), ..cfg.roles.into() };
+        let engine = Arc::new(Engine::new(s.store.clone(), config, clawboard_roles::Shutdown::never()));
+        let consumer = LaneConsumer::new(s.store.clone(), engine, None, grace);
         s.runner.consumer(CURSOR, consumer);
         let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
             "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"

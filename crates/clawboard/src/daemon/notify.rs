@@ -26,7 +26,8 @@ use clawboard_records::review;
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
 
-use super::jobs::{Consumer, JobResult};
+use super::Parts;
+use super::jobs::{Consumer, JobResult, Runner};
 use crate::config::NotifyResolved;
 
 /// The longest wait between two tries of a hook.
@@ -34,6 +35,19 @@ const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(3600)
 
 /// The notifier's cursor, in `.clawboard/cursors/` (journal compaction honours it).
 pub const CURSOR: &str = "notify";
+
+/// The notifier, when `[notify]` names a command or a webhook.
+pub fn install(jobs: &mut Runner, p: &Parts) -> anyhow::Result<()> {
+    let n = &p.settings.review.notify;
+    if !n.is_configured() {
+        return Ok(());
+    }
+    tracing::info!(levels = ?n.levels, "escalation notifications on");
+    let notifier =
+        Notifier::new(n.clone(), Store::open(&p.state.root)?, p.state.counters.clone(), p.state.node.clone())?;
+    jobs.consumer(CURSOR, Notifications::new(notifier));
+    Ok(())
+}
 
 /// The notifier as a journal consumer: the notifications being sent, and the
 /// escalations this run has seen.

@@ -17,14 +17,22 @@ use clawboard_core::Store;
 use clawboard_records::reports::{self, Kind, Period};
 use tokio::time::Instant;
 
+use super::Parts;
 use super::dispatch::Dispatcher;
-use super::jobs::{Clock, JobResult, Scheduled, Worker, sleep_until_some};
+use super::jobs::{Clock, JobResult, Runner, Scheduled, Worker, sleep_until_some};
 use crate::config::retention::RetentionResolved;
 use crate::config::review::ReportsResolved;
 
 /// The least time between two recomputations of the GM's records (a burst of ended
 /// tasks is counted once).
 const GM_SPACING: Duration = Duration::from_secs(5);
+
+/// The report files, the GM's records and the journal's compaction.
+pub fn install(jobs: &mut Runner, p: &Parts) {
+    let s = p.settings;
+    let records = Records::new(p.store.clone(), p.dispatcher.clone(), &s.review.reports, s.retention.clone(), p.clock);
+    jobs.worker("records", records);
+}
 
 pub struct Records {
     store: Store,
@@ -68,7 +76,7 @@ impl Records {
         let store = self.store.clone();
         let engine = self.dispatcher.engine.clone();
         let refresh = move || {
-            let cfg = engine.config();
+            let cfg = engine.roles();
             let pm_for = |t: &clawboard_core::formats::Task| cfg.lifecycle.pm_for_type.get(&t.kind).cloned();
             clawboard_records::gm::refresh_performance(&store, pm_for)
         };
@@ -155,7 +163,7 @@ mod tests {
         let mut s = setup();
         let engine = Arc::new(clawboard_roles::Engine::new(
             s.store.clone(),
-            Default::default(),
+            clawboard_roles::RolesConfig::default(),
             clawboard_roles::Shutdown::never(),
         ));
         let dispatcher = Dispatcher::new(engine);

@@ -8,8 +8,23 @@ use std::sync::Arc;
 
 use clawboard_core::Store;
 
-use super::jobs::{Clock, JobResult, Scheduled, Worker};
+use super::Parts;
+use super::jobs::{Clock, JobResult, Runner, Scheduled, Worker};
 use crate::config::Settings;
+
+/// The retention runs, when `[retention]` is on. A policy that does not read is
+/// logged now; until it is fixed, no run deletes anything.
+pub fn install(jobs: &mut Runner, p: &Parts) {
+    let s = p.settings;
+    if !s.retention.enabled {
+        return;
+    }
+    match s.retention.policy() {
+        Ok((_, source)) => tracing::info!(policy = %source, schedule = %s.retention.schedule.text, "retention on"),
+        Err(e) => tracing::error!("retention: {e}; fix it: until then no retention run deletes anything"),
+    }
+    jobs.worker("retention", Retention::new(p.store.clone(), s.clone(), p.clock));
+}
 
 pub struct Retention {
     store: Store,

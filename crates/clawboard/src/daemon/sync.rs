@@ -10,11 +10,50 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use clawboard_core::Store;
 use clawboard_sync::{AnyRemote, Remote};
 use tokio::sync::{Notify, watch};
 
-use super::jobs::{JobResult, Scheduled, Worker};
+use super::Parts;
+use super::cluster::{AcceptedClaims, Beat, Claims, Cluster};
+use super::jobs::{JobResult, Runner, Scheduled, Worker};
 use super::recorder::Flusher;
+
+/// With `[sync]` on: the cluster's jobs (its claims, the heartbeat), push and
+/// pull; the cluster is returned for intake and lanes, and claimed tasks resume
+/// once it confirmed this node still holds them. Without it, the `active` tasks
+/// are queued at once.
+pub async fn install(
+    jobs: &mut Runner,
+    p: &Parts<'_>,
+    pulled: Store,
+    flusher: Flusher,
+    active: Vec<String>,
+) -> anyhow::Result<Option<Arc<Cluster>>> {
+    let Some(node) = p.state.node.clone() else {
+        for id in active {
+            p.dispatcher.enqueue(id);
+        }
+        return Ok(None);
+    };
+    use crate::commands::sync::user_error;
+    let (s, root) = (p.settings, &p.state.root);
+    let remote = AnyRemote::open(&s.sync.backend, root).await.map_err(user_error)?;
+    let client = clawboard_sync::Client::open(remote, root, s.sync.clone(), node, pulled).map_err(user_error)?;
+    let c = Cluster::new(client.cluster, client.pull.clone(), p.dispatcher.clone(), p.store.clone());
+    jobs.worker("claims", Claims::new(c.clone()));
+    jobs.worker("accepted-claims", AcceptedClaims::new(c.clone()));
+    jobs.worker("heartbeat", Beat::new(c.clone()));
+    let ended = p.dispatcher.task_ended.clone();
+    jobs.worker("push", Push::new(client.push, ended, flusher, c.checked.subscribe(), p.clock, c.steps.clone()));
+    // The push keeps its own cursor; compaction honours it.
+    p.state.jobs.add_cursor(clawboard_sync::PUSH_CURSOR);
+    if s.sync.pull {
+        let due = p.dispatcher.records_due.clone();
+        jobs.worker("pull", Pull::new(client.pull, due, c.checked.subscribe(), p.clock));
+    }
+    Ok(Some(c))
+}
 
 /// Waits until the cluster checked this node's claims (nothing is pushed or pulled before).
 async fn checked(checked: &mut watch::Receiver<bool>) {

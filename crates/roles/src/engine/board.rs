@@ -144,7 +144,7 @@ impl TaskRun<'_> {
         // `clawboard run --full-context`: the whole board instead of the slice, no budget
         // (for measuring what slicing saves, never for production).
         let whole: Vec<String>;
-        let (scope, template, max_tokens, budget) = if self.engine.config().full_context {
+        let (scope, template, max_tokens, budget) = if self.engine.roles().full_context {
             whole = clawboard_core::formats::Zone::ALL.iter().map(|z| format!("{}.*", z.name())).collect();
             (Some(whole.as_slice()), None, None, None)
         } else {

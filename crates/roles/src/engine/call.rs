@@ -138,7 +138,7 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
     accept: &impl Fn(&[u8]) -> Result<T, String>,
 ) -> Result<(Attempt, T), StepError> {
     let engine = site.engine();
-    let cfg = engine.config();
+    let cfg = engine.roles();
     let mut last_error = String::new();
     // Why earlier attempts of this step were refused, told to the next one.
     let mut feedback: Vec<String> = Vec::new();
@@ -231,7 +231,7 @@ async fn attempt<S: Site, T: RoleOutput>(
         instance_id: instance_id.clone(),
         // 128 bits from the OS; without OS randomness no token (none matches an empty one).
         token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
-        sandbox: engine.config().sandbox.for_role(role),
+        sandbox: engine.roles().sandbox.for_role(role),
     };
     let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
     let shape = site.shape(cut_offs);

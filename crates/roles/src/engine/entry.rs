@@ -61,7 +61,7 @@ impl crate::Engine {
             tracing::info!(entry = %call.entry_id, "its role finished before a restart; not run again");
             return Ok(EntryRun::Done { stdout, runs: site.runs() });
         }
-        let chain = Call::fallbacks_of(&self.config(), call.role);
+        let chain = Call::fallbacks_of(&self.roles(), call.role);
         let run = Call { step: &call.step, chain, retries: None };
         match call::run(&site, &run, &accept).await {
             Ok((_, Accepted(stdout))) => Ok(EntryRun::Done { stdout, runs: site.runs() }),

@@ -47,7 +47,7 @@ impl TaskRun<'_> {
         let chain = match &info.plan {
             // A blueprint step names its one fallback itself.
             Some(plan) => std::iter::once(role.to_owned()).chain(plan.fallback.clone()).collect(),
-            None => Call::fallbacks_of(&self.engine.config(), role),
+            None => Call::fallbacks_of(&self.engine.roles(), role),
         };
         let call = Call { step: &info.step, chain, retries: info.plan.as_ref().map(|p| p.retries) };
         let accept = |stdout: &[u8]| {
@@ -72,7 +72,7 @@ impl TaskRun<'_> {
         if let Some(shape) = &info.reply {
             return shape.clone();
         }
-        let cfg = self.engine.config();
+        let cfg = self.engine.roles();
         let lifecycle = [cfg.lifecycle.validator.as_deref(), cfg.lifecycle.harvester.as_deref()];
         let workers: Vec<String> = info
             .extra

@@ -90,7 +90,7 @@ pub async fn create(
             "project_id: required (the role is not handling an entry)".into(),
         );
     };
-    let Some(pick) = s.lanes.actor_of_role(&inst.role, &project) else {
+    let Some(pick) = s.dispatcher.engine.config().lanes.actor_of_role(&inst.role, &project) else {
         let msg =
             format!("role {} plays no actor in a lane of project {project}: see [lanes] in the config", inst.role);
         return refuse(&s, &who, StatusCode::FORBIDDEN, msg);
@@ -180,7 +180,7 @@ pub async fn status(
         Err(e) if e.is_bad_input() => return fail(StatusCode::NOT_FOUND, e.to_string()),
         Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    let Some(pick) = s.lanes.actor_of_role(&inst.role, entry.project_id.as_str()) else {
+    let Some(pick) = s.dispatcher.engine.config().lanes.actor_of_role(&inst.role, entry.project_id.as_str()) else {
         let msg = format!("role {} plays no actor in a lane of project {}", inst.role, entry.project_id);
         return refuse(&s, &who, StatusCode::FORBIDDEN, msg);
     };

@@ -113,7 +113,10 @@ pub fn client(s: &Setup, node: &str, bucket: &Path, extra: &str) -> clawboard_sy
 
 /// A dispatcher whose engine has no roles (nothing queued is driven unless its `run` is).
 pub fn dispatcher(s: &Setup) -> Arc<crate::daemon::dispatch::Dispatcher> {
-    let engine =
-        Arc::new(clawboard_roles::Engine::new(s.store.clone(), Default::default(), clawboard_roles::Shutdown::never()));
+    let engine = Arc::new(clawboard_roles::Engine::new(
+        s.store.clone(),
+        clawboard_roles::RolesConfig::default(),
+        clawboard_roles::Shutdown::never(),
+    ));
     crate::daemon::dispatch::Dispatcher::new(engine)
 }

@@ -22,7 +22,8 @@ pub fn section(w: &Web) -> String {
         o.push_str(&format!("<p class=\"flash error\">Cannot read entries/: {}</p>", esc(&e.to_string())));
         Default::default()
     });
-    let mut shown: Vec<&Entry> = all.iter().filter(|e| waits_on_a_person(e, &w.daemon.lanes)).collect();
+    let lanes = w.daemon.dispatcher.engine.config().lanes.clone();
+    let mut shown: Vec<&Entry> = all.iter().filter(|e| waits_on_a_person(e, &lanes)).collect();
     shown.reverse();
     o.insert_str(0, &format!("<section id=\"entries\"><h2>Entries for Human ({})</h2>", shown.len()));
     if shown.is_empty() {
@@ -30,7 +31,7 @@ pub fn section(w: &Web) -> String {
     } else {
         o.push_str("<table><tr><th>Entry</th><th>From</th><th>Kind</th><th>Status</th><th>Summary</th><th>Note</th><th>Updated</th><th></th></tr>");
         for e in shown.iter().take(MAX) {
-            o.push_str(&row(w, e));
+            o.push_str(&row(w, &lanes, e));
         }
         o.push_str("</table>");
         if shown.len() > MAX {
@@ -62,7 +63,7 @@ fn stranded(e: &Entry, lanes: &entries::Lanes) -> bool {
     !lanes.is_empty() && e.to != entries::HUMAN && !e.status.is_final() && lanes.pick(e).is_none()
 }
 
-fn row(w: &Web, e: &Entry) -> String {
+fn row(w: &Web, lanes: &clawboard_entries::Lanes, e: &Entry) -> String {
     let id = esc(e.id.as_str());
     let summary = e.payload.get("summary").and_then(|s| s.as_str()).unwrap_or_default();
     let buttons = if e.status.is_final() {
@@ -80,7 +81,7 @@ fn row(w: &Web, e: &Entry) -> String {
         esc(&e.from),
         esc(&e.kind),
         esc(&crate::output::truncate(summary, 200)),
-        esc(&if stranded(e, &w.daemon.lanes) {
+        esc(&if stranded(e, lanes) {
             format!("no lane picks it: to {}, kind {}", e.to, e.kind)
         } else {
             e.note.clone().unwrap_or_default()
