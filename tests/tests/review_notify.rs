@@ -213,6 +213,8 @@ fn metrics_have_a_row_for_every_background_job() {
         "claims",
         "heartbeat",
         "intake",
+        // Always on, so that a reload can add lanes.
+        "lanes",
         "notify",
         "pull",
         "push",
@@ -224,7 +226,7 @@ fn metrics_have_a_row_for_every_background_job() {
     assert!(rows(&m, "clawboard_job_failures_total").iter().all(|(_, n)| *n == 0), "{m}");
     // Consumers report how far behind the journal they are; workers follow no journal.
     let lag: Vec<String> = rows(&m, "clawboard_job_lag_entries").into_iter().map(|(j, _)| j).collect();
-    assert_eq!(lag, ["intake", "notify"], "{m}");
+    assert_eq!(lag, ["intake", "lanes", "notify"], "{m}");
     assert!(
         !m.contains("clawboard_job_lag_entries{job=\"push\"}"),
         "the push keeps its own cursor: not a runner consumer"

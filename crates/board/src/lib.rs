@@ -12,11 +12,13 @@
 //! - [`scope`], [`template`]: what a step sees, and in what shape.
 //! - [`tokens`], [`slice`]: counting, the budget and the compression ladder.
 //! - [`ledger`]: every slice handed out, with its tokens and the role's usage.
+//! - [`request`]: one board request (the CLI's and the daemon's `POST /v1/board`), run for a caller.
 
 pub mod error;
 pub mod ledger;
 pub mod ops;
 pub mod path;
+pub mod request;
 pub mod scope;
 pub mod slice;
 pub mod task_board;

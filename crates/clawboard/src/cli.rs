@@ -169,6 +169,14 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// A sync configuration error is bad input (exit code 2); anything else a failure.
+pub fn sync_error(e: clawboard_sync::Error) -> anyhow::Error {
+    match e {
+        clawboard_sync::Error::Config { .. } => BadInput(e.to_string()).into(),
+        other => other.into(),
+    }
+}
+
 fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8> {
     match command {
         Command::Init(a) => commands::init::run(a, s),

@@ -222,7 +222,7 @@ impl Daemon {
         config::check_sandbox(settings)?;
         let node = if settings.sync.enabled || settings.archive.enabled {
             let id = clawboard_sync::node_id(&root, settings.node_id.as_deref());
-            Some(id.map_err(crate::commands::sync::user_error)?)
+            Some(id.map_err(crate::cli::sync_error)?)
         } else {
             None
         };

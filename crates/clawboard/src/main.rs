@@ -24,6 +24,7 @@ mod config;
 mod daemon;
 mod logging;
 mod output;
+mod retention;
 
 fn main() -> std::process::ExitCode {
     cli::run(std::env::args_os())

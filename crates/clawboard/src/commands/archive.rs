@@ -86,8 +86,7 @@ pub fn open(s: &Settings) -> anyhow::Result<Archive> {
         ))
         .into());
     }
-    let node =
-        clawboard_sync::node_id(store.root(), s.node_id.as_deref()).map_err(crate::commands::sync::user_error)?;
+    let node = clawboard_sync::node_id(store.root(), s.node_id.as_deref()).map_err(crate::cli::sync_error)?;
     Ok(Archive::new(store, s.archive.settings.clone(), node))
 }
 

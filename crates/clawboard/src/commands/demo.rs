@@ -377,7 +377,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
     ok &= lap::summary(&store, &root)?;
     // The memory archive, as the daemon does it every 6 hours: harvest, then commit
     // to the local `memory` branch (no remote in the demo).
-    let node = clawboard_sync::node_id(&root, None).map_err(crate::commands::sync::user_error)?;
+    let node = clawboard_sync::node_id(&root, None).map_err(crate::cli::sync_error)?;
     let archive = clawboard_archive::Archive::new(store.clone(), clawboard_archive::ArchiveSettings::default(), node);
     let now = chrono::Utc::now();
     let harvest = archive.harvest(now, &clawboard_archive::HarvestSettings::default(), None)?;

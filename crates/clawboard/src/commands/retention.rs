@@ -1,7 +1,7 @@
 //! `clawboard retention plan|run`: apply `retention.yaml` to the tree.
 
 use clap::{Args, Subcommand};
-use clawboard_core::retention::{self, Guard, Item, Plan};
+use clawboard_core::retention::{self, Item, Plan};
 
 use crate::cli::EXIT_OK;
 use crate::commands::open_store;
@@ -43,51 +43,11 @@ pub struct RunArgs {
     pub force: bool,
 }
 
-/// Holds a task back until the bucket and the archive have it (each when configured).
-pub struct TreeGuard {
-    root: std::path::PathBuf,
-    sync: Option<clawboard_sync::SyncSettings>,
-    archive: Option<clawboard_archive::Archive>,
-}
-
-impl TreeGuard {
-    pub fn new(s: &Settings, store: &clawboard_core::Store) -> anyhow::Result<TreeGuard> {
-        let archive = if s.archive.enabled { Some(crate::commands::archive::open(s)?) } else { None };
-        Ok(TreeGuard { root: store.root().to_owned(), sync: s.sync.enabled.then(|| s.sync.clone()), archive })
-    }
-}
-
-impl Guard for TreeGuard {
-    fn task(&self, id: &str) -> Result<(), String> {
-        if let Some(sync) = &self.sync {
-            match clawboard_sync::push::unpushed_files(&self.root, sync, &format!("tasks/{id}")) {
-                Ok(files) if files.is_empty() => {}
-                Ok(files) => {
-                    return Err(format!(
-                        "{} file(s) not confirmed in the bucket yet, e.g. {} (the next push sends them)",
-                        files.len(),
-                        files[0]
-                    ));
-                }
-                Err(e) => return Err(format!("cannot tell whether the bucket has it: {e}")),
-            }
-        }
-        if let Some(a) = &self.archive {
-            match a.task_archived(id) {
-                Ok(clawboard_archive::repo::Archived::Yes) => {}
-                Ok(clawboard_archive::repo::Archived::NotYet(why)) => return Err(why),
-                Err(e) => return Err(format!("cannot tell whether the archive has it: {e}")),
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The plan for now, with the policy's source.
 pub fn plan_now(s: &Settings) -> anyhow::Result<(Plan, String)> {
     let (policy, source) = s.retention.policy()?;
     let store = open_store(s)?;
-    let guard = TreeGuard::new(s, &store)?;
+    let guard = crate::retention::TreeGuard::new(s, &store)?;
     Ok((retention::plan(&store, &policy, chrono::Utc::now(), &guard)?, source))
 }
 
@@ -140,7 +100,7 @@ pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
                 );
             }
             let store = open_store(s)?;
-            let report = retention::execute(&store, &plan, a.force, &TreeGuard::new(s, &store)?)?;
+            let report = retention::execute(&store, &plan, a.force, &crate::retention::TreeGuard::new(s, &store)?)?;
             if s.json {
                 output::json(&serde_json::json!({"policy": source, "report": report, "held": plan.held.len()}))?;
             } else {

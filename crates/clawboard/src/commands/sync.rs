@@ -10,7 +10,7 @@ use clawboard_sync::report::ProcessTotals;
 use clawboard_sync::{AnyRemote, Client, Pull, Push, Remote};
 use serde::Serialize;
 
-use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
+use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK, sync_error};
 use crate::commands::open_store;
 use crate::config::Settings;
 use crate::output;
@@ -105,12 +105,12 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async {
         let open = || async {
-            let node = clawboard_sync::node_id(&root, s.node_id.as_deref()).map_err(user_error)?;
-            let remote = AnyRemote::open(&s.sync.backend, &root).await.map_err(user_error)?;
+            let node = clawboard_sync::node_id(&root, s.node_id.as_deref()).map_err(sync_error)?;
+            let remote = AnyRemote::open(&s.sync.backend, &root).await.map_err(sync_error)?;
             // This store reports to no journal: pulled files are journaled after the pull
             // (`pull_now`'s catch-up, or a running daemon's watcher).
             let writer = store.clone();
-            anyhow::Ok(Client::open(remote, &root, s.sync.clone(), node, writer).map_err(user_error)?)
+            anyhow::Ok(Client::open(remote, &root, s.sync.clone(), node, writer).map_err(sync_error)?)
         };
         match c {
             SyncCommand::Push(a) => push_now(open().await?.push, s, a, false).await,
@@ -120,14 +120,6 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
             SyncCommand::Verify(a) => verify(open().await?.push, s, a).await,
         }
     })
-}
-
-/// A configuration error is bad input (exit code 2); anything else a failure.
-pub fn user_error(e: clawboard_sync::Error) -> anyhow::Error {
-    match e {
-        clawboard_sync::Error::Config { .. } => BadInput(e.to_string()).into(),
-        other => other.into(),
-    }
 }
 
 /// Without a daemon nothing journals the tree: catch the journal up first (as the

@@ -1,9 +1,11 @@
 //! `[reports]`, `[web]` and `[notify]`: what the human reviewer gets.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use clawboard_core::formats::Level;
 use clawboard_sync::Schedule;
 use serde::Deserialize;
@@ -206,4 +208,47 @@ pub fn resolve(
         timeout: duration("notify.timeout", n.timeout, Duration::from_secs(10))?,
     };
     Ok(ReviewResolved { reports, web: WebResolved { listen, token }, notify })
+}
+
+/// Reads the token in `path`, creating it (256 random bits as hex, mode 0600) when it
+/// is missing or `rotate` is set. Returns the token and whether it is new.
+pub fn ensure_token_file(path: &std::path::Path, rotate: bool) -> anyhow::Result<(String, bool)> {
+    if !rotate {
+        match std::fs::read_to_string(path) {
+            Ok(t) => {
+                let t = t.trim().to_owned();
+                if t.len() < MIN_TOKEN_CHARS {
+                    return Err(BadInput(format!(
+                        "{}: the web token is {} characters, fewer than {MIN_TOKEN_CHARS}; run `clawboard web token --rotate`",
+                        path.display(),
+                        t.len()
+                    ))
+                    .into());
+                }
+                let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o077).unwrap_or(0);
+                if mode != 0 {
+                    tracing::warn!("{}: readable by others (mode {:o}); chmod 600 it", path.display(), mode);
+                }
+                return Ok((t, false));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("reading the web token {}", path.display())),
+        }
+    }
+    let token = clawboard_core::id::random_hex(32);
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("web-token");
+    let bytes = format!("{token}\n");
+    let placed = if rotate {
+        clawboard_core::store::replace_atomic_with_mode(dir, name, bytes.as_bytes(), 0o600).map(|()| true)
+    } else {
+        // A new file only: if another process (the daemon, another `web token`) made
+        // one first, theirs is the token.
+        clawboard_core::store::create_atomic(dir, name, bytes.as_bytes(), 0o600)
+    };
+    if placed.with_context(|| format!("writing the web token {}", path.display()))? {
+        return Ok((token, true));
+    }
+    ensure_token_file(path, false)
 }

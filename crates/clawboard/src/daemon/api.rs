@@ -14,6 +14,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+use clawboard_board::request::{OwnSlice, Request};
+use clawboard_roles::write_policy::{self, Allowed, Refusal, Writer};
+
 use super::DaemonState;
 
 mod entries;
@@ -103,46 +106,6 @@ pub async fn metrics_response(s: Arc<DaemonState>) -> axum::response::Response {
     }
 }
 
-/// Why `path` is the task lifecycle's own file (written by the engine only), if it is.
-fn daemon_owned(path: &str) -> Option<String> {
-    if path.starts_with("entries/") {
-        return Some(format!(
-            "{path} is a blackboard entry: a role writes entries through POST /v1/entries, which sets their from"
-        ));
-    }
-    let rest = path.strip_prefix("tasks/")?;
-    let (_, file) = rest.split_once('/')?;
-    if file == "board" || file.starts_with("board/") {
-        return Some(format!(
-            "{path} is the task's board: a role changes it with `clawboard board`, under the zone table"
-        ));
-    }
-    let owned = clawboard_core::layout::TASK_FILES.contains(&file)
-        || file == "errors.log"
-        || file == "attempts"
-        || file.starts_with("attempts/");
-    owned.then(|| format!("{path} is written by the task's lifecycle only (the engine), never by a role"))
-}
-
-/// The first existing component of `path` (under `root`) that is a symlink.
-fn symlink_on_the_way(root: &std::path::Path, path: &str) -> Option<String> {
-    let mut at = root.to_path_buf();
-    let mut shown = String::new();
-    for part in path.split('/') {
-        at.push(part);
-        if !shown.is_empty() {
-            shown.push('/');
-        }
-        shown.push_str(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => return Some(shown),
-            Ok(_) => {}
-            Err(_) => return None, // the rest does not exist yet
-        }
-    }
-    None
-}
-
 /// The running role instance whose token the request carries (`Authorization: Bearer T`).
 fn instance_of(s: &DaemonState, headers: &axum::http::HeaderMap) -> Option<clawboard_roles::engine::InstanceInfo> {
     s.dispatcher.engine.instance_by_token(bearer(headers))
@@ -165,113 +128,135 @@ struct WriteQuery {
     path: String,
 }
 
+/// Every way an API request ends other than its answer, each with its status.
+#[derive(Debug)]
+enum ApiError {
+    /// No running instance holds the token (401).
+    Unauthorized(String),
+    /// The policy refused it (403, 400, 413 or 422 by the refusal).
+    Refused(Refusal),
+    /// The board's zone table refused it (403).
+    Forbidden {
+        message: String,
+        rule: Option<String>,
+    },
+    /// Not valid (400 for the request itself, 422 for what it names).
+    BadRequest(String),
+    Unprocessable(String),
+    /// An escalation that exists already (409).
+    Conflict(String),
+    Internal(String),
+}
+
+impl ApiError {
+    /// Refused because of who asks or what it may do (logged and counted), as
+    /// opposed to a broken request or a failure.
+    fn is_denial(&self) -> bool {
+        match self {
+            ApiError::Unauthorized(_) | ApiError::Forbidden { .. } => true,
+            ApiError::Refused(r) => r.is_denial(),
+            _ => false,
+        }
+    }
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        use axum::http::StatusCode as S;
+        let (status, message, rule) = match self {
+            ApiError::Unauthorized(m) => (S::UNAUTHORIZED, m, None),
+            ApiError::Refused(r) => {
+                let status = match &r {
+                    Refusal::TooLarge { .. } => S::PAYLOAD_TOO_LARGE,
+                    Refusal::Invalid(_) => S::UNPROCESSABLE_ENTITY,
+                    Refusal::BadPath(_) => S::BAD_REQUEST,
+                    _ => S::FORBIDDEN,
+                };
+                (status, r.to_string(), r.rule().map(str::to_owned))
+            }
+            ApiError::Forbidden { message, rule } => (S::FORBIDDEN, message, rule),
+            ApiError::BadRequest(m) => (S::BAD_REQUEST, m, None),
+            ApiError::Unprocessable(m) => (S::UNPROCESSABLE_ENTITY, m, None),
+            ApiError::Conflict(m) => (S::CONFLICT, m, None),
+            ApiError::Internal(m) => (S::INTERNAL_SERVER_ERROR, m, None),
+        };
+        (status, Json(json!({"error": message, "rule": rule}))).into_response()
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::Refused(r) => write!(f, "{r}"),
+            ApiError::Forbidden { message: m, .. }
+            | ApiError::Unauthorized(m)
+            | ApiError::BadRequest(m)
+            | ApiError::Unprocessable(m)
+            | ApiError::Conflict(m)
+            | ApiError::Internal(m) => f.write_str(m),
+        }
+    }
+}
+
 /// `POST /v1/write?path=P` with `Authorization: Bearer TOKEN`: a role instance writes
 /// one file. The token names the instance (and so its role and task) while it runs;
-/// the ACL decides; a known file kind must be valid. Refusals are logged and counted.
+/// the write policy (`clawboard_roles::write_policy`) decides. Refusals are logged
+/// and counted.
 async fn write(
     State(s): State<Arc<DaemonState>>,
     headers: axum::http::HeaderMap,
     axum::extract::Query(q): axum::extract::Query<WriteQuery>,
     body: axum::body::Bytes,
 ) -> axum::response::Response {
-    use axum::http::StatusCode;
     use axum::response::IntoResponse;
-    let fail = |status: StatusCode, msg: String, rule: Option<String>| {
-        (status, Json(json!({"error": msg, "rule": rule}))).into_response()
-    };
-    let refuse = |status: StatusCode, who: &str, msg: String, rule: Option<String>| {
-        s.counters.acl_refusals.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(who, path = %q.path, "write refused: {msg}");
-        fail(status, msg, rule)
-    };
-    let Some(inst) = instance_of(&s, &headers) else {
-        return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
-    };
-    let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
-    let d = s.dispatcher.engine.board_acl().check_instance(
-        &inst.role,
-        &inst.task_id,
-        clawboard_core::acl::Op::Write,
-        &q.path,
-    );
-    if !d.allowed {
-        let msg = format!("{} may not write {:?}: {}", inst.role, q.path, d.why.join("; "));
-        return refuse(StatusCode::FORBIDDEN, &who, msg, Some(d.rule));
-    }
-    if let Some(why) = daemon_owned(&q.path) {
-        return refuse(StatusCode::FORBIDDEN, &who, why, Some("the task lifecycle's own files".into()));
-    }
-    if let Some(link) = symlink_on_the_way(&s.root, &q.path) {
-        let msg = format!("{link} is a symlink: role writes never go through one");
-        return refuse(StatusCode::FORBIDDEN, &who, msg, None);
-    }
-    if body.len() as u64 > s.store.max_file_bytes() {
-        let limit = clawboard_core::validate::human_bytes(s.store.max_file_bytes());
-        return fail(StatusCode::PAYLOAD_TOO_LARGE, format!("{}: over the {limit} limit", q.path), None);
-    }
-    let rel = match clawboard_core::RelPath::new(&q.path) {
-        Ok(r) => r,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, &who, e.to_string(), None),
-    };
-    // Under escalations/, only a file a human will see and can decide.
-    let escalation = if q.path.starts_with("escalations/") {
-        match clawboard_records::escalations::id_of_path(&q.path) {
-            Ok(id) => Some(id.to_owned()),
-            Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
+    let inst = instance_of(&s, &headers);
+    let who = inst.as_ref().map_or("?".to_owned(), |i| format!("{} (instance {}, task {})", i.role, i.id, i.task_id));
+    match write_as(&s, inst, &q.path, &body).await {
+        Ok(answer) => {
+            tracing::info!(who, path = %q.path, "role wrote a file through the API");
+            (axum::http::StatusCode::OK, Json(answer)).into_response()
         }
-    } else {
-        None
-    };
-    if let Some((kind, ctx)) = clawboard_core::FileKind::infer(std::path::Path::new(&q.path))
-        && let Err(problems) = clawboard_core::validate::check_bytes(&body, kind, &ctx)
-    {
-        let msg = problems.iter().map(|p| format!("{}: {p}", q.path)).collect::<Vec<_>>().join("\n");
-        return fail(StatusCode::UNPROCESSABLE_ENTITY, msg, None);
-    }
-    // A role raises an escalation; it never decides one, never speaks for another
-    // role or task, never says when it was raised, and never rewrites one.
-    let body = if escalation.is_some() {
-        let mut e: clawboard_core::formats::Escalation = match clawboard_core::json::from_slice(&body) {
-            Ok(e) => e,
-            Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("{}: {e}", q.path), None),
-        };
-        if e.decision.is_some() || e.decided_by.is_some() || e.decided_at.is_some() {
-            let msg = format!("{}: decision, decidedBy and decidedAt are a human's to write", q.path);
-            return refuse(StatusCode::FORBIDDEN, &who, msg, None);
+        Err(e) => {
+            if e.is_denial() {
+                s.counters.acl_refusals.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(who, path = %q.path, "write refused: {e}");
+            }
+            e.into_response()
         }
-        e.from = inst.role.clone();
-        e.task_id = clawboard_core::Id::new(inst.task_id.clone()).ok();
-        e.created_at = Some(clawboard_core::Timestamp::now());
-        e.instance_id = Some(inst.id.clone());
-        axum::body::Bytes::from(clawboard_core::store::to_pretty_json(&e))
-    } else {
-        body
-    };
-    let store = s.store.clone();
-    let path = q.path.clone();
-    let engine = s.dispatcher.engine.clone();
-    let instance = inst.clone();
+    }
+}
+
+/// The write of `body` to `path` by `inst`, under the write policy.
+async fn write_as(
+    s: &Arc<DaemonState>,
+    inst: Option<clawboard_roles::engine::InstanceInfo>,
+    path: &str,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let inst = inst.ok_or_else(|| ApiError::Unauthorized(EXPIRED.into()))?;
+    let writer = Writer { role: &inst.role, task_id: &inst.task_id, instance_id: &inst.id };
+    let acl = s.dispatcher.engine.board_acl();
+    let now = clawboard_core::Timestamp::now();
+    let allowed = write_policy::check(&acl, &s.root, s.store.max_file_bytes(), writer, path, body, now)
+        .map_err(ApiError::Refused)?;
+    let (store, engine) = (s.store.clone(), s.dispatcher.engine.clone());
+    let Allowed { rel, body, escalation, rule } = allowed;
     let written = tokio::task::spawn_blocking(move || match escalation {
         // Recorded with the instance's attempt: one that needs approval holds the task.
-        Some(id) => engine.raise_escalation(&instance, &id, || store.create_bytes(&rel, &body)),
+        Some(id) => engine.raise_escalation(&inst, &id, || store.create_bytes(&rel, &body)),
         None => store.write_bytes(&rel, &body).map(|()| true),
-    });
-    match written.await {
-        Ok(Err(clawboard_core::Error::AlreadyExists { path })) => {
-            fail(StatusCode::CONFLICT, format!("{path} exists: an escalation is raised once, never rewritten"), None)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    match written {
+        Ok(true) => Ok(json!({"written": path, "rule": rule})),
+        Ok(false) => Err(ApiError::Unauthorized(format!(
+            "{path}: {EXPIRED}; this run's attempt was recorded already, so the escalation was not raised"
+        ))),
+        Err(clawboard_core::Error::AlreadyExists { path }) => {
+            Err(ApiError::Conflict(format!("{path} exists: an escalation is raised once, never rewritten")))
         }
-        Ok(Ok(false)) => refuse(
-            StatusCode::UNAUTHORIZED,
-            &who,
-            format!("{path}: {EXPIRED}; this run's attempt was recorded already, so the escalation was not raised"),
-            None,
-        ),
-        Ok(Ok(true)) => {
-            tracing::info!(who, path = %path, "role wrote a file through the API");
-            (StatusCode::OK, Json(json!({"written": path, "rule": d.rule}))).into_response()
-        }
-        Ok(Err(e)) => fail(StatusCode::BAD_REQUEST, e.to_string(), None),
-        Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
+        Err(e) => Err(ApiError::BadRequest(e.to_string())),
     }
 }
 
@@ -284,49 +269,62 @@ async fn board(
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> axum::response::Response {
-    use axum::http::StatusCode;
     use axum::response::IntoResponse;
-    let fail = |status: StatusCode, msg: String, rule: Option<String>| {
-        (status, Json(json!({"error": msg, "rule": rule}))).into_response()
+    let answer = |r: Result<Value, ApiError>| match r {
+        Ok(v) => (axum::http::StatusCode::OK, Json(v)).into_response(),
+        Err(e) => e.into_response(),
     };
-    let refuse = |status: StatusCode, who: &str, msg: String, rule: Option<String>| {
-        s.counters.board_refusals.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(who, "board request refused: {msg}");
-        fail(status, msg, rule)
-    };
-    let req: crate::commands::board::Request = match clawboard_core::json::from_slice(&body) {
+    let req: Request = match clawboard_core::json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return fail(StatusCode::BAD_REQUEST, format!("the board request is not valid: {e}"), None),
+        Err(e) => return ApiError::BadRequest(format!("the board request is not valid: {e}")).into_response(),
     };
     if clawboard_core::token::constant_time_eq(bearer(&headers).as_bytes(), s.person_token.as_bytes()) {
-        // A person's `clawboard board` while the daemon runs: as on the files
-        // (any task, any zone), but numbered with the daemon's own records.
-        tracing::info!(task = %req.task, op = %req.op, path = req.path.as_deref().unwrap_or(""), "a person's board write");
-        return match execute_board(&s, clawboard_board::Caller::human(), req, None).await {
-            Ok(Ok(v)) => {
-                // What the person reads next (`clawboard board get`, `history`) is
-                // read from the files: written before the answer, not up to a
-                // deferred batch later.
-                let store = s.store.clone();
-                match tokio::task::spawn_blocking(move || store.settle()).await {
-                    Ok(()) => (StatusCode::OK, Json(v)).into_response(),
-                    Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, format!("writing the board's files: {e}"), None),
-                }
-            }
-            Ok(Err(e @ clawboard_board::Error::Refused { .. })) => fail(StatusCode::FORBIDDEN, e.to_string(), None),
-            Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
-            Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
-            Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
-        };
+        return answer(board_as_person(&s, req).await);
     }
-    let Some(inst) = instance_of(&s, &headers) else {
-        return refuse(StatusCode::UNAUTHORIZED, "?", EXPIRED.into(), None);
-    };
-    let who = format!("{} (instance {}, task {})", inst.role, inst.id, inst.task_id);
+    let inst = instance_of(&s, &headers);
+    let who = inst.as_ref().map_or("?".to_owned(), |i| format!("{} (instance {}, task {})", i.role, i.id, i.task_id));
+    let r = board_as_role(&s, inst, req).await;
+    if let Some(e) = r.as_ref().err().filter(|e| e.is_denial()) {
+        s.counters.board_refusals.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(who, "board request refused: {e}");
+    }
+    answer(r)
+}
+
+/// A person's `clawboard board` while the daemon runs: as on the files (any
+/// task, any zone), but numbered with the daemon's own records.
+async fn board_as_person(s: &Arc<DaemonState>, req: Request) -> Result<Value, ApiError> {
+    tracing::info!(task = %req.task, op = %req.op, path = req.path.as_deref().unwrap_or(""), "a person's board write");
+    let v = execute_board(s, clawboard_board::Caller::human(), req, None).await?.map_err(|e| match e {
+        e @ clawboard_board::Error::Refused { .. } => ApiError::Forbidden { message: e.to_string(), rule: None },
+        e => board_error(e),
+    })?;
+    // What the person reads next (`clawboard board get`, `history`) is read from
+    // the files: written before the answer, not up to a deferred batch later.
+    let store = s.store.clone();
+    tokio::task::spawn_blocking(move || store.settle())
+        .await
+        .map_err(|e| ApiError::Internal(format!("writing the board's files: {e}")))?;
+    Ok(v)
+}
+
+/// A role instance's request on its own task's board: the role, task and
+/// component type come from the token (and the role's config), never from the
+/// request; the zone table decides.
+async fn board_as_role(
+    s: &Arc<DaemonState>,
+    inst: Option<clawboard_roles::engine::InstanceInfo>,
+    req: Request,
+) -> Result<Value, ApiError> {
+    let inst = inst.ok_or_else(|| ApiError::Unauthorized(EXPIRED.into()))?;
     if req.task != inst.task_id {
-        let msg =
-            format!("task {}: a role works on its own task's board only (its token is for {})", req.task, inst.task_id);
-        return refuse(StatusCode::FORBIDDEN, &who, msg, Some("[scope] own task".into()));
+        return Err(ApiError::Forbidden {
+            message: format!(
+                "task {}: a role works on its own task's board only (its token is for {})",
+                req.task, inst.task_id
+            ),
+            rule: Some("[scope] own task".into()),
+        });
     }
     let cfg = s.dispatcher.engine.roles();
     let role_cfg = cfg.roles.get(&inst.role).cloned();
@@ -335,40 +333,43 @@ async fn board(
         None => clawboard_core::acl::Component::default_for_role(&inst.role),
     };
     let caller = clawboard_board::Caller::role(&inst.role, &inst.id, component, how);
-    let own = role_cfg.filter(|r| r.is_sliced()).map(|r| crate::commands::board::OwnSlice {
+    let own = role_cfg.filter(|r| r.is_sliced()).map(|r| OwnSlice {
         scope: r.scope,
         template: r.template,
         max_tokens: r.max_tokens,
         truncate_tokens: r.truncate_tokens,
     });
-    match execute_board(&s, caller, req, own).await {
-        Ok(Ok(v)) => (StatusCode::OK, Json(v)).into_response(),
-        Ok(Err(clawboard_board::Error::Refused { task, path, decision })) => {
-            let msg = format!("task {task}: {path}: {} may not: {}", inst.role, decision.why.join("; "));
-            refuse(StatusCode::FORBIDDEN, &who, msg, Some(decision.rule))
-        }
-        Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string(), None),
-        Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
-        Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None),
-    }
+    execute_board(s, caller, req, own).await?.map_err(|e| match e {
+        clawboard_board::Error::Refused { task, path, decision } => ApiError::Forbidden {
+            message: format!("task {task}: {path}: {} may not: {}", inst.role, decision.why.join("; ")),
+            rule: Some(decision.rule),
+        },
+        e => board_error(e),
+    })
+}
+
+/// A board error other than a refusal: bad input (422) or a failure (500).
+fn board_error(e: clawboard_board::Error) -> ApiError {
+    if e.is_bad_input() { ApiError::Unprocessable(e.to_string()) } else { ApiError::Internal(e.to_string()) }
 }
 
 /// Runs one board request on the daemon's store (off the async workers).
 async fn execute_board(
     s: &Arc<DaemonState>,
     caller: clawboard_board::Caller,
-    req: crate::commands::board::Request,
-    own: Option<crate::commands::board::OwnSlice>,
-) -> Result<clawboard_board::Result<serde_json::Value>, tokio::task::JoinError> {
+    req: Request,
+    own: Option<OwnSlice>,
+) -> Result<clawboard_board::Result<Value>, ApiError> {
     let state = s.clone();
     let engine = s.dispatcher.engine.clone();
     tokio::task::spawn_blocking(move || {
         let templates = engine.templates();
         let acl = engine.board_acl();
-        let ctx = crate::commands::board::Ctx { store: &state.store, acl: &acl, templates: &templates, own };
-        crate::commands::board::execute(&ctx, &caller, &req)
+        let ctx = clawboard_board::request::Ctx { store: &state.store, acl: &acl, templates: &templates, own };
+        clawboard_board::request::execute(&ctx, &caller, &req)
     })
     .await
+    .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// Serves the API until `stop` fires.

@@ -40,7 +40,7 @@ impl Retention {
 
     fn once(store: &Store, settings: &Settings) -> anyhow::Result<()> {
         let (policy, source) = settings.retention.policy()?;
-        let guard = crate::commands::retention::TreeGuard::new(settings, store)?;
+        let guard = crate::retention::TreeGuard::new(settings, store)?;
         let plan = clawboard_core::retention::plan(store, &policy, chrono::Utc::now(), &guard)?;
         if plan.delete.is_empty() && plan.held.is_empty() {
             tracing::debug!(policy = %source, "retention: nothing due");

@@ -36,10 +36,10 @@ pub async fn install(
         }
         return Ok(None);
     };
-    use crate::commands::sync::user_error;
     let (s, root) = (p.settings, &p.state.root);
-    let remote = AnyRemote::open(&s.sync.backend, root).await.map_err(user_error)?;
-    let client = clawboard_sync::Client::open(remote, root, s.sync.clone(), node, pulled).map_err(user_error)?;
+    let remote = AnyRemote::open(&s.sync.backend, root).await.map_err(crate::cli::sync_error)?;
+    let client =
+        clawboard_sync::Client::open(remote, root, s.sync.clone(), node, pulled).map_err(crate::cli::sync_error)?;
     let c = Cluster::new(client.cluster, client.pull.clone(), p.dispatcher.clone(), p.store.clone());
     jobs.worker("claims", Claims::new(c.clone()));
     jobs.worker("accepted-claims", AcceptedClaims::new(c.clone()));

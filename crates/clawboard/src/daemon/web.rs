@@ -281,7 +281,7 @@ async fn metrics(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
 pub fn load_token(t: &crate::config::WebToken) -> anyhow::Result<String> {
     match t {
         crate::config::WebToken::Inline(s) => Ok(s.clone()),
-        crate::config::WebToken::File(p) => crate::commands::web::ensure_token_file(p, false).map(|(t, _)| t),
+        crate::config::WebToken::File(p) => crate::config::review::ensure_token_file(p, false).map(|(t, _)| t),
     }
 }
 
