@@ -45,7 +45,7 @@ impl Usage {
 
 /// One slice handed out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct Handout {
     pub n: u64,
     pub step: String,
     pub role: String,
@@ -83,7 +83,7 @@ pub struct Entry {
     pub model_tokens: Option<u64>,
 }
 
-impl Entry {
+impl Handout {
     /// A ledger entry for `slice` (numbered when recorded).
     pub fn of(
         slice: &Slice,
@@ -92,8 +92,8 @@ impl Entry {
         instance: Option<&str>,
         board_seq: u64,
         full_tokens: Option<u64>,
-    ) -> Entry {
-        Entry {
+    ) -> Handout {
+        Handout {
             n: 0,
             step: step.to_owned(),
             role: role.to_owned(),
@@ -142,7 +142,7 @@ fn rel(task: &str, n: u64) -> Result<RelPath> {
 }
 
 /// Records `entry` under the next number, which it sets.
-pub fn record(store: &Store, task: &str, entry: &mut Entry) -> Result<u64> {
+pub fn record(store: &Store, task: &str, entry: &mut Handout) -> Result<u64> {
     let lock_rel = RelPath::new(&format!("{}/.ledger", dir(task)))?;
     let _lock = store.lock(&lock_rel)?;
     entry.n = numbers(store, task)?.last().map_or(1, |n| n + 1);
@@ -153,12 +153,12 @@ pub fn record(store: &Store, task: &str, entry: &mut Entry) -> Result<u64> {
 /// Records `entry` (numbered by [`record`]) again, finished: the caller has set
 /// its outcome, usage and full count. Only the run it was handed to writes an
 /// entry after its number is taken, so no lock is needed.
-pub fn finish(store: &Store, task: &str, entry: &Entry) -> Result<()> {
+pub fn finish(store: &Store, task: &str, entry: &Handout) -> Result<()> {
     store.write_record_json(&rel(task, entry.n)?, entry)?;
     Ok(())
 }
 
-fn read(store: &Store, r: &RelPath) -> Result<Entry> {
+fn read(store: &Store, r: &RelPath) -> Result<Handout> {
     let bytes = store.read_bytes(r)?;
     serde_json::from_slice(&bytes).map_err(|e| Error::History {
         task: r.to_string(),
@@ -168,7 +168,7 @@ fn read(store: &Store, r: &RelPath) -> Result<Entry> {
 }
 
 /// Every entry of `task`'s ledger, in order.
-pub fn list(store: &Store, task: &str) -> Result<Vec<Entry>> {
+pub fn list(store: &Store, task: &str) -> Result<Vec<Handout>> {
     numbers(store, task)?.into_iter().map(|n| read(store, &rel(task, n)?)).collect()
 }
 
@@ -178,7 +178,7 @@ fn numbers(store: &Store, task: &str) -> Result<Vec<u64>> {
 }
 
 /// Totals over `entries` (slices never sent are not counted as sent).
-pub fn totals(entries: &[Entry]) -> Totals {
+pub fn totals(entries: &[Handout]) -> Totals {
     let mut t = Totals::default();
     for e in entries.iter().filter(|e| !matches!(e.outcome.as_str(), "over_budget" | "recut")) {
         t.slices += 1;

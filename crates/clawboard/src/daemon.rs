@@ -238,7 +238,7 @@ impl Daemon {
         let (kill_tx, kill) = watch::channel(false);
         let registry = Arc::new(jobs::Registry::default());
         let (recorder, sink) = recorder::Recorder::start(&root, registry.clone())?;
-        let journal = jobs::Journal {
+        let journal = jobs::JournalFeed {
             dir: root.join(clawboard_core::layout::JOURNAL),
             cursors: root.join(clawboard_core::layout::CURSORS),
             last_seq: recorder.last_seq.clone(),

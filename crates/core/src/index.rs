@@ -14,7 +14,7 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::journal::{self, Change, ChangeKind, Entry, Origin, is_ignored};
+use crate::journal::{self, Change, ChangeKind, Journaled, Origin, is_ignored};
 use crate::store::{to_pretty_json, write_atomic};
 
 /// Size and modification time (ns since the epoch) of a file.
@@ -73,7 +73,7 @@ impl Index {
         write_atomic(state_dir, SNAPSHOT, to_pretty_json(self).as_bytes())
     }
 
-    pub fn apply(&mut self, e: &Entry) {
+    pub fn apply(&mut self, e: &Journaled) {
         match e.change.kind {
             ChangeKind::Put => {
                 let stamp = Stamp { size: e.change.size.unwrap_or(0), mtime_ns: e.change.mtime_ns.unwrap_or(0) };

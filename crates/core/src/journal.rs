@@ -1,6 +1,6 @@
 //! The change journal: every change to the tree, in order, durable.
 //!
-//! Filesystem events, rescans and the daemon's own writes become [`Entry`]s with a
+//! Filesystem events, rescans and the daemon's own writes become [`Journaled`] changes with a
 //! sequence number, appended as JSON lines to segment files in
 //! `.clawboard/journal/` and fsync'd once per batch. Each consumer (intake, push,
 //! audit, archive) keeps a [`Cursor`] and advances it only after its own work is
@@ -54,7 +54,7 @@ pub struct Change {
 
 /// A journaled change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct Journaled {
     pub seq: u64,
     #[serde(flatten)]
     pub change: Change,
@@ -167,7 +167,7 @@ impl Journal {
     }
 
     /// Appends `changes` durably (one fsync) and returns them with their numbers.
-    pub fn append(&mut self, changes: Vec<Change>) -> Result<Vec<Entry>> {
+    pub fn append(&mut self, changes: Vec<Change>) -> Result<Vec<Journaled>> {
         if changes.is_empty() {
             return Ok(Vec::new());
         }
@@ -177,7 +177,7 @@ impl Journal {
         let mut buf = Vec::new();
         let mut out = Vec::with_capacity(changes.len());
         for change in changes {
-            let entry = Entry { seq: self.next_seq, change };
+            let entry = Journaled { seq: self.next_seq, change };
             self.next_seq += 1;
             serde_json::to_writer(&mut buf, &entry).map_err(|e| Error::io(&self.dir, e.into()))?;
             buf.push(b'\n');
@@ -197,7 +197,7 @@ impl Journal {
     }
 
     /// Entries with `seq > after`, oldest first, at most `max`.
-    pub fn read_after(&self, after: u64, max: usize) -> Result<Vec<Entry>> {
+    pub fn read_after(&self, after: u64, max: usize) -> Result<Vec<Journaled>> {
         read_after(&self.dir, after, max)
     }
 
@@ -229,7 +229,7 @@ fn scan_segment(path: &Path) -> Result<(u64, Option<u64>)> {
         if n == 0 || line.last() != Some(&b'\n') {
             break;
         }
-        match serde_json::from_slice::<Entry>(&line) {
+        match serde_json::from_slice::<Journaled>(&line) {
             Ok(e) => last = Some(e.seq),
             Err(_) => break,
         }
@@ -239,7 +239,7 @@ fn scan_segment(path: &Path) -> Result<(u64, Option<u64>)> {
 }
 
 /// Reads entries after `after` from the journal in `dir` (a reader needs no [`Journal`]).
-pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Entry>> {
+pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Journaled>> {
     let firsts = match segments(dir) {
         Ok(f) => f,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -254,7 +254,7 @@ pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Entry>> {
         let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
         for line in BufReader::new(file).split(b'\n') {
             let line = line.map_err(|e| Error::io(&path, e))?;
-            let Ok(entry) = serde_json::from_slice::<Entry>(&line) else {
+            let Ok(entry) = serde_json::from_slice::<Journaled>(&line) else {
                 break;
             };
             if entry.seq > after {
@@ -294,7 +294,7 @@ impl Tail {
     }
 
     /// Up to `max` entries after the last one read, oldest first (empty when none is there yet).
-    pub fn read(&mut self, max: usize) -> Result<Vec<Entry>> {
+    pub fn read(&mut self, max: usize) -> Result<Vec<Journaled>> {
         let mut out = Vec::new();
         while out.len() < max {
             let at = match self.at {
@@ -345,7 +345,7 @@ impl Tail {
 
     /// Appends the whole lines of `path` from `offset` to `out` (up to `max` in all),
     /// skipping entries at or before the position; returns the offset after them.
-    fn read_segment(&mut self, path: &Path, offset: u64, max: usize, out: &mut Vec<Entry>) -> Result<u64> {
+    fn read_segment(&mut self, path: &Path, offset: u64, max: usize, out: &mut Vec<Journaled>) -> Result<u64> {
         let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
         file.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(path, e))?;
         let mut reader = BufReader::new(file);
@@ -358,7 +358,7 @@ impl Tail {
             if n == 0 || line.last() != Some(&b'\n') {
                 break;
             }
-            let entry = serde_json::from_slice::<Entry>(&line)
+            let entry = serde_json::from_slice::<Journaled>(&line)
                 .map_err(|e| Error::io(path, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
             offset += n as u64;
             if entry.seq > self.after {
@@ -500,7 +500,7 @@ mod tests {
         let mut tail = Tail::new(dir.path(), 0);
         assert!(tail.read(10).unwrap().is_empty());
         j.append(vec![put("a"), put("b"), put("c")]).unwrap();
-        let seqs = |v: Vec<Entry>| v.into_iter().map(|e| e.seq).collect::<Vec<_>>();
+        let seqs = |v: Vec<Journaled>| v.into_iter().map(|e| e.seq).collect::<Vec<_>>();
         assert_eq!(seqs(tail.read(2).unwrap()), vec![1, 2]);
         assert_eq!(seqs(tail.read(10).unwrap()), vec![3]);
         assert!(tail.read(10).unwrap().is_empty());

@@ -146,7 +146,7 @@ fn utc(t: &clawboard_core::Timestamp) -> DateTime<Utc> {
 /// What the tree holds, read once for both periods.
 struct Facts {
     tasks: Vec<TaskView>,
-    escalations: Vec<review::Entry>,
+    escalations: Vec<review::EscalationFile>,
 }
 
 /// The numbers of one period.
@@ -420,13 +420,13 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> 
         })
         .count();
     let _ = writeln!(o, "- waiting for a human at the end of the period: {open_at_end}");
-    let mut decided: Vec<&review::Entry> = facts
+    let mut decided: Vec<&review::EscalationFile> = facts
         .escalations
         .iter()
         .filter(|e| e.escalation.decided_at.as_ref().is_some_and(|t| period.contains(utc(t))))
         .collect();
     decided.sort_by(|a, b| {
-        let at = |e: &review::Entry| e.escalation.decided_at.as_ref().map(utc);
+        let at = |e: &review::EscalationFile| e.escalation.decided_at.as_ref().map(utc);
         at(a).cmp(&at(b)).then_with(|| a.id.cmp(&b.id))
     });
     if !decided.is_empty() {

@@ -13,13 +13,13 @@ use crate::attempts;
 /// One escalation file and its id (the file name without `.json`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Entry {
+pub struct EscalationFile {
     pub id: String,
     #[serde(flatten)]
     pub escalation: Escalation,
 }
 
-impl Entry {
+impl EscalationFile {
     pub fn is_pending(&self) -> bool {
         self.escalation.decision.is_none()
     }
@@ -50,7 +50,7 @@ pub struct Filter {
 
 /// Every escalation in `escalations/`, newest first (by raise time, then id), and the
 /// files that are not valid escalations. Conflict copies and temp files are skipped.
-pub fn list(store: &Store, filter: Filter) -> Result<(Vec<Entry>, Vec<Unreadable>), Error> {
+pub fn list(store: &Store, filter: Filter) -> Result<(Vec<EscalationFile>, Vec<Unreadable>), Error> {
     let dir = store.root().join(layout::ESCALATIONS);
     let read = match fs::read_dir(&dir) {
         Ok(r) => r,
@@ -67,7 +67,7 @@ pub fn list(store: &Store, filter: Filter) -> Result<(Vec<Entry>, Vec<Unreadable
             continue;
         }
         match crate::escalations::load(store, id) {
-            Ok(escalation) => entries.push(Entry { id: id.to_owned(), escalation }),
+            Ok(escalation) => entries.push(EscalationFile { id: id.to_owned(), escalation }),
             Err(e) => bad.push(Unreadable { file: format!("{}/{id}.json", layout::ESCALATIONS), error: e.to_string() }),
         }
     }
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn raise_time_falls_back_to_the_id() {
-        let e = Entry {
+        let e = EscalationFile {
             id: "20261121T101500.123456Z-3f2a".into(),
             escalation: Escalation { created_at: None, ..Escalation::raised(Level::High, "x", "y") },
         };

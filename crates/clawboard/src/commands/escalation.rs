@@ -139,7 +139,7 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
 #[serde(rename_all = "camelCase")]
 struct Shown {
     #[serde(flatten)]
-    entry: review::Entry,
+    entry: review::EscalationFile,
     #[serde(skip_serializing_if = "Option::is_none")]
     task: Option<review::TaskView>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,7 +154,7 @@ fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
         }
         other => other?,
     };
-    let entry = review::Entry { id: a.id.clone(), escalation };
+    let entry = review::EscalationFile { id: a.id.clone(), escalation };
     let (task, task_error) = match &entry.escalation.task_id {
         None => (None, None),
         Some(id) => match review::load_task(&store, id.as_str()) {

@@ -32,7 +32,12 @@ struct ToClaim {
     pulled: bool,
 }
 
-pub struct Cluster {
+/// This node's membership in the cluster of nodes on one bucket: its claims
+/// and heartbeat there (through `clawboard_sync::Cluster`), the tasks waiting for
+/// a claim, the other nodes' heartbeats as seen, takeovers. Its jobs are
+/// [`Claims`], [`AcceptedClaims`] and [`Beat`]; intake and lanes ask it before a
+/// task or an entry is this node's to run.
+pub struct Membership {
     /// Claims and heartbeats in the bucket.
     nodes: Arc<clawboard_sync::Cluster<AnyRemote>>,
     /// Brings the newest state before a takeover; raises escalations.
@@ -56,14 +61,14 @@ pub struct Cluster {
     pub steps: Arc<super::sync::StepPushes>,
 }
 
-impl Cluster {
+impl Membership {
     pub fn new(
         nodes: Arc<clawboard_sync::Cluster<AnyRemote>>,
         pull: Arc<Pull<AnyRemote>>,
         dispatcher: Arc<Dispatcher>,
         store: Store,
-    ) -> Arc<Cluster> {
-        let c = Arc::new(Cluster {
+    ) -> Arc<Membership> {
+        let c = Arc::new(Membership {
             nodes,
             pull,
             dispatcher,
@@ -375,7 +380,7 @@ impl Cluster {
 
 /// The engine's view of this node's claims (`clawboard_roles::engine::guard`).
 /// Weak: the engine outlives no cluster, and the cluster holds the engine.
-pub struct Guard(pub std::sync::Weak<Cluster>);
+pub struct Guard(pub std::sync::Weak<Membership>);
 
 impl ClaimGuard for Guard {
     fn hold(&self, task_id: &str) -> Hold {
@@ -421,12 +426,12 @@ impl ClaimGuard for Guard {
 /// Checks this node's claims once at start (nothing is pushed, pulled or resumed
 /// before), then every `sync.heartbeat`: this node's claims, and stale nodes' tasks.
 pub struct Claims {
-    cluster: Arc<Cluster>,
+    cluster: Arc<Membership>,
     next: tokio::time::Instant,
 }
 
 impl Claims {
-    pub fn new(cluster: Arc<Cluster>) -> Claims {
+    pub fn new(cluster: Arc<Membership>) -> Claims {
         Claims { cluster, next: tokio::time::Instant::now() }
     }
 }
@@ -452,12 +457,12 @@ impl Worker for Claims {
 /// long claim check never holds them back), and retries the ones the bucket could
 /// not take every `sync.heartbeat`.
 pub struct AcceptedClaims {
-    cluster: Arc<Cluster>,
+    cluster: Arc<Membership>,
     retry: Option<tokio::time::Instant>,
 }
 
 impl AcceptedClaims {
-    pub fn new(cluster: Arc<Cluster>) -> AcceptedClaims {
+    pub fn new(cluster: Arc<Membership>) -> AcceptedClaims {
         AcceptedClaims { cluster, retry: None }
     }
 }
@@ -480,12 +485,12 @@ impl Worker for AcceptedClaims {
 /// Writes this node's heartbeat and folds everyone's into `shared/node-status.json`,
 /// every `sync.heartbeat`; on its own, so a slow pull or claim check never holds it back.
 pub struct Beat {
-    cluster: Arc<Cluster>,
+    cluster: Arc<Membership>,
     next: tokio::time::Instant,
 }
 
 impl Beat {
-    pub fn new(cluster: Arc<Cluster>) -> Beat {
+    pub fn new(cluster: Arc<Membership>) -> Beat {
         Beat { cluster, next: tokio::time::Instant::now() }
     }
 }
@@ -519,7 +524,7 @@ mod tests {
         let mut s = setup();
         let p = client(&s, "n1", bucket.path(), "heartbeat = \"2s\"\nlease = \"4s\"\n");
         let d = dispatcher(&s);
-        let c = Cluster::new(p.cluster, p.pull, d.clone(), s.store.clone());
+        let c = Membership::new(p.cluster, p.pull, d.clone(), s.store.clone());
         let mut checked = c.checked.subscribe();
         s.runner.worker("claims", Claims::new(c.clone()));
         s.runner.worker("accepted-claims", AcceptedClaims::new(c.clone()));

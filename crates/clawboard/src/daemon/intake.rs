@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clawboard_core::Store;
 use clawboard_core::backoff::Backoff;
-use clawboard_core::journal::{ChangeKind, Entry, Origin};
+use clawboard_core::journal::{ChangeKind, Journaled, Origin};
 use clawboard_roles::intake::{self, Intake};
 
 use super::Parts;
@@ -48,7 +48,7 @@ struct Waiting {
     due: tokio::time::Instant,
 }
 
-fn job(e: &Entry) -> Option<Job> {
+fn job(e: &Journaled) -> Option<Job> {
     if e.change.kind != ChangeKind::Put || e.change.origin == Origin::Daemon {
         return None;
     }
@@ -63,7 +63,7 @@ fn job(e: &Entry) -> Option<Job> {
 }
 
 /// The intake consumer; with several nodes, an accepted task waits for its claim.
-pub fn install(jobs: &mut Runner, p: &Parts, cluster: Option<Arc<super::cluster::Cluster>>) {
+pub fn install(jobs: &mut Runner, p: &Parts, cluster: Option<Arc<super::cluster::Membership>>) {
     jobs.consumer("intake", IntakeConsumer::new(p.store.clone(), p.dispatcher.clone(), cluster));
 }
 
@@ -72,7 +72,7 @@ pub struct IntakeConsumer {
     pub store: Store,
     pub dispatcher: Arc<Dispatcher>,
     /// With several nodes: an accepted task is driven once its claim in the bucket is won.
-    pub cluster: Option<Arc<super::cluster::Cluster>>,
+    pub cluster: Option<Arc<super::cluster::Membership>>,
     /// Files that looked unfinished, by path.
     waiting: BTreeMap<String, Waiting>,
     /// When to finish the intakes an error interrupted (a full disk: the file was
@@ -88,7 +88,7 @@ impl IntakeConsumer {
     pub fn new(
         store: Store,
         dispatcher: Arc<Dispatcher>,
-        cluster: Option<Arc<super::cluster::Cluster>>,
+        cluster: Option<Arc<super::cluster::Membership>>,
     ) -> IntakeConsumer {
         IntakeConsumer { store, dispatcher, cluster, waiting: BTreeMap::new(), staged: None }
     }
@@ -195,7 +195,7 @@ impl IntakeConsumer {
 }
 
 impl Consumer for IntakeConsumer {
-    async fn handle(&mut self, batch: Vec<Entry>) -> JobResult {
+    async fn handle(&mut self, batch: Vec<Journaled>) -> JobResult {
         let jobs: Vec<(u64, Job)> = batch.iter().filter_map(|e| Some((e.seq, job(e)?))).collect();
         if !jobs.is_empty() {
             tracing::debug!(jobs = jobs.len(), "intake batch");

@@ -30,7 +30,7 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clawboard_core::backoff::Backoff;
-use clawboard_core::journal::{Cursor, Entry, Tail};
+use clawboard_core::journal::{Cursor, Journaled, Tail};
 use clawboard_core::lock::Lock;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -71,7 +71,7 @@ pub trait Worker: Send + 'static {
 pub trait Consumer: Send + 'static {
     /// Entries after the last ones handled, in order. An error hands the same
     /// entries again after the back-off.
-    fn handle(&mut self, batch: Vec<Entry>) -> impl Future<Output = JobResult> + Send;
+    fn handle(&mut self, batch: Vec<Journaled>) -> impl Future<Output = JobResult> + Send;
     /// Up to which entry the work is durable, given that every entry up to
     /// `handled` was handled: the cursor is never stored past it.
     fn durable(&self, handled: u64) -> u64 {
@@ -267,7 +267,7 @@ impl Registry {
 
 /// What a consumer reads the journal with.
 #[derive(Clone)]
-pub struct Journal {
+pub struct JournalFeed {
     pub dir: PathBuf,
     pub cursors: PathBuf,
     /// The recorder's last sequence number.
@@ -284,7 +284,7 @@ pub struct Runner {
     names: std::collections::HashMap<tokio::task::Id, &'static str>,
     stop: watch::Receiver<bool>,
     registry: Arc<Registry>,
-    journal: Journal,
+    journal: JournalFeed,
     /// The wait after a failed round of a job ([`JOB_BACKOFF`]).
     pub backoff: Backoff,
 }
@@ -320,7 +320,7 @@ fn succeeded(name: &str, stats: &JobStats, repeated: &mut Repeated) {
 }
 
 impl Runner {
-    pub fn new(stop: watch::Receiver<bool>, registry: Arc<Registry>, journal: Journal) -> Runner {
+    pub fn new(stop: watch::Receiver<bool>, registry: Arc<Registry>, journal: JournalFeed) -> Runner {
         Runner { set: JoinSet::new(), names: Default::default(), stop, registry, journal, backoff: JOB_BACKOFF }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clawboard_core::Store;
-use clawboard_core::journal::{ChangeKind, Entry as Change};
+use clawboard_core::journal::{ChangeKind, Journaled as Change};
 use clawboard_entries::handling::{self, Handling, State};
 use clawboard_entries::{LaneOutput, Lanes, Pick};
 use clawboard_roles::Engine;
@@ -22,7 +22,7 @@ use clawboard_sync::cluster::ClaimResult;
 use tokio::task::JoinSet;
 
 use super::Parts;
-use super::cluster::Cluster;
+use super::cluster::Membership;
 use super::jobs::{Consumer, JobError, JobResult, Runner};
 
 pub const CURSOR: &str = "lanes";
@@ -42,7 +42,7 @@ enum Handled {
 
 /// The lanes consumer. Always on, lanes or not: a reload may add lanes, and with
 /// none an entry is looked at and left.
-pub fn install(jobs: &mut Runner, p: &Parts, cluster: Option<Arc<Cluster>>) {
+pub fn install(jobs: &mut Runner, p: &Parts, cluster: Option<Arc<Membership>>) {
     let engine = p.dispatcher.engine.clone();
     jobs.consumer(CURSOR, LaneConsumer::new(p.store.clone(), engine, cluster, p.settings.daemon.shutdown_grace));
 }
@@ -64,7 +64,7 @@ struct Ctx {
     store: Store,
     /// Its config holds the lanes (a reload takes effect at the next entry).
     engine: Arc<Engine>,
-    cluster: Option<Arc<Cluster>>,
+    cluster: Option<Arc<Membership>>,
     /// This node's id with several nodes: part of the ids of the entries it makes.
     node: Option<String>,
     /// The ids of the plans not yet applied, taken one plan at a time, so two entries
@@ -77,7 +77,7 @@ struct Ctx {
 impl LaneConsumer {
     /// `grace`: how long the daemon's stop waits for handlings under way
     /// (`daemon.shutdown_grace`, as for tasks).
-    pub fn new(store: Store, engine: Arc<Engine>, cluster: Option<Arc<Cluster>>, grace: Duration) -> LaneConsumer {
+    pub fn new(store: Store, engine: Arc<Engine>, cluster: Option<Arc<Membership>>, grace: Duration) -> LaneConsumer {
         LaneConsumer {
             ctx: Arc::new(Ctx {
                 store,

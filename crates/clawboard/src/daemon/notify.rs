@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use clawboard_core::Store;
 use clawboard_core::backoff::Backoff;
-use clawboard_core::journal::{ChangeKind, Entry, Origin};
+use clawboard_core::journal::{ChangeKind, Journaled, Origin};
 use clawboard_records::escalations;
 use clawboard_records::review;
 use tokio::io::AsyncWriteExt;
@@ -76,7 +76,7 @@ impl Notifications {
 /// sends them again.
 impl Consumer for Notifications {
     /// Starts a notification for every escalation in `batch` that is due one.
-    async fn handle(&mut self, batch: Vec<Entry>) -> JobResult {
+    async fn handle(&mut self, batch: Vec<Journaled>) -> JobResult {
         let n = &self.notifier;
         for e in batch {
             let Some(id) = escalation_of(&e, n.node.as_deref()) else { continue };
@@ -95,7 +95,7 @@ impl Consumer for Notifications {
             if !self.seen.insert(id.to_owned()) {
                 continue;
             }
-            let entry = review::Entry { id: id.to_owned(), escalation: esc };
+            let entry = review::EscalationFile { id: id.to_owned(), escalation: esc };
             let me = n.clone();
             let task = self.tasks.spawn(async move { me.notify(entry).await });
             self.sending.insert(task.id(), e.seq);
@@ -137,7 +137,7 @@ pub struct Notifier {
 
 /// The escalation id of a journal entry that may raise one on this node: a put by
 /// this machine, or a sync-conflict escalation this node (`node`) raised.
-fn escalation_of<'e>(e: &'e Entry, node: Option<&str>) -> Option<&'e str> {
+fn escalation_of<'e>(e: &'e Journaled, node: Option<&str>) -> Option<&'e str> {
     if e.change.kind != ChangeKind::Put {
         return None;
     }
@@ -154,7 +154,7 @@ fn env_text(s: &str) -> String {
 }
 
 /// The one-line text of a notification.
-pub fn text(entry: &review::Entry) -> String {
+pub fn text(entry: &review::EscalationFile) -> String {
     let e = &entry.escalation;
     let task = e.task_id.as_ref().map_or(String::new(), |t| format!(" (task {t})"));
     let approval = if e.requires_human_approval {
@@ -181,7 +181,7 @@ impl Notifier {
         Ok(Notifier { config, store, counters, client, node })
     }
 
-    async fn notify(&self, entry: review::Entry) {
+    async fn notify(&self, entry: review::EscalationFile) {
         let json = serde_json::to_vec(&entry.escalation).unwrap_or_default();
         if let Some(cmd) = &self.config.command {
             let r = self.with_retries("command", || self.run_command(cmd, &entry, &json)).await;
@@ -228,7 +228,7 @@ impl Notifier {
         }
     }
 
-    async fn run_command(&self, cmd: &[String], entry: &review::Entry, json: &[u8]) -> Result<(), String> {
+    async fn run_command(&self, cmd: &[String], entry: &review::EscalationFile, json: &[u8]) -> Result<(), String> {
         let (program, args) = cmd.split_first().ok_or("notify.command is empty")?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn only_local_escalation_puts_are_notified() {
-        let entry = |path: &str, kind, origin| Entry {
+        let entry = |path: &str, kind, origin| Journaled {
             seq: 1,
             change: Change { path: path.into(), kind, origin, mtime_ns: None, size: None },
         };
@@ -342,7 +342,7 @@ mod tests {
             id
         };
         let (critical, normal) = (raise(Level::Critical), raise(Level::Normal));
-        let entry = |seq, path: String| Entry {
+        let entry = |seq, path: String| Journaled {
             seq,
             change: Change { path, kind: ChangeKind::Put, origin: Origin::Daemon, mtime_ns: None, size: None },
         };
@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_text_names_level_source_task_and_command() {
-        let e = review::Entry {
+        let e = review::EscalationFile {
             id: "e1".into(),
             escalation: Escalation {
                 requires_human_approval: true,

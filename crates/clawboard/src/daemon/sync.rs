@@ -15,7 +15,7 @@ use clawboard_sync::{AnyRemote, Remote};
 use tokio::sync::{Notify, watch};
 
 use super::Parts;
-use super::cluster::{AcceptedClaims, Beat, Claims, Cluster};
+use super::cluster::{AcceptedClaims, Beat, Claims, Membership};
 use super::jobs::{JobResult, Runner, Scheduled, Worker};
 use super::recorder::Flusher;
 
@@ -29,7 +29,7 @@ pub async fn install(
     pulled: Store,
     flusher: Flusher,
     active: Vec<String>,
-) -> anyhow::Result<Option<Arc<Cluster>>> {
+) -> anyhow::Result<Option<Arc<Membership>>> {
     let Some(node) = p.state.node.clone() else {
         for id in active {
             p.dispatcher.enqueue(id);
@@ -40,17 +40,17 @@ pub async fn install(
     let remote = AnyRemote::open(&s.sync.backend, root).await.map_err(crate::cli::sync_error)?;
     let client =
         clawboard_sync::Client::open(remote, root, s.sync.clone(), node, pulled).map_err(crate::cli::sync_error)?;
-    let c = Cluster::new(client.cluster, client.pull.clone(), p.dispatcher.clone(), p.store.clone());
+    let c = Membership::new(client.cluster, client.pull.clone(), p.dispatcher.clone(), p.store.clone());
     jobs.worker("claims", Claims::new(c.clone()));
     jobs.worker("accepted-claims", AcceptedClaims::new(c.clone()));
     jobs.worker("heartbeat", Beat::new(c.clone()));
     let ended = p.dispatcher.task_ended.clone();
-    jobs.worker("push", Push::new(client.push, ended, flusher, c.checked.subscribe(), p.clock, c.steps.clone()));
+    jobs.worker("push", PushJob::new(client.push, ended, flusher, c.checked.subscribe(), p.clock, c.steps.clone()));
     // The push keeps its own cursor; compaction honours it.
     p.state.jobs.add_cursor(clawboard_sync::PUSH_CURSOR);
     if s.sync.pull {
         let due = p.dispatcher.records_due.clone();
-        jobs.worker("pull", Pull::new(client.pull, due, c.checked.subscribe(), p.clock));
+        jobs.worker("pull", PullJob::new(client.pull, due, c.checked.subscribe(), p.clock));
     }
     Ok(Some(c))
 }
@@ -91,7 +91,7 @@ impl StepPushes {
     }
 }
 
-pub struct Push {
+pub struct PushJob {
     push: Arc<clawboard_sync::Push<AnyRemote>>,
     task_ended: Arc<Notify>,
     steps: Arc<StepPushes>,
@@ -102,7 +102,7 @@ pub struct Push {
     last_expiry: Option<tokio::time::Instant>,
 }
 
-impl Push {
+impl PushJob {
     pub fn new(
         push: Arc<clawboard_sync::Push<AnyRemote>>,
         task_ended: Arc<Notify>,
@@ -110,15 +110,15 @@ impl Push {
         checked: watch::Receiver<bool>,
         clock: super::jobs::Clock,
         steps: Arc<StepPushes>,
-    ) -> Push {
+    ) -> PushJob {
         let settings = push.sync().settings();
         tracing::info!(remote = %push.sync().remote().describe(), schedule = %settings.schedule.text, "sync: pushing and pulling");
         let due = Scheduled::new(settings.schedule.clone(), clock);
-        Push { push, task_ended, steps, flusher, checked, due, first: true, last_expiry: None }
+        PushJob { push, task_ended, steps, flusher, checked, due, first: true, last_expiry: None }
     }
 }
 
-impl Push {
+impl PushJob {
     /// Pushes. A push refused because a claim is not confirmed under this
     /// node's lease yet (a task taken in before the first heartbeat after a
     /// start landed, or waiting for its renewal) is tried again each time the
@@ -143,7 +143,7 @@ impl Push {
     }
 }
 
-impl Worker for Push {
+impl Worker for PushJob {
     async fn wait_for_work(&mut self) {
         if std::mem::take(&mut self.first) {
             return checked(&mut self.checked).await;
@@ -192,7 +192,7 @@ impl Worker for Push {
     }
 }
 
-pub struct Pull {
+pub struct PullJob {
     pull: Arc<clawboard_sync::Pull<AnyRemote>>,
     /// Poked when a pull brought files: tasks other nodes ended count in the GM's records.
     records_due: Arc<Notify>,
@@ -203,19 +203,19 @@ pub struct Pull {
     refused: Option<String>,
 }
 
-impl Pull {
+impl PullJob {
     pub fn new(
         pull: Arc<clawboard_sync::Pull<AnyRemote>>,
         records_due: Arc<Notify>,
         checked: watch::Receiver<bool>,
         clock: super::jobs::Clock,
-    ) -> Pull {
+    ) -> PullJob {
         let due = Scheduled::new(pull.sync().settings().schedule.clone(), clock);
-        Pull { pull, records_due, checked, due, first: true, refused: None }
+        PullJob { pull, records_due, checked, due, first: true, refused: None }
     }
 }
 
-impl Worker for Pull {
+impl Worker for PullJob {
     async fn wait_for_work(&mut self) {
         if std::mem::take(&mut self.first) {
             return checked(&mut self.checked).await;
@@ -273,10 +273,10 @@ mod tests {
         let clock = Clock::tokio(at("2026-01-01T00:00:30Z"));
         let (checked, checked_rx) = watch::channel(false);
         let ended = Arc::new(Notify::new());
-        let push = Push::new(pa, ended.clone(), Flusher::answering(), checked_rx.clone(), clock, Arc::default());
+        let push = PushJob::new(pa, ended.clone(), Flusher::answering(), checked_rx.clone(), clock, Arc::default());
         a.runner.worker("push", push);
         let records_due = dispatcher(&b).records_due.clone();
-        b.runner.worker("pull", Pull::new(pb, records_due.clone(), checked_rx, clock));
+        b.runner.worker("pull", PullJob::new(pb, records_due.clone(), checked_rx, clock));
         std::fs::write(a.root().join("shared/note.md"), "from a\n").unwrap();
         a.append(&["shared/note.md"]);
         tokio::time::sleep(Duration::from_secs(5)).await;

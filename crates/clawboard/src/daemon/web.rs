@@ -21,7 +21,7 @@ use axum::routing::{get, post};
 use clawboard_core::Store;
 use clawboard_core::formats::{Decision, Level};
 use clawboard_records::escalations::{self, DecideError};
-use clawboard_records::review::{self, Entry, Filter, TaskView};
+use clawboard_records::review::{self, EscalationFile, Filter, TaskView};
 use serde::Deserialize;
 
 use super::DaemonState;

@@ -71,7 +71,7 @@ pub(crate) struct Executed {
 
 /// What the VM learned on the way, for the quality report.
 #[derive(Debug, Default)]
-pub(crate) struct Journal {
+pub(crate) struct Learned {
     pub executed: Vec<Executed>,
     pub findings: Vec<Value>,
     pub fixes: Vec<String>,
@@ -80,7 +80,7 @@ pub(crate) struct Journal {
     pub errors: Vec<String>,
 }
 
-impl Journal {
+impl Learned {
     /// Adds improvements not noted yet (a loop round fixes the same word again).
     pub(crate) fn improve(&mut self, notes: impl IntoIterator<Item = String>) {
         for n in notes {
@@ -100,7 +100,7 @@ pub(crate) struct Vm<'r, 'e> {
     /// The role that replaces the built-in sensitive-word filter, if any.
     filter_role: Option<String>,
     platform: String,
-    journal: Lock<Journal>,
+    journal: Lock<Learned>,
     started: std::time::Instant,
 }
 
@@ -148,7 +148,7 @@ impl<'r, 'e> Vm<'r, 'e> {
     ) -> Self {
         let platform = input.platform().as_str().to_owned();
         let started = std::time::Instant::now();
-        Vm { run, bp, input, mw, filter_role, platform, journal: Lock::new(Journal::default()), started }
+        Vm { run, bp, input, mw, filter_role, platform, journal: Lock::new(Learned::default()), started }
     }
 
     fn vars(&self) -> Vars {

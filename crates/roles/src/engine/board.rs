@@ -26,7 +26,7 @@ pub(crate) struct Handed {
     pub tokens: u64,
     pub budget: Option<u64>,
     /// As recorded (numbered, `handed`); finished when the run ends.
-    pub entry: ledger::Entry,
+    pub entry: ledger::Handout,
     /// The board the slice was cut from, until [`TaskRun::count_full`] has
     /// counted it (then dropped, so that the next board write need not copy it).
     pub board: Option<Arc<BoardFile>>,
@@ -176,7 +176,7 @@ impl TaskRun<'_> {
         match slice::build(&state, &spec) {
             Ok(s) => {
                 // The whole board's count is taken while the role runs (`count_full`).
-                let mut entry = ledger::Entry::of(&s, &info.step, role_id, Some(instance), state.seq, None);
+                let mut entry = ledger::Handout::of(&s, &info.step, role_id, Some(instance), state.seq, None);
                 entry.scope = scope_text;
                 entry.template = template;
                 entry.budget = budget;
@@ -197,7 +197,7 @@ impl TaskRun<'_> {
                         hash: String::new(),
                     };
                     let full = Some(self.full_count(&state));
-                    let mut entry = ledger::Entry::of(&empty, &info.step, role_id, Some(instance), state.seq, full);
+                    let mut entry = ledger::Handout::of(&empty, &info.step, role_id, Some(instance), state.seq, full);
                     entry.scope = scope_text;
                     entry.template = template;
                     entry.outcome = "over_budget".into();

@@ -9,7 +9,7 @@ use clawboard_core::Store;
 use clawboard_core::journal::{Change, ChangeKind, Cursor, Journal as Log, Origin};
 use tokio::sync::watch;
 
-use super::{JobStats, Journal, Registry, Runner};
+use super::{JobStats, JournalFeed, Registry, Runner};
 
 pub fn put(path: &str) -> Change {
     Change { path: path.into(), kind: ChangeKind::Put, origin: Origin::Local, size: None, mtime_ns: None }
@@ -34,7 +34,7 @@ pub fn setup() -> Setup {
     let log = Log::open(&journal_dir).unwrap();
     let (last_seq, seq_rx) = watch::channel(log.last_seq());
     let (stop, stop_rx) = watch::channel(false);
-    let journal = Journal { dir: journal_dir, cursors: cursors.clone(), last_seq: seq_rx };
+    let journal = JournalFeed { dir: journal_dir, cursors: cursors.clone(), last_seq: seq_rx };
     let runner = Runner::new(stop_rx, Arc::new(Registry::default()), journal);
     Setup { dir, store, log, last_seq, stop, runner, cursors }
 }

@@ -126,7 +126,7 @@ struct Recording {
 }
 
 impl Consumer for Recording {
-    async fn handle(&mut self, batch: Vec<Entry>) -> JobResult {
+    async fn handle(&mut self, batch: Vec<Journaled>) -> JobResult {
         if let Some(bad) = self.bad
             && batch.iter().any(|e| e.change.path == bad)
             && !std::mem::replace(&mut *self.failed_once.lock().unwrap(), true)

@@ -30,7 +30,7 @@ pub(super) fn task_line(t: &TaskView) -> String {
     esc(&parts.join(" · "))
 }
 
-pub(super) fn card(w: &Web, e: &Entry, now: chrono::DateTime<chrono::Utc>) -> String {
+pub(super) fn card(w: &Web, e: &EscalationFile, now: chrono::DateTime<chrono::Utc>) -> String {
     let x = &e.escalation;
     let id = esc(&e.id);
     let age = e.raised_at().map_or_else(|| "?".to_owned(), |t| review::age(t, now));
@@ -110,13 +110,13 @@ pub(super) fn fragment(w: &Web) -> String {
         o.push_str(&format!("<p class=\"flash error\">Cannot read escalations/: {}</p>", esc(&e.to_string())));
         Default::default()
     });
-    let pending: Vec<&Entry> = all.iter().filter(|e| e.is_pending()).collect();
+    let pending: Vec<&EscalationFile> = all.iter().filter(|e| e.is_pending()).collect();
     o.push_str(&format!("<section id=\"escalations\"><h2>Pending escalations ({})</h2>", pending.len()));
     if pending.is_empty() {
         o.push_str("<p class=\"empty\">No pending escalations.</p>");
     }
     for level in [Level::Critical, Level::High, Level::Normal] {
-        let group: Vec<&&Entry> = pending.iter().filter(|e| e.escalation.level == level).collect();
+        let group: Vec<&&EscalationFile> = pending.iter().filter(|e| e.escalation.level == level).collect();
         if group.is_empty() {
             continue;
         }
@@ -144,7 +144,7 @@ pub(super) fn fragment(w: &Web) -> String {
     o.push_str("</section>");
     o.push_str(&entries::section(w));
     o.push_str("<section id=\"decided\"><h2>Recent decisions</h2>");
-    let mut decided: Vec<&Entry> = all.iter().filter(|e| !e.is_pending()).collect();
+    let mut decided: Vec<&EscalationFile> = all.iter().filter(|e| !e.is_pending()).collect();
     decided.sort_by(|a, b| {
         b.escalation
             .decided_at
