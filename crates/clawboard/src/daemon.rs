@@ -179,8 +179,8 @@ pub struct Parts<'a> {
 
 /// Runs the daemon until SIGTERM/SIGINT; `args` is kept to reload the config on SIGHUP.
 pub async fn run(args: GlobalArgs, settings: Settings) -> anyhow::Result<()> {
-    let mut d = Daemon::start(&settings)?;
-    d.install(&settings).await?;
+    let (mut d, pulled) = Daemon::start(&settings)?;
+    d.install(&settings, pulled).await?;
     d.serve(&settings);
     systemd::ready("intake live");
     tracing::info!(root = %d.state.root.display(), pid = std::process::id(), "daemon ready");
@@ -199,16 +199,15 @@ struct Daemon {
     recorder: recorder::Recorder,
     jobs: jobs::Runner,
     store: Store,
-    /// The store pulled changes are written through (journaled as the remote's).
-    pulled: Option<Store>,
     dispatcher: Arc<dispatch::Dispatcher>,
     state: Arc<DaemonState>,
 }
 
 impl Daemon {
     /// Everything that can refuse to start does so here, before any work begins;
-    /// then the write-ahead log is replayed and the engine built.
-    fn start(settings: &Settings) -> anyhow::Result<Daemon> {
+    /// then the write-ahead log is replayed and the engine built. Also returns the
+    /// store pulled changes are written through (journaled as the remote's).
+    fn start(settings: &Settings) -> anyhow::Result<(Daemon, Store)> {
         let (_, report) = Store::init(&settings.root)?;
         let root = report.root.clone();
         check_state_dir(&root)?;
@@ -274,25 +273,14 @@ impl Daemon {
             node: node.clone().filter(|_| settings.sync.enabled),
             person_token,
         });
-        let pulled = Some(pulled);
-        Ok(Daemon {
-            _lock: lock,
-            node,
-            web_token,
-            stopping_tx,
-            kill_tx,
-            recorder,
-            jobs,
-            store,
-            pulled,
-            dispatcher,
-            state,
-        })
+        let daemon =
+            Daemon { _lock: lock, node, web_token, stopping_tx, kill_tx, recorder, jobs, store, dispatcher, state };
+        Ok((daemon, pulled))
     }
 
     /// Finishes what a crash interrupted (staged intakes, then every active
     /// task), and installs every subsystem's jobs.
-    async fn install(&mut self, settings: &Settings) -> anyhow::Result<()> {
+    async fn install(&mut self, settings: &Settings, pulled: Store) -> anyhow::Result<()> {
         for outcome in roles_intake::recover_staged(&self.store)? {
             tracing::info!("recovered an interrupted intake: {outcome:?}");
         }
@@ -310,7 +298,6 @@ impl Daemon {
             clock: jobs::Clock::System,
             node: self.node.as_deref(),
         };
-        let pulled = self.pulled.take().context("the daemon's jobs are installed once")?;
         let cluster = sync::install(&mut self.jobs, &p, pulled, self.recorder.flusher(), active).await?;
         archive::install(&mut self.jobs, &p);
         records::install(&mut self.jobs, &p);

@@ -129,22 +129,26 @@ struct WriteQuery {
 }
 
 /// Every way an API request ends other than its answer, each with its status.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum ApiError {
     /// No running instance holds the token (401).
+    #[error("{0}")]
     Unauthorized(String),
     /// The policy refused it (403, 400, 413 or 422 by the refusal).
+    #[error("{0}")]
     Refused(Refusal),
     /// The board's zone table refused it (403).
-    Forbidden {
-        message: String,
-        rule: Option<String>,
-    },
+    #[error("{message}")]
+    Forbidden { message: String, rule: Option<String> },
     /// Not valid (400 for the request itself, 422 for what it names).
+    #[error("{0}")]
     BadRequest(String),
+    #[error("{0}")]
     Unprocessable(String),
     /// An escalation that exists already (409).
+    #[error("{0}")]
     Conflict(String),
+    #[error("{0}")]
     Internal(String),
 }
 
@@ -181,20 +185,6 @@ impl axum::response::IntoResponse for ApiError {
             ApiError::Internal(m) => (S::INTERNAL_SERVER_ERROR, m, None),
         };
         (status, Json(json!({"error": message, "rule": rule}))).into_response()
-    }
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApiError::Refused(r) => write!(f, "{r}"),
-            ApiError::Forbidden { message: m, .. }
-            | ApiError::Unauthorized(m)
-            | ApiError::BadRequest(m)
-            | ApiError::Unprocessable(m)
-            | ApiError::Conflict(m)
-            | ApiError::Internal(m) => f.write_str(m),
-        }
     }
 }
 
