@@ -146,8 +146,10 @@ impl Bucket {
                 clawboard_sync::AnyRemote::Dir(clawboard_sync::dir::DirRemote::open(Path::new(&self.at)).unwrap())
             }
             Kind::Moto | Kind::S3s => {
-                let dir = tempfile::tempdir().unwrap();
-                let creds = self.write_credentials(&dir.path().join("creds.env"));
+                // Read at every request: the file outlives the client (one per bucket and key).
+                let dir = std::env::temp_dir().join("clawboard-test-credentials");
+                std::fs::create_dir_all(&dir).unwrap();
+                let creds = self.write_credentials(&dir.join(format!("{}-{}.env", self.name, self.key)));
                 let cfg = S3Config {
                     endpoint: Some(self.at.clone()),
                     region: "us-east-1".into(),
@@ -158,7 +160,6 @@ impl Bucket {
                     request_timeout: Duration::from_secs(30),
                     connect_timeout: Duration::from_secs(2),
                 };
-                // The credentials are read when the client is built.
                 clawboard_sync::AnyRemote::S3(runtime().block_on(S3Remote::new(&cfg)).unwrap())
             }
         }

@@ -109,6 +109,12 @@ fn a_wrong_token_is_one_clear_error_and_the_next_run_pushes_everything() {
     let file = t.scratch("token", format!("{}\n", server.token).as_bytes());
     let cfg = std::fs::read_to_string(t.dir.path().join("clawboard.toml")).unwrap();
     t.config(&cfg.replace("[archive]\n", &format!("[archive]\ntoken_file = \"{}\"\n", file.display())));
+    // Others may read it: refused, the file and the fix named, nothing sent.
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let r = cb(&t, "", &["archive", "now"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("(archive.token_file): group or others have access to it (mode 644)"), "{}", r.stderr);
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let ok = cb(&t, "", &["archive", "now"]);
     assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
     let st = status(&t);

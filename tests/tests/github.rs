@@ -265,7 +265,7 @@ fn a_wrong_token_is_one_clear_error_and_never_printed() {
             .unwrap(),
     );
     r.expect_code(2);
-    assert!(r.stderr.contains("$GITHUB_TOKEN is not set"), "{r:?}");
+    assert!(r.stderr.contains("the environment variable GITHUB_TOKEN (github.token_env) is not set"), "{r:?}");
 }
 
 #[test]
@@ -302,7 +302,8 @@ fn a_token_file_must_be_private() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let r = cb(&t, "", &["entry", "github", "sync"]);
     r.expect_code(2);
-    assert!(r.stderr.contains("mode 644") && r.stderr.contains("600 or stricter"), "{r:?}");
+    assert!(r.stderr.contains("(github.token_file): group or others have access to it (mode 644)"), "{r:?}");
+    assert!(r.stderr.contains("run `chmod 600"), "{r:?}");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let r = cb(&t, "", &["--json", "entry", "github", "sync"]);
     r.ok();

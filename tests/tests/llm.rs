@@ -230,7 +230,7 @@ fn every_config_in_the_llm_docs_is_accepted() {
     let cfg = t.config(&with_file.replace("\"test.key\"", "\"missing.key\""));
     let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);
     r.expect_code(2);
-    assert!(r.stderr.contains(".llm.api_key_file: API key file ") && r.stderr.contains("missing.key"), "{}", r.stderr);
+    assert!(r.stderr.contains(".llm.api_key_file: ") && r.stderr.contains("missing.key: No such file"), "{}", r.stderr);
     set_mode(&key, 0o644);
     let cfg = t.config(with_file);
     let r = t.run(&["--config", cfg.to_str().unwrap(), "status"]);

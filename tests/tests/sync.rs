@@ -288,6 +288,33 @@ fn the_daemon_pushes_at_once_when_a_task_ends() {
 }
 
 #[test]
+fn the_daemon_reads_the_credentials_file_at_each_request_so_a_rotated_key_needs_no_restart() {
+    let t = Tree::init();
+    let bucket = Bucket::new(Kind::S3s, t.dir.path());
+    daemon_config(&t, &bucket, "");
+    fill(&t.root, 2);
+    let d = t.daemon();
+    let status = || sync(&t, &["status", "--json"]).json();
+    wait_until(20, "the first push", || status()["pending"]["entries"] == 0);
+    // The file's key changes under the running daemon (same path): its next push is refused.
+    let wrong = Bucket { secret: "not-the-secret".into(), ..bucket.clone() };
+    wrong.sync_config(t.dir.path(), "");
+    write(&t.root, "gm/decisions.md", b"# written while the key is wrong\n");
+    wait_until(20, "a push refused with the wrong key", || {
+        status()["lastError"].as_str().is_some_and(|e| e.contains("403"))
+    });
+    assert!(!bucket.objects().contains_key("gm/decisions.md") || sync(&t, &["verify"]).code != 0);
+    // The right key again, still without a restart: the change lands.
+    bucket.sync_config(t.dir.path(), "");
+    wait_until(20, "the change pushed with the rotated key", || {
+        status()["pending"]["entries"] == 0 && sync(&t, &["verify"]).code == 0
+    });
+    assert_identical(&t, &bucket, "after the key was put right");
+    assert!(!d.output().contains("not-the-secret"), "never logs the secret");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
 fn an_idle_tick_sends_no_put_and_never_lists_the_bucket() {
     let t = Tree::init();
     let dir = tempfile::tempdir().unwrap();

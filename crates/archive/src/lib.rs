@@ -19,7 +19,7 @@ pub mod source;
 pub use error::{Error, Result};
 pub use harvest::{HarvestReport, HarvestSettings};
 pub use repo::{Archive, LogEntry, RunReport, Status};
-pub use settings::{ArchiveConfig, ArchiveSection, ArchiveSettings, HarvestSection, Token};
+pub use settings::{ArchiveConfig, ArchiveSection, ArchiveSettings, HarvestSection};
 
 /// Replaces `dir/name` by a rename, without fsync: for the archive's own caches and
 /// status (`.clawboard/archive/`, `.clawboard/harvest-index.json`), which a crash may

@@ -6,11 +6,12 @@
 //!
 //! The node id is not a setting: it is passed to [`crate::Archive::new`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clawboard_core::backoff::Backoff;
 use clawboard_core::config::{self, ByteSize, ConfigError, Schedule};
+use clawboard_core::secret::SecretSource;
 use serde::Deserialize;
 
 use crate::HarvestSettings;
@@ -59,30 +60,6 @@ pub struct ArchiveConfig {
     pub harvest: HarvestSettings,
 }
 
-/// Where the token for an HTTPS remote comes from.
-#[derive(Clone)]
-pub enum Token {
-    /// An environment variable: its name, and its value when the config was resolved.
-    Env {
-        var: String,
-        value: String,
-    },
-    /// A file holding the token (read when the remote asks, so it can be rotated).
-    File(PathBuf),
-    None,
-}
-
-/// Never prints the token.
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Token::Env { var, .. } => write!(f, "Env({var}, <redacted>)"),
-            Token::File(p) => write!(f, "File({})", p.display()),
-            Token::None => write!(f, "None"),
-        }
-    }
-}
-
 /// How the archive commits and pushes. The default keeps the commits local. Its
 /// `Debug` never prints the token, nor credentials in the remote URL.
 #[derive(Clone)]
@@ -94,7 +71,11 @@ pub struct ArchiveSettings {
     pub author_email: String,
     /// The user name sent with a token (`x-access-token` suits GitHub), unless the URL has one.
     pub username: String,
-    pub token: Token,
+    /// The token for HTTPS remotes: from the environment, else `archive.token_file`.
+    pub token: Option<SecretSource>,
+    /// `archive.token_file` as configured, even while a token in the environment
+    /// wins over it: denied to sandboxed roles all the same.
+    pub token_file: Option<PathBuf>,
     /// A private key for SSH remotes; without one, the SSH agent.
     pub ssh_key: Option<PathBuf>,
     /// Source files larger than this are refused (GitHub refuses 100 MiB).
@@ -118,6 +99,13 @@ impl std::fmt::Debug for ArchiveSettings {
     }
 }
 
+impl ArchiveSettings {
+    /// The token file and the SSH key: denied to sandboxed roles.
+    pub fn secret_files(&self) -> impl Iterator<Item = &Path> {
+        self.token_file.iter().chain(&self.ssh_key).map(PathBuf::as_path)
+    }
+}
+
 impl Default for ArchiveSettings {
     fn default() -> ArchiveSettings {
         ArchiveSettings {
@@ -126,7 +114,8 @@ impl Default for ArchiveSettings {
             author_name: "clawboard".into(),
             author_email: "clawboard@localhost".into(),
             username: "x-access-token".into(),
-            token: Token::None,
+            token: None,
+            token_file: None,
             ssh_key: None,
             max_file_bytes: MAX_FILE_BYTES,
             push_attempts: 5,
@@ -142,7 +131,7 @@ impl ArchiveConfig {
     pub fn resolve(
         a: ArchiveSection,
         h: HarvestSection,
-        env_token: Option<Token>,
+        env_token: Option<SecretSource>,
         expand: impl Fn(&str) -> PathBuf,
     ) -> Result<ArchiveConfig, ConfigError> {
         let mut s = ArchiveSettings::default();
@@ -173,11 +162,8 @@ impl ArchiveConfig {
                 *slot = v;
             }
         }
-        s.token = match (env_token, a.token_file) {
-            (Some(t), _) => t,
-            (None, Some(f)) => Token::File(expand(&f)),
-            (None, None) => Token::None,
-        };
+        s.token_file = a.token_file.map(|f| expand(&f));
+        s.token = env_token.or_else(|| s.token_file.as_ref().map(|f| SecretSource::file(f, "archive.token_file")));
         s.ssh_key = a.ssh_key.map(|k| expand(&k));
         if let Some(m) = a.max_file_size {
             if m.0 == 0 || m.0 > 100 << 20 {
@@ -254,10 +240,14 @@ mod tests {
     #[test]
     fn the_environment_token_beats_the_token_file() {
         let a = || ArchiveSection { token_file: Some("/t".into()), ..Default::default() };
-        let env = Token::Env { var: "CLAWBOARD_GIT_TOKEN".into(), value: "x".into() };
-        let c = ArchiveConfig::resolve(a(), HarvestSection::default(), Some(env), |p: &str| PathBuf::from(p)).unwrap();
-        assert!(matches!(c.settings.token, Token::Env { .. }));
-        assert!(matches!(resolve(a()).unwrap().settings.token, Token::File(p) if p == std::path::Path::new("/t")));
+        let env = SecretSource::env("CLAWBOARD_GIT_TOKEN", "the archive's token");
+        let c = ArchiveConfig::resolve(a(), HarvestSection::default(), Some(env.clone()), |p: &str| PathBuf::from(p))
+            .unwrap();
+        assert_eq!(c.settings.token, Some(env));
+        // Denied to sandboxed roles even so.
+        assert_eq!(c.settings.secret_files().collect::<Vec<_>>(), [std::path::Path::new("/t")]);
+        let file = resolve(a()).unwrap().settings.token;
+        assert_eq!(file, Some(SecretSource::file("/t", "archive.token_file")));
     }
 
     #[test]

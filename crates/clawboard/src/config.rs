@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clawboard_core::config::{ByteSize, ConfigError};
+use clawboard_core::secret::SecretSource;
 use clawboard_core::validate::DEFAULT_MAX_FILE_BYTES;
 use serde::Deserialize;
 
@@ -365,23 +366,19 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let lanes = clawboard_entries::Lanes::resolve(file.lanes, |r| roles.roles.contains_key(r)).map_err(bad)?;
     let sync = clawboard_sync::SyncSettings::resolve(file.sync, expand).map_err(bad)?;
     sync.check_dir(&root).map_err(bad)?;
-    let github = clawboard_github::GithubSettings::resolve(
-        file.github,
-        |v| env.named(v),
-        expand,
-        |l| lanes.iter().any(|(name, _)| name == l),
-    )
+    let github = clawboard_github::GithubSettings::resolve(file.github, expand, |l| {
+        lanes.iter().any(|(name, _)| name == l)
+    })
     .map_err(bad)?;
-    let git_token = ["CLAWBOARD_GIT_TOKEN", "GITHUB_TOKEN"].into_iter().find_map(|var| {
-        env.named(var).map(|value| clawboard_archive::Token::Env { var: var.to_owned(), value: value.to_owned() })
-    });
-    // Denied to sandboxed roles even while a token in the environment wins over it.
-    let archive_token_file = file.archive.token_file.as_deref().map(expand);
+    let git_token = ["CLAWBOARD_GIT_TOKEN", "GITHUB_TOKEN"]
+        .into_iter()
+        .find(|var| env.named(var).is_some())
+        .map(|var| SecretSource::env(var, "the archive's HTTPS token"));
     let archive =
         clawboard_archive::ArchiveConfig::resolve(file.archive, file.harvest, git_token, expand).map_err(bad)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, expand, &origin)?;
     let retention = retention::resolve(file.retention, config_file.as_deref(), expand, &origin)?;
-    let own = own_secret_files(&roles, (&archive, archive_token_file), &github, &review.web.token, &sync, &root, env);
+    let own = own_secret_files(&roles, &archive, &github, &review.web.token, &sync, &root, env);
     roles.sandbox.deny_also(own);
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
@@ -425,26 +422,23 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
 }
 
 /// The daemon's own secrets and its local bucket, wherever the config puts
-/// them: denied to sandboxed roles as the root is (docs/SANDBOX.md). `archive`
-/// comes with its `token_file`, denied even while a token in the environment
-/// wins over it.
+/// them: denied to sandboxed roles as the root is (docs/SANDBOX.md). Each
+/// section names its own secret files.
 fn own_secret_files(
     roles: &clawboard_roles::RolesConfig,
-    (archive, archive_token_file): (&clawboard_archive::ArchiveConfig, Option<PathBuf>),
+    archive: &clawboard_archive::ArchiveConfig,
     github: &clawboard_github::GithubSettings,
     web_token: &review::WebToken,
     sync: &clawboard_sync::SyncSettings,
     root: &Path,
     env: &Env,
 ) -> Vec<PathBuf> {
-    let keys = roles.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.clone());
-    let mut own: Vec<PathBuf> =
-        keys.chain(roles.llm.providers.values().filter_map(|p| p.api_key_file.clone())).collect();
-    own.extend(archive_token_file);
-    own.extend(archive.settings.ssh_key.clone());
-    if let clawboard_github::TokenSource::File(p) = &github.token {
-        own.push(p.clone());
-    }
+    let mut own: Vec<PathBuf> = roles
+        .secret_files()
+        .chain(archive.settings.secret_files())
+        .chain(github.secret_files())
+        .map(Path::to_owned)
+        .collect();
     if let review::WebToken::File(p) = web_token {
         own.push(p.clone());
     }

@@ -14,6 +14,8 @@
 //!   index that lets a rescan emit only what the journal missed.
 //! - [`id`], [`time`]: [`Id`] (safe as a path component, and new ones) and [`Timestamp`].
 //! - [`token`]: secret tokens from the OS's random source, compared in constant time.
+//! - [`secret`]: keys and tokens from an environment variable or a private file,
+//!   read at each use ([`secret::SecretSource`], [`secret::Secret`]).
 //! - [`merge`]: how two nodes' versions of a file every daemon updates become one.
 //! - [`lock`]: [`lock::Lock`], the mutex that is never poisoned.
 //! - [`backoff`]: [`backoff::Backoff`], how long every retry waits.
@@ -36,6 +38,7 @@ pub mod lock;
 pub mod merge;
 pub mod retention;
 pub mod schema;
+pub mod secret;
 pub mod store;
 pub mod time;
 pub mod token;

@@ -23,8 +23,10 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use clawboard_core::secret::{Secret, SecretSource};
+
 use crate::error::{Error, Result};
-use crate::settings::{GithubSettings, Repository, Secret, TokenSource};
+use crate::settings::{GithubSettings, Repository, read_token};
 
 mod http;
 use http::{message_of, method_name, next_link, next_page, rate_limit_wait, status_error};
@@ -120,7 +122,7 @@ pub struct Client {
     http: reqwest::Client,
     api: String,
     repo: Repository,
-    source: TokenSource,
+    source: SecretSource,
     /// Read at the start of every run ([`Api::begin`]).
     token: Option<Secret>,
     max_wait: Duration,
@@ -328,7 +330,7 @@ impl Client {
 
 impl Api for Client {
     fn begin(&mut self) -> Result<()> {
-        self.token = Some(self.source.token()?);
+        self.token = Some(read_token(&self.source)?);
         self.touched.clear();
         Ok(())
     }

@@ -19,4 +19,4 @@ pub use bridge::{Item, Report, Skipped, state_dir, sync};
 pub use client::{Api, Client, Comment, Stats};
 pub use error::{Error, Result};
 pub use memory::MemoryApi;
-pub use settings::{GithubSection, GithubSettings, IssueSet, Repository, Secret, TokenSource};
+pub use settings::{GithubSection, GithubSettings, IssueSet, Repository};

@@ -8,11 +8,11 @@
 //! not both: giving `token_env` and `token_file` together is refused, so which one
 //! is used is never a guess. It is held in a [`Secret`], whose `Debug` prints `***`.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clawboard_core::config::{self, ConfigError, Schedule};
+use clawboard_core::secret::{Secret, SecretError, SecretSource};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -52,74 +52,6 @@ pub const DEFAULT_TOKEN_ENV: &str = "GITHUB_TOKEN";
 pub const DEFAULT_SCHEDULE: &str = "*/5 * * * *";
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
 
-/// A token. Never printed: `Debug` shows `***`, and it has no `Display`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(token: impl Into<String>) -> Secret {
-        Secret(token.into())
-    }
-
-    /// The token itself, for the `Authorization` header only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("***")
-    }
-}
-
-/// Where the token comes from.
-#[derive(Debug, Clone)]
-pub enum TokenSource {
-    /// An environment variable: its name, and its value when the config was read.
-    Env { var: String, value: Option<Secret> },
-    /// A file holding the token (mode 600 or stricter), read at every run.
-    File(PathBuf),
-}
-
-impl TokenSource {
-    /// The token now; an error says where it was looked for.
-    pub fn token(&self) -> Result<Secret> {
-        match self {
-            TokenSource::Env { value: Some(v), .. } => Ok(v.clone()),
-            TokenSource::Env { var, value: None } => Err(Error::NoToken(format!(
-                "${var} is not set (github.token_env); set it, or point github.token_file at a file holding the token"
-            ))),
-            TokenSource::File(path) => read_token_file(path),
-        }
-    }
-}
-
-/// Reads a token file, refusing one that others may read or write.
-fn read_token_file(path: &Path) -> Result<Secret> {
-    let bad = |why: String| Error::NoToken(format!("github.token_file {}: {why}", path.display()));
-    let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if !meta.is_file() {
-        return Err(bad("is not a file".into()));
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(bad(format!(
-            "mode {mode:03o} lets other users at the token; it must be 600 or stricter (chmod 600 {})",
-            path.display()
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(bad("is empty".into()));
-    }
-    if token.contains(char::is_whitespace) || token.chars().any(char::is_control) {
-        return Err(bad("holds more than one line or word; it must hold the token only".into()));
-    }
-    Ok(Secret::new(token))
-}
-
 /// `owner/name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repository {
@@ -154,7 +86,9 @@ pub struct GithubSettings {
     pub api: String,
     /// Required when enabled.
     pub repository: Option<Repository>,
-    pub token: TokenSource,
+    /// `github.token_file`, else the variable `github.token_env` names; read
+    /// at the start of every run.
+    pub token: SecretSource,
     pub schedule: Schedule,
     pub issues: Vec<IssueSet>,
     /// The longest a request waits out rate limits, in all, before it fails.
@@ -168,6 +102,16 @@ pub struct GithubSettings {
 pub const TRUSTED_ASSOCIATIONS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
 
 impl GithubSettings {
+    /// The token now; an error says where it was looked for.
+    pub fn token(&self) -> Result<Secret> {
+        read_token(&self.token)
+    }
+
+    /// The token's file, if it is kept in one: denied to sandboxed roles.
+    pub fn secret_files(&self) -> impl Iterator<Item = &Path> {
+        self.token.path().into_iter()
+    }
+
     /// Whether an entry comment by `login`, standing `association` in the
     /// repository, may create or change an entry; the error says why not.
     pub fn trusts(&self, login: &str, association: Option<&str>) -> Result<(), String> {
@@ -184,12 +128,10 @@ impl GithubSettings {
 }
 
 impl GithubSettings {
-    /// `[github]` checked; `env` looks up an environment variable (the token's),
-    /// `expand` turns a path as written (`~/…`) into a path, `has_lane` says whether
-    /// a `[lanes.NAME]` exists. Errors name the key.
+    /// `[github]` checked; `expand` turns a path as written (`~/…`) into a path,
+    /// `has_lane` says whether a `[lanes.NAME]` exists. Errors name the key.
     pub fn resolve(
         s: GithubSection,
-        env: impl Fn(&str) -> Option<String>,
         expand: impl Fn(&str) -> PathBuf,
         has_lane: impl Fn(&str) -> bool,
     ) -> Result<GithubSettings, ConfigError> {
@@ -227,14 +169,13 @@ impl GithubSettings {
                 return Err(bad("token_file", "set either github.token_env or github.token_file, not both".into()));
             }
             (_, Some(f)) if f.trim().is_empty() => return Err(bad("token_file", "is empty".into())),
-            (_, Some(f)) => TokenSource::File(expand(&f)),
+            (_, Some(f)) => SecretSource::file(expand(&f), "github.token_file"),
             (var, None) => {
                 let var = var.unwrap_or_else(|| DEFAULT_TOKEN_ENV.to_owned());
                 if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                     return Err(bad("token_env", format!("{var:?} is not an environment variable name")));
                 }
-                let value = env(&var).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()).map(Secret::new);
-                TokenSource::Env { var, value }
+                SecretSource::env(var, "github.token_env")
             }
         };
         let schedule = Schedule::parse_or("github.schedule", s.schedule, DEFAULT_SCHEDULE)?;
@@ -289,6 +230,16 @@ impl GithubSettings {
     }
 }
 
+/// The token from `source` now; an error says where it was looked for.
+pub(crate) fn read_token(source: &SecretSource) -> Result<Secret> {
+    source.read().map_err(|e| match e {
+        SecretError::EnvUnset { .. } => {
+            Error::NoToken(format!("{e}; set it, or point github.token_file at a file holding the token"))
+        }
+        e => Error::NoToken(e.to_string()),
+    })
+}
+
 /// `owner/name` with GitHub's characters, else `None`.
 fn repository(text: &str) -> Option<Repository> {
     let (owner, name) = text.split_once('/')?;
@@ -304,6 +255,7 @@ fn repository(text: &str) -> Option<Repository> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::os::unix::fs::PermissionsExt;
 
     use super::*;
 
@@ -317,8 +269,7 @@ mod tests {
     }
 
     fn resolve(text: &str) -> Result<GithubSettings, ConfigError> {
-        let env = |k: &str| (k == "GITHUB_TOKEN").then(|| "ghp_secret".to_owned());
-        GithubSettings::resolve(section(text), env, |p: &str| PathBuf::from(p), |l| l == "doc_update")
+        GithubSettings::resolve(section(text), |p: &str| PathBuf::from(p), |l| l == "doc_update")
     }
 
     fn err(text: &str) -> String {
@@ -331,7 +282,7 @@ mod tests {
         assert!(!s.enabled && s.repository.is_none() && s.issues.is_empty());
         assert_eq!((s.api.as_str(), s.schedule.text.as_str()), (DEFAULT_API, DEFAULT_SCHEDULE));
         assert_eq!(s.max_wait, Duration::from_secs(60));
-        assert!(matches!(&s.token, TokenSource::Env { var, value: Some(_) } if var == "GITHUB_TOKEN"));
+        assert_eq!(s.token, SecretSource::env("GITHUB_TOKEN", "github.token_env"));
     }
 
     #[test]
@@ -348,13 +299,16 @@ issues = [{ lane = "doc_update", numbers = [571, 572], label = "blackboard" }, {
         )
         .unwrap();
         assert_eq!(s.api, "https://ghe.example.com/api/v3");
-        assert_eq!(s.repository.unwrap().to_string(), "octo-org/vpm.mini");
+        assert_eq!(s.repository.as_ref().unwrap().to_string(), "octo-org/vpm.mini");
         assert_eq!(s.issues[0].numbers, [571, 572]);
         assert_eq!(s.issues[1].label.as_deref(), Some("other"));
         assert_eq!(s.max_wait, Duration::from_secs(120));
-        assert!(matches!(&s.token, TokenSource::Env { var, value: None } if var == "MY_TOKEN"));
-        let e = s.token.token().unwrap_err().to_string();
-        assert!(e.contains("$MY_TOKEN is not set"), "{e}");
+        assert_eq!(s.token, SecretSource::env("MY_TOKEN", "github.token_env"));
+        let e = s.token().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "no GitHub token: the environment variable MY_TOKEN (github.token_env) is not set or empty; set it, or point github.token_file at a file holding the token"
+        );
     }
 
     #[test]
@@ -396,10 +350,11 @@ issues = [{ lane = "doc_update", numbers = [571, 572], label = "blackboard" }, {
     #[test]
     fn the_token_never_shows_in_debug_output() {
         let s = resolve("[github]\nrepository = \"o/r\"").unwrap();
-        let shown = format!("{s:?} {:?} {:?}", s.token, s.token.token().unwrap());
+        let token = s.token.read_with(|k| (k == "GITHUB_TOKEN").then(|| "ghp_secret".to_owned())).unwrap();
+        let shown = format!("{s:?} {:?} {token:?}", s.token);
         assert!(!shown.contains("ghp_secret"), "{shown}");
         assert!(shown.contains("***"), "{shown}");
-        assert_eq!(s.token.token().unwrap().expose(), "ghp_secret");
+        assert_eq!(token.expose(), "ghp_secret");
     }
 
     #[test]
@@ -407,17 +362,16 @@ issues = [{ lane = "doc_update", numbers = [571, 572], label = "blackboard" }, {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, "ghp_filetoken\n").unwrap();
-        let source = TokenSource::File(path.clone());
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = source.token().unwrap_err().to_string();
-        assert!(e.contains("mode 644") && e.contains("600 or stricter") && !e.contains("ghp_filetoken"), "{e}");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(source.token().unwrap().expose(), "ghp_filetoken");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
-        assert_eq!(source.token().unwrap().expose(), "ghp_filetoken");
-        let missing = TokenSource::File(dir.path().join("nope")).token().unwrap_err().to_string();
-        assert!(missing.contains("cannot read it"), "{missing}");
         let s = resolve(&format!("[github]\ntoken_file = \"{}\"", path.display())).unwrap();
-        assert!(matches!(s.token, TokenSource::File(p) if p == path), "the file, not $GITHUB_TOKEN");
+        assert_eq!(s.token, SecretSource::file(&path, "github.token_file"), "the file, not $GITHUB_TOKEN");
+        assert_eq!(s.secret_files().collect::<Vec<_>>(), [path.as_path()]);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = s.token().unwrap_err().to_string();
+        assert!(e.contains("(github.token_file)") && e.contains("mode 644") && e.contains("chmod 600"), "{e}");
+        assert!(!e.contains("ghp_filetoken"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(s.token().unwrap().expose(), "ghp_filetoken");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(s.token().unwrap().expose(), "ghp_filetoken");
     }
 }

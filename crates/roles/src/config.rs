@@ -326,6 +326,12 @@ impl RolesConfig {
         Ok(())
     }
 
+    /// Every `api_key_file`, of a role or a provider: denied to sandboxed roles.
+    pub fn secret_files(&self) -> impl Iterator<Item = &std::path::Path> {
+        let roles = self.roles.values().filter_map(|r| r.llm.as_ref()?.api_key_file.as_deref());
+        roles.chain(self.llm.providers.values().filter_map(|p| p.api_key_file.as_deref()))
+    }
+
     /// Resolves each `llm` role's `api_key_file` with `resolve` (`~`, relative to
     /// the config file) and checks it is a regular file only its owner can read.
     pub fn resolve_key_files(&mut self, resolve: impl Fn(&str) -> std::path::PathBuf) -> Result<(), ConfigError> {

@@ -7,14 +7,14 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aws_sdk_s3::Client;
+use aws_credential_types::provider;
 use aws_sdk_s3::config::{
-    BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
-    SharedCredentialsProvider,
+    BehaviorVersion, Credentials, IdentityCache, ProvideCredentials, Region, RequestChecksumCalculation,
+    ResponseChecksumValidation, SharedCredentialsProvider,
 };
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
@@ -22,6 +22,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectI
 use aws_smithy_types::retry::RetryConfig;
 use aws_smithy_types::timeout::TimeoutConfig;
 use bytes::Bytes;
+use clawboard_core::secret;
 
 use crate::error::{Error, Failure, RemoteError};
 use crate::remote::{Body, Condition, Metadata, ObjectInfo, Page, PutOutcome, Remote};
@@ -85,22 +86,13 @@ pub struct S3Remote {
     describe: String,
 }
 
-/// Reads an env-file of credentials, refusing one that others can read.
+/// Reads an env-file of credentials (`NAME=VALUE` lines), refusing one that others can read.
 pub fn read_secret_file(path: &Path) -> Result<Credentials, Error> {
     let field = "sync.s3.credentials_file";
-    let meta = std::fs::metadata(path).map_err(|e| Error::config(field, format!("{}: {e}", path.display())))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(Error::config(
-            field,
-            format!(
-                "{}: readable by group or others (mode {mode:o}); run `chmod 600 {}`",
-                path.display(),
-                path.display()
-            ),
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::config(field, format!("{}: {e}", path.display())))?;
+    let text = secret::read_file(path, field).map_err(|e| {
+        let e = e.into_config_error();
+        Error::config(e.key, e.reason)
+    })?;
     let mut vars = HashMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -113,6 +105,30 @@ pub fn read_secret_file(path: &Path) -> Result<Credentials, Error> {
         vars.insert(k.trim().trim_start_matches("export ").to_owned(), v.trim().trim_matches('"').to_owned());
     }
     credentials_from(field, &path.display().to_string(), |k| vars.get(k).cloned())
+}
+
+/// The bucket's keys from this process's environment or the credentials file,
+/// read for every request, so that a key rotated in its file needs no restart
+/// (a profile keeps the SDK's own provider and cache).
+#[derive(Debug)]
+struct ReadAtUse(CredentialSource);
+
+impl ReadAtUse {
+    fn read(&self) -> Result<Credentials, Error> {
+        match &self.0 {
+            CredentialSource::File(path) => read_secret_file(path),
+            _ => credentials_from("sync.s3", "the environment", |k| std::env::var(k).ok()),
+        }
+    }
+}
+
+impl ProvideCredentials for ReadAtUse {
+    fn provide_credentials<'a>(&'a self) -> provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        provider::future::ProvideCredentials::ready(self.read().map_err(provider::error::CredentialsError::provider_error))
+    }
 }
 
 fn credentials_from(field: &str, source: &str, get: impl Fn(&str) -> Option<String>) -> Result<Credentials, Error> {
@@ -135,16 +151,19 @@ impl S3Remote {
         if cfg.bucket.is_empty() {
             return Err(Error::config("sync.s3.bucket", "empty"));
         }
-        let provider = match &cfg.credentials {
-            CredentialSource::Env => {
-                SharedCredentialsProvider::new(credentials_from("sync.s3", "the environment", |k| {
-                    std::env::var(k).ok()
-                })?)
-            }
-            CredentialSource::File(path) => SharedCredentialsProvider::new(read_secret_file(path)?),
-            CredentialSource::Profile(name) => SharedCredentialsProvider::new(
-                aws_config::profile::ProfileFileCredentialsProvider::builder().profile_name(name).build(),
+        let (provider, cache) = match &cfg.credentials {
+            CredentialSource::Profile(name) => (
+                SharedCredentialsProvider::new(
+                    aws_config::profile::ProfileFileCredentialsProvider::builder().profile_name(name).build(),
+                ),
+                IdentityCache::lazy().build(),
             ),
+            source => {
+                let at_use = ReadAtUse(source.clone());
+                // Missing or unreadable keys fail here, at the start, naming the key.
+                at_use.read()?;
+                (SharedCredentialsProvider::new(at_use), IdentityCache::no_cache())
+            }
         };
         let timeouts = TimeoutConfig::builder()
             .connect_timeout(cfg.connect_timeout)
@@ -154,6 +173,7 @@ impl S3Remote {
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(cfg.region.clone()))
             .credentials_provider(provider)
+            .identity_cache(cache)
             .force_path_style(cfg.path_style)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
@@ -515,6 +535,24 @@ impl Remote for S3Remote {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_credentials_file_is_read_again_for_every_request() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r2.env");
+        let write = |key: &str| std::fs::write(&path, format!("AWS_ACCESS_KEY_ID={key}\nAWS_SECRET_ACCESS_KEY=s\n"));
+        write("k1").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let at_use = ReadAtUse(CredentialSource::File(path.clone()));
+        assert_eq!(at_use.read().unwrap().access_key_id(), "k1");
+        write("k2").unwrap();
+        assert_eq!(at_use.read().unwrap().access_key_id(), "k2", "the rotated key, without a new client");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = at_use.read().unwrap_err().to_string();
+        assert!(e.contains("sync.s3.credentials_file") && e.contains("mode 640") && e.contains("chmod 600"), "{e}");
+        assert!(!e.contains("k2"), "{e}");
+    }
 
     #[test]
     fn the_files_holding_the_keys_are_the_credentials_file_or_the_profiles_existing_shared_files() {

@@ -13,7 +13,7 @@ use git2::{
 
 use super::{Archive, FILE_MODE, Pack, PushReport, git_err, redact, rfc3339};
 use crate::extract::{self, Merge};
-use crate::{ArchiveSettings, Error, Result, Token};
+use crate::{ArchiveSettings, Error, Result};
 
 /// Whether a refused push lost a race with another pusher (rather than being refused
 /// for good): libgit2's own fast-forward check, or receive-pack's answers when the
@@ -106,22 +106,16 @@ impl<'s> Auth<'s> {
                 return refuse(format!("nothing: the remote asks for {allowed:?}"), "unsupported authentication");
             }
             let user = user_from_url.unwrap_or(&self.settings.username).to_owned();
-            let (token, source) = match &self.settings.token {
-                Token::Env { var, value } => (value.trim().to_owned(), format!("the token in ${var}")),
-                Token::File(path) => match std::fs::read_to_string(path) {
-                    Ok(t) => (t.trim().to_owned(), format!("the token in {}", path.display())),
-                    Err(e) => {
-                        let tried = format!("the token file {} (unreadable: {e})", path.display());
-                        return refuse(tried, "the token file is unreadable");
-                    }
-                },
-                Token::None => {
-                    let tried = "no token (set CLAWBOARD_GIT_TOKEN or GITHUB_TOKEN, or archive.token_file)";
-                    return refuse(tried.into(), "no token configured");
-                }
+            let Some(source) = &self.settings.token else {
+                let tried = "no token (set CLAWBOARD_GIT_TOKEN or GITHUB_TOKEN, or archive.token_file)";
+                return refuse(tried.into(), "no token configured");
             };
-            *self.tried.borrow_mut() = format!("{source} as user {user:?}");
-            return Cred::userpass_plaintext(&user, &token);
+            let token = match source.read() {
+                Ok(t) => t,
+                Err(e) => return refuse(format!("no usable token: {e}"), "the token cannot be read"),
+            };
+            *self.tried.borrow_mut() = format!("the token in {} as user {user:?}", source.describe());
+            return Cred::userpass_plaintext(&user, token.expose());
         }
         let user = user_from_url.unwrap_or("git");
         if !allowed.contains(CredentialType::SSH_KEY) {
@@ -363,6 +357,7 @@ impl Archive {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawboard_core::secret::SecretSource;
 
     #[test]
     fn urls_lose_their_credentials() {
@@ -383,13 +378,13 @@ mod tests {
         }
     }
 
-    fn settings(token: Token) -> ArchiveSettings {
-        ArchiveSettings { token, ..ArchiveSettings::default() }
+    fn settings(token: SecretSource) -> ArchiveSettings {
+        ArchiveSettings { token: Some(token), ..ArchiveSettings::default() }
     }
 
     #[test]
     fn ssh_gets_the_user_name_then_a_key_and_never_the_token() {
-        let s = settings(Token::Env { var: "GITHUB_TOKEN".into(), value: "secret".into() });
+        let s = settings(SecretSource::env("GITHUB_TOKEN", "the archive's token"));
         let auth = Auth::new(&s);
         let url = "ssh://github.com/o/r.git";
         assert!(auth.credentials(url, None, CredentialType::USERNAME).is_ok());
@@ -405,14 +400,24 @@ mod tests {
 
     #[test]
     fn https_gets_the_token_once_and_names_where_it_came_from() {
-        let s = settings(Token::Env { var: "CLAWBOARD_GIT_TOKEN".into(), value: " t0k \n".into() });
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, " t0k \n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let s = settings(SecretSource::file(&file, "archive.token_file"));
         let auth = Auth::new(&s);
         let url = "https://github.com/o/r.git";
         assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_ok());
-        assert_eq!(auth.describe(), "the token in $CLAWBOARD_GIT_TOKEN as user \"x-access-token\"");
+        assert_eq!(auth.describe(), format!("the token in {} as user \"x-access-token\"", file.display()));
         assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_err());
         assert!(!format!("{s:?}").contains("t0k"), "Debug must not print the token");
-        let none = settings(Token::None);
+        // A token file others may read is not used, and the failure says why.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let auth = Auth::new(&s);
+        assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_err());
+        assert!(auth.describe().contains("(archive.token_file): group or others"), "{}", auth.describe());
+        let none = ArchiveSettings::default();
         let auth = Auth::new(&none);
         assert!(auth.credentials(url, None, CredentialType::USER_PASS_PLAINTEXT).is_err());
         assert!(auth.describe().starts_with("no token (set CLAWBOARD_GIT_TOKEN"), "{}", auth.describe());

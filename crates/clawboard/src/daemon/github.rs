@@ -48,7 +48,7 @@ impl Github<Client> {
     pub fn open(store: Store, lanes: LanesNow, settings: GithubSettings, clock: Clock) -> anyhow::Result<Self> {
         let api = Client::new(&settings, clawboard_github::state_dir(store.root()))?;
         let repository = settings.repository()?.to_string();
-        match settings.token.token() {
+        match settings.token() {
             Ok(_) => tracing::info!(repository, schedule = %settings.schedule.text, "github bridge on"),
             Err(e) => tracing::error!(repository, "github: {e}; every run fails until it is fixed"),
         }

@@ -24,8 +24,7 @@ fn setup(issues: &str) -> T {
     }
     let text = format!("[github]\nenabled = true\nrepository = \"o/r\"\nissues = {issues}\n");
     let section = toml::from_str::<F>(&text).unwrap().github;
-    let settings =
-        GithubSettings::resolve(section, |_| Some("t".into()), |p: &str| PathBuf::from(p), |_| true).unwrap();
+    let settings = GithubSettings::resolve(section, |p: &str| PathBuf::from(p), |_| true).unwrap();
     T { _dir: dir, store, lanes: Lanes::default(), settings, gh: MemoryApi::new() }
 }
 

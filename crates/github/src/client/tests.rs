@@ -43,14 +43,13 @@ fn the_next_page_comes_from_the_link_header() {
 
 #[test]
 fn the_client_never_shows_its_token() {
-    let settings = GithubSettings::resolve(
-        Default::default(),
-        |_| Some("ghp_verysecret".into()),
-        |p: &str| PathBuf::from(p),
-        |_| true,
-    )
-    .unwrap();
-    let mut settings = settings;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "ghp_verysecret\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut settings = GithubSettings::resolve(Default::default(), |p: &str| PathBuf::from(p), |_| true).unwrap();
+    settings.token = clawboard_core::secret::SecretSource::file(&file, "github.token_file");
     settings.repository = Some(Repository { owner: "o".into(), name: "r".into() });
     let mut c = Client::new(&settings, PathBuf::from("/nonexistent")).unwrap();
     c.begin().unwrap();

@@ -3,10 +3,11 @@
 //! never held by the config: it is read at run time from `api_key_env` or
 //! `api_key_file` into an [`ApiKey`], whose `Debug` prints `***` (docs/LLM.md).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clawboard_core::config::ConfigError;
+use clawboard_core::secret::{Secret, SecretError, SecretSource};
 use clawboard_core::duration::serde_str;
 use serde::Deserialize;
 
@@ -397,31 +398,25 @@ impl LlmConfig {
         Ok(())
     }
 
-    /// The API key, read now from the process environment or the key file; `None`
+    /// Where the API key is kept (`api_key_env` or `api_key_file`); `None`
     /// when neither is configured (local servers need none). `role` names the key
     /// in errors.
+    pub fn api_key_source(&self, role: &str) -> Option<SecretSource> {
+        match (&self.api_key_env, &self.api_key_file) {
+            (Some(var), _) => Some(SecretSource::env(var, self.key_section(role, "api_key_env"))),
+            (None, Some(path)) => Some(SecretSource::file(path, self.key_section(role, "api_key_file"))),
+            (None, None) => None,
+        }
+    }
+
+    /// The API key, read now from the process environment or the key file.
     pub fn api_key(&self, role: &str) -> Result<Option<ApiKey>, KeyError> {
-        self.api_key_from(role, |name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+        self.api_key_source(role).map(|s| s.read()).transpose()
     }
 
     /// [`LlmConfig::api_key`] with the environment given.
     pub fn api_key_from(&self, role: &str, env: impl Fn(&str) -> Option<String>) -> Result<Option<ApiKey>, KeyError> {
-        let key = match (&self.api_key_env, &self.api_key_file) {
-            (Some(var), _) => {
-                let value = env(var).unwrap_or_default();
-                if value.trim().is_empty() {
-                    return Err(KeyError::EnvUnset { var: var.clone(), key: self.key_section(role, "api_key_env") });
-                }
-                value
-            }
-            (None, Some(path)) => read_key_file(path, &self.key_section(role, "api_key_file"))?,
-            (None, None) => return Ok(None),
-        };
-        let key = key.trim().to_owned();
-        if !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(KeyError::Malformed { source_name: self.key_source() });
-        }
-        Ok(Some(ApiKey(key)))
+        self.api_key_source(role).map(|s| s.read_with(env)).transpose()
     }
 
     /// Where `field` of the key is set: the provider's section, or the role's.
@@ -431,18 +426,7 @@ impl LlmConfig {
             None => format!("roles.{role}.llm.{field}"),
         }
     }
-
-    fn key_source(&self) -> String {
-        match (&self.api_key_env, &self.api_key_file) {
-            (Some(var), _) => format!("${var}"),
-            (None, Some(path)) => path.display().to_string(),
-            (None, None) => String::new(),
-        }
-    }
 }
-
-/// The longest key file read: keys are well under a kilobyte.
-const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
 
 impl LlmConfig {
     /// Resolves `api_key_file` (`~`, or relative to the config file's directory).
@@ -457,92 +441,15 @@ impl LlmConfig {
     pub fn check_key_file(&self, id: &str) -> Result<(), ConfigError> {
         let Some(path) = &self.api_key_file else { return Ok(()) };
         let key = self.key_section(id, "api_key_file");
-        key_file_mode(path, &key).map_err(|e| {
-            // The error names the key already, as the run-time one does not.
-            ConfigError::new(&key, e.to_string().replace(&format!(" ({key})"), ""))
-        })
+        clawboard_core::secret::check_file(path, &key).map_err(SecretError::into_config_error)
     }
 }
 
-/// Checks the key file is a regular file without group or other bits.
-fn key_file_mode(path: &Path, key: &str) -> Result<(), KeyError> {
-    use std::os::unix::fs::PermissionsExt;
-
-    let key = key.to_owned();
-    let meta =
-        std::fs::metadata(path).map_err(|e| KeyError::Io { path: path.to_owned(), key: key.clone(), source: e })?;
-    if !meta.is_file() {
-        // A FIFO would block the read; a directory has no key.
-        return Err(KeyError::NotAFile { path: path.to_owned(), key });
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(KeyError::FileMode { path: path.to_owned(), key, mode });
-    }
-    Ok(())
-}
-
-fn read_key_file(path: &Path, key: &str) -> Result<String, KeyError> {
-    use std::io::Read;
-
-    key_file_mode(path, key)?;
-    let key = key.to_owned();
-    let io = |e: std::io::Error| KeyError::Io { path: path.to_owned(), key: key.clone(), source: e };
-    let mut text = String::new();
-    std::fs::File::open(path).map_err(io)?.take(MAX_KEY_FILE_BYTES + 1).read_to_string(&mut text).map_err(io)?;
-    if text.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(KeyError::FileTooLarge { path: path.to_owned(), key, limit: MAX_KEY_FILE_BYTES });
-    }
-    if text.trim().is_empty() {
-        return Err(KeyError::FileEmpty { path: path.to_owned(), key });
-    }
-    Ok(text)
-}
-
-/// An API key. Its `Debug` prints `***`; it has no `Display`, so it cannot slip
-/// into a message by accident: [`ApiKey::expose`] is the one way to the text.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn new(key: impl Into<String>) -> ApiKey {
-        ApiKey(key.into())
-    }
-
-    /// The key itself, for the `Authorization` header and for redacting.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(***)")
-    }
-}
+/// An API key: a [`Secret`], whose `Debug` prints `***`.
+pub type ApiKey = Secret;
 
 /// Why the API key could not be read. Never carries the key.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    #[error("the environment variable {var} ({key}) is not set or empty")]
-    EnvUnset { var: String, key: String },
-    #[error("API key file {} ({key}): {source}", path.display())]
-    Io { path: PathBuf, key: String, source: std::io::Error },
-    #[error("API key file {} ({key}) is not a regular file", path.display())]
-    NotAFile { path: PathBuf, key: String },
-    #[error(
-        "API key file {} ({key}): group or others have access to it (mode {mode:o}); run `chmod 600 {}`",
-        path.display(),
-        path.display()
-    )]
-    FileMode { path: PathBuf, key: String, mode: u32 },
-    #[error("API key file {} ({key}) is empty", path.display())]
-    FileEmpty { path: PathBuf, key: String },
-    #[error("API key file {} ({key}) is over {limit} bytes; is it the key?", path.display())]
-    FileTooLarge { path: PathBuf, key: String, limit: u64 },
-    #[error("the API key from {source_name} has spaces or control characters inside it")]
-    Malformed { source_name: String },
-}
+pub type KeyError = SecretError;
 
 #[cfg(test)]
 mod tests {
@@ -642,7 +549,7 @@ mod tests {
     #[test]
     fn a_key_debugs_as_stars() {
         let k = ApiKey::new("sk-secret-3");
-        assert_eq!(format!("{k:?}"), "ApiKey(***)");
-        assert_eq!(format!("{:?}", Some(k)), "Some(ApiKey(***))");
+        assert_eq!(format!("{k:?}"), "***");
+        assert_eq!(format!("{:?}", Some(k)), "Some(***)");
     }
 }
