@@ -366,10 +366,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let lanes = clawboard_entries::Lanes::resolve(file.lanes, |r| roles.roles.contains_key(r)).map_err(bad)?;
     let sync = clawboard_sync::SyncSettings::resolve(file.sync, expand).map_err(bad)?;
     sync.check_dir(&root).map_err(bad)?;
-    let github = clawboard_github::GithubSettings::resolve(file.github, expand, |l| {
-        lanes.iter().any(|(name, _)| name == l)
-    })
-    .map_err(bad)?;
+    let github =
+        clawboard_github::GithubSettings::resolve(file.github, expand, |l| lanes.iter().any(|(name, _)| name == l))
+            .map_err(bad)?;
     let git_token = ["CLAWBOARD_GIT_TOKEN", "GITHUB_TOKEN"]
         .into_iter()
         .find(|var| env.named(var).is_some())

@@ -24,11 +24,8 @@ mod sync;
 mod systemd;
 mod web;
 
-pub use api::get_json;
-pub use web::ADDR_FILE as WEB_ADDR_FILE;
-
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,42 +62,11 @@ pub struct DaemonState {
     pub node: Option<String>,
 }
 
-/// `.clawboard/daemon.lock`, taken or not. Whoever holds it is the journal's only writer.
-pub enum RootLock {
-    Taken(File),
-    /// A daemon holds it: its pid as it wrote it (empty if unreadable).
-    HeldBy(String),
-}
-
-/// Takes `.clawboard/daemon.lock` if no daemon holds it.
-pub fn try_lock_root(root: &Path) -> anyhow::Result<RootLock> {
-    let path = root.join(".clawboard/daemon.lock");
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match f.try_lock() {
-        Ok(()) => Ok(RootLock::Taken(f)),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut pid = String::new();
-            // The pid only names the holder in a message; an unreadable one stays empty.
-            if let Err(e) = f.read_to_string(&mut pid) {
-                tracing::debug!("cannot read the pid in {}: {e}", path.display());
-            }
-            Ok(RootLock::HeldBy(pid.trim().to_owned()))
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", path.display())),
-    }
-}
-
 /// Holds `.clawboard/daemon.lock` for the life of the daemon.
 fn lock_root(root: &Path) -> anyhow::Result<File> {
-    let mut f = match try_lock_root(root)? {
-        RootLock::Taken(f) => f,
-        RootLock::HeldBy(pid) => bail!(
+    let mut f = match crate::local::try_lock_root(root)? {
+        crate::local::RootLock::Taken(f) => f,
+        crate::local::RootLock::HeldBy(pid) => bail!(
             "another clawboard daemon (pid {pid}) is already running on {}; stop it first (e.g. `systemctl stop clawboard`) or use another --root",
             root.display()
         ),

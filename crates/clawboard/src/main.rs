@@ -22,6 +22,7 @@ mod cli;
 mod commands;
 mod config;
 mod daemon;
+mod local;
 mod logging;
 mod output;
 mod retention;

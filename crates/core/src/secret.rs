@@ -40,12 +40,9 @@ impl SecretSource {
     /// [`SecretSource::read`] with the environment given.
     pub fn read_with(&self, env: impl Fn(&str) -> Option<String>) -> Result<Secret, SecretError> {
         let text = match self {
-            SecretSource::Env { var, key } => {
-                env(var).filter(|v| !v.trim().is_empty()).ok_or_else(|| SecretError::EnvUnset {
-                    var: var.clone(),
-                    key: key.clone(),
-                })?
-            }
+            SecretSource::Env { var, key } => env(var)
+                .filter(|v| !v.trim().is_empty())
+                .ok_or_else(|| SecretError::EnvUnset { var: var.clone(), key: key.clone() })?,
             SecretSource::File { path, key } => read_file(path, key)?,
         };
         let secret = text.trim();

@@ -10,8 +10,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aws_sdk_s3::Client;
 use aws_credential_types::provider;
+use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{
     BehaviorVersion, Credentials, IdentityCache, ProvideCredentials, Region, RequestChecksumCalculation,
     ResponseChecksumValidation, SharedCredentialsProvider,
@@ -127,7 +127,9 @@ impl ProvideCredentials for ReadAtUse {
     where
         Self: 'a,
     {
-        provider::future::ProvideCredentials::ready(self.read().map_err(provider::error::CredentialsError::provider_error))
+        provider::future::ProvideCredentials::ready(
+            self.read().map_err(provider::error::CredentialsError::provider_error),
+        )
     }
 }
 

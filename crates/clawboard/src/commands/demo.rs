@@ -148,7 +148,7 @@ fn step_of(root: &Path, id: &str) -> String {
 fn web_url(root: &Path) -> Option<String> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let addr = std::fs::read_to_string(root.join(crate::daemon::WEB_ADDR_FILE)).ok();
+        let addr = std::fs::read_to_string(root.join(crate::local::WEB_ADDR_FILE)).ok();
         let token = std::fs::read_to_string(root.join(crate::config::review::WEB_TOKEN_FILE)).ok();
         if let (Some(a), Some(t)) = (addr, token) {
             return Some(format!("http://{}/?token={}", a.trim(), t.trim()));
@@ -220,7 +220,7 @@ pub fn run(a: DemoArgs, global: &GlobalArgs, s: &Settings) -> anyhow::Result<u8>
         .context("starting the daemon")?;
     let mut daemon = Daemon(child);
     let started = Instant::now();
-    while crate::daemon::get_json(&root, "/v1/health").is_none() {
+    while crate::local::get_json(&root, "/v1/health").is_none() {
         if let Some(status) = daemon.0.try_wait()? {
             let log = std::fs::read_to_string(&log_path).unwrap_or_default();
             bail!("the daemon exited ({status}) before it was ready:\n{log}");

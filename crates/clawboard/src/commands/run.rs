@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::cli::{BadInput, EXIT_FAILURE, EXIT_OK};
 use crate::config::Settings;
-use crate::daemon::{RootLock, try_lock_root};
+use crate::local::{RootLock, try_lock_root};
 
 /// Run one blueprint task here and now, and print its output contract
 #[derive(Debug, Args)]

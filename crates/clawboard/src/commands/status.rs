@@ -128,7 +128,7 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         inbox_waiting: count_json(&store.root().join(layout::INBOX)),
         inbox_rejected: count_json(&store.root().join(layout::REJECTED)),
         escalations_pending: pending_escalations(&store)?,
-        daemon: crate::daemon::get_json(store.root(), "/v1/status"),
+        daemon: crate::local::get_json(store.root(), "/v1/status"),
         missing,
         node: s.sync.enabled.then(|| clawboard_sync::node_id(store.root(), s.node_id.as_deref()).ok()).flatten(),
         nodes: store.read(&RelPath::new("shared/node-status.json")?).ok(),
@@ -142,7 +142,7 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
         web: None,
     };
     if status.daemon.is_some() {
-        status.web = std::fs::read_to_string(store.root().join(crate::daemon::WEB_ADDR_FILE))
+        status.web = std::fs::read_to_string(store.root().join(crate::local::WEB_ADDR_FILE))
             .ok()
             .map(|a| format!("http://{}/", a.trim()));
     }

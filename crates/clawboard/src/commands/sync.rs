@@ -125,15 +125,15 @@ pub fn run(c: SyncCommand, s: &Settings) -> anyhow::Result<u8> {
 /// Without a daemon nothing journals the tree: catch the journal up first (as the
 /// daemon does when it starts), holding the daemon lock so that none starts meanwhile.
 fn catch_up(root: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
-    match crate::daemon::try_lock_root(root)? {
-        crate::daemon::RootLock::Taken(lock) => {
+    match crate::local::try_lock_root(root)? {
+        crate::local::RootLock::Taken(lock) => {
             let n = clawboard_core::index::catch_up(root)?;
             if n > 0 {
                 tracing::info!(changes = n, "journaled changes made while no daemon ran");
             }
             Ok(Some(lock))
         }
-        crate::daemon::RootLock::HeldBy(pid) => {
+        crate::local::RootLock::HeldBy(pid) => {
             tracing::debug!(pid, "a daemon is running; it keeps the journal");
             Ok(None)
         }

@@ -43,7 +43,7 @@ pub fn run(c: WebCommand, s: &Settings) -> anyhow::Result<u8> {
             ensure_token_file(p, a.rotate)?
         }
     };
-    let addr = std::fs::read_to_string(s.root.join(crate::daemon::WEB_ADDR_FILE))
+    let addr = std::fs::read_to_string(s.root.join(crate::local::WEB_ADDR_FILE))
         .ok()
         .map(|a| a.trim().to_owned())
         .or_else(|| s.review.web.listen.map(|a| a.to_string()));

@@ -70,7 +70,7 @@ fn request(
     content_type: &str,
     body: &[u8],
 ) -> anyhow::Result<(u16, String, serde_json::Value)> {
-    let socket = crate::daemon::api::socket_path(&s.root);
+    let socket = crate::local::socket_path(&s.root);
     let conn = std::os::unix::net::UnixStream::connect(&socket).with_context(|| {
         format!("no daemon answers on {}: role requests go through the running daemon", socket.display())
     })?;
@@ -84,7 +84,7 @@ pub(crate) fn request_if_running(
     token: &str,
     body: &[u8],
 ) -> anyhow::Result<Option<(u16, String, serde_json::Value)>> {
-    match std::os::unix::net::UnixStream::connect(crate::daemon::api::socket_path(&s.root)) {
+    match std::os::unix::net::UnixStream::connect(crate::local::socket_path(&s.root)) {
         Ok(conn) => exchange(conn, path, token, "application/json", body).map(Some),
         Err(_) => Ok(None),
     }

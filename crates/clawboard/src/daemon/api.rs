@@ -4,28 +4,26 @@
 //! its token under the ACL.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use clawboard_board::request::{OwnSlice, Request};
-use clawboard_roles::write_policy::{self, Allowed, Refusal, Writer};
+use clawboard_roles::write_policy::{self, Allowed, Writer};
 
 use super::DaemonState;
+use crate::local::socket_path;
+use error::{ApiError, answer, respond};
 
 mod entries;
-
-pub const SOCKET: &str = ".clawboard/api.sock";
-
-pub fn socket_path(root: &Path) -> PathBuf {
-    root.join(SOCKET)
-}
+mod error;
 
 async fn health(State(s): State<Arc<DaemonState>>) -> Json<Value> {
     Json(json!({
@@ -128,66 +126,6 @@ struct WriteQuery {
     path: String,
 }
 
-/// Every way an API request ends other than its answer, each with its status.
-#[derive(Debug, thiserror::Error)]
-enum ApiError {
-    /// No running instance holds the token (401).
-    #[error("{0}")]
-    Unauthorized(String),
-    /// The policy refused it (403, 400, 413 or 422 by the refusal).
-    #[error("{0}")]
-    Refused(Refusal),
-    /// The board's zone table refused it (403).
-    #[error("{message}")]
-    Forbidden { message: String, rule: Option<String> },
-    /// Not valid (400 for the request itself, 422 for what it names).
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("{0}")]
-    Unprocessable(String),
-    /// An escalation that exists already (409).
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    Internal(String),
-}
-
-impl ApiError {
-    /// Refused because of who asks or what it may do (logged and counted), as
-    /// opposed to a broken request or a failure.
-    fn is_denial(&self) -> bool {
-        match self {
-            ApiError::Unauthorized(_) | ApiError::Forbidden { .. } => true,
-            ApiError::Refused(r) => r.is_denial(),
-            _ => false,
-        }
-    }
-}
-
-impl axum::response::IntoResponse for ApiError {
-    fn into_response(self) -> axum::response::Response {
-        use axum::http::StatusCode as S;
-        let (status, message, rule) = match self {
-            ApiError::Unauthorized(m) => (S::UNAUTHORIZED, m, None),
-            ApiError::Refused(r) => {
-                let status = match &r {
-                    Refusal::TooLarge { .. } => S::PAYLOAD_TOO_LARGE,
-                    Refusal::Invalid(_) => S::UNPROCESSABLE_ENTITY,
-                    Refusal::BadPath(_) => S::BAD_REQUEST,
-                    _ => S::FORBIDDEN,
-                };
-                (status, r.to_string(), r.rule().map(str::to_owned))
-            }
-            ApiError::Forbidden { message, rule } => (S::FORBIDDEN, message, rule),
-            ApiError::BadRequest(m) => (S::BAD_REQUEST, m, None),
-            ApiError::Unprocessable(m) => (S::UNPROCESSABLE_ENTITY, m, None),
-            ApiError::Conflict(m) => (S::CONFLICT, m, None),
-            ApiError::Internal(m) => (S::INTERNAL_SERVER_ERROR, m, None),
-        };
-        (status, Json(json!({"error": message, "rule": rule}))).into_response()
-    }
-}
-
 /// `POST /v1/write?path=P` with `Authorization: Bearer TOKEN`: a role instance writes
 /// one file. The token names the instance (and so its role and task) while it runs;
 /// the write policy (`clawboard_roles::write_policy`) decides. Refusals are logged
@@ -198,22 +136,13 @@ async fn write(
     axum::extract::Query(q): axum::extract::Query<WriteQuery>,
     body: axum::body::Bytes,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
     let inst = instance_of(&s, &headers);
     let who = inst.as_ref().map_or("?".to_owned(), |i| format!("{} (instance {}, task {})", i.role, i.id, i.task_id));
-    match write_as(&s, inst, &q.path, &body).await {
-        Ok(answer) => {
-            tracing::info!(who, path = %q.path, "role wrote a file through the API");
-            (axum::http::StatusCode::OK, Json(answer)).into_response()
-        }
-        Err(e) => {
-            if e.is_denial() {
-                s.counters.acl_refusals.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(who, path = %q.path, "write refused: {e}");
-            }
-            e.into_response()
-        }
+    let r = write_as(&s, inst, &q.path, &body).await;
+    if r.is_ok() {
+        tracing::info!(who, path = %q.path, "role wrote a file through the API");
     }
+    answer(r, StatusCode::OK, &s.counters.acl_refusals, &who, &format!("write of {}", q.path))
 }
 
 /// The write of `body` to `path` by `inst`, under the write policy.
@@ -236,8 +165,7 @@ async fn write_as(
         Some(id) => engine.raise_escalation(&inst, &id, || store.create_bytes(&rel, &body)),
         None => store.write_bytes(&rel, &body).map(|()| true),
     })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    .await?;
     match written {
         Ok(true) => Ok(json!({"written": path, "rule": rule})),
         Ok(false) => Err(ApiError::Unauthorized(format!(
@@ -259,26 +187,16 @@ async fn board(
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let answer = |r: Result<Value, ApiError>| match r {
-        Ok(v) => (axum::http::StatusCode::OK, Json(v)).into_response(),
-        Err(e) => e.into_response(),
-    };
     let req: Request = match clawboard_core::json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return ApiError::BadRequest(format!("the board request is not valid: {e}")).into_response(),
     };
     if clawboard_core::token::constant_time_eq(bearer(&headers).as_bytes(), s.person_token.as_bytes()) {
-        return answer(board_as_person(&s, req).await);
+        return respond(board_as_person(&s, req).await, StatusCode::OK);
     }
     let inst = instance_of(&s, &headers);
     let who = inst.as_ref().map_or("?".to_owned(), |i| format!("{} (instance {}, task {})", i.role, i.id, i.task_id));
-    let r = board_as_role(&s, inst, req).await;
-    if let Some(e) = r.as_ref().err().filter(|e| e.is_denial()) {
-        s.counters.board_refusals.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(who, "board request refused: {e}");
-    }
-    answer(r)
+    answer(board_as_role(&s, inst, req).await, StatusCode::OK, &s.counters.board_refusals, &who, "board request")
 }
 
 /// A person's `clawboard board` while the daemon runs: as on the files (any
@@ -286,7 +204,7 @@ async fn board(
 async fn board_as_person(s: &Arc<DaemonState>, req: Request) -> Result<Value, ApiError> {
     tracing::info!(task = %req.task, op = %req.op, path = req.path.as_deref().unwrap_or(""), "a person's board write");
     let v = execute_board(s, clawboard_board::Caller::human(), req, None).await?.map_err(|e| match e {
-        e @ clawboard_board::Error::Refused { .. } => ApiError::Forbidden { message: e.to_string(), rule: None },
+        e @ clawboard_board::Error::Refused { .. } => ApiError::forbidden(e.to_string()),
         e => board_error(e),
     })?;
     // What the person reads next (`clawboard board get`, `history`) is read from
@@ -359,7 +277,7 @@ async fn execute_board(
         clawboard_board::request::execute(&ctx, &caller, &req)
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))
+    .map_err(ApiError::from)
 }
 
 /// Serves the API until `stop` fires.
@@ -391,20 +309,4 @@ pub async fn serve(state: Arc<DaemonState>, mut stop: tokio::sync::watch::Receiv
         .context("serving the API")?;
     let _ = std::fs::remove_file(&path);
     Ok(())
-}
-
-/// A GET on the API of the daemon running on `root`, if one answers.
-pub fn get_json(root: &Path, path: &str) -> Option<Value> {
-    use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(socket_path(root)).ok()?;
-    let timeout = Some(std::time::Duration::from_secs(3));
-    s.set_read_timeout(timeout).ok()?;
-    s.set_write_timeout(timeout).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: clawboard\r\n\r\n").as_bytes()).ok()?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp).ok()?;
-    let text = String::from_utf8_lossy(&resp);
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.0 200").then_some(()).or_else(|| head.starts_with("HTTP/1.1 200").then_some(()))?;
-    serde_json::from_str(body).ok()
 }

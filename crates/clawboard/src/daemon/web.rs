@@ -38,7 +38,7 @@ pub const COOKIE: &str = "clawboard_session";
 /// At most this many sessions are remembered; beyond it, the oldest logins are forgotten.
 const MAX_SESSIONS: usize = 1000;
 /// Where the daemon writes the address it listens on (the port may be 0 in the config).
-pub const ADDR_FILE: &str = ".clawboard/web.addr";
+use crate::local::WEB_ADDR_FILE as ADDR_FILE;
 
 pub struct Web {
     pub daemon: Arc<DaemonState>,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawboard_core::config::ConfigError;
-use clawboard_core::secret::{Secret, SecretError, SecretSource};
 use clawboard_core::duration::serde_str;
+use clawboard_core::secret::{Secret, SecretError, SecretSource};
 use serde::Deserialize;
 
 /// `[roles.ID.llm]`.

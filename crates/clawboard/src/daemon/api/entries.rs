@@ -4,19 +4,19 @@
 //! the request: `from` is forced, `allowed_kinds` and the status rights apply.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use clawboard_core::formats::{Extra, SourceRef, TargetDoc};
 use clawboard_core::{Id, Timestamp};
 use clawboard_entries::{Entry, EntryStatus};
+use clawboard_roles::engine::InstanceInfo;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::super::DaemonState;
+use super::error::{ApiError, answer};
 
 /// A new entry as a role asks for it.
 #[derive(Deserialize)]
@@ -46,28 +46,22 @@ struct StatusChange {
     note: Option<String>,
 }
 
-fn fail(status: StatusCode, msg: String) -> Response {
-    (status, Json(json!({"error": msg}))).into_response()
-}
-
 /// The caller's instance and the entry it is handling, if it handles one.
-fn caller(
-    s: &DaemonState,
-    headers: &axum::http::HeaderMap,
-) -> Result<(clawboard_roles::engine::InstanceInfo, Option<Entry>), Box<Response>> {
-    let Some(inst) = super::instance_of(s, headers) else {
-        s.counters.acl_refusals.fetch_add(1, Ordering::Relaxed);
-        return Err(Box::new(fail(StatusCode::UNAUTHORIZED, super::EXPIRED.into())));
-    };
+fn caller(s: &DaemonState, inst: Option<InstanceInfo>) -> Result<(InstanceInfo, Option<Entry>), ApiError> {
+    let inst = inst.ok_or_else(|| ApiError::Unauthorized(super::EXPIRED.into()))?;
     let handled =
         inst.step.strip_prefix("entry ").and_then(|id| clawboard_entries::read(&s.store, id).ok()).map(|(_, e)| e);
     Ok((inst, handled))
 }
 
-fn refuse(s: &DaemonState, who: &str, status: StatusCode, msg: String) -> Response {
-    s.counters.acl_refusals.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(who, "entry request refused: {msg}");
-    fail(status, msg)
+/// `who` for the log: the role and its instance, or `?` without a running one.
+fn who(inst: Option<&InstanceInfo>) -> String {
+    inst.map_or("?".to_owned(), |i| format!("{} (instance {})", i.role, i.id))
+}
+
+/// A failure of the entries library: the request's fault (`bad`), or the daemon's.
+fn entries_error(e: clawboard_entries::Error, bad: fn(String) -> ApiError) -> ApiError {
+    if e.is_bad_input() { bad(e.to_string()) } else { ApiError::Internal(e.to_string()) }
 }
 
 pub async fn create(
@@ -75,32 +69,34 @@ pub async fn create(
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let (inst, handled) = match caller(&s, &headers) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let who = format!("{} (instance {})", inst.role, inst.id);
-    let req: NewEntry = match clawboard_core::json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("the entry request is not valid: {e}")),
-    };
+    let inst = super::instance_of(&s, &headers);
+    let who = who(inst.as_ref());
+    let r = create_as(&s, inst, &body).await.map(|e| {
+        tracing::info!(who, entry = %e.id, to = e.to, kind = e.kind, "role wrote an entry through the API");
+        json!({"id": e.id, "from": e.from, "project_id": e.project_id})
+    });
+    answer(r, StatusCode::CREATED, &s.counters.acl_refusals, &who, "entry request")
+}
+
+/// The entry `inst` asks for in `body`, written as the actor its role plays.
+async fn create_as(s: &Arc<DaemonState>, inst: Option<InstanceInfo>, body: &[u8]) -> Result<Entry, ApiError> {
+    let (inst, handled) = caller(s, inst)?;
+    let req: NewEntry = clawboard_core::json::from_slice(body)
+        .map_err(|e| ApiError::Unprocessable(format!("the entry request is not valid: {e}")))?;
     let Some(project) = req.project_id.clone().or_else(|| handled.as_ref().map(|h| h.project_id.to_string())) else {
-        return fail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "project_id: required (the role is not handling an entry)".into(),
-        );
+        return Err(ApiError::Unprocessable("project_id: required (the role is not handling an entry)".into()));
     };
     let Some(pick) = s.dispatcher.engine.config().lanes.actor_of_role(&inst.role, &project) else {
-        let msg =
-            format!("role {} plays no actor in a lane of project {project}: see [lanes] in the config", inst.role);
-        return refuse(&s, &who, StatusCode::FORBIDDEN, msg);
+        return Err(ApiError::forbidden(format!(
+            "role {} plays no actor in a lane of project {project}: see [lanes] in the config",
+            inst.role
+        )));
     };
     if !pick.config.allowed_kinds.contains(&req.kind) {
-        let msg = format!(
+        return Err(ApiError::forbidden(format!(
             "kind: {} may not write {:?} entries (allowed_kinds of lanes.{}.actors.{})",
             pick.actor, req.kind, pick.lane, pick.actor
-        );
-        return refuse(&s, &who, StatusCode::FORBIDDEN, msg);
+        )));
     }
     let store = s.store.clone();
     let node = s.node.clone();
@@ -149,16 +145,8 @@ pub async fn create(
         clawboard_entries::create(&store, &entry)?;
         Ok(entry)
     })
-    .await;
-    match made {
-        Ok(Ok(e)) => {
-            tracing::info!(who, entry = %e.id, to = e.to, kind = e.kind, "role wrote an entry through the API");
-            (StatusCode::CREATED, Json(json!({"id": e.id, "from": e.from, "project_id": e.project_id}))).into_response()
-        }
-        Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-        Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
+    .await?;
+    made.map_err(|e| entries_error(e, ApiError::Unprocessable))
 }
 
 pub async fn status(
@@ -166,39 +154,33 @@ pub async fn status(
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let (inst, _) = match caller(&s, &headers) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
-    let who = format!("{} (instance {})", inst.role, inst.id);
-    let req: StatusChange = match clawboard_core::json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return fail(StatusCode::UNPROCESSABLE_ENTITY, format!("the status request is not valid: {e}")),
-    };
-    let entry = match clawboard_entries::read(&s.store, &req.id) {
-        Ok((_, e)) => e,
-        Err(e) if e.is_bad_input() => return fail(StatusCode::NOT_FOUND, e.to_string()),
-        Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
+    let inst = super::instance_of(&s, &headers);
+    let who = who(inst.as_ref());
+    let r = status_as(&s, inst, &body).await;
+    answer(r, StatusCode::OK, &s.counters.acl_refusals, &who, "entry request")
+}
+
+/// The status change `inst` asks for in `body`, made as the actor its role plays.
+async fn status_as(s: &Arc<DaemonState>, inst: Option<InstanceInfo>, body: &[u8]) -> Result<Value, ApiError> {
+    let (inst, _) = caller(s, inst)?;
+    let req: StatusChange = clawboard_core::json::from_slice(body)
+        .map_err(|e| ApiError::Unprocessable(format!("the status request is not valid: {e}")))?;
+    let (_, entry) = clawboard_entries::read(&s.store, &req.id).map_err(|e| entries_error(e, ApiError::NotFound))?;
     let Some(pick) = s.dispatcher.engine.config().lanes.actor_of_role(&inst.role, entry.project_id.as_str()) else {
-        let msg = format!("role {} plays no actor in a lane of project {}", inst.role, entry.project_id);
-        return refuse(&s, &who, StatusCode::FORBIDDEN, msg);
+        return Err(ApiError::forbidden(format!(
+            "role {} plays no actor in a lane of project {}",
+            inst.role, entry.project_id
+        )));
     };
     let store = s.store.clone();
     let actor = pick.actor.clone();
     let done = tokio::task::spawn_blocking(move || {
         clawboard_entries::set_status(&store, &req.id, &actor, req.status, req.note, chrono::Utc::now())
     })
-    .await;
+    .await?;
     match done {
-        Ok(Ok(e)) => {
-            (StatusCode::OK, Json(json!({"id": e.id, "status": e.status, "updated_at": e.updated_at}))).into_response()
-        }
-        Ok(Err(e @ clawboard_entries::Error::NotAllowed { .. })) => {
-            refuse(&s, &who, StatusCode::FORBIDDEN, e.to_string())
-        }
-        Ok(Err(e)) if e.is_bad_input() => fail(StatusCode::CONFLICT, e.to_string()),
-        Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(e) => Ok(json!({"id": e.id, "status": e.status, "updated_at": e.updated_at})),
+        Err(e @ clawboard_entries::Error::NotAllowed { .. }) => Err(ApiError::forbidden(e.to_string())),
+        Err(e) => Err(entries_error(e, ApiError::Conflict)),
     }
 }
