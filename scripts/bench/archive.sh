@@ -16,6 +16,7 @@
 #   FULL_ROUNDS=3 scripts/bench/archive.sh        # the first archive 3 times (fresh tree and repos each)
 #   KEEP=1 scripts/bench/archive.sh               # keep the work directory (its path is printed)
 #   HARVESTED_AT=now scripts/bench/archive.sh     # every task harvested today (see below)
+#   CLAWBOARD_BIN=/tmp/clawboard-old scripts/bench/archive.sh   # measure that binary
 #
 # The cases: the first archive of every task's memory (4 roles a task, so 4 files a
 # task under memory/roles/), then ROUNDS rounds in which 100 tasks each get one
@@ -37,7 +38,7 @@
 # (scripts/git-server install), GNU time for peak RSS (apt-get install time).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ -x target/release/clawboard ] || { echo "needs a release build: cargo build --release -p clawboard" >&2; exit 1; }
+[ -x "${CLAWBOARD_BIN:-target/release/clawboard}" ] || { echo "needs a release build: cargo build --release -p clawboard" >&2; exit 1; }
 scripts/git-server install
 if [ ! -x /usr/bin/time ] && [ "$(id -u)" -eq 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q time >/dev/null || true
@@ -49,7 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path.cwd()
-BIN = REPO / "target/release/clawboard"
+BIN = Path(os.environ.get("CLAWBOARD_BIN") or REPO / "target/release/clawboard")
 TASKS = int(os.environ.get("TASKS", "2500"))
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 FULL_ROUNDS = int(os.environ.get("FULL_ROUNDS", "1"))

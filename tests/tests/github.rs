@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use clawboard_tests::{Run, Tree, wait_until};
 use serde_json::{Value, json};
 
-mod sim;
+pub(crate) mod sim;
 use sim::{Repo, http, token};
 
 /// A tree whose `[github]` bridges `repo`'s issue 1.

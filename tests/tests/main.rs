@@ -19,6 +19,7 @@ mod cli;
 mod crash;
 mod crash_daemon;
 mod daemon;
+mod doctor;
 mod entries;
 mod github;
 mod hostile;

@@ -18,7 +18,7 @@ pub mod source;
 
 pub use error::{Error, Result};
 pub use harvest::{HarvestReport, HarvestSettings};
-pub use repo::{Archive, LogEntry, RunReport, Status};
+pub use repo::{Archive, LogEntry, RemoteProbe, RunReport, Status, probe_remote};
 pub use settings::{ArchiveConfig, ArchiveSection, ArchiveSettings, HarvestSection};
 
 /// Replaces `dir/name` by a rename, without fsync: for the archive's own caches and

@@ -25,7 +25,7 @@ mod remote;
 mod status;
 
 use commit::Pack;
-pub use remote::conflict_name;
+pub use remote::{RemoteProbe, conflict_name, probe_remote};
 pub use status::Archived;
 
 /// Where the archive keeps its repository and state, under the root.

@@ -76,6 +76,7 @@ pub enum Command {
     #[command(subcommand)]
     Task(commands::task::TaskCommand),
     Status(commands::status::StatusArgs),
+    Doctor(commands::doctor::DoctorArgs),
     Daemon(commands::daemon::DaemonArgs),
     #[command(subcommand, name = "escalations", visible_alias = "escalation")]
     Escalation(commands::escalation::EscalationCommand),
@@ -122,6 +123,10 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     let settings = match config::resolve(&cli.global, &config::Env::from_process()) {
         Ok(s) => s,
+        // The doctor's first check is the config: a failed one is its report.
+        Err(e) if matches!(cli.command, Command::Doctor(_)) => {
+            return ExitCode::from(commands::doctor::config_failed(cli.global.json, &e));
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             return ExitCode::from(EXIT_BAD_INPUT);
@@ -183,6 +188,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Validate(a) => commands::validate::run(a, s),
         Command::Task(c) => commands::task::run(c, s),
         Command::Status(a) => commands::status::run(a, s),
+        Command::Doctor(a) => commands::doctor::run(a, s),
         Command::Daemon(a) => commands::daemon::run(a, global, s),
         Command::Escalation(c) => commands::escalation::run(c, s),
         Command::Sync(c) => commands::sync::run(c, s),

@@ -6,6 +6,7 @@ pub mod board;
 pub mod completions;
 pub mod daemon;
 pub mod demo;
+pub mod doctor;
 pub mod entry;
 pub mod escalation;
 pub mod init;

@@ -188,6 +188,19 @@ impl Client {
         })
     }
 
+    /// Reads the token and makes one request the bridge makes (the repository's
+    /// open issues, one per page): checks the token and the repository
+    /// (`clawboard doctor`). Writes nothing.
+    pub async fn check_access(&mut self) -> Result<()> {
+        self.begin()?;
+        let url = self.repo_url("issues?state=open&per_page=1");
+        let a = self.send(Method::GET, &url, None, None).await?;
+        if !a.status.is_success() {
+            return Err(status_error("GET", &url, &a));
+        }
+        Ok(())
+    }
+
     fn repo_url(&self, rest: &str) -> String {
         format!("{}/repos/{}/{}/{rest}", self.api, self.repo.owner, self.repo.name)
     }

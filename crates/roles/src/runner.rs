@@ -18,7 +18,7 @@ use crate::reply::ReplyShape;
 
 mod llm;
 
-pub use llm::count_model_tokens;
+pub use llm::{ModelProbe, count_model_tokens, probe_model};
 mod program;
 
 pub(crate) use program::{forget_programs, own_exe, program, resolve_programs};

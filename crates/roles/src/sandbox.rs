@@ -224,6 +224,18 @@ pub fn check_supported() -> Result<(), SandboxError> {
         .map_err(|e| SandboxError::Unsupported(e.to_string()))
 }
 
+/// How far this kernel would enforce the sandbox, restricting nothing
+/// (`clawboard doctor`); the error says why it would not run at all.
+pub fn kernel_support() -> Result<Enforced, SandboxError> {
+    check_supported()?;
+    let full = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI_USED))
+        .and_then(|r| r.scope(Scope::Signal))
+        .and_then(Ruleset::create);
+    Ok(if full.is_ok() { Enforced::Fully } else { Enforced::Partly })
+}
+
 /// How far the kernel enforced the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enforced {

@@ -108,17 +108,43 @@ pub fn read_secret_file(path: &Path) -> Result<Credentials, Error> {
 }
 
 /// The bucket's keys from this process's environment or the credentials file,
-/// read for every request, so that a key rotated in its file needs no restart
-/// (a profile keeps the SDK's own provider and cache).
+/// looked up for every request, so that a key rotated in its file needs no
+/// restart (a profile keeps the SDK's own provider and cache). The file is read
+/// again whenever its inode, size, mtime or ctime differ from the last read.
 #[derive(Debug)]
-struct ReadAtUse(CredentialSource);
+struct ReadAtUse {
+    source: CredentialSource,
+    last: clawboard_core::lock::Lock<Option<(FileStamp, Credentials)>>,
+}
+
+/// What tells that a file was replaced, rewritten or had its mode changed.
+type FileStamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp(path: &Path) -> std::io::Result<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+}
 
 impl ReadAtUse {
+    fn new(source: CredentialSource) -> ReadAtUse {
+        ReadAtUse { source, last: clawboard_core::lock::Lock::new(None) }
+    }
+
     fn read(&self) -> Result<Credentials, Error> {
-        match &self.0 {
-            CredentialSource::File(path) => read_secret_file(path),
-            _ => credentials_from("sync.s3", "the environment", |k| std::env::var(k).ok()),
+        let CredentialSource::File(path) = &self.source else {
+            return credentials_from("sync.s3", "the environment", |k| std::env::var(k).ok());
+        };
+        let now = stamp(path).ok();
+        let mut last = self.last.lock();
+        if let (Some(now), Some((then, creds))) = (now, last.as_ref())
+            && now == *then
+        {
+            return Ok(creds.clone());
         }
+        let creds = read_secret_file(path)?;
+        *last = now.map(|n| (n, creds.clone()));
+        Ok(creds)
     }
 }
 
@@ -161,7 +187,7 @@ impl S3Remote {
                 IdentityCache::lazy().build(),
             ),
             source => {
-                let at_use = ReadAtUse(source.clone());
+                let at_use = ReadAtUse::new(source.clone());
                 // Missing or unreadable keys fail here, at the start, naming the key.
                 at_use.read()?;
                 (SharedCredentialsProvider::new(at_use), IdentityCache::no_cache())
@@ -546,10 +572,18 @@ mod tests {
         let write = |key: &str| std::fs::write(&path, format!("AWS_ACCESS_KEY_ID={key}\nAWS_SECRET_ACCESS_KEY=s\n"));
         write("k1").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let at_use = ReadAtUse(CredentialSource::File(path.clone()));
+        let at_use = ReadAtUse::new(CredentialSource::File(path.clone()));
         assert_eq!(at_use.read().unwrap().access_key_id(), "k1");
-        write("k2").unwrap();
+        // Rotated as tools do it: a new file renamed over the old one.
+        let next = dir.path().join("r2.env.new");
+        std::fs::write(&next, "AWS_ACCESS_KEY_ID=k2\nAWS_SECRET_ACCESS_KEY=s\n").unwrap();
+        std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::rename(&next, &path).unwrap();
         assert_eq!(at_use.read().unwrap().access_key_id(), "k2", "the rotated key, without a new client");
+        // Rewritten in place, a moment later (file times have the kernel's tick).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write("k3").unwrap();
+        assert_eq!(at_use.read().unwrap().access_key_id(), "k3");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         let e = at_use.read().unwrap_err().to_string();
         assert!(e.contains("sync.s3.credentials_file") && e.contains("mode 640") && e.contains("chmod 600"), "{e}");

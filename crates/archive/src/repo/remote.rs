@@ -337,21 +337,56 @@ impl Archive {
     }
 
     fn remote_error(&self, what: &str, e: git2::Error, auth: &Auth) -> Error {
-        let remote = self.settings.remote.as_deref().map(redact).unwrap_or_default();
-        let http_auth = e.class() == ErrorClass::Http
-            && (e.message().contains("401") || e.message().contains("403") || e.message().contains("authentication"));
-        if auth.refused.get() || e.code() == ErrorCode::Auth || http_auth {
-            return Error::Auth { remote, tried: auth.describe() };
-        }
-        let mut message = e.message().to_owned();
-        if e.class() == ErrorClass::Ssh && message.contains("hostkey") {
-            message.push_str(
-                " (the host's key must be in ~/.ssh/known_hosts of the user clawboard runs as: \
-                 `ssh-keyscan HOST >> ~/.ssh/known_hosts`, with -p PORT for another port)",
-            );
-        }
-        Error::Remote { remote, what: what.into(), message }
+        remote_error(&self.settings, what, e, auth)
     }
+}
+
+/// A failure talking to the remote: refused credentials as [`Error::Auth`],
+/// naming what was tried; the rest as [`Error::Remote`].
+fn remote_error(settings: &ArchiveSettings, what: &str, e: git2::Error, auth: &Auth) -> Error {
+    let remote = settings.remote.as_deref().map(redact).unwrap_or_default();
+    let http_auth = e.class() == ErrorClass::Http
+        && (e.message().contains("401") || e.message().contains("403") || e.message().contains("authentication"));
+    if auth.refused.get() || e.code() == ErrorCode::Auth || http_auth {
+        return Error::Auth { remote, tried: auth.describe() };
+    }
+    let mut message = e.message().to_owned();
+    if e.class() == ErrorClass::Ssh && message.contains("hostkey") {
+        message.push_str(
+            " (the host's key must be in ~/.ssh/known_hosts of the user clawboard runs as: \
+             `ssh-keyscan HOST >> ~/.ssh/known_hosts`, with -p PORT for another port)",
+        );
+    }
+    Error::Remote { remote, what: what.into(), message }
+}
+
+/// What the remote said when asked as a push asks, without a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteProbe {
+    /// The archive's branch is there already (else the first push makes it).
+    pub branch_exists: bool,
+    /// How the credential was given (`the token in $VAR as user …`).
+    pub authenticated_with: String,
+}
+
+/// Connects to `settings.remote` for a push, authenticating as a push does, and
+/// lists its refs: `None` without a remote. Checks reachability and credentials
+/// (`clawboard doctor`); writes nothing.
+pub fn probe_remote(settings: &ArchiveSettings) -> Result<Option<RemoteProbe>> {
+    let Some(url) = settings.remote.as_deref() else { return Ok(None) };
+    let auth = Auth::new(settings);
+    let mut cb = RemoteCallbacks::new();
+    cb.credentials(|u, user, allowed| auth.credentials(u, user, allowed));
+    let mut remote = git2::Remote::create_detached(url).map_err(|e| remote_error(settings, "open", e, &auth))?;
+    let branch = format!("refs/heads/{}", settings.branch);
+    let branch_exists = {
+        let conn = remote
+            .connect_auth(git2::Direction::Push, Some(cb), None)
+            .map_err(|e| remote_error(settings, "connect", e, &auth))?;
+        let heads = conn.list().map_err(|e| remote_error(settings, "list", e, &auth))?;
+        heads.iter().any(|h| h.name() == branch)
+    };
+    Ok(Some(RemoteProbe { branch_exists, authenticated_with: auth.describe() }))
 }
 
 #[cfg(test)]

@@ -181,21 +181,41 @@ async fn check_model(client: &reqwest::Client, llm: &LlmConfig, auth: Option<&He
     if served.lock().is_ok_and(|s| s.contains(&memo)) {
         return Ok(());
     }
+    let (_, listed) = list_models(client, llm, auth).await?;
+    model_listed(llm, listed)?;
+    if let Ok(mut s) = served.lock() {
+        s.insert(memo);
+    }
+    Ok(())
+}
+
+/// `GET {base_url}/models`: its status, and the model ids when it answered
+/// with a listing (`None`: 404, or it needs other rights: nothing to check against).
+async fn list_models(
+    client: &reqwest::Client,
+    llm: &LlmConfig,
+    auth: Option<&HeaderValue>,
+) -> Result<(reqwest::StatusCode, Option<Vec<String>>), LlmError> {
     let url = llm.models_endpoint();
     let mut req = client.get(&url);
     if let Some(a) = auth {
         req = req.header(AUTHORIZATION, a.clone());
     }
     let resp = req.send().await.map_err(|e| LlmError::Send { method: "GET", url: url.clone(), reason: reason(e) })?;
-    let listed: Option<Vec<String>> = if resp.status().is_success() {
-        let body: Value = resp.json().await.unwrap_or(Value::Null);
-        body.get("data").and_then(Value::as_array).map(|models| {
-            models.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).map(str::to_owned).collect()
-        })
-    } else {
-        // No listing (404, or it needs other rights): nothing to check against.
-        None
-    };
+    let status = resp.status();
+    if !status.is_success() {
+        return Ok((status, None));
+    }
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    let ids = body
+        .get("data")
+        .and_then(Value::as_array)
+        .map(|models| models.iter().filter_map(|m| m.get("id").and_then(Value::as_str)).map(str::to_owned).collect());
+    Ok((status, ids))
+}
+
+/// Fails when the listing names models and the configured one is not among them.
+fn model_listed(llm: &LlmConfig, listed: Option<Vec<String>>) -> Result<(), LlmError> {
     if let Some(ids) = listed
         && !ids.is_empty()
         && !ids.contains(&llm.model)
@@ -203,15 +223,42 @@ async fn check_model(client: &reqwest::Client, llm: &LlmConfig, auth: Option<&He
         let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
         let more = if ids.len() > 5 { format!(" and {} more", ids.len() - 5) } else { String::new() };
         return Err(LlmError::NoSuchModel {
-            url,
+            url: llm.models_endpoint(),
             model: llm.model.clone(),
             served: format!("{}{more}", shown.join(", ")),
         });
     }
-    if let Ok(mut s) = served.lock() {
-        s.insert(memo);
-    }
     Ok(())
+}
+
+/// What `clawboard doctor` found of a model endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelProbe {
+    /// `GET /models` lists the configured model.
+    Listed,
+    /// The server answered but lists no models (`GET /models` gave this status).
+    NotListed(u16),
+}
+
+/// `clawboard doctor`'s check of an `llm` role or provider (`role` names it in
+/// errors): the key can be read, the server answers `GET {base_url}/models`
+/// within `timeout` and does not refuse the key, and the model is among those it
+/// lists when it lists any. Sends no completion.
+pub async fn probe_model(llm: &LlmConfig, role: &str, timeout: Duration) -> Result<ModelProbe, String> {
+    let key = llm.api_key(role).map_err(|e| e.to_string())?;
+    let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| e.without_url().to_string())?;
+    let auth = auth_header(key.as_ref()).map_err(|e| e.to_string())?;
+    let (status, listed) = list_models(&client, llm, auth.as_ref()).await.map_err(|e| e.to_string())?;
+    if matches!(status.as_u16(), 401 | 403) {
+        return Err(format!("GET {}: {status}: the server refused the key", llm.models_endpoint()));
+    }
+    let probe = if listed.as_ref().is_some_and(|ids| !ids.is_empty()) {
+        ModelProbe::Listed
+    } else {
+        ModelProbe::NotListed(status.as_u16())
+    };
+    model_listed(llm, listed).map_err(|e| e.to_string())?;
+    Ok(probe)
 }
 
 /// `text` in the model's own tokens, when its provider counts them (llama.cpp's
