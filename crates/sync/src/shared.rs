@@ -24,8 +24,12 @@ use crate::settings::SyncSettings;
 use crate::state::{PushState, Pushed};
 use crate::version::{self, Clock};
 
-/// Key prefixes the bucket uses for its own bookkeeping (change log, claims, nodes).
-pub const RESERVED_PREFIXES: [&str; 3] = ["_log/", "_claims/", "_nodes/"];
+/// Where `clawboard doctor` puts the object it probes a bucket with (and removes).
+pub const DOCTOR_PREFIX: &str = "_doctor/";
+
+/// Key prefixes the bucket uses for its own bookkeeping (change log, claims,
+/// nodes, the doctor's probe): never a file of the tree.
+pub const RESERVED_PREFIXES: [&str; 4] = ["_log/", "_claims/", "_nodes/", DOCTOR_PREFIX];
 /// Files each node keeps for itself and never syncs: `shared/node-status.json` is
 /// folded from the per-node heartbeats in `_nodes/`, so it never conflicts.
 /// Files dropped straight into `inbox/` are taken by the node they were dropped on

@@ -51,7 +51,9 @@ async fn bucket(s: &Settings) -> Vec<Check> {
     };
     let node = clawboard_sync::node_id(&s.root, s.node_id.as_deref()).unwrap_or_else(|_| "doctor".into());
     let s3 = matches!(s.sync.backend, clawboard_sync::Backend::S3(_));
-    let mut checks = probe_bucket(&remote, &format!("_doctor/{node}-{}", std::process::id()), s3).await;
+    let mut checks =
+        probe_bucket(&remote, &format!("{}{node}-{}", clawboard_sync::shared::DOCTOR_PREFIX, std::process::id()), s3)
+            .await;
     if let clawboard_sync::Backend::S3(cfg) = &s.sync.backend {
         checks.push(clock_skew(cfg).await);
     }
