@@ -111,18 +111,16 @@ fn every_fault_is_named_with_its_fix() {
     config(&t, &wrong_key, &git, &repo, "no-such-model");
     let r = doctor(&t, &[("CLAWBOARD_GIT_TOKEN", "not-the-git-token"), ("GITHUB_TOKEN", "not-the-github-token")]);
     assert_eq!(r.code, 1, "{r:?}");
-    let (l, d) = level(&r, "bucket");
-    assert_eq!(l, "fail");
-    assert!(d.contains("403"), "{d}");
-    let (l, d) = level(&r, "archive");
-    assert_eq!(l, "fail");
-    assert!(d.contains("authentication failed with the token in $CLAWBOARD_GIT_TOKEN"), "{d}");
-    let (l, d) = level(&r, "github");
-    assert_eq!(l, "fail");
-    assert!(d.contains("401"), "{d}");
-    let (l, d) = level(&r, "model llm.providers.local");
-    assert_eq!(l, "fail");
-    assert!(d.contains("no-such-model"), "{d}");
+    for (check, says) in [
+        ("bucket", "403"),
+        ("archive", "authentication failed with the token in $CLAWBOARD_GIT_TOKEN"),
+        ("github", "401"),
+        ("model llm.providers.local", "no-such-model"),
+    ] {
+        let (l, d) = level(&r, check);
+        assert_eq!(l, "fail", "{check}: {d}");
+        assert!(d.contains(says), "{check}: {d}");
+    }
     for secret in ["not-the-secret", "not-the-git-token", "not-the-github-token"] {
         assert!(!r.stdout.contains(secret) && !r.stderr.contains(secret), "{secret} was printed: {r:?}");
     }

@@ -185,9 +185,9 @@ fn file_system(path: &Path) -> nix::Result<(String, Locality)> {
 /// recorder watches every directory of the tree.
 fn inotify(root: &Path) -> Check {
     const LIMIT: &str = "/proc/sys/fs/inotify/max_user_watches";
-    let limit = match std::fs::read_to_string(LIMIT).map(|t| t.trim().parse::<u64>()) {
-        Ok(Ok(n)) => n,
-        Ok(Err(e)) => return Check::warn("inotify", format!("{LIMIT}: {e}"), "check the kernel's inotify support"),
+    let read = std::fs::read_to_string(LIMIT).map_err(|e| e.to_string());
+    let limit = match read.and_then(|t| t.trim().parse::<u64>().map_err(|e| e.to_string())) {
+        Ok(n) => n,
         Err(e) => return Check::warn("inotify", format!("{LIMIT}: {e}"), "check the kernel's inotify support"),
     };
     let dirs = walkdir::WalkDir::new(root).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_dir()).count()

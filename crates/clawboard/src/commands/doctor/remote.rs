@@ -176,13 +176,13 @@ async fn archive(s: &Settings) -> Vec<Check> {
     let probe = tokio::task::spawn_blocking(move || clawboard_archive::probe_remote(&settings)).await;
     let branch = &s.archive.settings.branch;
     vec![match probe {
-        Ok(Ok(Some(p))) if p.branch_exists => {
-            Check::ok("archive", format!("{url}: reachable, {} accepted; branch {branch} exists", p.authenticated_with))
+        Ok(Ok(Some(p))) => {
+            let there = if p.branch_exists { "exists" } else { "is made by the first push" };
+            Check::ok(
+                "archive",
+                format!("{url}: reachable, {} accepted; branch {branch} {there}", p.authenticated_with),
+            )
         }
-        Ok(Ok(Some(p))) => Check::ok(
-            "archive",
-            format!("{url}: reachable, {} accepted; branch {branch} is made by the first push", p.authenticated_with),
-        ),
         Ok(Ok(None)) => Check::ok("archive", "no archive.remote: commits stay local"),
         Ok(Err(e @ clawboard_archive::Error::Auth { .. })) => Check::fail(
             "archive",
