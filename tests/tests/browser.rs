@@ -66,6 +66,27 @@ async fn text_of(c: &fantoccini::Client, css: &str) -> String {
     panic!("{css}: still replaced after 50 tries");
 }
 
+/// A headless Chromium session with a window of `size`.
+async fn chromium(webdriver: &str, size: (u32, u32)) -> fantoccini::Client {
+    let caps: serde_json::Map<String, serde_json::Value> = serde_json::from_value(serde_json::json!({
+        "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     format!("--window-size={},{}", size.0, size.1)]
+        }
+    }))
+    .unwrap();
+    ClientBuilder::new(HttpConnector::new()).capabilities(caps).connect(webdriver).await.expect("a Chromium session")
+}
+
+/// The review page's base URL and the human token of the daemon running on `t`.
+fn web_of(t: &Tree) -> (String, String) {
+    let token = t.run(&["web", "token"]).stdout.trim().to_owned();
+    let addr_file = t.root.join(".clawboard/web.addr");
+    wait_until(10, "the web listener", || addr_file.exists());
+    (format!("http://{}", std::fs::read_to_string(&addr_file).unwrap().trim()), token)
+}
+
 fn shots_dir() -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&dir).unwrap();
@@ -86,28 +107,14 @@ listen = "127.0.0.1:0"
 "#,
     ));
     let d = t.daemon();
-    let token = t.run(&["web", "token"]).stdout.trim().to_owned();
-    let addr_file = t.root.join(".clawboard/web.addr");
-    wait_until(10, "the web listener", || addr_file.exists());
-    let base = format!("http://{}", std::fs::read_to_string(&addr_file).unwrap().trim());
+    let (base, token) = web_of(&t);
     t.drop_task("b1.json", r#"{"taskId":"b1","type":"coding","description":"use-esc release v1.2"}"#);
     wait_until(30, "the escalation", || t.escalation_of("b1").is_some());
     let esc = t.escalation_of("b1").unwrap();
     wait_until(30, "the task held", || t.daemon_status().is_some_and(|s| s["queue"]["held"] == 1));
 
     let (_driver, webdriver) = chromedriver();
-    let caps: serde_json::Map<String, serde_json::Value> = serde_json::from_value(serde_json::json!({
-        "goog:chromeOptions": {
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1000"]
-        }
-    }))
-    .unwrap();
-    let c = ClientBuilder::new(HttpConnector::new())
-        .capabilities(caps)
-        .connect(&webdriver)
-        .await
-        .expect("a Chromium session");
+    let c = chromium(&webdriver, (1200, 1000)).await;
 
     // Without the token: refused, and nothing of the tree is on the page.
     c.goto(&base).await.unwrap();
@@ -234,6 +241,134 @@ listen = "127.0.0.1:0"
     assert_eq!(text_of(&c, "#entries h2").await, "Entries for Human (0)");
     std::fs::write(shots.join("4-entry-closed.png"), c.screenshot().await.unwrap()).unwrap();
     eprintln!("screenshots in {}", shots.display());
+
+    c.close().await.unwrap();
+    assert_eq!(d.stop(), 0);
+}
+
+/// Text meant to break out of the page: markup, a script, an event handler, quotes.
+const HOSTILE: &str = "<script>window.injected=1</script><img src=x onerror=\"window.injected=2\">\"'&秋冬护肤";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_page_shows_a_blueprint_tasks_board_steps_and_ledger_in_headless_chromium() {
+    use clawboard_tests::blueprints::{bp_task, config, task_dir, wait_task, xhs_input};
+
+    let t = Tree::init();
+    t.config(&config(&[], "[web]\nlisten = \"127.0.0.1:0\"\n"));
+    let d = t.daemon();
+    let (base, token) = web_of(&t);
+    let hostile_input = serde_json::json!({"topic": HOSTILE, "platform": "xiaohongshu"});
+    t.drop_task("bp-hostile.json", &bp_task("bp-hostile", "xiaohongshu_viral", hostile_input, None));
+    t.drop_task("bp-plain.json", &bp_task("bp-plain", "xiaohongshu_viral", xhs_input(), None));
+    for id in ["bp-hostile", "bp-plain"] {
+        wait_task(&t, id, 120);
+    }
+    let entry = |summary: &str| {
+        let r = t.run(&[
+            "--json",
+            "entry",
+            "new",
+            "--project",
+            "vpm-mini",
+            "--from",
+            "Gen",
+            "--to",
+            "Human",
+            "--kind",
+            "note",
+            "--task",
+            "bp-hostile",
+            "--summary",
+            summary,
+        ]);
+        r.ok();
+        r.json()["id"].as_str().unwrap().to_owned()
+    };
+    let first = entry(HOSTILE);
+    let count = |dir: &str| {
+        std::fs::read_dir(task_dir(&t, "bp-hostile").join(dir))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+            .count()
+    };
+    let (runs, slices) = (count("attempts"), count("board/slices"));
+    assert!(runs >= 10 && slices >= 10, "{runs} runs, {slices} slices");
+
+    let (_driver, webdriver) = chromedriver();
+    let c = chromium(&webdriver, (1280, 3000)).await;
+    c.goto(&format!("{base}/tasks/bp-hostile")).await.unwrap();
+    assert_eq!(text_of(&c, "#refused").await, "no token given", "the task page needs the token too");
+    c.goto(&format!("{base}/?token={token}")).await.unwrap();
+
+    // Linked from the tasks table.
+    for tries in 1.. {
+        let link = wait(&c).for_element(Locator::Css("tr.task-row[data-id='bp-hostile'] a")).await.unwrap();
+        match link.click().await {
+            Ok(()) => break,
+            Err(e) if e.is_stale_element_reference() && tries < 50 => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("opening the task: {e}"),
+        }
+    }
+
+    // Hostile text shows as text; nothing of it runs or becomes markup.
+    let js = |s: &'static str| c.execute(s, vec![]);
+    assert_eq!(text_of(&c, "#title").await, HOSTILE);
+    assert_eq!(c.current_url().await.unwrap().as_str(), format!("{base}/tasks/bp-hostile"));
+    assert!(text_of(&c, "#zone-meta").await.contains(HOSTILE), "the topic in the meta zone");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(js("return window.injected === undefined").await.unwrap(), true, "injected script ran");
+    assert_eq!(js("return document.scripts.length").await.unwrap(), 1, "only the page's own script");
+    assert_eq!(js("return document.images.length").await.unwrap(), 0, "an injected <img>");
+
+    // The board's three zones, the runs as a timeline, the ledger as a chart.
+    for zone in ["meta", "content", "control"] {
+        wait(&c).for_element(Locator::Css(&format!("#zone-{zone} dl dt"))).await.unwrap();
+    }
+    assert!(!text_of(&c, "dd[data-key='content.hook']").await.is_empty());
+    let n = |css: &'static str| js(css);
+    assert_eq!(n("return document.querySelectorAll('#timeline g.run').length").await.unwrap(), runs);
+    let tags = n("return Array.from(document.querySelectorAll('#timeline g.run')).map(g => g.dataset.tags).join(';')")
+        .await
+        .unwrap();
+    let tags = tags.as_str().unwrap();
+    assert!(tags.contains("candidate 3") && tags.contains("round 2"), "{tags}");
+    assert_eq!(n("return document.querySelectorAll('#ledger-chart g.step').length").await.unwrap(), slices);
+    // Every step's slice is drawn beside the whole board it was cut from, and shorter.
+    let widths = n("return Array.from(document.querySelectorAll('#ledger-chart g.step')).map(g => \
+                    [g.querySelector('rect.bar-slice').getBBox().width, g.querySelector('rect.bar-full').getBBox().width])")
+        .await
+        .unwrap();
+    for pair in widths.as_array().unwrap() {
+        let (slice, full) = (pair[0].as_f64().unwrap(), pair[1].as_f64().unwrap());
+        assert!(slice > 0.0 && slice < full, "slice {slice} against the board {full}");
+    }
+    assert!(
+        n("return document.querySelectorAll('#ledger-chart line.budget').length").await.unwrap().as_u64().unwrap() > 0
+    );
+    let totals = text_of(&c, "#ledger-totals").await;
+    assert!(totals.contains(&format!("{slices} slices handed")), "{totals}");
+    assert_eq!(text_of(&c, &format!("#task-entries tr[data-id='{first}'] td:nth-child(6)")).await, HOSTILE);
+    std::fs::write(shots_dir().join("5-task-page-hostile.png"), c.screenshot().await.unwrap()).unwrap();
+
+    // Live: an entry naming the task shows up without a reload.
+    let second = entry("a second note");
+    wait(&c).for_element(Locator::Css(&format!("#task-entries tr[data-id='{second}']"))).await.expect("live");
+    assert_eq!(text_of(&c, "#task-entries h2").await, "Entries (2)");
+
+    // A task that does not exist, and an id that cannot be one: a page saying so.
+    c.goto(&format!("{base}/tasks/no-such-task")).await.unwrap();
+    assert!(text_of(&c, "#missing").await.contains("there is no task no-such-task"));
+    c.goto(&format!("{base}/tasks/..%2Fetc")).await.unwrap();
+    assert!(text_of(&c, "#missing").await.contains("is not a task id"));
+
+    // The page of a plain run, as the README shows it.
+    c.goto(&format!("{base}/tasks/bp-plain")).await.unwrap();
+    wait(&c).for_element(Locator::Css("#ledger-chart g.step")).await.unwrap();
+    let shot = shots_dir().join("task-page.png");
+    std::fs::write(&shot, c.screenshot().await.unwrap()).unwrap();
+    eprintln!("the task page: {}", shot.display());
 
     c.close().await.unwrap();
     assert_eq!(d.stop(), 0);

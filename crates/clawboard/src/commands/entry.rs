@@ -52,7 +52,7 @@ Examples:
   clawboard entry new --file entry.json")]
 pub struct NewArgs {
     /// A whole entry as JSON (a file, or - for standard input) instead of the flags
-    #[arg(long, conflicts_with_all = ["project", "from", "to", "kind", "summary", "details", "refs", "target_doc", "issue", "id", "source", "note"])]
+    #[arg(long, conflicts_with_all = ["project", "from", "to", "kind", "summary", "details", "refs", "task", "target_doc", "issue", "id", "source", "note"])]
     pub file: Option<String>,
     #[arg(long, required_unless_present = "file")]
     pub project: Option<String>,
@@ -73,6 +73,9 @@ pub struct NewArgs {
     /// payload.refs, a JSON object
     #[arg(long)]
     pub refs: Option<String>,
+    /// The task it is about (payload.task_id; the task's page on the review site lists it)
+    #[arg(long, value_name = "TASK_ID")]
+    pub task: Option<String>,
     /// A document it is about, `PATH` or `PATH#SECTION` (repeat for several)
     #[arg(long = "target-doc")]
     pub target_doc: Vec<String>,
@@ -238,6 +241,10 @@ fn from_flags(a: NewArgs, store: &clawboard_core::Store) -> anyhow::Result<Entry
         if let Some(text) = text {
             payload.insert(flag.into(), object(flag, &text)?);
         }
+    }
+    if let Some(task) = a.task {
+        clawboard_core::check_id(&task).map_err(|e| bad_field("task", &task, e))?;
+        payload.insert("task_id".into(), task.into());
     }
     let id = match a.id {
         Some(id) => Id::new(&id).map_err(|e| bad_field("id", &id, e))?,

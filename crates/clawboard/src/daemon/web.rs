@@ -28,9 +28,9 @@ use super::DaemonState;
 
 mod entries;
 mod render;
+mod task;
 
-pub use render::esc;
-use render::{SCRIPT, STYLE, fragment};
+use render::fragment;
 
 /// The session cookie: a random id made at login, known only to this daemon run
 /// (the token itself never goes into a cookie, which every port of the host would see).
@@ -104,15 +104,8 @@ impl Web {
         self.daemon.counters.web_refusals.fetch_add(1, Ordering::Relaxed);
         tracing::warn!("web: refused a request: {why}");
         let nonce = new_nonce();
-        let body = format!(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>clawboard: token needed</title>\
-             <style nonce=\"{nonce}\">{STYLE}</style></head>\
-             <body><main><h1>This page needs the human token</h1><p id=\"refused\">{}</p>\
-             <p>On the machine that runs the daemon, run <code>clawboard web token</code> and open the URL it prints.</p>\
-             </main></body></html>",
-            esc(why)
-        );
-        with_csp(&nonce, (status, Html(body)).into_response())
+        let body = render::refusal(&nonce, "This page needs the human token", why);
+        with_csp(&nonce, (status, Html(body.into_string())).into_response())
     }
 
     /// The refusal of a form POST without the token, from another site, or without
@@ -181,39 +174,39 @@ async fn page(State(w): State<Arc<Web>>, headers: HeaderMap, Query(q): Query<Pag
         return refused;
     }
     let flash = match (&q.decided, &q.outcome, &q.error) {
-        (_, _, Some(e)) => format!("<p class=\"flash error\" id=\"flash\">{}</p>", esc(e)),
+        (_, _, Some(e)) => Some(render::flash(e, true)),
         (None, Some(o), None) if q.entry.is_some() => {
-            format!("<p class=\"flash\" id=\"flash\">Entry {} {}.</p>", esc(q.entry.as_deref().unwrap_or("")), esc(o))
+            Some(render::flash(&format!("Entry {} {o}.", q.entry.as_deref().unwrap_or("")), false))
         }
-        (Some(id), Some(o), None) => format!("<p class=\"flash\" id=\"flash\">Escalation {} {}.</p>", esc(id), esc(o)),
-        _ => String::new(),
+        (Some(id), Some(o), None) => Some(render::flash(&format!("Escalation {id} {o}."), false)),
+        _ => None,
     };
-    let w2 = w.clone();
-    let fragment = tokio::task::spawn_blocking(move || fragment(&w2))
-        .await
-        .unwrap_or_else(|e| format!("<p class=\"flash error\">{}</p>", esc(&e.to_string())));
-    let root = esc(&w.daemon.root.display().to_string());
-    let nonce = new_nonce();
-    let page = Html(format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>clawboard review</title><style nonce=\"{nonce}\">{STYLE}</style></head><body>\
-         <header><h1>clawboard review</h1><span class=\"root\">{root}</span>\
-         <span id=\"live\" class=\"live\">live</span></header><main>{flash}<div id=\"content\">{fragment}</div></main>\
-         <script nonce=\"{nonce}\">{SCRIPT}</script></body></html>"
-    ));
-    with_csp(&nonce, page.into_response())
+    let content = w.blocking(fragment).await;
+    w.page("clawboard review", flash, "/fragment", content)
+}
+
+impl Web {
+    /// `render` run on a blocking thread (it reads the tree); a panic in it is
+    /// said on the page instead.
+    async fn blocking(self: &Arc<Self>, render: impl FnOnce(&Web) -> maud::Markup + Send + 'static) -> maud::Markup {
+        let w = self.clone();
+        tokio::task::spawn_blocking(move || render(&w)).await.unwrap_or_else(|e| render::unreadable("the page", &e))
+    }
+
+    /// A whole page of the site around `content` (refreshed from `content_src`).
+    fn page(&self, title: &str, flash: Option<maud::Markup>, content_src: &str, content: maud::Markup) -> Response {
+        let nonce = new_nonce();
+        let root = self.daemon.root.display().to_string();
+        let page = render::page(&nonce, title, &root, flash, content_src, content);
+        with_csp(&nonce, Html(page.into_string()).into_response())
+    }
 }
 
 async fn fragment_route(State(w): State<Arc<Web>>, headers: HeaderMap) -> Response {
     if let Some(refused) = w.gate(&headers) {
         return refused;
     }
-    let w2 = w.clone();
-    match tokio::task::spawn_blocking(move || fragment(&w2)).await {
-        Ok(html) => Html(html).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
+    Html(w.blocking(fragment).await.into_string()).into_response()
 }
 
 /// The journal's last sequence number: the page fetches the fragment when it moves.
@@ -312,6 +305,8 @@ pub async fn serve(
         .route("/", get(page))
         .route("/fragment", get(fragment_route))
         .route("/version", get(version))
+        .route("/tasks/{id}", get(task::page))
+        .route("/tasks/{id}/fragment", get(task::fragment))
         .route("/metrics", get(metrics))
         .route("/escalations/{id}/{action}", post(decide))
         .route("/entries/{id}/{action}", post(entries::act))
@@ -389,7 +384,6 @@ mod tests {
     fn compare_and_escape() {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"ab"));
-        assert_eq!(esc("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
         assert_eq!(crate::output::percent_encode("a b/é"), "a%20b%2F%C3%A9");
     }
 

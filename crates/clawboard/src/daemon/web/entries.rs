@@ -10,46 +10,39 @@ use axum::response::{IntoResponse, Redirect, Response};
 use clawboard_core::Store;
 use clawboard_entries::{self as entries, Entry, EntryStatus, Filter};
 
-use super::{DecideForm, Web, esc};
+use maud::{Markup, html};
+
+use super::render::unreadable;
+use super::{DecideForm, Web};
 
 /// Entries shown, at most (newest first).
 const MAX: usize = 50;
 
 /// The section's HTML.
-pub fn section(w: &Web) -> String {
-    let mut o = String::new();
-    let (all, broken) = entries::list(&w.store, &Filter::default()).unwrap_or_else(|e| {
-        o.push_str(&format!("<p class=\"flash error\">Cannot read entries/: {}</p>", esc(&e.to_string())));
-        Default::default()
-    });
+pub fn section(w: &Web) -> Markup {
+    let listed = entries::list(&w.store, &Filter::default());
     let lanes = w.daemon.dispatcher.engine.config().lanes.clone();
+    let (all, broken) = listed.as_ref().map_or((&[][..], &[][..]), |(a, b)| (&a[..], &b[..]));
     let mut shown: Vec<&Entry> = all.iter().filter(|e| waits_on_a_person(e, &lanes)).collect();
     shown.reverse();
-    o.insert_str(0, &format!("<section id=\"entries\"><h2>Entries for Human ({})</h2>", shown.len()));
-    if shown.is_empty() {
-        o.push_str("<p class=\"empty\">No entries waiting for a person.</p>");
-    } else {
-        o.push_str("<table><tr><th>Entry</th><th>From</th><th>Kind</th><th>Status</th><th>Summary</th><th>Note</th><th>Updated</th><th></th></tr>");
-        for e in shown.iter().take(MAX) {
-            o.push_str(&row(w, &lanes, e));
-        }
-        o.push_str("</table>");
-        if shown.len() > MAX {
-            o.push_str(&format!(
-                "<p class=\"muted\">… and {} older (clawboard entry list --to Human).</p>",
-                shown.len() - MAX
-            ));
+    html! {
+        section #entries {
+            h2 { "Entries for Human (" (shown.len()) ")" }
+            @if let Err(e) = &listed { (unreadable("entries/", e)) }
+            @if shown.is_empty() {
+                p.empty { "No entries waiting for a person." }
+            } @else {
+                table {
+                    tr { th { "Entry" } th { "From" } th { "Kind" } th { "Status" } th { "Summary" } th { "Note" } th { "Updated" } th {} }
+                    @for e in shown.iter().take(MAX) { (row(w, &lanes, e)) }
+                }
+                @if shown.len() > MAX { p.muted { "… and " (shown.len() - MAX) " older (clawboard entry list --to Human)." } }
+            }
+            @if !broken.is_empty() {
+                details.bad { summary { "Unreadable entry files" } ul { @for b in broken { li { (b) } } } }
+            }
         }
     }
-    if !broken.is_empty() {
-        o.push_str("<details class=\"bad\"><summary>Unreadable entry files</summary><ul>");
-        for b in &broken {
-            o.push_str(&format!("<li>{}</li>", esc(&b.to_string())));
-        }
-        o.push_str("</ul></details>");
-    }
-    o.push_str("</section>");
-    o
 }
 
 /// Whether a person sees entry `e`: it waits on Human, it ended in `error`, or it
@@ -63,32 +56,39 @@ fn stranded(e: &Entry, lanes: &entries::Lanes) -> bool {
     !lanes.is_empty() && e.to != entries::HUMAN && !e.status.is_final() && lanes.pick(e).is_none()
 }
 
-fn row(w: &Web, lanes: &clawboard_entries::Lanes, e: &Entry) -> String {
-    let id = esc(e.id.as_str());
-    let summary = e.payload.get("summary").and_then(|s| s.as_str()).unwrap_or_default();
-    let buttons = if e.status.is_final() {
-        String::new()
+/// An entry's summary (`payload.summary`, by convention), if it has one.
+pub(super) fn summary(e: &Entry) -> &str {
+    e.payload.get("summary").and_then(|s| s.as_str()).unwrap_or_default()
+}
+
+fn row(w: &Web, lanes: &clawboard_entries::Lanes, e: &Entry) -> Markup {
+    let id = e.id.as_str();
+    let note = if stranded(e, lanes) {
+        format!("no lane picks it: to {}, kind {}", e.to, e.kind)
     } else {
-        format!(
-            "<form method=\"post\" action=\"/entries/{id}/done\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <button type=\"submit\" class=\"approve\">Done</button>\
-             <button type=\"submit\" class=\"reject\" formaction=\"/entries/{id}/cancel\">Cancel</button></form>",
-            csrf = esc(&w.csrf)
-        )
+        e.note.clone().unwrap_or_default()
     };
-    format!(
-        "<tr class=\"entry-row\" data-id=\"{id}\"><td><code>{id}</code></td><td>{}</td><td>{}</td><td class=\"status {st}\">{st}</td><td>{}</td><td>{}</td><td>{}</td><td>{buttons}</td></tr>",
-        esc(&e.from),
-        esc(&e.kind),
-        esc(&crate::output::truncate(summary, 200)),
-        esc(&if stranded(e, lanes) {
-            format!("no lane picks it: to {}, kind {}", e.to, e.kind)
-        } else {
-            e.note.clone().unwrap_or_default()
-        }),
-        esc(e.updated_at.as_str()),
-        st = e.status.as_str(),
-    )
+    let st = e.status.as_str();
+    html! {
+        tr.entry-row data-id=(id) {
+            td { code { (id) } }
+            td { (e.from) }
+            td { (e.kind) }
+            td class={ "status " (st) } { (st) }
+            td { (crate::output::truncate(summary(e), 200)) }
+            td { (note) }
+            td { (e.updated_at.as_str()) }
+            td {
+                @if !e.status.is_final() {
+                    form method="post" action={ "/entries/" (id) "/done" } {
+                        input type="hidden" name="csrf" value=(w.csrf);
+                        button type="submit" .approve { "Done" }
+                        button type="submit" .reject formaction={ "/entries/" (id) "/cancel" } { "Cancel" }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `POST /entries/{id}/done|cancel`: Human closes an entry.
