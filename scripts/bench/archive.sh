@@ -2,7 +2,7 @@
 # Memory-archive benchmark (issue 6): clawboard's archive step (extract + commit +
 # push) against the git CLI (`git add -A && git commit && git push`) on the same
 # memory files, same machine, same git smart-HTTP server (scripts/git-server), one
-# run. Results go in docs/BENCHMARKS.md.
+# run. Results go in docs/benchmarks/.
 #
 # Each round clawboard runs two commands, each timed on its own:
 #   1. `clawboard harvest --json`: the harvest (today's and yesterday's daily harvests

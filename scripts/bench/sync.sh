@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sync benchmark: clawboard push vs rclone (Debian's 1.60), same machine, same
-# servers, one run. Results go in docs/BENCHMARKS.md.
+# servers, one run. Results go in docs/benchmarks/.
 #
 #   scripts/bench/sync.sh                 # 100,000 files on s3s-fs, 10,000 on moto
 #   FILES_S3S=20000 FILES_MOTO=2000 scripts/bench/sync.sh   # quicker
