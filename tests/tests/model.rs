@@ -110,7 +110,7 @@ fn check_ledger(ledger: &Value) -> usize {
 #[test]
 fn a_blueprint_written_by_the_model_survives_a_kill_and_keeps_its_ledger() {
     let t = Tree::init();
-    llm_config(&t, "");
+    llm_config(&t, "[web]\nlisten = \"127.0.0.1:0\"\n");
     let d = daemon_on_model(&t);
     let input: Value =
         serde_json::from_slice(&std::fs::read(repo().join("config/examples/blueprint-input.json")).unwrap()).unwrap();
@@ -133,6 +133,7 @@ fn a_blueprint_written_by_the_model_survives_a_kill_and_keeps_its_ledger() {
     d.crash();
     let d = daemon_on_model(&t);
     let status = wait_task(&t, "bp-model-1", 1200);
+    let page = task_page(&t, "bp-model-1");
     let log = d.output();
     d.stop();
 
@@ -167,6 +168,28 @@ fn a_blueprint_written_by_the_model_survives_a_kill_and_keeps_its_ledger() {
     // The human view has the model's column.
     let table = t.run(&["slice", "history", "bp-model-1"]);
     assert!(table.stdout.contains("in the model's own tokens"), "{}", table.stdout);
+    // So does the task page: each model step's group of bars has the model's own
+    // count and the provider's, beside the slice and the whole board.
+    for bar in ["bar-slice", "bar-model", "bar-provider", "bar-full"] {
+        let drawn = page.matches(&format!("class=\"{bar}\"")).count();
+        assert!(drawn >= counted, "{drawn} {bar} bars for {counted} counted steps:\n{page}");
+    }
+    assert!(page.contains("The provider counted"), "{page}");
+}
+
+/// The task page's content (`/tasks/{id}/fragment`), read as the page's script does.
+fn task_page(t: &Tree, task: &str) -> String {
+    use clawboard_tests::review::{http, web_addr};
+    let token = t.run(&["web", "token"]).stdout.trim().to_owned();
+    let r = http(
+        &web_addr(t),
+        "GET",
+        &format!("/tasks/{task}/fragment"),
+        &[("Authorization", &format!("Bearer {token}"))],
+        "",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
 }
 
 /// The team flow (seed 002) with every role on the model: the PM picks among
