@@ -163,9 +163,15 @@ fn the_page_needs_the_token_refuses_cross_site_posts_and_approves_with_a_note() 
     let frag = http(&addr, "GET", "/fragment", &[("Cookie", &cookie)], "");
     let frag_policy = header(&frag, "content-security-policy").unwrap();
     assert!(!frag_policy.contains("script-src") && frag_policy.starts_with("default-src 'none'"), "{frag_policy}");
-    for want in
-        [&esc, "Pending escalations (1)", "High (1)", "spend 500 USD?", "Task w1", "use-esc ship it", "holds its task"]
-    {
+    for want in [
+        &esc,
+        "Pending escalations (1)",
+        "High (1)",
+        "spend 500 USD?",
+        "Task <a href=\"/tasks/w1\">w1</a>",
+        "use-esc ship it",
+        "holds its task",
+    ] {
         assert!(page.body.contains(want), "missing {want:?}");
     }
     let csrf = page.body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
