@@ -1,5 +1,7 @@
 //! The daemon end to end: real processes, real files, real signals.
 
+use std::time::Duration;
+
 use clawboard_tests::{Tree, sh_config, wait_until};
 
 fn task_json(id: &str, description: &str) -> String {
@@ -226,6 +228,38 @@ fn a_second_daemon_on_the_same_root_is_refused() {
         "{}",
         r.stderr
     );
+    assert_eq!(d.stop(), 0);
+}
+
+/// The root's lock held by a process that names no pid in it (as `clawboard run`
+/// does, or a child it forked that has not yet exec'd when it was killed): a
+/// daemon waits up to 2 s for it, starts when it is let go of within that, and
+/// otherwise refuses, saying what holds it.
+#[test]
+fn a_daemon_waits_briefly_for_a_lock_a_killed_process_still_holds() {
+    let t = Tree::init();
+    t.config(&sh_config(""));
+    let lock_path = t.root.join(".clawboard/daemon.lock");
+    let hold = || {
+        let f =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path).unwrap();
+        f.lock().unwrap();
+        f
+    };
+    let held = hold();
+    let started = std::time::Instant::now();
+    let r = t.run(&["daemon"]);
+    r.expect_code(1);
+    assert!(started.elapsed() >= Duration::from_millis(1900), "refused after {:?}", started.elapsed());
+    assert!(r.stderr.contains("another clawboard process holds") && r.stderr.contains("daemon.lock"), "{}", r.stderr);
+    // Let go of 500 ms after the daemon starts: it waits, and runs.
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+    });
+    let d = t.daemon();
+    releaser.join().unwrap();
+    wait_until(10, "the daemon's status", || t.daemon_status().is_some());
     assert_eq!(d.stop(), 0);
 }
 

@@ -62,10 +62,18 @@ pub struct DaemonState {
     pub node: Option<String>,
 }
 
+/// How long a starting daemon waits for the root's lock to be let go of
+/// ([`crate::local::lock_root_patiently`]).
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Holds `.clawboard/daemon.lock` for the life of the daemon.
 fn lock_root(root: &Path) -> anyhow::Result<File> {
-    let mut f = match crate::local::try_lock_root(root)? {
+    let mut f = match crate::local::lock_root_patiently(root, LOCK_PATIENCE)? {
         crate::local::RootLock::Taken(f) => f,
+        crate::local::RootLock::HeldBy(pid) if pid.is_empty() => bail!(
+            "another clawboard process holds {} (a `clawboard run` or `clawboard sync`, which name no pid in it); let it end first, or use another --root",
+            root.join(".clawboard/daemon.lock").display()
+        ),
         crate::local::RootLock::HeldBy(pid) => bail!(
             "another clawboard daemon (pid {pid}) is already running on {}; stop it first (e.g. `systemctl stop clawboard`) or use another --root",
             root.display()

@@ -50,6 +50,24 @@ pub fn try_lock_root(root: &Path) -> anyhow::Result<RootLock> {
     }
 }
 
+/// [`try_lock_root`], tried again for up to `patience` while another holds the
+/// lock. A process killed a moment ago can still hold it: a child it forked to
+/// run a role shares the lock's open file until that child's `exec`, which a
+/// busy machine can delay by tens of milliseconds. A daemon started right after
+/// a `kill -9` (of a daemon, or of `clawboard run`) waits that out instead of
+/// refusing to start.
+pub fn lock_root_patiently(root: &Path, patience: std::time::Duration) -> anyhow::Result<RootLock> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match try_lock_root(root)? {
+            RootLock::HeldBy(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            lock => return Ok(lock),
+        }
+    }
+}
+
 /// A GET on the API of the daemon running on `root`, if one answers.
 pub fn get_json(root: &Path, path: &str) -> Option<Value> {
     use std::io::{Read, Write};
