@@ -87,6 +87,47 @@ fn web_of(t: &Tree) -> (String, String) {
     (format!("http://{}", std::fs::read_to_string(&addr_file).unwrap().trim()), token)
 }
 
+/// Clicks the element `css` finds, found again when the page swapped it out
+/// between finding and clicking (its live refresh).
+async fn click(c: &fantoccini::Client, css: &str) {
+    for tries in 1.. {
+        let el = wait(c).for_element(Locator::Css(css)).await.unwrap();
+        match el.click().await {
+            Ok(()) => return,
+            Err(e) if e.is_stale_element_reference() && tries < 50 => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("clicking {css}: {e}"),
+        }
+    }
+}
+
+/// `clawboard entry new` from Gen to Human in vpm-mini (naming `task`, if
+/// given); the entry's id.
+fn human_entry(t: &Tree, kind: &str, summary: &str, task: Option<&str>) -> String {
+    let mut args = vec![
+        "--json",
+        "entry",
+        "new",
+        "--project",
+        "vpm-mini",
+        "--from",
+        "Gen",
+        "--to",
+        "Human",
+        "--kind",
+        kind,
+        "--summary",
+        summary,
+    ];
+    if let Some(task) = task {
+        args.extend(["--task", task]);
+    }
+    let r = t.run(&args);
+    r.ok();
+    r.json()["id"].as_str().unwrap().to_owned()
+}
+
 fn shots_dir() -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&dir).unwrap();
@@ -191,40 +232,14 @@ listen = "127.0.0.1:0"
 
     // An entry addressed to Human (seed 004) shows up beside the escalations, live,
     // and is closed from the page.
-    let r = t.run(&[
-        "--json",
-        "entry",
-        "new",
-        "--project",
-        "vpm-mini",
-        "--from",
-        "Gen",
-        "--to",
-        "Human",
-        "--kind",
-        "doc_update_report",
-        "--summary",
-        "Doc Update done: phase 2",
-    ]);
-    r.ok();
-    let entry = r.json()["id"].as_str().unwrap().to_owned();
+    let entry = human_entry(&t, "doc_update_report", "Doc Update done: phase 2", None);
     let row_css = format!("tr.entry-row[data-id='{entry}']");
     let row = text_of(&c, &row_css).await;
     for want in ["Gen", "doc_update_report", "open", "Doc Update done: phase 2"] {
         assert!(row.contains(want), "missing {want:?} in the entry's row:\n{row}");
     }
     assert_eq!(text_of(&c, "#entries h2").await, "Entries for Human (1)");
-    for tries in 1.. {
-        let row = wait(&c).for_element(Locator::Css(&row_css)).await.unwrap();
-        let clicked = async { row.find(Locator::Css("button.approve")).await?.click().await };
-        match clicked.await {
-            Ok(()) => break,
-            Err(e) if e.is_stale_element_reference() && tries < 50 => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => panic!("closing the entry: {e}"),
-        }
-    }
+    click(&c, &format!("{row_css} button.approve")).await;
     // The old page's flash stays until the browser has followed the redirect.
     let (want, mut flash) = (format!("Entry {entry} done."), String::new());
     for _ in 0..200 {
@@ -263,27 +278,7 @@ async fn the_task_page_shows_a_blueprint_tasks_board_steps_and_ledger_in_headles
     for id in ["bp-hostile", "bp-plain"] {
         wait_task(&t, id, 120);
     }
-    let entry = |summary: &str| {
-        let r = t.run(&[
-            "--json",
-            "entry",
-            "new",
-            "--project",
-            "vpm-mini",
-            "--from",
-            "Gen",
-            "--to",
-            "Human",
-            "--kind",
-            "note",
-            "--task",
-            "bp-hostile",
-            "--summary",
-            summary,
-        ]);
-        r.ok();
-        r.json()["id"].as_str().unwrap().to_owned()
-    };
+    let entry = |summary: &str| human_entry(&t, "note", summary, Some("bp-hostile"));
     let first = entry(HOSTILE);
     let count = |dir: &str| {
         std::fs::read_dir(task_dir(&t, "bp-hostile").join(dir))
@@ -301,16 +296,7 @@ async fn the_task_page_shows_a_blueprint_tasks_board_steps_and_ledger_in_headles
     c.goto(&format!("{base}/?token={token}")).await.unwrap();
 
     // Linked from the tasks table.
-    for tries in 1.. {
-        let link = wait(&c).for_element(Locator::Css("tr.task-row[data-id='bp-hostile'] a")).await.unwrap();
-        match link.click().await {
-            Ok(()) => break,
-            Err(e) if e.is_stale_element_reference() && tries < 50 => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => panic!("opening the task: {e}"),
-        }
-    }
+    click(&c, "tr.task-row[data-id='bp-hostile'] a").await;
 
     // Hostile text shows as text; nothing of it runs or becomes markup.
     let js = |s: &'static str| c.execute(s, vec![]);

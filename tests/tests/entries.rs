@@ -132,6 +132,10 @@ fn refusals_name_the_entry_field_or_rule_and_change_nothing() {
         &["--details: must be a JSON object"],
     );
     refused(
+        &["entry", "new", "--project", "p", "--from", "Human", "--to", "Aya", "--kind", "k", "--task", "../t1"],
+        &["entry field task", "\"../t1\""],
+    );
+    refused(
         &["entry", "new", "--project", "p", "--from", "", "--to", "Aya", "--kind", "k", "--id", "x1"],
         &["/from", "is empty"],
     );
