@@ -185,9 +185,11 @@ def _(D):
 @table("takeover")
 def _(D):
     body = []
-    groups = [("s3s-fs", "S3s", False), ("s3s-fs", "S3s", True), ("moto (heartbeat 2 s, lease 8 s)", "Moto", False)]
-    for label, backend, each in groups:
-        rs = [t for t in D["takeover"] if t.get("stage", "").startswith("F: as E")
+    moto = "moto (heartbeat 2 s, lease 8 s)"
+    groups = [("s3s-fs", "S3s", False, "F: as E"), ("s3s-fs", "S3s", True, "F: as E"), (moto, "Moto", False, "F: as E"),
+              ("s3s-fs, in `scripts/test`", "S3s", False, "G:"), (moto + ", in `scripts/test`", "Moto", False, "G:")]
+    for label, backend, each, stage in groups:
+        rs = [t for t in D["takeover"] if t.get("stage", "").startswith(stage)
               and t["backend"] == backend and bool(t.get("push_each_step")) == each and t["result"] == "pass"]
         tk = sum(t["takeovers"] for t in rs)
         re_run = sum(t["steps_rerun_by_taker"] for t in rs)

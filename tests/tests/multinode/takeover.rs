@@ -403,10 +403,9 @@ fn chaos(kind: Kind) {
     }
 }
 
-/// By hand (about 75 s): not yet tried beside the rest of the suite, where the
-/// machine's load makes leases lapse more often.
+/// About 75 s. `scripts/test` runs it on its own after the rest (nextest profile
+/// `chaos`): the machine's load beside other tests makes leases lapse more often.
 #[test]
-#[ignore = "run by hand with --run-ignored all (docs/BENCHMARKS.md, takeovers under kill -9)"]
 fn kills_that_outlive_the_lease_never_let_two_nodes_drive_a_task() {
     chaos(Kind::S3s);
 }
@@ -415,7 +414,6 @@ fn kills_that_outlive_the_lease_never_let_two_nodes_drive_a_task() {
 /// second, moto answered heartbeats seconds late on two busy cores, every node's
 /// lease lapsed again and again, and few kills ended in a takeover).
 #[test]
-#[ignore = "run by hand with --run-ignored all: beside other tests moto answers too late for takeovers"]
 fn kills_that_outlive_the_lease_never_let_two_nodes_drive_a_task_on_moto() {
     chaos(Kind::Moto);
 }
