@@ -464,7 +464,7 @@ class BoardTypes(unittest.TestCase):
             "content.platform_versions": ("platform-adapter", {"platform": "xiaohongshu", "topic": TOPIC, "selected": "t",
                                                                "content": body["content"], "primary": "收藏",
                                                                "hashtags": ["秋冬护肤"]}),
-            "meta.reference_summary": ("content-curator", {"topic": TOPIC, "intent": "种草"}),
+            "content.results.curate": ("content-curator", {"topic": TOPIC, "intent": "种草"}),
             "content.hook": ("hook-generator", {"topic": TOPIC, "platform": "wechat"}),
             "control.sensitive_filter": ("sensitive-filter", {"platform": "xiaohongshu",
                                                               "content": {"title": "最好", "body": "b", "hashtags": []}}),
@@ -530,7 +530,13 @@ class Blueprints(unittest.TestCase):
                 self.assertGreater(step["max_tokens"], 0, at)
                 role = step.get("worker") or step.get("skill")
                 self.assertIn(role, roles, at)
-                self.assertEqual(roles[role]["component"], "worker" if "worker" in step else "skill", at)
+                # A step's writes are held to seed 000's zone table as its role's
+                # component: a step that writes control runs a middleware role.
+                kind = "worker" if "worker" in step else "skill"
+                if step.get("output", "").startswith("control."):
+                    kind = "middleware"
+                self.assertEqual(roles[role]["component"], kind, at)
+                self.assertFalse(step.get("output", "").startswith("meta."), f"{at}: only the orchestrator writes meta")
                 if "fallback" in step:
                     self.assertEqual(roles[step["fallback"]]["component"], "skill", at)
                 if "template" in step:
@@ -614,7 +620,7 @@ class Runs(unittest.TestCase):
 
     def test_with_an_intent_and_references(self):
         board, log = simulate("xiaohongshu_viral", dict(INPUT, intent="种草", reference_materials=["秋冬皮肤容易干燥。"]))
-        self.assertIn("参考：秋冬皮肤容易干燥", board["meta"]["reference_summary"])
+        self.assertIn("参考：秋冬皮肤容易干燥", board["content"]["results"]["curate"])
         self.assert_slices_fit("xiaohongshu_viral", log)
 
     def test_wechat_longform(self):

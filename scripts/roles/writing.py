@@ -2,7 +2,7 @@
 """The components of seed 001's writing blueprints (docs/BLUEPRINTS.md), one
 deterministic program: the component is argv[1].
 
-  content-curator    skill   meta.reference_summary: what to build on (a string)
+  content-curator    skill   content.results.curate: what to build on (a string)
   trend-tracker      worker  content.trends: keywords, angles, hashtags
   title-worker       worker  content.hook: three competing titles (candidate 1..3)
   hook-generator     skill   content.hook: title and opening (Skill 模式)
@@ -10,11 +10,13 @@ deterministic program: the component is argv[1].
   narrative-builder  skill   content.body: a long body with sections (and body-worker's fallback)
   thread-worker      worker  content.thread: a numbered thread of tweets
   analysis-skill     skill   content.analysis: angles and an outline (deep_analysis' strategy)
-  virality-scorer    worker  control.quality_scores, computed from the title and body text
+  virality-scorer    middleware  control.quality_scores, computed from the title and body text
   cta-worker         worker  content.cta
   hashtag-worker     worker  content.hashtags
   platform-adapter   worker  content.platform_versions for the task's platform
   sensitive-filter   middleware  control.sensitive_filter: the built-in filter as a role
+  strategy-skill     skill   analysis-skill, as seed 001's adaptive example names it
+  narrative-skill    skill   narrative-builder, as seed 001's adaptive example names it
 
 Stdin is the step's context (`slice`, `step_id`, `round`, `candidate`,
 `candidates`, `platform`, `feedback`, ...); stdout is one JSON object,
@@ -435,10 +437,11 @@ def thread_worker(ctx, s):
     d = domain(topic)
     points = d["tips"] if shorter(ctx) else d["tips"] + [d["extra"]]
     n = len(points) + 2
-    tweets = [f"{title}｜一条串讲清楚 🧵 (1/{n})"]
+    emo = d["emoji"]
+    tweets = [f"{title}｜你做对了吗？一条串讲清楚 🧵 (1/{n})"]
     for i, (name, desc) in enumerate(points):
-        tweets.append(f"{name}：{desc} ({i + 2}/{n})")
-    tweets.append(f"{topic}没有捷径，把这几件事坚持下来就好。觉得有用就转发给朋友吧！({n}/{n})")
+        tweets.append(f"{emo[i % len(emo)]} {name}：{desc} ({i + 2}/{n})")
+    tweets.append(f"{topic}没有捷径，把这几件事坚持下来就好。你准备先从哪一条开始？觉得有用就转发给朋友吧！({n}/{n})")
     return {"output": [t if len(t) <= TWEET_MAX else t[:TWEET_MAX - 1] + "…" for t in tweets]}
 
 
@@ -539,7 +542,8 @@ def emoji_density(body):
 
 
 def platform_adapter(ctx, s):
-    platform = platform_of(s, ctx)
+    # Run once per target platform, each run told its own in the context.
+    platform = ctx.get("platform") if ctx.get("platform") in PLATFORMS else platform_of(s, ctx)
     topic = topic_of(s)
     title = title_of(s) or topic
     limit = TITLE_MAX.get(platform, 30)
@@ -697,6 +701,9 @@ COMPONENTS = {
     "hashtag-worker": hashtag_worker,
     "platform-adapter": platform_adapter,
     "sensitive-filter": sensitive_filter,
+    # Seed 001's own examples (config/blueprints/examples/) name these two.
+    "strategy-skill": analysis_skill,
+    "narrative-skill": narrative_builder,
 }
 
 

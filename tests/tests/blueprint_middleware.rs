@@ -128,7 +128,7 @@ fn a_failing_worker_and_fallback_end_the_run_partial_with_what_was_produced() {
     );
     // What was produced: curate's summary, the trends, the titles; no body.
     let snap = &out["blackboard_snapshot"];
-    assert!(snap["meta_zone"]["reference_summary"].as_str().unwrap().starts_with("主题：秋冬护肤；"), "{snap}");
+    assert!(snap["content_zone"]["results"]["curate"].as_str().unwrap().starts_with("主题：秋冬护肤；"), "{snap}");
     assert_eq!(snap["content_zone"]["trends"]["keywords"][0], "秋冬护肤");
     assert_eq!(snap["content_zone"]["hook"]["selected"], "秋冬护肤很好的三个习惯");
     assert!(snap["content_zone"].get("body").is_none(), "{snap}");
@@ -383,7 +383,8 @@ fn the_loop_runs_while_virality_is_under_the_threshold_up_to_max_retries() {
         &bp_task("high", "xiaohongshu_viral", xhs_input(), Some(json!({"quality_threshold": 99, "max_retries": 2}))),
     );
     assert_eq!(wait_task(&t, "low", 150), "completed");
-    assert_eq!(wait_task(&t, "high", 150), "completed");
+    // Under the target after its last round: partial (seed 001's gate), so failed.
+    assert_eq!(wait_task(&t, "high", 150), "failed");
     assert_eq!(d.stop(), 0);
 
     // 68 is over 50: no second round.
@@ -396,10 +397,16 @@ fn the_loop_runs_while_virality_is_under_the_threshold_up_to_max_retries() {
     assert!(!improvements(&low).iter().any(|s| s.starts_with("round ")), "{:#?}", improvements(&low));
     assert!(!t.attempts("low").iter().any(|a| a["step"].as_str().unwrap().starts_with("bp/r2/")));
 
-    // Never 99: the first round and max_retries (2) more, then the run goes on.
+    // Never 99: the first round and max_retries (2) more, then the run goes on,
+    // and ends partial with the score and the target in control.errors.
     let high = output_of(&t, "high");
     check_contract(&high);
-    assert_eq!(high["execution_result"]["status"], "success");
+    assert_eq!(high["execution_result"]["status"], "partial");
+    let errors = high["blackboard_snapshot"]["control_zone"]["errors"].to_string();
+    assert!(
+        errors.contains("quality target not met: virality 84 is under the target 99 after round 3, the last"),
+        "{errors}"
+    );
     let ids: Vec<String> = executed(&high).into_iter().map(|(s, _)| s).collect();
     assert_eq!(
         ids,
@@ -423,7 +430,7 @@ fn the_loop_runs_while_virality_is_under_the_threshold_up_to_max_retries() {
         assert!(steps.iter().any(|x| x == s), "no attempt of {s}: {steps:?}");
     }
     assert!(!steps.iter().any(|s| s.starts_with("bp/r4/")), "{steps:?}");
-    assert_eq!(t.status_of("high"), "completed");
+    assert_eq!(t.status_of("high"), "failed");
 }
 
 // --- 4. the middleware's config ----------------------------------------------

@@ -47,8 +47,16 @@ fn the_four_shipped_blueprints_run_to_success_through_a_daemon() {
         assert_eq!(versions.len(), 1, "{id}: {versions:#?}");
         assert_eq!(versions[0]["platform"], platform, "{id}");
         assert!(!out["final_content"]["body"].as_str().unwrap().is_empty(), "{id}");
-        let board = board_of(&t, id);
-        assert_eq!(board["content_zone"], out["blackboard_snapshot"]["content_zone"], "{id}");
+        // The board the snapshot was taken from, less the run's temporary data
+        // (the losing titles' texts) cleared at its end.
+        let mut board = board_of(&t, id)["content_zone"].clone();
+        let mut snap = out["blackboard_snapshot"]["content_zone"].clone();
+        for c in [&mut board, &mut snap] {
+            for v in c["hook"]["variants"].as_array_mut().into_iter().flatten() {
+                v.as_object_mut().unwrap().remove("content");
+            }
+        }
+        assert_eq!(board, snap, "{id}");
         // status.md: every step of the blueprint, in file order, completed (deep
         // analysis on `general` skips its CTA: `when meta.platform != "general"`).
         let file = read_json(&repo().join(format!("config/blueprints/{bp}.json")));

@@ -12,6 +12,7 @@ mod archive_nodes;
 mod bad_input;
 mod blueprint_crash;
 mod blueprint_middleware;
+mod blueprint_seed;
 mod blueprints;
 mod board;
 mod browser;

@@ -16,7 +16,8 @@ use serde_json::Value;
 const STEPS: usize = 12;
 
 /// A linear blueprint of [`STEPS`] steps; each role run appends its step to
-/// `runs.log` after a short sleep (so a kill lands between steps and within them).
+/// `runs.log` after a short sleep (so a kill lands between steps and within them)
+/// and prints a line of text, its step's result (a run with no text is no success).
 fn setup(t: &Tree) -> (String, std::path::PathBuf, std::path::PathBuf) {
     let bp_dir = t.dir.path().join("blueprints");
     std::fs::create_dir_all(&bp_dir).unwrap();
@@ -34,7 +35,7 @@ shutdown_grace = "2s"
 dir = "{}"
 
 [roles.step]
-command = ["sh", "-c", "ctx=$(cat); sleep 0.03; printf '%s\n' \"$ctx\" | grep -o '\"step\":\"[^\"]*\"' >> '{}'"]
+command = ["sh", "-c", "ctx=$(cat); sleep 0.03; printf '%s\n' \"$ctx\" | grep -o '\"step\":\"[^\"]*\"' >> '{}'; echo '{{\"output\": \"a step of the kill test\"}}'"]
 timeout = "30s"
 max_retries = 0
 "#,

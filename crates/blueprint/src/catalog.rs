@@ -78,6 +78,11 @@ impl Catalog {
         }
     }
 
+    /// Every loaded blueprint's warnings (a worker step over its ceiling …).
+    pub fn warnings(&self) -> Vec<String> {
+        self.blueprints.values().flat_map(|bp| bp.warnings.iter().cloned()).collect()
+    }
+
     /// The ids that can run.
     pub fn ids(&self) -> Vec<String> {
         self.blueprints.keys().cloned().collect()

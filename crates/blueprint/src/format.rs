@@ -85,9 +85,14 @@ pub struct Step {
     pub id: String,
     pub role: String,
     pub component: Component,
+    /// A scope as board paths (bare fields and `step.output` resolved), or a template.
     pub slice: SliceOf,
     pub max_tokens: Option<u64>,
+    /// Where the step's result goes: its `output`, or for a step without one its
+    /// own place [`default_output`] (`content.results.{id}`).
     pub output: Option<BoardPath>,
+    /// True when `output` is the default place, not written in the file.
+    pub output_default: bool,
     pub retry: Option<u32>,
     pub fallback: Option<String>,
     /// Every step that must finish first: `depends_on`, and the step before it
@@ -119,6 +124,11 @@ pub struct Blueprint {
     pub repeat: Option<Loop>,
     /// Where it was read from (for errors at run time).
     pub file: String,
+    /// Platforms a version is written for besides the task's own (`targets`).
+    pub targets: Vec<crate::contract::Platform>,
+    /// What loads but looks wrong (a worker step over the worker ceiling), each
+    /// naming the file and the key: logged by the daemon, listed by `clawboard doctor`.
+    pub warnings: Vec<String>,
 }
 
 impl Blueprint {
@@ -135,7 +145,9 @@ impl Blueprint {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawBlueprint {
-    blueprint_id: String,
+    /// The file's name (without `.json`) when absent, as in seed 001's examples.
+    #[serde(default)]
+    blueprint_id: Option<String>,
     #[serde(rename = "type")]
     kind: Kind,
     #[serde(default)]
@@ -143,6 +155,10 @@ struct RawBlueprint {
     steps: Vec<RawStep>,
     #[serde(default, rename = "loop")]
     repeat: Option<RawLoop>,
+    /// Platforms a version is written for besides the task's (an input's
+    /// `user_input.platforms` replaces them).
+    #[serde(default)]
+    targets: Vec<crate::contract::Platform>,
 }
 
 #[derive(Deserialize)]
@@ -163,8 +179,9 @@ struct RawStep {
     output: Option<String>,
     #[serde(default)]
     retry: Option<u32>,
-    #[serde(default)]
-    fallback: Option<String>,
+    /// Absent: the worker's skill counterpart ([`SKILL_OF`]); `null`: none.
+    #[serde(default, deserialize_with = "present")]
+    fallback: Option<Option<String>>,
     #[serde(default)]
     depends_on: Vec<String>,
     #[serde(default)]
@@ -177,6 +194,11 @@ struct RawStep {
     middleware: Vec<Middleware>,
     #[serde(default)]
     when: Option<String>,
+}
+
+/// A field that may be `null`: `Some(None)` when it is, `None` (by `default`) when absent.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
 }
 
 /// The seed writes `"scope": "all"` as well as a list.
@@ -204,6 +226,65 @@ type RawCount = serde_json::Value;
 pub struct Known<'a> {
     pub roles: &'a dyn Fn(&str) -> bool,
     pub templates: &'a BTreeMap<String, Template>,
+}
+
+/// Where the result of a step without `output` goes: `content.results.{id}`
+/// (the content zone's map of results, one key per step).
+pub fn default_output(step_id: &str) -> BoardPath {
+    BoardPath::new(Zone::Content, &["results", step_id])
+}
+
+/// The name a blueprint without `blueprint_id` takes: its file's, without `.json`.
+fn file_stem(file: &str) -> String {
+    Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned()
+}
+
+/// Seed 001's skill table (Skill 调用表): each component's slice budget, in
+/// tokens, for a step that sets no `max_tokens` (a competing worker's is per
+/// candidate; the platform adapter's per platform, four at most).
+pub const COMPONENT_BUDGETS: &[(&str, u64)] = &[
+    ("content-curator", 800),
+    ("trend-tracker", 600),
+    ("title-worker", 300),
+    ("hook-generator", 1000),
+    ("body-worker", 500),
+    ("narrative-builder", 2000),
+    ("virality-scorer", 500),
+    ("sensitive-filter-middleware", 200),
+    ("sensitive-filter", 200),
+    ("platform-adapter", 600),
+    ("cta-worker", 200),
+];
+
+/// Seed 001's fallback chain (降级策略: "Worker 失败 → 切换到 Skill 模式") with
+/// its skill table's pairs: the skill a worker step falls back to when its
+/// step names no `fallback` and the skill's role is configured.
+pub const SKILL_OF: &[(&str, &str)] = &[("title-worker", "hook-generator"), ("body-worker", "narrative-builder")];
+
+/// Seed 001's worker (轻工: "<500 tokens"): the budget a worker step gets when
+/// its component is not in [`COMPONENT_BUDGETS`], and the most it should be given.
+pub const WORKER_CEILING: u64 = 500;
+
+/// How many platform versions one adapter step may write (xiaohongshu, wechat,
+/// twitter, general): its ceiling is its table budget times this.
+const PLATFORMS: u64 = 4;
+
+/// The budget a step of `role` gets from the table when it sets none: the
+/// component's, else the worker ceiling for a worker; a skill without an entry
+/// has none (skills are the deep, long steps: ">3000 tokens").
+pub fn component_budget(role: &str, component: Component) -> Option<u64> {
+    COMPONENT_BUDGETS.iter().find(|(r, _)| *r == role).map(|(_, b)| *b).or(match component {
+        Component::Worker => Some(WORKER_CEILING),
+        Component::Skill => None,
+    })
+}
+
+/// The most a worker step of `role` should be given: its table budget (times
+/// the platforms for the adapter), or the worker ceiling, whichever is more.
+fn worker_ceiling(role: &str) -> u64 {
+    let table = COMPONENT_BUDGETS.iter().find(|(r, _)| *r == role).map_or(0, |(_, b)| *b);
+    let table = if role == "platform-adapter" { table * PLATFORMS } else { table };
+    table.max(WORKER_CEILING)
 }
 
 /// Meta keys the VM writes from the input contract before the first step.
@@ -345,10 +426,15 @@ fn check_objects(file: &str, v: &serde_json::Value) -> Result<()> {
 
 fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> {
     let bad = |step: Option<&str>, field: &str, reason: String| Error::invalid(file, step, field, reason);
-    if raw.blueprint_id.is_empty()
-        || !raw.blueprint_id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
-        return Err(bad(None, "blueprint_id", format!("{:?} is not [a-z0-9_]+", raw.blueprint_id)));
+    let id = raw.blueprint_id.clone().unwrap_or_else(|| file_stem(file));
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        let field = if raw.blueprint_id.is_some() { "blueprint_id" } else { "(file)" };
+        let why = if raw.blueprint_id.is_some() {
+            format!("{id:?} is not [a-z0-9_]+")
+        } else {
+            format!("has no blueprint_id and its name {id:?} is not [a-z0-9_]+; add \"blueprint_id\"")
+        };
+        return Err(bad(None, field, why));
     }
     if raw.steps.is_empty() {
         return Err(bad(None, "steps", "is empty; a blueprint needs at least one step".into()));
@@ -365,7 +451,7 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
             return Err(bad(Some(&s.id), &format!("steps[{i}].id"), "is a duplicate step id".into()));
         }
     }
-    let outputs: Vec<(String, BoardPath)> = raw
+    let mut outputs: Vec<(String, BoardPath)> = raw
         .steps
         .iter()
         .filter_map(|s| s.output.as_ref().map(|o| (s.id.clone(), o)))
@@ -393,18 +479,28 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
             Ok((id, p))
         })
         .collect::<Result<_>>()?;
+    // A step without `output` writes its result to a place of its own.
+    let defaults: BTreeSet<&str> = raw.steps.iter().filter(|s| s.output.is_none()).map(|s| s.id.as_str()).collect();
+    outputs.extend(defaults.iter().map(|id| ((*id).to_owned(), default_output(id))));
     for (i, (a, pa)) in outputs.iter().enumerate() {
         if let Some((b, pb)) = outputs[..i].iter().find(|(_, pb)| pa.is_within(pb) || pb.is_within(pa)) {
             // Which one's value the board would end with depends on timing.
             return Err(bad(
                 Some(a),
                 "output",
-                format!("{pa} overlaps step {b:?}'s output {pb}; each step writes a place of its own"),
+                if defaults.contains(a.as_str()) {
+                    format!(
+                        "(none: the step's result goes to its own place {pa}) overlaps step {b:?}'s output {pb}; each step writes a place of its own"
+                    )
+                } else {
+                    format!("{pa} overlaps step {b:?}'s output {pb}; each step writes a place of its own")
+                },
             ));
         }
     }
 
     let mut steps = Vec::with_capacity(raw.steps.len());
+    let mut warnings = Vec::new();
     // What each step's slice names, and the field it is named in.
     let mut reads: Vec<(&'static str, Vec<String>)> = Vec::with_capacity(raw.steps.len());
     for (i, s) in raw.steps.iter().enumerate() {
@@ -419,16 +515,35 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
         if !(known.roles)(&role) {
             return Err(bad(at, field, format!("role {role:?} is not configured under [roles]")));
         }
-        if let Some(f) = &s.fallback
-            && !(known.roles)(f)
-        {
-            return Err(bad(at, "fallback", format!("role {f:?} is not configured under [roles]")));
-        }
+        let fallback = match &s.fallback {
+            Some(Some(f)) if !(known.roles)(f) => {
+                return Err(bad(at, "fallback", format!("role {f:?} is not configured under [roles]")));
+            }
+            Some(Some(f)) if *f == role => {
+                return Err(bad(
+                    at,
+                    "fallback",
+                    format!("{f:?} is the step's own role; name another, or null for none"),
+                ));
+            }
+            Some(f) => f.clone(),
+            None if component == Component::Worker => {
+                SKILL_OF.iter().find(|(w, k)| *w == role && (known.roles)(k)).map(|(_, k)| (*k).to_owned())
+            }
+            None => None,
+        };
         let slice = match (&s.scope, &s.template) {
             (Some(_), Some(_)) => return Err(bad(at, "scope", "has both `scope` and `template`; keep one".into())),
             (None, None) => return Err(bad(at, "scope", "the step needs `scope` (board paths) or `template`".into())),
-            (Some(RawScope::One(one)), None) => SliceOf::Scope(vec![one.clone()]),
-            (Some(RawScope::List(list)), None) => SliceOf::Scope(list.clone()),
+            (Some(RawScope::One(one)), None) => {
+                SliceOf::Scope(vec![resolve(one, i, &raw.steps, &outputs).map_err(|r| bad(at, "scope", r))?])
+            }
+            (Some(RawScope::List(list)), None) => SliceOf::Scope(
+                list.iter()
+                    .map(|t| resolve(t, i, &raw.steps, &outputs))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|r| bad(at, "scope", r))?,
+            ),
             (None, Some(t)) => SliceOf::Template(t.clone()),
         };
         let scope_texts = match &slice {
@@ -461,6 +576,17 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
                 ));
             }
             _ => {}
+        }
+        let max_tokens = s.max_tokens.or_else(|| component_budget(&role, component));
+        if let (Component::Worker, Some(n)) = (component, max_tokens)
+            && n > worker_ceiling(&role)
+        {
+            warnings.push(format!(
+                "{file}: steps[{i}].max_tokens ({}): {n} tokens for worker {role:?}, over the worker ceiling of {} \
+                 (seed 001: a worker takes under {WORKER_CEILING}); make it a `skill` step or lower the budget",
+                s.id,
+                worker_ceiling(&role)
+            ));
         }
         if let Some(n) = s.retry
             && n > MAX_RETRY
@@ -535,10 +661,11 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
             role,
             component,
             slice,
-            max_tokens: s.max_tokens,
+            max_tokens,
             output: outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p.clone()),
+            output_default: defaults.contains(s.id.as_str()),
             retry: s.retry,
-            fallback: s.fallback.clone(),
+            fallback,
             after,
             compete: s.compete,
             selector: s.selector.unwrap_or_default(),
@@ -567,13 +694,62 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
     };
     check_order(file, &steps, &reads, repeat.as_ref(), &outputs)?;
     Ok(Blueprint {
-        id: raw.blueprint_id,
+        id,
         kind: raw.kind,
         description: raw.description,
         steps,
         repeat,
         file: file.into(),
+        targets: raw.targets,
+        warnings,
     })
+}
+
+/// A scope item as a board path. Besides `zone.key…`, `zone.*` and `all`, seed
+/// 001 writes a bare field (`intent`: the one zone that has such a field) and an
+/// earlier step's result (`hook.output`, `hook.output.title`: the step `hook`'s
+/// output path). `at` is the index of the step whose scope it is.
+fn resolve(
+    text: &str,
+    at: usize,
+    steps: &[RawStep],
+    outputs: &[(String, BoardPath)],
+) -> std::result::Result<String, String> {
+    let (first, rest) = text.split_once('.').map_or((text, None), |(a, b)| (a, Some(b)));
+    if text == "all" || Zone::parse(first).is_some() {
+        return Ok(text.to_owned());
+    }
+    let step_ref = rest.and_then(|r| r.strip_prefix("output")).filter(|r| r.is_empty() || r.starts_with('.'));
+    if let Some(below) = step_ref {
+        let earlier: Vec<&str> = steps[..at].iter().map(|s| s.id.as_str()).collect();
+        if !earlier.contains(&first) {
+            let why = if steps.iter().any(|s| s.id == first) {
+                "does not come before this step"
+            } else {
+                "is not a step of this blueprint"
+            };
+            let list = if earlier.is_empty() { "none".to_owned() } else { earlier.join(", ") };
+            return Err(format!(
+                "{text:?}: step {first:?} {why}; a scope reads the output of an earlier step (steps before this one: {list})"
+            ));
+        }
+        let path = outputs.iter().find(|(id, _)| id == first).map(|(_, p)| p.to_string()).unwrap_or_default();
+        return Ok(format!("{path}{below}"));
+    }
+    let zones: Vec<Zone> = Zone::ALL
+        .into_iter()
+        .filter(|z| matches!(clawboard_core::formats::zone_spec(*z).child(first), Ok(Some(_))))
+        .collect();
+    match zones.as_slice() {
+        [z] => Ok(format!("{}.{text}", z.name())),
+        [] => Err(format!(
+            "{text:?}: {first:?} is not a zone (meta, content, control), a field of one, or an earlier step's `STEP.output`"
+        )),
+        many => Err(format!(
+            "{text:?}: {first:?} is a field of several zones ({}); write the zone",
+            many.iter().map(|z| format!("{}.{first}", z.name())).collect::<Vec<_>>().join(", ")
+        )),
+    }
 }
 
 mod graph;

@@ -24,6 +24,9 @@ pub enum OpName {
     WriteControl,
     AppendError,
     UpdateStepStatus,
+    /// Our addition: a value removed (a run's temporary data at its end; the
+    /// history keeps what it was).
+    Clear,
 }
 
 impl OpName {
@@ -34,6 +37,7 @@ impl OpName {
             OpName::WriteControl => "write_control",
             OpName::AppendError => "append_error",
             OpName::UpdateStepStatus => "update_step_status",
+            OpName::Clear => "clear",
         }
     }
 }
@@ -126,6 +130,14 @@ impl Op {
         })
     }
 
+    /// `clear(path)`: the value at `path` removed (nothing when it is absent).
+    pub fn clear(path: BoardPath) -> Result<Op, Refusal> {
+        if path.keys.is_empty() {
+            return Err((path.to_string(), "names a whole zone; clear a key inside it".into()));
+        }
+        Ok(Op { name: OpName::Clear, path, value: Value::Null })
+    }
+
     /// What the zone table is asked for this op.
     pub fn access(&self) -> BoardOp {
         match self.name {
@@ -138,6 +150,9 @@ impl Op {
     /// seed gives its path. `max_bytes` is the largest value accepted.
     pub fn check_value(&self, max_bytes: usize) -> Result<(), Refusal> {
         let at = self.path.to_string();
+        if self.name == OpName::Clear {
+            return if self.value.is_null() { Ok(()) } else { Err((at, "a clear carries no value (null)".into())) };
+        }
         let size = serde_json::to_string(&self.value).map(|s| s.len()).unwrap_or(usize::MAX);
         if size > max_bytes {
             return Err((at, format!("the value is {size} bytes as JSON, over the limit of {max_bytes}")));
@@ -231,7 +246,11 @@ pub fn zone_value(board: &BoardFile, zone: Zone) -> Value {
 /// write unless the path already holds exactly its value. (A path that holds a value
 /// walks through objects only, so such a write is never refused either.)
 pub fn changes(board: &BoardFile, op: &Op) -> bool {
-    op.name == OpName::AppendError || get(board, &op.path) != Some(&op.value)
+    match op.name {
+        OpName::AppendError => true,
+        OpName::Clear => get(board, &op.path).is_some(),
+        _ => get(board, &op.path) != Some(&op.value),
+    }
 }
 
 /// Applies `op` to `board` (the fold step). Refuses, changing nothing, a path that
@@ -241,6 +260,18 @@ pub fn apply(board: &mut BoardFile, op: &Op) -> Result<(), Refusal> {
         Some(x) => x,
         None => return Err((op.path.to_string(), "names a whole zone".into())),
     };
+    if op.name == OpName::Clear {
+        // Nothing to remove under a parent that is absent or holds no keys.
+        let mut cur = board.zone_mut(op.path.zone);
+        for k in parents {
+            cur = match cur.get_mut(k) {
+                Some(Value::Object(m)) => m,
+                _ => return Ok(()),
+            };
+        }
+        cur.remove(last);
+        return Ok(());
+    }
     // Walk first without changing anything, so a refusal leaves the board as it was.
     {
         let mut cur: Option<&Map<String, Value>> = Some(board.zone(op.path.zone));
@@ -288,6 +319,27 @@ mod tests {
 
     fn board() -> BoardFile {
         BoardFile::empty(clawboard_core::Id::new("t1").unwrap())
+    }
+
+    #[test]
+    fn a_clear_removes_a_value_and_nothing_else() {
+        let mut b = board();
+        apply(&mut b, &Op::write_content("hook", "selected", json!("t")).unwrap()).unwrap();
+        apply(&mut b, &Op::write_content("scratch", "", json!({"a": 1})).unwrap()).unwrap();
+        let clear = |p: &str| Op::clear(BoardPath::parse(p).unwrap()).unwrap();
+        assert!(changes(&b, &clear("content.scratch")));
+        apply(&mut b, &clear("content.scratch")).unwrap();
+        assert!(get(&b, &BoardPath::parse("content.scratch").unwrap()).is_none());
+        assert_eq!(get(&b, &BoardPath::parse("content.hook.selected").unwrap()), Some(&json!("t")));
+        // Absent, or under an absent or scalar parent: nothing to do, nothing made.
+        assert!(!changes(&b, &clear("content.scratch")));
+        apply(&mut b, &clear("content.nothing.here")).unwrap();
+        apply(&mut b, &clear("content.hook.selected.x")).unwrap();
+        assert!(!b.content_zone.contains_key("nothing"));
+        assert!(clear("content.x").check_value(DEFAULT_MAX_VALUE_BYTES).is_ok());
+        let with_value = Op { value: json!(1), ..clear("content.x") };
+        assert!(with_value.check_value(DEFAULT_MAX_VALUE_BYTES).is_err());
+        assert!(Op::clear(BoardPath::parse("content").unwrap()).is_err());
     }
 
     #[test]

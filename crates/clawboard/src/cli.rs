@@ -238,4 +238,24 @@ mod tests {
         walk(&Cli::command(), "", &mut missing);
         assert!(missing.is_empty(), "no example in --help of: {missing:?}");
     }
+
+    /// `--help` says what each argument and option is: none shows an empty line.
+    #[test]
+    fn every_argument_has_a_help_line() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let name = format!("{path} {}", cmd.get_name());
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() && !arg.is_hide_set() {
+                    missing.push(format!("{name} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &name, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "arguments without a help line: {missing:#?}");
+    }
 }

@@ -192,6 +192,9 @@ impl Daemon {
         };
         let (engine_config, acl_source) = config::engine::build(settings)?;
         tracing::info!(acl = %acl_source, "access control loaded");
+        for w in settings.blueprints.warnings() {
+            tracing::warn!("{w}");
+        }
         config::check_sandbox(settings)?;
         let node = if settings.sync.enabled || settings.archive.enabled {
             let id = clawboard_sync::node_id(&root, settings.node_id.as_deref());

@@ -83,11 +83,18 @@ pub fn blueprint_step(output: Option<&BoardPath>, compete: bool, platform: &str)
         return ReplyShape::of(object(&[("output", candidate), ("score", score())]));
     }
     let value = match board_type(path) {
+        // A step's own place (a step without `output`): its result as text.
+        Some(Ty::Any) if is_step_result(path) => json!({"type": "string", "maxLength": LONG_TEXT}),
         Some(Ty::Map(item)) if !platform.is_empty() => object(&[(platform, strict(item, None))]),
         Some(ty) => strict(ty, path.keys.last().map(String::as_str)),
         None => json!({}),
     };
     ReplyShape::of(object(&[("output", value)]))
+}
+
+/// True for `content.results.{step}`, where a blueprint step without `output` writes.
+fn is_step_result(path: &BoardPath) -> bool {
+    path.zone == clawboard_core::formats::Zone::Content && path.keys.len() == 2 && path.keys[0] == "results"
 }
 
 /// The reply of a seed-002 step of `kind` (`pm`, `team`, `validator`, `harvest`);
@@ -257,6 +264,8 @@ mod tests {
         assert_eq!(cta["properties"]["output"]["properties"]["primary"]["maxLength"], SHORT_TEXT);
         assert_eq!(scores["additionalProperties"], json!(false));
         assert_eq!(s["required"], json!(["output"]));
+        let own = blueprint_step(Some(&path("content.results.strategy")), false, "").schema.unwrap();
+        assert_eq!(own["properties"]["output"], json!({"type": "string", "maxLength": LONG_TEXT}));
 
         // A body's text is required, its lists are not.
         let s = blueprint_step(Some(&path("content.body")), false, "").schema.unwrap();

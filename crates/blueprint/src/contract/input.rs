@@ -42,9 +42,13 @@ pub struct UserInput {
     /// The topic to write about (写作主题), 1 to 2000 characters.
     #[schemars(length(min = 1, max = 2000))]
     pub topic: String,
-    /// The target platform (目标平台); `general` when absent.
+    /// The target platform (目标平台); the first of `platforms`, else `general`, when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,
+    /// More target platforms (our addition): a version is written for each, each
+    /// held to its own platform's rules (seed 001: the platform adapter ×N).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<Platform>,
     /// What the user wants (用户意图); the topic when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<String>,
@@ -332,6 +336,10 @@ impl Input {
         {
             return bad("/user_input/constraints/word_count", format!("min {min} is more than max {max}"));
         }
+        let platforms = &self.user_input.platforms;
+        if let Some(i) = (1..platforms.len()).find(|&i| platforms[..i].contains(&platforms[i])) {
+            return bad(&format!("/user_input/platforms/{i}"), format!("names {} twice", platforms[i].as_str()));
+        }
         let cfg = &self.execution_config;
         if cfg.max_retries > MAX_RETRIES_LIMIT {
             return bad(
@@ -350,7 +358,21 @@ impl Input {
 
     /// The platform, `general` when absent.
     pub fn platform(&self) -> Platform {
-        self.user_input.platform.unwrap_or_default()
+        self.user_input.platform.or(self.user_input.platforms.first().copied()).unwrap_or_default()
+    }
+
+    /// The platforms a version is written for: the task's platform first, then
+    /// the rest of `platforms` (or, when the input names none, of the
+    /// blueprint's own `targets`), each once.
+    pub fn targets(&self, blueprint_targets: &[Platform]) -> Vec<Platform> {
+        let more = if self.user_input.platforms.is_empty() { blueprint_targets } else { &self.user_input.platforms };
+        let mut out = vec![self.platform()];
+        for p in more {
+            if !out.contains(p) {
+                out.push(*p);
+            }
+        }
+        out
     }
 
     /// The `meta_zone` writes the VM makes before the first step, in order, as

@@ -100,12 +100,22 @@ pub struct QualityReport {
     /// 0–100: `control.quality_scores.virality`, the quality gate's metric.
     #[schemars(range(min = 0.0, max = 100.0))]
     pub virality_score: f64,
-    /// No listed sensitive word is left in the final content.
-    pub sensitive_filter_passed: bool,
-    /// Every platform version within its platform's limits.
-    pub platform_compliance: bool,
+    /// No listed sensitive word is left in the final content. Absent when the
+    /// check did not run (then `checks_not_run` names it): never `true` unchecked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
+    pub sensitive_filter_passed: Option<bool>,
+    /// Every platform version within its platform's limits. Absent when the check
+    /// did not run (`checks_not_run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
+    pub platform_compliance: Option<bool>,
     /// What the middleware changed (`sensitive word "最好" replaced by "很好" in …`).
     pub improvements_applied: Vec<String>,
+    /// The final checks that did not run, and why (`sensitive_filter:
+    /// execution_config.enable_middleware is false`). Absent when every check ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks_not_run: Vec<String>,
 }
 
 /// `final_content`.

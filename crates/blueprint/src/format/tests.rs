@@ -260,7 +260,8 @@ fn the_shipped_blueprints_pass_every_check() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "json") {
-            Blueprint::load(&path, &Known { roles: &roles, templates: &t }).unwrap();
+            let bp = Blueprint::load(&path, &Known { roles: &roles, templates: &t }).unwrap();
+            assert!(bp.warnings.is_empty(), "{:?}", bp.warnings);
             n += 1;
         }
     }
@@ -298,4 +299,115 @@ fn a_file_is_named_by_its_id() {
     std::fs::write(d.path().join("broken.json"), "{\"blueprint_id\": ").unwrap();
     let e = Blueprint::load(&d.path().join("broken.json"), &Known { roles: &roles, templates: &t }).unwrap_err();
     assert!(e.to_string().starts_with(&format!("{}: ", d.path().join("broken.json").display())), "{e}");
+}
+
+/// Seed 001's two examples, as the seed writes them (no `blueprint_id`, no
+/// `output`, bare fields and `STEP.output` in scopes).
+fn seed_examples() -> (Value, Value) {
+    let static_linear = json!({"type": "static_linear", "steps": [
+        {"id": "hook", "worker": "title-worker", "scope": ["intent"]},
+        {"id": "body", "worker": "body-worker", "scope": ["intent", "hook.output"]}
+    ]});
+    let adaptive = json!({"type": "adaptive", "steps": [
+        {"id": "strategy", "skill": "narrative-builder", "scope": "all"},
+        {"id": "content", "skill": "narrative-builder", "scope": "all", "retry": 3}
+    ]});
+    (static_linear, adaptive)
+}
+
+fn parse_as(file: &str, v: Value) -> Result<Blueprint> {
+    let t = templates();
+    let roles = |r: &str| ["title-worker", "body-worker", "narrative-builder", "virality-scorer"].contains(&r);
+    Blueprint::parse(file, &v.to_string(), &Known { roles: &roles, templates: &t })
+}
+
+#[test]
+fn the_seeds_examples_load_as_written() {
+    let (static_linear, adaptive) = seed_examples();
+    let bp = parse_as("dir/seed_static.json", static_linear).unwrap();
+    assert_eq!(bp.id, "seed_static", "without blueprint_id, the file's name");
+    let hook = bp.step("hook").unwrap();
+    assert_eq!(hook.slice, SliceOf::Scope(vec!["meta.intent".into()]), "a bare field, in its zone");
+    assert_eq!(hook.output.as_ref().unwrap().to_string(), "content.results.hook");
+    assert!(hook.output_default);
+    let body = bp.step("body").unwrap();
+    assert_eq!(body.slice, SliceOf::Scope(vec!["meta.intent".into(), "content.results.hook".into()]));
+    let bp = parse_as("seed_adaptive.json", adaptive).unwrap();
+    assert_eq!(bp.step("content").unwrap().output.as_ref().unwrap().to_string(), "content.results.content");
+    assert_eq!(bp.step("content").unwrap().retry, Some(3));
+    // An earlier step's output below its path, and an explicit output read by name.
+    let v = json!({"blueprint_id": "lin", "type": "static_linear", "steps": [
+        {"id": "t", "worker": "title-worker", "scope": ["topic"], "output": "content.hook"},
+        {"id": "b", "worker": "body-worker", "scope": ["t.output.selected", "style_note"], "output": "content.body"}
+    ]});
+    let bp = parse(v).unwrap();
+    assert_eq!(
+        bp.step("b").unwrap().slice,
+        SliceOf::Scope(vec!["content.hook.selected".into(), "meta.style_note".into()])
+    );
+    assert!(!bp.step("b").unwrap().output_default);
+}
+
+#[test]
+fn a_scope_naming_no_field_or_a_later_step_is_refused() {
+    let lin = |scope: Value| {
+        json!({"blueprint_id": "lin", "type": "static_linear", "steps": [
+            {"id": "a", "worker": "title-worker", "scope": ["topic"]},
+            {"id": "b", "worker": "body-worker", "scope": scope},
+            {"id": "c", "worker": "body-worker", "scope": ["topic"]}
+        ]})
+    };
+    for (scope, want) in [
+        (
+            json!(["c.output"]),
+            "step \"b\": scope: \"c.output\": step \"c\" does not come before this step; a scope reads the output of an earlier step (steps before this one: a)",
+        ),
+        (json!(["b.output"]), "step \"b\": scope: \"b.output\": step \"b\" does not come before this step"),
+        (json!(["nope.output"]), "step \"b\": scope: \"nope.output\": step \"nope\" is not a step of this blueprint"),
+        (
+            json!(["intnt"]),
+            "step \"b\": scope: \"intnt\": \"intnt\" is not a zone (meta, content, control), a field of one, or an earlier step's `STEP.output`",
+        ),
+        (json!("a.outputs"), "\"a.outputs\": \"a\" is not a zone"),
+    ] {
+        let e = parse(lin(scope)).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}\nwanted: {want}");
+    }
+    // A step's own place is its own: an explicit output over it is refused.
+    let v = json!({"blueprint_id": "lin", "type": "static_linear", "steps": [
+        {"id": "a", "worker": "title-worker", "scope": ["topic"]},
+        {"id": "b", "worker": "body-worker", "scope": ["topic"], "output": "content.results"}
+    ]});
+    let e = parse(v).unwrap_err().to_string();
+    assert!(
+        e.contains("step \"a\": output: (none: the step's result goes to its own place content.results.a) overlaps step \"b\"'s output content.results"),
+        "{e}"
+    );
+    // A file without blueprint_id whose name is no id.
+    let e = parse_as("Seed Example.json", seed_examples().0).unwrap_err().to_string();
+    assert!(e.contains("(file): has no blueprint_id and its name \"Seed Example\" is not [a-z0-9_]+"), "{e}");
+}
+
+#[test]
+fn a_step_without_a_budget_gets_its_components_and_a_worker_over_the_ceiling_is_flagged() {
+    let v = json!({"blueprint_id": "lin", "type": "static_linear", "steps": [
+        {"id": "t", "worker": "title-worker", "scope": ["topic"], "output": "content.hook", "compete": 3},
+        {"id": "b", "worker": "body-worker", "scope": ["topic"], "output": "content.body"},
+        {"id": "s", "worker": "virality-scorer", "scope": ["content.body.content"], "output": "control.quality_scores", "max_tokens": 900},
+        {"id": "n", "skill": "narrative-builder", "scope": ["topic"]}
+    ]});
+    let bp = parse(v).unwrap();
+    assert_eq!(bp.step("t").unwrap().max_tokens, Some(300), "title-worker: ~300 per candidate");
+    assert_eq!(bp.step("b").unwrap().max_tokens, Some(500));
+    assert_eq!(bp.step("s").unwrap().max_tokens, Some(900), "a step's own budget stands");
+    assert_eq!(bp.step("n").unwrap().max_tokens, Some(2000), "narrative-builder: ~2000");
+    assert_eq!(
+        bp.warnings,
+        [
+            "bp.json: steps[2].max_tokens (s): 900 tokens for worker \"virality-scorer\", over the worker ceiling of 500 \
+          (seed 001: a worker takes under 500); make it a `skill` step or lower the budget"
+        ]
+    );
+    assert_eq!(component_budget("my-worker", Component::Worker), Some(WORKER_CEILING));
+    assert_eq!(component_budget("my-skill", Component::Skill), None);
 }

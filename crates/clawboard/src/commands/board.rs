@@ -49,6 +49,7 @@ pub struct TokenArg {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  clawboard board get t1\n  clawboard board get t1 meta.constraints.word_count")]
 pub struct GetArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
     /// `zone` or `zone.key.nested`; without it, the whole board (snapshot)
     pub path: Option<String>,
@@ -66,8 +67,11 @@ Examples:
   clawboard board set t1 content.hook.variants '[{\"type\":\"numeric\",\"content\":\"5 tools\",\"score\":85}]'
   clawboard board set t1 control.quality_scores.virality 82")]
 pub struct SetArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
+    /// The board path: `zone.key.nested` (meta, content or control)
     pub path: String,
+    /// The value: JSON, or text where the board holds a string; `-` reads standard input
     pub value: String,
     #[command(flatten)]
     pub token: TokenArg,
@@ -79,11 +83,15 @@ pub struct SetArgs {
     after_help = "Example:\n  clawboard board append-error t1 --step body --type component_timeout --message 'body-worker took 60 s'"
 )]
 pub struct AppendErrorArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
+    /// The step the error belongs to (`control.errors[].step_id`)
     #[arg(long)]
     pub step: String,
+    /// What kind of error (`component_timeout`, `sensitive_filter_failed` …)
     #[arg(long = "type")]
     pub error_type: String,
+    /// What happened, in words
     #[arg(long)]
     pub message: String,
     #[command(flatten)]
@@ -94,8 +102,11 @@ pub struct AppendErrorArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Example:\n  clawboard board step-status t1 title completed")]
 pub struct StepStatusArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
+    /// The step's id (a key of `control.step_status`)
     pub step: String,
+    /// pending, running, completed, failed or skipped
     pub status: String,
     #[command(flatten)]
     pub token: TokenArg,
@@ -109,12 +120,15 @@ Examples:
   clawboard board slice t1 --scope meta.intent,meta.platform,meta.style --max-tokens 150
   clawboard board slice t1 --template body_generation")]
 pub struct SliceArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
     /// Scope items, comma-separated (`meta.intent,content.hook.*`, or `all`)
     #[arg(long, value_delimiter = ',', conflicts_with = "template")]
     pub scope: Vec<String>,
+    /// A slice template by id (config/templates/ID.json, or [board] templates)
     #[arg(long)]
     pub template: Option<String>,
+    /// The slice's budget in o200k tokens; the compression ladder brings it within
     #[arg(long)]
     pub max_tokens: Option<u64>,
     #[command(flatten)]
@@ -125,6 +139,7 @@ pub struct SliceArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Example:\n  clawboard board snapshot t1 --json")]
 pub struct TaskArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
     #[command(flatten)]
     pub token: TokenArg,
@@ -134,7 +149,9 @@ pub struct TaskArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  clawboard board history t1\n  clawboard board history t1 content.hook --json")]
 pub struct HistoryArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
+    /// Only the writes at, inside or above this board path (`content.hook`)
     pub path: Option<String>,
     #[command(flatten)]
     pub token: TokenArg,

@@ -54,6 +54,7 @@ pub struct NewArgs {
     /// A whole entry as JSON (a file, or - for standard input) instead of the flags
     #[arg(long, conflicts_with_all = ["project", "from", "to", "kind", "summary", "details", "refs", "task", "target_doc", "issue", "id", "source", "note"])]
     pub file: Option<String>,
+    /// The project it belongs to (a key of the entry's id: PROJECT-SOURCE-N)
     #[arg(long, required_unless_present = "file")]
     pub project: Option<String>,
     /// Who writes it
@@ -62,6 +63,7 @@ pub struct NewArgs {
     /// Who it is for
     #[arg(long, required_unless_present = "file")]
     pub to: Option<String>,
+    /// Its kind (the lane's: request, proposal, review …; docs/ENTRIES.md)
     #[arg(long, required_unless_present = "file")]
     pub kind: Option<String>,
     /// payload.summary
@@ -88,6 +90,7 @@ pub struct NewArgs {
     /// What it came from, for the id (an issue, a run)
     #[arg(long)]
     pub source: Option<String>,
+    /// A note kept with its first status (`status_history[0].note`)
     #[arg(long)]
     pub note: Option<String>,
 }
@@ -99,10 +102,13 @@ pub struct NewArgs {
   clawboard entry list --project vpm-mini --to Aya --status open
   clawboard entry list --kind doc_update_review_request --json")]
 pub struct ListArgs {
+    /// Only this project's entries
     #[arg(long)]
     pub project: Option<String>,
+    /// Only the entries for this actor
     #[arg(long)]
     pub to: Option<String>,
+    /// Only entries of this kind
     #[arg(long)]
     pub kind: Option<String>,
     /// open, in_progress, done, error or canceled
@@ -115,6 +121,7 @@ pub struct ListArgs {
 #[command(after_help = "Examples:
   clawboard entry show vpm-mini-docupdate-issue571-1")]
 pub struct ShowArgs {
+    /// The entry's id
     pub id: String,
 }
 
@@ -127,6 +134,7 @@ Examples:
   clawboard entry status vpm-mini-docupdate-issue571-1 in_progress --as Aya
   clawboard entry status vpm-mini-docupdate-issue571-1 done --as Aya --note \"proposal written\"")]
 pub struct StatusArgs {
+    /// The entry's id
     pub id: String,
     /// in_progress, done, error or canceled
     #[arg(value_parser = parse_status)]
@@ -134,6 +142,7 @@ pub struct StatusArgs {
     /// The actor making the change (its from, its to, or Human)
     #[arg(long = "as", default_value = entries::HUMAN)]
     pub actor: String,
+    /// Why, kept with the change in its status history
     #[arg(long)]
     pub note: Option<String>,
 }
@@ -143,9 +152,12 @@ pub struct StatusArgs {
 #[command(after_help = "Examples:
   clawboard entry cancel vpm-mini-docupdate-issue571-1 --note \"no longer needed\"")]
 pub struct CancelArgs {
+    /// The entry's id
     pub id: String,
+    /// The actor canceling it (its from, its to, or Human)
     #[arg(long = "as", default_value = entries::HUMAN)]
     pub actor: String,
+    /// Why, kept with the change in its status history
     #[arg(long)]
     pub note: Option<String>,
 }
@@ -156,6 +168,7 @@ pub struct CancelArgs {
   clawboard entry render vpm-mini-docupdate-issue571-1
   clawboard entry render vpm-mini-docupdate-issue571-1 --marker blackboard:release_v1")]
 pub struct RenderArgs {
+    /// The entry's id
     pub id: String,
     /// The marker of line 1 (default: the marker of the entry's lane in [lanes], else
     /// blackboard:doc_update_v1)
@@ -171,6 +184,7 @@ Examples:
   clawboard entry parse comment.md
   pbpaste | clawboard entry parse - --add")]
 pub struct ParseArgs {
+    /// The comment's text: a file, or - for standard input
     pub file: String,
     /// Write the entry to the tree as well
     #[arg(long)]

@@ -25,6 +25,7 @@ Examples:
   clawboard report weekly --date 2026-11-20     # writes reports/weekly/2026-W47.md
   clawboard report monthly --date 2026-10-01 --stdout")]
 pub struct ReportArgs {
+    /// Which report: daily, weekly or monthly
     #[arg(value_enum)]
     pub kind: ReportKind,
     /// A day in the period (YYYY-MM-DD, UTC)

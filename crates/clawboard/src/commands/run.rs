@@ -124,6 +124,11 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     clawboard_board::tokens::bpe();
     let (shown, v) = read_input(&a.input, s.max_file_bytes)?;
     let input = input_of(&shown, v, &a.blueprint, s)?;
+    if let Ok(bp) = s.blueprints.get(&a.blueprint) {
+        for w in &bp.warnings {
+            tracing::warn!("{w}");
+        }
+    }
     crate::config::check_sandbox(s)?;
     if let Err(e) = clawboard_roles::runner::close_own_proc_files() {
         tracing::warn!("cannot close /proc/{}/environ to role processes: {e}", std::process::id());

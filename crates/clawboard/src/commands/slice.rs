@@ -3,6 +3,7 @@
 //! `get_slice_history` (the ledger of every slice handed out, with totals).
 
 use clap::{Args, Subcommand};
+use clawboard_blueprint::format::SliceOf;
 use clawboard_board::slice::{self, DEFAULT_TRUNCATE_TOKENS, Spec};
 use clawboard_board::{Selector, TaskBoard, ledger};
 use serde_json::json;
@@ -24,14 +25,20 @@ pub enum SliceCommand {
 
 /// What STEP's role would be handed: scope, slice data, tokens, budget, rungs
 #[derive(Debug, Args)]
-#[command(after_help = "STEP is a role id, or a lifecycle step (iter-1/ROLE): the role's scope or
-template and max_tokens come from its [roles.ID] entry.
+#[command(after_help = "STEP is a step of the blueprint TASK runs (title, or as the executor names
+its runs: bp/r2/title-c1), before the run or during it: the step's scope or
+template and max_tokens come from the blueprint. Otherwise STEP is a role id, or
+a lifecycle step (iter-1/ROLE): the role's scope or template and max_tokens come
+from its [roles.ID] entry.
 
 Examples:
   clawboard slice preview t1 analyst --json
-  clawboard slice preview t1 body-worker --at 5")]
+  clawboard slice preview t1 body-worker --at 5
+  clawboard slice preview xhs-1 title")]
 pub struct PreviewArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
+    /// A blueprint step of the task (title, bp/title-c1), a role id, or iter-N/ROLE
     pub step: String,
     /// The board as of history record SEQ (default: now)
     #[arg(long, value_name = "SEQ")]
@@ -42,6 +49,7 @@ pub struct PreviewArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Example:\n  clawboard slice history t1 --json")]
 pub struct HistoryArgs {
+    /// The task's id (its directory under tasks/)
     pub task: String,
 }
 
@@ -53,17 +61,21 @@ pub fn run(c: SliceCommand, s: &Settings) -> anyhow::Result<u8> {
     }
 }
 
+/// What a preview cuts: the selector, its budget and the role that would run.
+struct Plan {
+    role_id: String,
+    selector: Selector,
+    max_tokens: Option<u64>,
+    truncate_tokens: u64,
+    /// `blueprint ID, step ID` for a blueprint step.
+    blueprint: Option<(String, String)>,
+}
+
 fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyhow::Result<u8> {
-    let role_id = a.step.rsplit('/').next().unwrap_or(&a.step);
-    let role = s
-        .roles
-        .roles
-        .get(role_id)
-        .ok_or_else(|| BadInput(format!("{}: no role {role_id:?} under [roles] in the config", a.step)))?;
     let board = TaskBoard::new(store, &a.task)?;
     crate::commands::need_task(store, &a.task)?;
     let newest = board.load()?;
-    let state = match a.at {
+    let mut state = match a.at {
         // A number past the history is a mistake, not the newest board by another name.
         Some(seq) if seq > newest.seq => {
             return Err(BadInput(format!(
@@ -75,38 +87,33 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
         Some(seq) => board.at(seq)?,
         None => newest,
     };
-    let at = format!("roles.{role_id}");
-    let selector =
-        Selector::of(role.scope.as_deref(), role.template.as_deref(), &s.templates, &at)?.ok_or_else(|| {
-            BadInput(format!(
-                "role {role_id} has no scope or template under [roles.{role_id}]: in a team task it is given the \
-                 whole context; a blueprint step's slice comes from the step (see `clawboard slice history {}`)",
-                a.task
-            ))
-        })?;
-    let source = selector.source();
-    let scope_text = match &selector {
+    let plan = match blueprint_plan(s, store, &a, &mut state)? {
+        Some(plan) => plan,
+        None => role_plan(s, &a)?,
+    };
+    let source = plan.selector.source();
+    let scope_text = match &plan.selector {
         Selector::Scope(sc) => json!(sc.texts()),
         Selector::Template(t) => json!({"template": t.id, "scope": t.scope.texts()}),
     };
-    let spec = Spec {
-        step: a.step.clone(),
-        source,
-        max_tokens: role.max_tokens,
-        truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
-    };
+    let spec =
+        Spec { step: a.step.clone(), source, max_tokens: plan.max_tokens, truncate_tokens: plan.truncate_tokens };
     let full = slice::full_tokens(&state);
     let built = slice::build(&state, &spec)?;
-    let out = json!({
-        "step_id": a.step, "scope": scope_text, "slice_data": built.data,
+    let mut out = json!({
+        "step_id": a.step, "role": plan.role_id, "scope": scope_text, "slice_data": built.data,
         "estimated_tokens": built.tokens, "budget": built.budget.map_or(json!("unlimited"), |b| json!(b)),
         "rungs": built.rungs, "missing": built.missing, "hash": built.hash,
         "board_seq": state.seq, "full_board_tokens": full, "tokenizer": clawboard_board::tokens::TOKENIZER,
     });
+    if let Some((bp, step)) = &plan.blueprint {
+        out["blueprint"] = json!({"blueprint_id": bp, "step": step});
+    }
     if s.json {
         output::json(&out)?;
     } else {
-        outln!("step {} (role {role_id}) on task {} at board seq {}", a.step, a.task, state.seq)?;
+        let of = plan.blueprint.as_ref().map_or(String::new(), |(bp, _)| format!(" of blueprint {bp}"));
+        outln!("step {}{of} (role {}) on task {} at board seq {}", a.step, plan.role_id, a.task, state.seq)?;
         outln!("scope: {}", out["scope"])?;
         outln!("{}", serde_json::to_string_pretty(&out["slice_data"])?)?;
         outln!(
@@ -118,6 +125,117 @@ fn preview(s: &Settings, store: &clawboard_core::Store, a: PreviewArgs) -> anyho
         )?;
     }
     Ok(EXIT_OK)
+}
+
+/// STEP as a role (or a lifecycle step `iter-1/ROLE`) with a scope or template.
+fn role_plan(s: &Settings, a: &PreviewArgs) -> anyhow::Result<Plan> {
+    let role_id = a.step.rsplit('/').next().unwrap_or(&a.step);
+    let role = s
+        .roles
+        .roles
+        .get(role_id)
+        .ok_or_else(|| BadInput(format!("{}: no role {role_id:?} under [roles] in the config", a.step)))?;
+    let at = format!("roles.{role_id}");
+    let selector =
+        Selector::of(role.scope.as_deref(), role.template.as_deref(), &s.templates, &at)?.ok_or_else(|| {
+            BadInput(format!(
+                "role {role_id} has no scope or template under [roles.{role_id}]: in a team task it is given the \
+                 whole context; a blueprint step's slice comes from the step (see `clawboard slice history {}`)",
+                a.task
+            ))
+        })?;
+    Ok(Plan {
+        role_id: role_id.to_owned(),
+        selector,
+        max_tokens: role.max_tokens,
+        truncate_tokens: role.truncate_tokens.unwrap_or(DEFAULT_TRUNCATE_TOKENS),
+        blueprint: None,
+    })
+}
+
+/// A step id as the executor names its runs (`bp/r2/title-c1`, `bp/title-redo1`)
+/// reduced to the blueprint's step id (`title`).
+fn blueprint_step_id(step: &str) -> &str {
+    let mut id = step.strip_prefix("bp/").unwrap_or(step);
+    if let Some((round, rest)) = id.split_once('/')
+        && round.len() > 1
+        && round.starts_with('r')
+        && round[1..].bytes().all(|b| b.is_ascii_digit())
+    {
+        id = rest;
+    }
+    for tag in ["-c", "-redo"] {
+        if let Some(at) = id.rfind(tag)
+            && id[at + tag.len()..].bytes().all(|b| b.is_ascii_digit())
+            && id.len() > at + tag.len()
+        {
+            id = &id[..at];
+        }
+    }
+    id
+}
+
+/// STEP as a step of the blueprint TASK runs (`blueprint_id` in its task.json,
+/// or the blueprint the board says it is running), with the step's own scope or
+/// template and budget (seed 003's `preview_slice(step_id, blueprint, blackboard)`).
+/// Before the run has written the input to the board, the board is previewed as
+/// the run's first step will find it: the input's meta written in.
+fn blueprint_plan(
+    s: &Settings,
+    store: &clawboard_core::Store,
+    a: &PreviewArgs,
+    state: &mut clawboard_core::formats::BoardFile,
+) -> anyhow::Result<Option<Plan>> {
+    let file = clawboard_core::layout::task_file(&a.task, clawboard_core::layout::TASK_FILE);
+    let task: clawboard_core::formats::Task = store.read(&clawboard_core::RelPath::new(&file)?)?;
+    let input = clawboard_blueprint::contract::Input::from_task_extra(&file, &task.extra, &s.blueprints.ids())
+        .map_err(|e| BadInput(e.to_string()))?;
+    let running = state
+        .control_zone
+        .get("current_stage")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|v| v.strip_prefix("blueprint:"))
+        .map(str::to_owned);
+    let Some(bp_id) = input.as_ref().map(|i| i.blueprint_id.clone()).or(running) else { return Ok(None) };
+    let bp = s.blueprints.get(&bp_id).map_err(|why| BadInput(format!("{file}: /blueprint_id: {why}")))?;
+    let Some(step) = bp.step(blueprint_step_id(&a.step)) else {
+        if s.roles.roles.contains_key(a.step.rsplit('/').next().unwrap_or(&a.step)) {
+            return Ok(None);
+        }
+        let ids: Vec<&str> = bp.steps.iter().map(|x| x.id.as_str()).collect();
+        return Err(BadInput(format!(
+            "{}: blueprint {bp_id} (task {}) has no step {:?}; its steps: {}",
+            a.step,
+            a.task,
+            blueprint_step_id(&a.step),
+            ids.join(", ")
+        ))
+        .into());
+    };
+    if let Some(input) = &input
+        && state.meta_zone.is_empty()
+    {
+        for (path, value) in input.meta_writes() {
+            if let Some(key) = path.strip_prefix("meta.") {
+                state.meta_zone.insert(key.to_owned(), value);
+            }
+        }
+    }
+    let (scope, template) = match &step.slice {
+        SliceOf::Scope(v) => (Some(v.as_slice()), None),
+        SliceOf::Template(t) => (None, Some(t.as_str())),
+    };
+    let at = format!("{}: steps.{}", bp.file, step.id);
+    let selector = Selector::of(scope, template, &s.templates, &at)?
+        .ok_or_else(|| BadInput(format!("{at}: the step has no scope or template")))?;
+    let role = s.roles.roles.get(&step.role);
+    Ok(Some(Plan {
+        role_id: step.role.clone(),
+        selector,
+        max_tokens: step.max_tokens,
+        truncate_tokens: role.and_then(|r| r.truncate_tokens).unwrap_or(DEFAULT_TRUNCATE_TOKENS),
+        blueprint: Some((bp.id.clone(), step.id.clone())),
+    }))
 }
 
 fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::Result<u8> {

@@ -95,6 +95,8 @@ static META: Ty = Ty::Obj(&[
     ),
     ("topic", Ty::Str),
     ("reference_summary", Ty::Str),
+    // A blueprint input's `style` that is none of the five, as given.
+    ("style_note", Ty::Str),
 ]);
 
 static CONTENT: Ty = Ty::Obj(&[

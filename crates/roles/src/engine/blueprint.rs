@@ -25,7 +25,7 @@ use clawboard_blueprint::condition::Vars;
 use clawboard_blueprint::contract::Input;
 use clawboard_blueprint::format::{Blueprint, Component, Middleware, SliceOf, Step};
 use clawboard_blueprint::middleware::MiddlewareConfig;
-use clawboard_board::{BoardPath, Op};
+use clawboard_board::{BoardPath, Caller, Op};
 use clawboard_core::lock::Lock;
 use clawboard_records::attempts::Attempt;
 use serde::Deserialize;
@@ -100,6 +100,9 @@ pub(crate) struct Vm<'r, 'e> {
     /// The role that replaces the built-in sensitive-word filter, if any.
     filter_role: Option<String>,
     platform: String,
+    /// The platforms a version is written for: the task's, then the others
+    /// (`user_input.platforms`, else the blueprint's `targets`).
+    targets: Vec<String>,
     journal: Lock<Learned>,
     started: std::time::Instant,
 }
@@ -119,7 +122,8 @@ fn step_name(bp: &Blueprint, step: &Step, round: u32, candidate: Option<u32>, re
 }
 
 /// True when the executor's step `name` is a run of the step named `base`
-/// (itself, a candidate, a redo), not of another step or of its filter.
+/// (itself, a candidate, a redo, a platform's version `-for-wechat`), not of
+/// another step or of its filter.
 fn is_run_of(name: &str, base: &str) -> bool {
     let Some(mut rest) = name.strip_prefix(base) else { return false };
     for tag in ["-redo", "-c"] {
@@ -132,6 +136,7 @@ fn is_run_of(name: &str, base: &str) -> bool {
         }
     }
     rest.is_empty()
+        || rest.strip_prefix("-for-").is_some_and(|p| clawboard_blueprint::middleware::PLATFORMS.contains(&p))
 }
 
 fn failed(e: impl std::fmt::Display) -> StepError {
@@ -147,8 +152,9 @@ impl<'r, 'e> Vm<'r, 'e> {
         filter_role: Option<String>,
     ) -> Self {
         let platform = input.platform().as_str().to_owned();
+        let targets = input.targets(&bp.targets).iter().map(|p| p.as_str().to_owned()).collect();
         let started = std::time::Instant::now();
-        Vm { run, bp, input, mw, filter_role, platform, journal: Lock::new(Learned::default()), started }
+        Vm { run, bp, input, mw, filter_role, platform, targets, journal: Lock::new(Learned::default()), started }
     }
 
     fn vars(&self) -> Vars {
@@ -234,9 +240,17 @@ impl<'r, 'e> Vm<'r, 'e> {
             let mut stop = None;
             let mut held = Vec::new();
             for (s, r) in results {
+                // A result the zone table refuses to write fails its step.
+                let r = match r {
+                    Ok(outs) => match self.apply(s, round, &outs) {
+                        Ok(()) => Ok(outs),
+                        Err(StepError::Failed(why)) => Err(self.unwritten(s, round, &why)?),
+                        Err(other) => Err(other),
+                    },
+                    Err(e) => Err(e),
+                };
                 match r {
                     Ok(outs) => {
-                        self.apply(s, round, &outs)?;
                         done.insert(s.id.clone());
                         // As in the team flow: an escalation that needs a human holds
                         // the task after the step (replayed, not run again, once
@@ -268,6 +282,22 @@ impl<'r, 'e> Vm<'r, 'e> {
                 return Ok(Some(why));
             }
         }
+    }
+
+    /// A step whose output could not be written (the zone table refused it): on
+    /// the record as the step's error, which fails it.
+    fn unwritten(&self, s: &Step, round: u32, why: &str) -> Result<StepError, StepError> {
+        let why = format!("step {}: its output cannot be written: {why}", s.id);
+        let step = step_name(&self.bp, s, round, None, 0);
+        self.run.log_error(&step, &why)?;
+        let e = clawboard_board::ErrorEntry {
+            step_id: s.id.clone(),
+            error_type: "write_refused".into(),
+            message: why.clone(),
+            timestamp: clawboard_core::Timestamp::now().to_string(),
+        };
+        self.run.board_write(Ok(Op::append_error(&e)))?;
+        Ok(StepError::Failed(why))
     }
 
     /// Steps outside the loop that need (directly or through others) a loop step.
@@ -311,11 +341,37 @@ impl<'r, 'e> Vm<'r, 'e> {
         Ok(())
     }
 
-    /// Writes `value` at `path` as the daemon, unless it is there already.
-    /// Sets `path` to `value`; a value restated is not recorded again.
+    /// Sets `path` to `value` as the VM (the orchestrator); a value restated is
+    /// not recorded again.
     fn put(&self, path: &str, value: Value) -> Result<(), StepError> {
+        self.put_as(&Caller::daemon(), path, value)
+    }
+
+    /// Sets `path` to `value` as `caller`, held to the zone table.
+    fn put_as(&self, caller: &Caller, path: &str, value: Value) -> Result<(), StepError> {
         let p = BoardPath::parse(path).map_err(|e| failed(format!("{path}: {}", e.reason)))?;
-        self.run.board_write(Op::set(p, value))
+        self.run.board_write_as(caller, Op::set(p, value))
+    }
+
+    /// Who writes the output of `s` that attempt `a` produced (seed 000's zone
+    /// table applies): its role, as its component type: the role's own
+    /// `[roles.ID] component`, else the step's kind (a worker step's role a
+    /// worker; a skill step's, or a worker step's fallback skill, a skill).
+    fn writer(&self, s: &Step, a: &Attempt) -> Caller {
+        use clawboard_core::acl::Component as Zones;
+        let kind = if a.role == s.role { s.component } else { Component::Skill };
+        let own = self.run.engine.roles().roles.get(&a.role).and_then(|r| r.component);
+        let (component, how) = match own {
+            Some(c) => (c, format!("roles.{}.component = {:?}", a.role, c.name())),
+            None => (
+                match kind {
+                    Component::Worker => Zones::Worker,
+                    Component::Skill => Zones::Skill,
+                },
+                format!("the {} of step {} of blueprint {}", kind.name(), s.id, self.bp.id),
+            ),
+        };
+        Caller::role(&a.role, &a.instance_id, component, how)
     }
 
     fn show(&self, step: &str, state: &str) -> Result<(), StepError> {
@@ -436,6 +492,9 @@ impl<'r, 'e> Vm<'r, 'e> {
             info
         };
         let Some(n) = s.compete else {
+            if self.fans_out(s) {
+                return self.versions(s, info_for(None)).await;
+            }
             let info = info_for(None);
             let r = self.run.step::<BlueprintOutput>(&info, &s.role, |o| self.check(s, o, false)).await?;
             return Ok(vec![r]);
@@ -454,12 +513,61 @@ impl<'r, 'e> Vm<'r, 'e> {
             }
         }
         if ok.is_empty() {
-            return Err(failed(format!("step {}: every one of its {n} candidates failed: {}", s.id, lost.join("; "))));
+            let why = format!("step {}: every one of its {n} candidates failed: {}", s.id, lost.join("; "));
+            // Seed 001's chain: the worker failed, so its skill runs, once, as a
+            // candidate of its own (`-c{n+1}`).
+            let Some(skill) = &s.fallback else { return Err(failed(why)) };
+            let info = info_for(Some(n + 1));
+            match self.run.step::<BlueprintOutput>(&info, skill, |o| self.check(s, o, true)).await {
+                Ok(x) => ok.push(x),
+                Err(StepError::Failed(more)) => return Err(failed(format!("{why}; then its skill {skill}: {more}"))),
+                Err(other) => return Err(other),
+            }
         }
         for why in lost {
             self.journal.lock().errors.push(format!("a candidate of {} was dropped: {why}", s.id));
         }
         Ok(ok)
+    }
+
+    /// True for a step that writes every platform's version
+    /// (`content.platform_versions`) when the run has more than one.
+    fn fans_out(&self, s: &Step) -> bool {
+        self.targets.len() > 1
+            && s.output
+                .as_ref()
+                .is_some_and(|p| p.zone == clawboard_core::formats::Zone::Content && p.keys == ["platform_versions"])
+    }
+
+    /// Seed 001's platform adapter ×N: the step run once per target platform,
+    /// at once, each told its platform (`platform` in its context, a reply of
+    /// that platform's version; step `bp/adapt-for-wechat`), their versions
+    /// joined into one output (as the first run's). A platform whose run fails
+    /// for good fails the step.
+    async fn versions(&self, s: &Step, info: StepInfo) -> Result<Outputs, StepError> {
+        let runs = self.targets.iter().map(|p| {
+            let mut info = info.clone();
+            info.step = format!("{}-for-{p}", info.step);
+            info.extra.insert("platform".into(), json!(p));
+            info.reply = Some(crate::reply::blueprint_step(s.output.as_ref(), false, p));
+            async move { self.run.step::<BlueprintOutput>(&info, &s.role, |o| self.check(s, o, false)).await }
+        });
+        let mut joined: Option<(Attempt, BlueprintOutput)> = None;
+        let mut versions = Map::new();
+        for (p, r) in self.targets.iter().zip(futures_util::future::join_all(runs).await) {
+            let (a, o) = match r {
+                Ok(x) => x,
+                Err(StepError::Failed(why)) => return Err(failed(format!("step {}: the {p} version: {why}", s.id))),
+                Err(other) => return Err(other),
+            };
+            if let Some(Value::Object(m)) = &o.output {
+                versions.extend(m.clone());
+            }
+            joined.get_or_insert((a, o));
+        }
+        let Some((a, mut o)) = joined else { return Err(failed(format!("step {}: no platform to write", s.id))) };
+        o.output = Some(Value::Object(versions));
+        Ok(vec![(a, o)])
     }
 
     /// Writes a finished step's result to the board: a competing step's variants
@@ -484,18 +592,22 @@ impl<'r, 'e> Vm<'r, 'e> {
                 let Some((score, content, a)) = best else {
                     return Err(failed(format!("step {}: no candidate", s.id)));
                 };
-                self.put(&format!("{path}.variants"), Value::Array(variants))?;
-                self.put(&format!("{path}.selected"), json!(content))?;
-                self.put(&format!("{path}.title"), json!(content))?;
+                let by = self.writer(s, a);
+                self.put_as(&by, &format!("{path}.variants"), Value::Array(variants))?;
+                self.put_as(&by, &format!("{path}.selected"), json!(content))?;
+                self.put_as(&by, &format!("{path}.title"), json!(content))?;
                 tracing::debug!(task = %self.run.id, step = %s.id, "selected {} with score {score}", a.step);
                 Some(a)
+            }
+            (Some(_), None) if s.output_default && outs.first().is_some_and(|(_, o)| o.output.is_none()) => {
+                outs.first().map(|(a, _)| a)
             }
             (Some(path), None) => {
                 let (a, o) = outs.first().ok_or_else(|| failed(format!("step {}: no output", s.id)))?;
                 let v = o.output.clone().unwrap_or(Value::Null);
                 let (fixed, fx) = self.fixed(s, path, &v, None).map_err(failed)?;
                 self.note(fx)?;
-                self.put(&path.to_string(), fixed)?;
+                self.put_as(&self.writer(s, a), &path.to_string(), fixed)?;
                 Some(a)
             }
             (None, _) => outs.first().map(|(a, _)| a),
@@ -526,6 +638,8 @@ mod tests {
 
     #[test]
     fn runs_of_a_step_are_told_from_other_steps_and_filters() {
+        assert!(is_run_of("bp/adapt-for-wechat", "bp/adapt"));
+        assert!(!is_run_of("bp/adapt-for-mars", "bp/adapt"));
         for name in ["bp/title", "bp/title-c2", "bp/title-redo1", "bp/title-redo1-c3", "bp/r2/title"] {
             let base = if name.starts_with("bp/r2/") { "bp/r2/title" } else { "bp/title" };
             assert!(is_run_of(name, base), "{name}");

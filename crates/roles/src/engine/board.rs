@@ -58,9 +58,15 @@ impl TaskRun<'_> {
     /// Writes `op` as the daemon (the orchestrator), when the task keeps a board
     /// and `op` changes it (a value restated is not recorded again).
     pub(crate) fn board_write(&self, op: Result<Op, (String, String)>) -> Result<(), StepError> {
+        self.board_write_as(&Caller::daemon(), op)
+    }
+
+    /// Writes `op` as `caller` (a blueprint step's role, as its component type),
+    /// held to the zone table: a refusal is the step's failure, naming the rule.
+    pub(crate) fn board_write_as(&self, caller: &Caller, op: Result<Op, (String, String)>) -> Result<(), StepError> {
         let Some(board) = &self.board else { return Ok(()) };
         let op = op.map_err(|(p, r)| StepError::Failed(format!("task {}: {p}: {r}", self.id)))?;
-        board.write_if_changed(&self.engine.board_acl(), &Caller::daemon(), op).map_err(board_err)?;
+        board.write_if_changed(&self.engine.board_acl(), caller, op).map_err(board_err)?;
         Ok(())
     }
 

@@ -39,9 +39,10 @@ pub(crate) fn sample() -> Output {
         quality_report: QualityReport {
             overall_score: 80.0,
             virality_score: 81.5,
-            sensitive_filter_passed: true,
-            platform_compliance: true,
+            sensitive_filter_passed: Some(true),
+            platform_compliance: Some(true),
             improvements_applied: vec!["sensitive word \"最好\" replaced by \"很好\" in content.body.content".into()],
+            checks_not_run: Vec::new(),
         },
         final_content: FinalContent {
             title: "秋冬护肤".into(),
@@ -147,4 +148,20 @@ fn the_boundaries_are_allowed() {
     out.quality_report.overall_score = 0.0;
     out.quality_report.virality_score = 100.0;
     out.check().unwrap();
+}
+
+/// A check that did not run is absent and named, never reported as passed.
+#[test]
+fn a_check_that_did_not_run_is_not_reported_passed() {
+    let mut out = sample();
+    out.quality_report.sensitive_filter_passed = None;
+    out.quality_report.checks_not_run = vec!["sensitive_filter: execution_config.enable_middleware is false".into()];
+    let v = serde_json::to_value(&out).unwrap();
+    let q = v["quality_report"].as_object().unwrap();
+    assert!(!q.contains_key("sensitive_filter_passed"), "{q:?}");
+    assert_eq!(q["platform_compliance"], true);
+    assert_eq!(q["checks_not_run"][0], "sensitive_filter: execution_config.enable_middleware is false");
+    out.check().unwrap();
+    let back: Output = serde_json::from_value(v).unwrap();
+    assert_eq!(back, out);
 }

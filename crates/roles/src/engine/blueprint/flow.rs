@@ -62,11 +62,16 @@ impl TaskRun<'_> {
         let stopped = vm.execute().await?;
         // A drive resumed after the contract was saved (a crash during the validator
         // or the harvest) keeps that one: it is the result the validator judged.
-        let output = match (&stopped, self.saved_output(&bp.id)) {
-            (None, Some(saved)) => saved,
+        let (output, why) = match (&stopped, self.saved_output(&bp.id)) {
+            (None, Some(saved)) => (saved, None),
             _ => vm.finish(stopped.as_deref()).await?,
         };
-        if let Some(why) = stopped {
+        // A partial run (a step failed for good, or the content fell short of a
+        // check or the quality target) is no success: a person looks at it.
+        if why.is_none() {
+            vm.clear_temporary()?;
+        }
+        if let Some(why) = why {
             let status = serde_json::to_value(output.execution_result.status).unwrap_or_default();
             return Err(failed(format!("blueprint {} ended {status}: {why}", bp.id)));
         }

@@ -5,7 +5,7 @@
 
 use clawboard_blueprint::format::{Middleware, Step};
 use clawboard_blueprint::middleware as mw;
-use clawboard_board::{BoardPath, Op};
+use clawboard_board::{BoardPath, Caller, Op};
 use serde_json::{Map, Value, json};
 
 use super::{BlueprintOutput, Outputs, Vm, failed, step_name};
@@ -19,6 +19,10 @@ impl Vm<'_, '_> {
     pub(super) fn check(&self, s: &Step, o: &BlueprintOutput, candidate: bool) -> Result<(), String> {
         let Some(path) = &s.output else { return Ok(()) };
         let Some(value) = &o.output else {
+            // A step without `output` in the file may print nothing to keep.
+            if s.output_default {
+                return Ok(());
+            }
             return Err(format!("stdout /output: missing; step {} writes its output to {path}", s.id));
         };
         if candidate {
@@ -182,19 +186,19 @@ impl Vm<'_, '_> {
         if found { self.write_filter_record(true) } else { Ok(()) }
     }
 
-    /// The filter role's verdict on `value` written at `target` (an executor step
-    /// of its own, `…/filter`, handed `target` and the platform): the value as
-    /// fixed, or why it was refused.
+    /// The filter role's verdict on `value` written at `target` by `by` (an
+    /// executor step of its own, `…/filter`, handed `target` and the platform):
+    /// the value as fixed, or why it was refused.
     pub(crate) async fn role_check(
         &self,
         role: &str,
-        step: &str,
-        round: u32,
+        (step, round): (&str, u32),
+        by: &Caller,
         target: &BoardPath,
         value: Value,
     ) -> Result<Result<Value, String>, StepError> {
         // The value goes on the board for the filter to read; the fixed one replaces it.
-        self.put(&target.to_string(), value.clone())?;
+        self.put_as(by, &target.to_string(), value.clone())?;
         let mut extra = Map::new();
         extra.insert("blueprint_id".into(), json!(self.bp.id));
         extra.insert("checks".into(), json!(target.to_string()));
@@ -271,6 +275,8 @@ impl Vm<'_, '_> {
         outs: &mut Outputs,
     ) -> Result<Option<String>, StepError> {
         let Some(path) = &s.output else { return Ok(None) };
+        let Some((first, _)) = outs.first() else { return Ok(None) };
+        let by = self.writer(s, first);
         let name = step_name(&self.bp, s, round, None, redo);
         if s.compete.is_some() {
             let target = BoardPath::parse(&format!("{path}.variants")).map_err(|e| failed(e.reason))?;
@@ -284,7 +290,7 @@ impl Vm<'_, '_> {
                     v
                 })
                 .collect();
-            match self.role_check(role, &name, round, &target, Value::Array(raw)).await? {
+            match self.role_check(role, (&name, round), &by, &target, Value::Array(raw)).await? {
                 Err(why) => Ok(Some(why)),
                 Ok(fixed) => {
                     for ((_, o), f) in outs.iter_mut().zip(fixed.as_array().cloned().unwrap_or_default()) {
@@ -295,7 +301,7 @@ impl Vm<'_, '_> {
             }
         } else {
             let raw = outs.first().and_then(|(_, o)| o.output.clone()).unwrap_or_default();
-            match self.role_check(role, &name, round, path, raw).await? {
+            match self.role_check(role, (&name, round), &by, path, raw).await? {
                 Err(why) => Ok(Some(why)),
                 Ok(fixed) => {
                     if let Some((_, o)) = outs.first_mut() {
