@@ -295,3 +295,53 @@ fn several_target_platforms_each_get_their_version() {
         assert!(r.stderr.contains(want), "{}", r.stderr);
     }
 }
+
+/// A step's output is written as its role, with its component type, under
+/// seed 000's zone table: the history names who wrote each draft, and a write
+/// the table refuses (a worker writing control) fails the step with the rule.
+#[test]
+fn a_steps_output_is_written_as_its_role_and_held_to_the_zone_table() {
+    let t = Tree::init();
+    let cfg = t.config(&config(&[], ""));
+    let (out, code) = run(&t, cfg.to_str().unwrap(), "xiaohongshu_viral", json!({"user_input": xhs_input()}));
+    assert_eq!(code, 0, "{out:#}");
+    let task = only_task(&t);
+    let writers = |path: &str| -> Vec<(String, String, bool)> {
+        let h = t.run(&["board", "history", &task, path, "--json"]).ok().json();
+        h["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["op"] != "clear" && r["actor"]["role"] != "daemon")
+            .map(|r| {
+                let actor = &r["actor"];
+                (
+                    actor["role"].as_str().unwrap().to_owned(),
+                    r["component"].as_str().unwrap().to_owned(),
+                    actor["instance"].is_string(),
+                )
+            })
+            .collect()
+    };
+    let drafts = writers("content.hook");
+    assert!(
+        !drafts.is_empty() && drafts.iter().all(|w| *w == ("title-worker".to_owned(), "worker".to_owned(), true)),
+        "{drafts:?}"
+    );
+    let scores = writers("control.quality_scores");
+    assert!(!scores.is_empty() && scores.iter().all(|w| w.0 == "virality-scorer" && w.1 == "middleware"), "{scores:?}");
+    assert_eq!(writers("content.results.curate"), [("content-curator".to_owned(), "skill".to_owned(), true)]);
+
+    // The scorer as a worker: the table refuses its write to control.
+    let t = Tree::init();
+    let cfg = t.config(&config(&[("virality-scorer", "component = \"worker\"")], ""));
+    let (out, code) = run(&t, cfg.to_str().unwrap(), "xiaohongshu_viral", json!({"user_input": xhs_input()}));
+    assert_eq!((code, out["execution_result"]["status"].as_str()), (1, Some("partial")), "{out:#}");
+    assert_eq!(step_entry(&out, "score")["status"], "failed");
+    let errors = out["blackboard_snapshot"]["control_zone"]["errors"].as_array().unwrap().clone();
+    let refused = errors.iter().find(|e| e["error_type"] == "write_refused").unwrap_or_else(|| panic!("{errors:#?}"));
+    let msg = refused["message"].as_str().unwrap();
+    assert!(msg.starts_with("step score: its output cannot be written:"), "{msg}");
+    assert!(msg.contains("[zones.worker] control = \"-\""), "{msg}");
+    assert!(out["blackboard_snapshot"]["control_zone"].get("quality_scores").is_none(), "nothing written");
+}
