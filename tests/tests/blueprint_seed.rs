@@ -345,3 +345,50 @@ fn a_steps_output_is_written_as_its_role_and_held_to_the_zone_table() {
     assert!(msg.contains("[zones.worker] control = \"-\""), "{msg}");
     assert!(out["blackboard_snapshot"]["control_zone"].get("quality_scores").is_none(), "nothing written");
 }
+
+/// Seed 001's fallback chain by default: a worker that fails runs its skill
+/// (body-worker -> narrative-builder, no `fallback` in twitter_thread), and when
+/// every competing title fails, hook-generator runs once as a candidate of its own.
+#[test]
+fn a_failing_worker_falls_back_to_its_skill_counterpart() {
+    let t = Tree::init();
+    let fail = |c: &str| format!("env = {{ WRITING_FAIL = \"{c}\" }}");
+    let cfg = t.config(&config(&[("title-worker", &fail("title-worker")), ("body-worker", &fail("body-worker"))], ""));
+    let exec = json!({"max_retries": 0, "quality_threshold": 50});
+    let input = json!({"user_input": {"topic": "健身入门", "platform": "twitter"}, "execution_config": exec});
+    let (out, code) = run(&t, cfg.to_str().unwrap(), "twitter_thread", input);
+    assert_eq!((code, out["execution_result"]["status"].as_str()), (0, Some("success")), "{out:#}");
+    let title = step_entry(&out, "title");
+    assert_eq!(
+        (title["component"].as_str(), title["component_type"].as_str()),
+        (Some("hook-generator"), Some("skill"))
+    );
+    let body = step_entry(&out, "body");
+    assert_eq!(
+        (body["component"].as_str(), body["component_type"].as_str()),
+        (Some("narrative-builder"), Some("skill"))
+    );
+    let task = only_task(&t);
+    let steps: Vec<(String, String, String)> = t
+        .attempts(&task)
+        .iter()
+        .filter(|a| a["step"].as_str().unwrap().starts_with("bp/title") || a["step"] == "bp/body")
+        .map(|a| {
+            (
+                a["step"].as_str().unwrap().to_owned(),
+                a["role"].as_str().unwrap().to_owned(),
+                a["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for want in [
+        ("bp/title-c4", "hook-generator", "ok"),
+        ("bp/body", "body-worker", "failed"),
+        ("bp/body", "narrative-builder", "ok"),
+    ] {
+        let want = (want.0.to_owned(), want.1.to_owned(), want.2.to_owned());
+        assert!(steps.contains(&want), "no {want:?} in {steps:#?}");
+    }
+    let variants = out["blackboard_snapshot"]["content_zone"]["hook"]["variants"].as_array().unwrap().len();
+    assert_eq!(variants, 1, "the skill's one candidate");
+}

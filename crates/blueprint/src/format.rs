@@ -499,179 +499,16 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
         }
     }
 
+    let c = StepCheck { file, known, steps: &raw.steps, outputs: &outputs, defaults: &defaults, ids: &ids, adaptive };
     let mut steps = Vec::with_capacity(raw.steps.len());
     let mut warnings = Vec::new();
     // What each step's slice names, and the field it is named in.
-    let mut reads: Vec<(&'static str, Vec<String>)> = Vec::with_capacity(raw.steps.len());
+    let mut reads: Vec<Reads> = Vec::with_capacity(raw.steps.len());
     for (i, s) in raw.steps.iter().enumerate() {
-        let at = Some(s.id.as_str());
-        let (role, component) = match (&s.worker, &s.skill) {
-            (Some(w), None) => (w.clone(), Component::Worker),
-            (None, Some(k)) => (k.clone(), Component::Skill),
-            (None, None) => return Err(bad(at, "worker", "the step needs `worker` or `skill` (a role id)".into())),
-            (Some(_), Some(_)) => return Err(bad(at, "worker", "has both `worker` and `skill`; keep one".into())),
-        };
-        let field = if component == Component::Worker { "worker" } else { "skill" };
-        if !(known.roles)(&role) {
-            return Err(bad(at, field, format!("role {role:?} is not configured under [roles]")));
-        }
-        let fallback = match &s.fallback {
-            Some(Some(f)) if !(known.roles)(f) => {
-                return Err(bad(at, "fallback", format!("role {f:?} is not configured under [roles]")));
-            }
-            Some(Some(f)) if *f == role => {
-                return Err(bad(
-                    at,
-                    "fallback",
-                    format!("{f:?} is the step's own role; name another, or null for none"),
-                ));
-            }
-            Some(f) => f.clone(),
-            None if component == Component::Worker => {
-                SKILL_OF.iter().find(|(w, k)| *w == role && (known.roles)(k)).map(|(_, k)| (*k).to_owned())
-            }
-            None => None,
-        };
-        let slice = match (&s.scope, &s.template) {
-            (Some(_), Some(_)) => return Err(bad(at, "scope", "has both `scope` and `template`; keep one".into())),
-            (None, None) => return Err(bad(at, "scope", "the step needs `scope` (board paths) or `template`".into())),
-            (Some(RawScope::One(one)), None) => {
-                SliceOf::Scope(vec![resolve(one, i, &raw.steps, &outputs).map_err(|r| bad(at, "scope", r))?])
-            }
-            (Some(RawScope::List(list)), None) => SliceOf::Scope(
-                list.iter()
-                    .map(|t| resolve(t, i, &raw.steps, &outputs))
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(|r| bad(at, "scope", r))?,
-            ),
-            (None, Some(t)) => SliceOf::Template(t.clone()),
-        };
-        let scope_texts = match &slice {
-            SliceOf::Scope(list) => {
-                Scope::parse(list).map_err(|e| bad(at, "scope", e.to_string()))?;
-                list.clone()
-            }
-            SliceOf::Template(t) => match known.templates.get(t) {
-                Some(tpl) => tpl.scope.texts(),
-                None => {
-                    let names: Vec<&str> = known.templates.keys().map(String::as_str).collect();
-                    return Err(bad(at, "template", format!("{t:?} is not a known template ({})", names.join(", "))));
-                }
-            },
-        };
-        let field = if matches!(slice, SliceOf::Template(_)) { "template" } else { "scope" };
-        for text in &scope_texts {
-            if let Some(reason) = unwritten(text, &outputs) {
-                return Err(bad(at, field, format!("{text:?}: {reason}")));
-            }
-        }
-        reads.push((field, scope_texts));
-        match s.max_tokens {
-            Some(0) => return Err(bad(at, "max_tokens", "must be at least 1".into())),
-            Some(n) if n > MAX_TOKENS => {
-                return Err(bad(
-                    at,
-                    "max_tokens",
-                    format!("{n} is over {MAX_TOKENS}, more than any model's context; a budget that large is none"),
-                ));
-            }
-            _ => {}
-        }
-        let max_tokens = s.max_tokens.or_else(|| component_budget(&role, component));
-        if let (Component::Worker, Some(n)) = (component, max_tokens)
-            && n > worker_ceiling(&role)
-        {
-            warnings.push(format!(
-                "{file}: steps[{i}].max_tokens ({}): {n} tokens for worker {role:?}, over the worker ceiling of {} \
-                 (seed 001: a worker takes under {WORKER_CEILING}); make it a `skill` step or lower the budget",
-                s.id,
-                worker_ceiling(&role)
-            ));
-        }
-        if let Some(n) = s.retry
-            && n > MAX_RETRY
-        {
-            return Err(bad(at, "retry", format!("{n} retries; at most {MAX_RETRY}")));
-        }
-        let mut after: Vec<String> = Vec::new();
-        for d in &s.depends_on {
-            if !ids.contains(d.as_str()) {
-                return Err(bad(at, "depends_on", format!("{d:?} is not a step of this blueprint")));
-            }
-            if d == &s.id {
-                return Err(bad(at, "depends_on", "a step cannot depend on itself".into()));
-            }
-            if !after.contains(d) {
-                after.push(d.clone());
-            }
-        }
-        if !s.parallel
-            && i > 0
-            && let Some(prev) = raw.steps.get(i - 1)
-            && !after.contains(&prev.id)
-        {
-            after.push(prev.id.clone());
-        }
-        match s.compete {
-            Some(n) if !(2..=MAX_COMPETE).contains(&n) => {
-                return Err(bad(at, "compete", format!("{n} candidates; a competing step has 2 to {MAX_COMPETE}")));
-            }
-            Some(_) if s.output.is_none() => {
-                return Err(bad(at, "compete", "a competing step needs an `output` to write the winner to".into()));
-            }
-            None if s.selector.is_some() => {
-                return Err(bad(at, "selector", "only a competing step (`compete`: N) has a selector".into()));
-            }
-            _ => {}
-        }
-        if s.middleware.contains(&Middleware::QualityGate) {
-            // The gate judges the score this step has just written.
-            let score = BoardPath::new(Zone::Control, &["quality_scores", "virality"]);
-            let own = outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p);
-            if !own.is_some_and(|o| score.is_within(o) || o.is_within(&score)) {
-                let writes = own.map_or_else(|| "it has no output".to_owned(), |o| format!("it writes {o}"));
-                return Err(bad(
-                    at,
-                    "middleware",
-                    format!(
-                        "quality_gate judges {score}, which this step does not write ({writes}); put it on the scoring step"
-                    ),
-                ));
-            }
-        }
-        let when = match &s.when {
-            Some(_) if !adaptive => {
-                return Err(bad(
-                    at,
-                    "when",
-                    "conditions are for adaptive blueprints; this one is static_linear".into(),
-                ));
-            }
-            Some(c) => {
-                let c = Condition::parse(c).map_err(|r| bad(at, "when", r))?;
-                if let Some(reason) = unwritten_path(&c.path, &outputs) {
-                    return Err(bad(at, "when", format!("{}: {reason}", c.path)));
-                }
-                Some(c)
-            }
-            None => None,
-        };
-        steps.push(Step {
-            id: s.id.clone(),
-            role,
-            component,
-            slice,
-            max_tokens,
-            output: outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p.clone()),
-            output_default: defaults.contains(s.id.as_str()),
-            retry: s.retry,
-            fallback,
-            after,
-            compete: s.compete,
-            selector: s.selector.unwrap_or_default(),
-            middleware: s.middleware.clone(),
-            when,
-        });
+        let (step, read, warning) = check_step(&c, i, s)?;
+        steps.push(step);
+        reads.push(read);
+        warnings.extend(warning);
     }
     if let Some(cycle) = find_cycle(&steps) {
         // An edge no `depends_on` wrote: a step after the one before it in the file.
@@ -703,6 +540,205 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
         targets: raw.targets,
         warnings,
     })
+}
+
+/// What one step is checked against: the blueprint's other steps and their outputs.
+struct StepCheck<'a> {
+    file: &'a str,
+    known: &'a Known<'a>,
+    steps: &'a [RawStep],
+    outputs: &'a [(String, BoardPath)],
+    /// Steps without `output`, writing to their own place.
+    defaults: &'a BTreeSet<&'a str>,
+    ids: &'a BTreeSet<&'a str>,
+    adaptive: bool,
+}
+
+/// What a step's slice reads, with the field that names it (`scope`, `template`).
+type Reads = (&'static str, Vec<String>);
+
+/// Checks step `i`, `s`: the step, what its slice reads, and a warning if it
+/// loads but looks wrong.
+fn check_step(c: &StepCheck<'_>, i: usize, s: &RawStep) -> Result<(Step, Reads, Option<String>)> {
+    let bad = |step: Option<&str>, field: &str, reason: String| Error::invalid(c.file, step, field, reason);
+    let at = Some(s.id.as_str());
+    let (role, component) = match (&s.worker, &s.skill) {
+        (Some(w), None) => (w.clone(), Component::Worker),
+        (None, Some(k)) => (k.clone(), Component::Skill),
+        (None, None) => return Err(bad(at, "worker", "the step needs `worker` or `skill` (a role id)".into())),
+        (Some(_), Some(_)) => return Err(bad(at, "worker", "has both `worker` and `skill`; keep one".into())),
+    };
+    let field = if component == Component::Worker { "worker" } else { "skill" };
+    if !(c.known.roles)(&role) {
+        return Err(bad(at, field, format!("role {role:?} is not configured under [roles]")));
+    }
+    let fallback = match &s.fallback {
+        Some(Some(f)) if !(c.known.roles)(f) => {
+            return Err(bad(at, "fallback", format!("role {f:?} is not configured under [roles]")));
+        }
+        Some(Some(f)) if *f == role => {
+            return Err(bad(at, "fallback", format!("{f:?} is the step's own role; name another, or null for none")));
+        }
+        Some(f) => f.clone(),
+        None if component == Component::Worker => {
+            SKILL_OF.iter().find(|(w, k)| *w == role && (c.known.roles)(k)).map(|(_, k)| (*k).to_owned())
+        }
+        None => None,
+    };
+    let (slice, field, scope_texts) = slice_of(c, i, s)?;
+    match s.max_tokens {
+        Some(0) => return Err(bad(at, "max_tokens", "must be at least 1".into())),
+        Some(n) if n > MAX_TOKENS => {
+            return Err(bad(
+                at,
+                "max_tokens",
+                format!("{n} is over {MAX_TOKENS}, more than any model's context; a budget that large is none"),
+            ));
+        }
+        _ => {}
+    }
+    let max_tokens = s.max_tokens.or_else(|| component_budget(&role, component));
+    let mut warning = None;
+    if let (Component::Worker, Some(n)) = (component, max_tokens)
+        && n > worker_ceiling(&role)
+    {
+        warning = Some(format!(
+            "{}: steps[{i}].max_tokens ({}): {n} tokens for worker {role:?}, over the worker ceiling of {} \
+             (seed 001: a worker takes under {WORKER_CEILING}); make it a `skill` step or lower the budget",
+            c.file,
+            s.id,
+            worker_ceiling(&role)
+        ));
+    }
+    if let Some(n) = s.retry
+        && n > MAX_RETRY
+    {
+        return Err(bad(at, "retry", format!("{n} retries; at most {MAX_RETRY}")));
+    }
+    let after = after_of(c, i, s)?;
+    match s.compete {
+        Some(n) if !(2..=MAX_COMPETE).contains(&n) => {
+            return Err(bad(at, "compete", format!("{n} candidates; a competing step has 2 to {MAX_COMPETE}")));
+        }
+        Some(_) if s.output.is_none() => {
+            return Err(bad(at, "compete", "a competing step needs an `output` to write the winner to".into()));
+        }
+        None if s.selector.is_some() => {
+            return Err(bad(at, "selector", "only a competing step (`compete`: N) has a selector".into()));
+        }
+        _ => {}
+    }
+    if s.middleware.contains(&Middleware::QualityGate) {
+        // The gate judges the score this step has just written.
+        let score = BoardPath::new(Zone::Control, &["quality_scores", "virality"]);
+        let own = c.outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p);
+        if !own.is_some_and(|o| score.is_within(o) || o.is_within(&score)) {
+            let writes = own.map_or_else(|| "it has no output".to_owned(), |o| format!("it writes {o}"));
+            return Err(bad(
+                at,
+                "middleware",
+                format!(
+                    "quality_gate judges {score}, which this step does not write ({writes}); put it on the scoring step"
+                ),
+            ));
+        }
+    }
+    let when = match &s.when {
+        Some(_) if !c.adaptive => {
+            return Err(bad(at, "when", "conditions are for adaptive blueprints; this one is static_linear".into()));
+        }
+        Some(text) => {
+            let cond = Condition::parse(text).map_err(|r| bad(at, "when", r))?;
+            if let Some(reason) = unwritten_path(&cond.path, c.outputs) {
+                return Err(bad(at, "when", format!("{}: {reason}", cond.path)));
+            }
+            Some(cond)
+        }
+        None => None,
+    };
+    let step = Step {
+        id: s.id.clone(),
+        role,
+        component,
+        slice,
+        max_tokens,
+        output: c.outputs.iter().find(|(id, _)| *id == s.id).map(|(_, p)| p.clone()),
+        output_default: c.defaults.contains(s.id.as_str()),
+        retry: s.retry,
+        fallback,
+        after,
+        compete: s.compete,
+        selector: s.selector.unwrap_or_default(),
+        middleware: s.middleware.clone(),
+        when,
+    };
+    Ok((step, (field, scope_texts), warning))
+}
+
+/// The slice step `i` declares (its scope resolved to board paths), the field
+/// it is declared in, and the paths it reads, each written before the step runs.
+fn slice_of(c: &StepCheck<'_>, i: usize, s: &RawStep) -> Result<(SliceOf, &'static str, Vec<String>)> {
+    let bad = |field: &str, reason: String| Error::invalid(c.file, Some(&s.id), field, reason);
+    let slice = match (&s.scope, &s.template) {
+        (Some(_), Some(_)) => return Err(bad("scope", "has both `scope` and `template`; keep one".into())),
+        (None, None) => return Err(bad("scope", "the step needs `scope` (board paths) or `template`".into())),
+        (Some(RawScope::One(one)), None) => {
+            SliceOf::Scope(vec![resolve(one, i, c.steps, c.outputs).map_err(|r| bad("scope", r))?])
+        }
+        (Some(RawScope::List(list)), None) => SliceOf::Scope(
+            list.iter()
+                .map(|t| resolve(t, i, c.steps, c.outputs))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|r| bad("scope", r))?,
+        ),
+        (None, Some(t)) => SliceOf::Template(t.clone()),
+    };
+    let scope_texts = match &slice {
+        SliceOf::Scope(list) => {
+            Scope::parse(list).map_err(|e| bad("scope", e.to_string()))?;
+            list.clone()
+        }
+        SliceOf::Template(t) => match c.known.templates.get(t) {
+            Some(tpl) => tpl.scope.texts(),
+            None => {
+                let names: Vec<&str> = c.known.templates.keys().map(String::as_str).collect();
+                return Err(bad("template", format!("{t:?} is not a known template ({})", names.join(", "))));
+            }
+        },
+    };
+    let field = if matches!(slice, SliceOf::Template(_)) { "template" } else { "scope" };
+    for text in &scope_texts {
+        if let Some(reason) = unwritten(text, c.outputs) {
+            return Err(bad(field, format!("{text:?}: {reason}")));
+        }
+    }
+    Ok((slice, field, scope_texts))
+}
+
+/// Every step `s` waits for: its `depends_on`, and the step before it in the
+/// file unless it is `parallel`.
+fn after_of(c: &StepCheck<'_>, i: usize, s: &RawStep) -> Result<Vec<String>> {
+    let bad = |field: &str, reason: String| Error::invalid(c.file, Some(&s.id), field, reason);
+    let mut after: Vec<String> = Vec::new();
+    for d in &s.depends_on {
+        if !c.ids.contains(d.as_str()) {
+            return Err(bad("depends_on", format!("{d:?} is not a step of this blueprint")));
+        }
+        if d == &s.id {
+            return Err(bad("depends_on", "a step cannot depend on itself".into()));
+        }
+        if !after.contains(d) {
+            after.push(d.clone());
+        }
+    }
+    if !s.parallel
+        && i > 0
+        && let Some(prev) = c.steps.get(i - 1)
+        && !after.contains(&prev.id)
+    {
+        after.push(prev.id.clone());
+    }
+    Ok(after)
 }
 
 /// A scope item as a board path. Besides `zone.key…`, `zone.*` and `all`, seed

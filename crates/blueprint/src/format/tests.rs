@@ -411,3 +411,40 @@ fn a_step_without_a_budget_gets_its_components_and_a_worker_over_the_ceiling_is_
     assert_eq!(component_budget("my-worker", Component::Worker), Some(WORKER_CEILING));
     assert_eq!(component_budget("my-skill", Component::Skill), None);
 }
+
+#[test]
+fn a_worker_falls_back_to_its_skill_counterpart_unless_told_otherwise() {
+    let t = templates();
+    let roles =
+        |r: &str| ["title-worker", "body-worker", "narrative-builder", "hook-generator", "cta-worker"].contains(&r);
+    let parse = |steps: Value| {
+        let v = json!({"blueprint_id": "lin", "type": "static_linear", "steps": steps});
+        Blueprint::parse("bp.json", &v.to_string(), &Known { roles: &roles, templates: &t })
+    };
+    let bp = parse(json!([
+        {"id": "t", "worker": "title-worker", "scope": ["topic"], "output": "content.hook", "compete": 3},
+        {"id": "b", "worker": "body-worker", "scope": ["topic"], "output": "content.body"},
+        {"id": "c", "worker": "cta-worker", "scope": ["topic"], "output": "content.cta"},
+        {"id": "n", "skill": "narrative-builder", "scope": ["topic"], "output": "content.x"},
+        {"id": "off", "worker": "body-worker", "scope": ["topic"], "output": "content.y", "fallback": null},
+        {"id": "own", "worker": "body-worker", "scope": ["topic"], "output": "content.z", "fallback": "hook-generator"}
+    ]))
+    .unwrap();
+    let fallback = |id: &str| bp.step(id).unwrap().fallback.clone();
+    assert_eq!(fallback("t").as_deref(), Some("hook-generator"), "seed 001: title-worker -> hook-generator");
+    assert_eq!(fallback("b").as_deref(), Some("narrative-builder"));
+    assert_eq!(fallback("c"), None, "no counterpart: as before");
+    assert_eq!(fallback("n"), None, "a skill has none");
+    assert_eq!(fallback("off"), None, "null: none");
+    assert_eq!(fallback("own").as_deref(), Some("hook-generator"), "the step's own wins");
+    // The counterpart only when its role is configured.
+    let few = |r: &str| ["body-worker"].contains(&r);
+    let v = json!({"blueprint_id": "lin", "type": "static_linear",
+                   "steps": [{"id": "b", "worker": "body-worker", "scope": ["topic"], "output": "content.body"}]});
+    let bp = Blueprint::parse("bp.json", &v.to_string(), &Known { roles: &few, templates: &t }).unwrap();
+    assert_eq!(bp.step("b").unwrap().fallback, None);
+    let e = parse(json!([{"id": "b", "worker": "body-worker", "scope": ["topic"], "output": "content.body", "fallback": "body-worker"}]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fallback: \"body-worker\" is the step's own role"), "{e}");
+}
