@@ -106,6 +106,8 @@ pub fn summary(store: &Store, root: &Path, id: &str) -> anyhow::Result<bool> {
             slices as f64 * 100.0 / full as f64
         )?;
     }
-    outln!("    see: clawboard --root {} board get {id} content.hook", root.display())?;
+    // The live board keeps only the winner's text (the run cleared the rest at
+    // its end); the history keeps every draft, with the role that wrote it.
+    outln!("    see: clawboard --root {} board history {id} content.hook.variants", root.display())?;
     Ok(status == "success")
 }
