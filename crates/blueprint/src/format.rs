@@ -451,34 +451,7 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
             return Err(bad(Some(&s.id), &format!("steps[{i}].id"), "is a duplicate step id".into()));
         }
     }
-    let mut outputs: Vec<(String, BoardPath)> = raw
-        .steps
-        .iter()
-        .filter_map(|s| s.output.as_ref().map(|o| (s.id.clone(), o)))
-        .map(|(id, o)| {
-            let p = BoardPath::parse(o)
-                .map_err(|e| bad(Some(&id), "output", format!("{o:?} is not a board path: {}", e.reason)))?;
-            if p.keys.is_empty() {
-                return Err(bad(Some(&id), "output", format!("{o:?} names a whole zone; name a key in it")));
-            }
-            let first = p.keys[0].as_str();
-            if p.zone == Zone::Control && VM_CONTROL.contains(&first) {
-                return Err(bad(
-                    Some(&id),
-                    "output",
-                    format!("{o:?}: control.{first} is written by the blueprint VM itself; pick another key"),
-                ));
-            }
-            if p.zone == Zone::Meta && USER_META.contains(&first) {
-                return Err(bad(
-                    Some(&id),
-                    "output",
-                    format!("{o:?}: meta.{first} is the user's input, which no step writes over; pick another key"),
-                ));
-            }
-            Ok((id, p))
-        })
-        .collect::<Result<_>>()?;
+    let mut outputs = explicit_outputs(file, &raw.steps)?;
     // A step without `output` writes its result to a place of its own.
     let defaults: BTreeSet<&str> = raw.steps.iter().filter(|s| s.output.is_none()).map(|s| s.id.as_str()).collect();
     outputs.extend(defaults.iter().map(|id| ((*id).to_owned(), default_output(id))));
@@ -540,6 +513,39 @@ fn check(file: &str, raw: RawBlueprint, known: &Known<'_>) -> Result<Blueprint> 
         targets: raw.targets,
         warnings,
     })
+}
+
+/// The `output` each step names, as board paths: none into what the VM writes
+/// itself or over the user's input.
+fn explicit_outputs(file: &str, steps: &[RawStep]) -> Result<Vec<(String, BoardPath)>> {
+    let bad = |step: Option<&str>, field: &str, reason: String| Error::invalid(file, step, field, reason);
+    steps
+        .iter()
+        .filter_map(|s| s.output.as_ref().map(|o| (s.id.clone(), o)))
+        .map(|(id, o)| {
+            let p = BoardPath::parse(o)
+                .map_err(|e| bad(Some(&id), "output", format!("{o:?} is not a board path: {}", e.reason)))?;
+            if p.keys.is_empty() {
+                return Err(bad(Some(&id), "output", format!("{o:?} names a whole zone; name a key in it")));
+            }
+            let first = p.keys[0].as_str();
+            if p.zone == Zone::Control && VM_CONTROL.contains(&first) {
+                return Err(bad(
+                    Some(&id),
+                    "output",
+                    format!("{o:?}: control.{first} is written by the blueprint VM itself; pick another key"),
+                ));
+            }
+            if p.zone == Zone::Meta && USER_META.contains(&first) {
+                return Err(bad(
+                    Some(&id),
+                    "output",
+                    format!("{o:?}: meta.{first} is the user's input, which no step writes over; pick another key"),
+                ));
+            }
+            Ok((id, p))
+        })
+        .collect()
 }
 
 /// What one step is checked against: the blueprint's other steps and their outputs.
