@@ -259,7 +259,7 @@ impl Daemon {
     /// task), and installs every subsystem's jobs.
     async fn install(&mut self, settings: &Settings, pulled: Store) -> anyhow::Result<()> {
         for outcome in roles_intake::recover_staged(&self.store)? {
-            tracing::info!("recovered an interrupted intake: {outcome:?}");
+            tracing::info!("recovered an interrupted intake: {:?}", outcome?);
         }
         let active = claims::active(&self.store)?;
         if !active.is_empty() {

@@ -240,6 +240,19 @@ impl Store {
         }
     }
 
+    /// [`Store::write_record`] only if nothing is at `rel` yet
+    /// ([`Error::AlreadyExists`] otherwise, a pending record counting): durable
+    /// once [`Store::sync_records`] returns, so that many files created together
+    /// share one sync. Without deferred writes, [`Store::create_bytes`].
+    pub fn create_record(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let Some(d) = &self.deferred else { return self.create_bytes(rel, bytes) };
+        let _lock = self.lock(rel)?;
+        if self.exists(rel) {
+            return Err(Error::AlreadyExists { path: rel.to_string() });
+        }
+        d.write(rel, bytes, true)
+    }
+
     /// True when [`Store::write_record`] appends to the write-ahead log (see
     /// [`Store::with_deferred_writes`]).
     pub fn defers_writes(&self) -> bool {

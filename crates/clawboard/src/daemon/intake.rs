@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawboard_core::Store;
+use clawboard_blueprint::Catalog;
 use clawboard_core::backoff::Backoff;
 use clawboard_core::journal::{ChangeKind, Journaled, Origin};
+use clawboard_core::{Error, Store};
 use clawboard_roles::intake::{self, Intake};
 
 use super::Parts;
@@ -119,9 +120,20 @@ impl IntakeConsumer {
         match tokio::task::spawn_blocking(move || intake::recover_staged(&store)).await {
             Ok(Ok(outcomes)) => {
                 for outcome in outcomes {
-                    tracing::info!("finished an interrupted intake: {outcome:?}");
-                    if let Intake::Accepted(id) = outcome {
-                        self.accepted(id, false);
+                    match outcome {
+                        Ok(Intake::Accepted(id)) => {
+                            tracing::info!(task = %id, "finished an interrupted intake");
+                            self.accepted(id, false);
+                        }
+                        Ok(outcome) => tracing::info!("finished an interrupted intake: {outcome:?}"),
+                        Err(e) => {
+                            tracing::warn!(
+                                "cannot finish an interrupted intake yet ({}); trying again in {} s",
+                                clawboard_core::error::chain(&e),
+                                STAGED_RETRY.delay(failed + 1).as_secs()
+                            );
+                            self.retry_staged(failed + 1);
+                        }
                     }
                 }
             }
@@ -144,22 +156,10 @@ impl IntakeConsumer {
     async fn run_jobs(&mut self, jobs: Vec<(u64, Job)>) -> JobResult {
         let store = self.store.clone();
         let blueprints = self.dispatcher.engine.blueprints();
-        let outcomes = tokio::task::spawn_blocking(move || {
-            jobs.into_iter()
-                .map(|(seq, job)| {
-                    let outcome = match &job {
-                        Job::Inbox(name) => intake::take_inbox_file(&store, name, &blueprints),
-                        Job::TaskFile(id) => intake::take_task_file(&store, id, &blueprints),
-                        Job::PulledTask(id) => intake::take_pulled_task(&store, id),
-                        Job::Escalation(_) => Ok(Intake::Ignored("an escalation")),
-                    };
-                    (seq, job, outcome)
-                })
-                .collect::<Vec<_>>()
-        })
-        .await
-        // A bug in intake: handing the batch again would meet it again.
-        .map_err(|e| JobError::Critical(e.into()))?;
+        let outcomes = tokio::task::spawn_blocking(move || take(&store, &blueprints, jobs))
+            .await
+            // A bug in intake: handing the batch again would meet it again.
+            .map_err(|e| JobError::Critical(e.into()))?;
         for (seq, job, outcome) in outcomes {
             if let Some(file) = job.file() {
                 match outcome {
@@ -178,6 +178,9 @@ impl IntakeConsumer {
             match (job, outcome) {
                 (Job::Escalation(id), _) => self.dispatcher.escalation_changed(&id),
                 (job, Ok(Intake::Accepted(id))) => self.accepted(id, matches!(job, Job::PulledTask(_))),
+                // Taken out of inbox/, its batch interrupted (the error was reported
+                // with another of its files): finished with the staged ones.
+                (_, Ok(Intake::Staged)) => self.retry_staged(0),
                 (_, Ok(_)) => {}
                 // One bad file must not stop intake: it is logged and skipped. A
                 // dropped file it had taken out of inbox/ waits in .clawboard/intake/
@@ -192,6 +195,26 @@ impl IntakeConsumer {
         }
         Ok(())
     }
+}
+
+/// Runs `jobs` on this (blocking) thread: the dropped files as one batch, their
+/// syncs shared ([`intake::take_inbox_files`]), the others one by one. The
+/// outcomes in the jobs' order.
+fn take(store: &Store, blueprints: &Catalog, jobs: Vec<(u64, Job)>) -> Vec<(u64, Job, Result<Intake, Error>)> {
+    let names: Vec<String> =
+        jobs.iter().filter_map(|(_, job)| if let Job::Inbox(name) = job { Some(name.clone()) } else { None }).collect();
+    let mut dropped = intake::take_inbox_files(store, &names, blueprints).into_iter();
+    jobs.into_iter()
+        .map(|(seq, job)| {
+            let outcome = match &job {
+                Job::Inbox(_) => dropped.next().unwrap_or(Ok(Intake::Ignored("gone before intake"))),
+                Job::TaskFile(id) => intake::take_task_file(store, id, blueprints),
+                Job::PulledTask(id) => intake::take_pulled_task(store, id),
+                Job::Escalation(_) => Ok(Intake::Ignored("an escalation")),
+            };
+            (seq, job, outcome)
+        })
+        .collect()
 }
 
 impl Consumer for IntakeConsumer {
