@@ -13,6 +13,16 @@
 #   CLAWBOARD_BIN=/tmp/clawboard-x KEEP=/tmp/bs scripts/bench/blueprint-steps.sh
 #   DAEMON_SYNC=false scripts/bench/blueprint-steps.sh  # the daemon without its push to a local bucket
 #   DAEMON_WAIT=both scripts/bench/blueprint-steps.sh   # the harness's two waits for a daemon task, alternating
+#   LOAD=cpu scripts/bench/blueprint-steps.sh        # on a busy machine (below)
+#
+# LOAD=cpu: a CPU-bound neighbour on every core for the whole run, `stress-ng
+# --cpu N` (N = nproc, LOAD_CPUS to change) at `nice 10` (LOAD_NICE), started
+# before the first flow and stopped at the end. It is the same for every system:
+# their flows alternate under it. (A busy machine is the normal case beside a
+# local model server: its threads keep every core busy while it answers.)
+# LOAD=model: that case itself: the local model server (scripts/llm-server,
+# installed first) answering chat completions in a loop from LOAD_CPUS clients,
+# none waiting for another (its threads: one per core, at nice 0, as shipped).
 #
 # Builds nothing but the Python venv (target/tools/bench-venv: langgraph and
 # langgraph-checkpoint-sqlite from PyPI, pinned below). CLAWBOARD_BIN (default
@@ -79,7 +89,15 @@ if [ -n "${KEEP:-}" ]; then WORK=$KEEP; rm -rf "$WORK"; mkdir -p "$WORK"; else W
 . "$REPO/scripts/bench/bench-daemon.sh"
 LG_PID=
 DAEMON_PID=
+LOAD_PIDS=()
+stop_load() {
+    for pid in "${LOAD_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${LOAD_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    LOAD_PIDS=()
+    [ "${LOAD:-}" != model ] || scripts/llm-server stop >/dev/null 2>&1 || true
+}
 cleanup() {
+    stop_load
     if [ -n "$LG_PID" ] && kill -0 "$LG_PID" 2>/dev/null; then kill "$LG_PID" 2>/dev/null || true; fi
     if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; fi
     [ -n "${KEEP:-}" ] || rm -rf "$WORK"
@@ -89,11 +107,14 @@ trap cleanup EXIT
 mkdir -p "$WORK/blueprints" "$WORK/results"
 python3 - "$WORK/blueprints/bench_linear.json" <<'PY'
 import json, sys
-steps = [{"id": f"s{i}", "worker": "noop", "scope": ["meta.topic"]} for i in range(1, 11)]
+steps = [{"id": f"s{i}", "worker": "noop" if i < 10 else "last", "scope": ["meta.topic"]} for i in range(1, 11)]
 json.dump({"blueprint_id": "bench_linear", "type": "static_linear",
            "description": "10 no-op steps in a row (scripts/bench/blueprint-steps.sh)",
            "steps": steps}, open(sys.argv[1], "w"), indent=1)
 PY
+# The last step's role prints a reply (`cat` of a file): a blueprint whose steps leave the final
+# content empty ends "partial" (seed 001), and the steps measured are s1..s10's
+# spawns, which the last step's output comes after.
 cat > "$WORK/bench.toml" <<TOML
 [blueprints]
 dir = "$WORK/blueprints"
@@ -102,7 +123,13 @@ dir = "$WORK/blueprints"
 command = ["sh", "-c", "true"]
 timeout = "30s"
 max_retries = 0
+
+[roles.last]
+command = ["cat", "$WORK/last.json"]
+timeout = "30s"
+max_retries = 0
 TOML
+echo '{"output": "done"}' > "$WORK/last.json"
 echo '{"user_input": {"topic": "bench", "platform": "general"}}' > "$WORK/in.json"
 
 # One clawboard flow's record: the bp/ steps' spawn times from the debug log,
@@ -195,7 +222,38 @@ LG_PID=$LG_PID
 read -r ready <&"${LG[0]}"
 [ "$ready" = ready ] || { echo "blueprint-steps.sh: the LangGraph helper did not start" >&2; exit 1; }
 
-echo "blueprint-steps.sh: $FLOWS flows of each, alternating; $CLAWBOARD_BIN; work dir $WORK" >&2
+# The neighbour (LOAD), started once everything of the benchmark is up.
+LOAD_CPUS=${LOAD_CPUS:-$(nproc)}
+case "${LOAD:-}" in
+    "") LOAD_SAID="none (a quiet machine)" ;;
+    cpu)
+        command -v stress-ng >/dev/null || { echo "blueprint-steps.sh: LOAD=cpu needs stress-ng (apt install stress-ng)" >&2; exit 1; }
+        nice -n "${LOAD_NICE:-10}" stress-ng --cpu "$LOAD_CPUS" --quiet --timeout 0 &
+        LOAD_PIDS+=($!)
+        LOAD_SAID="stress-ng --cpu $LOAD_CPUS at nice ${LOAD_NICE:-10}"
+        ;;
+    model)
+        scripts/llm-server install >&2
+        eval "$(scripts/llm-server start)"
+        for _ in $(seq "$LOAD_CPUS"); do
+            python3 - "$CLAWBOARD_LLM_LOCAL_BASE_URL" <<'PY' &
+import json, sys, urllib.request
+url = sys.argv[1].rstrip("/") + "/chat/completions"
+body = json.dumps({"messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
+                   "max_tokens": 256}).encode()
+while True:
+    req = urllib.request.Request(url, body, {"content-type": "application/json"})
+    urllib.request.urlopen(req, timeout=300).read()
+PY
+            LOAD_PIDS+=($!)
+        done
+        LOAD_SAID="the local model server (scripts/llm-server) answering $LOAD_CPUS clients in a loop"
+        ;;
+    *) echo "blueprint-steps.sh: LOAD is cpu or model" >&2; exit 2 ;;
+esac
+[ -z "${LOAD:-}" ] || sleep 2  # the neighbour at full speed before the first flow
+
+echo "blueprint-steps.sh: $FLOWS flows of each, alternating; load: $LOAD_SAID; $CLAWBOARD_BIN; work dir $WORK" >&2
 for r in $(seq 1 "$FLOWS"); do
     t0=$(date +%s.%N)
     CLAWBOARD_LOG=clawboard_roles::engine::call=debug \
@@ -231,5 +289,7 @@ DAEMON_PID=
 daemon_records "$WORK/daemon-root" "$WORK/daemon.log" "$WORK/drops" > "$WORK/results/clawboard-daemon.jsonl"
 
 echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%Y-%m-%dT%H:%MZ); work dir on $(df --output=fstype "$WORK" | tail -1)"
+echo "Load beside the flows: $LOAD_SAID"
+stop_load
 echo
 "$VENV/bin/python" "$REPO/scripts/bench/langgraph_steps.py" stats --results "$WORK/results"

@@ -36,12 +36,14 @@ trap cleanup EXIT
 mkdir -p "$work/blueprints"
 python3 - "$work/blueprints/bench_linear.json" <<'PY'
 import json, sys
-steps = [{"id": f"s{i}", "worker": "noop", "scope": ["meta.topic"]} for i in range(1, 11)]
+steps = [{"id": f"s{i}", "worker": "noop" if i < 10 else "last", "scope": ["meta.topic"]} for i in range(1, 11)]
 json.dump({"blueprint_id": "bench_linear", "type": "static_linear",
            "description": "10 no-op steps in a row (scripts/bench/daemon-steps.sh)", "steps": steps}, open(sys.argv[1], "w"))
 PY
-printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n\n[sync]\nenabled = %s\n' \
-    "$work" "${SYNC:-true}" > "$work/bench.toml"
+printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n\n[roles.last]\ncommand = ["cat", "%s/last.json"]\n\n[sync]\nenabled = %s\n' \
+    "$work" "$work" "${SYNC:-true}" > "$work/bench.toml"
+# The last step's reply (a blueprint that leaves its final content empty ends "partial").
+echo '{"output": "done"}' > "$work/last.json"
 start_daemon "$work/bench.toml" "$work/root" "$work/daemon.log"
 for i in $(seq 1 "$TASKS"); do
     run_task "$work/root" "$i" "$work/daemon.log"

@@ -24,12 +24,15 @@ def main():
     runs = int(sys.argv[4]) if len(sys.argv) > 4 else 20
     work = tempfile.mkdtemp(prefix="run-startup-")
     os.makedirs(f"{work}/blueprints")
-    steps = ",".join(f'{{"id": "s{i}", "worker": "noop", "scope": ["meta.topic"]}}' for i in range(1, 11))
+    steps = ",".join(f'{{"id": "s{i}", "worker": "{"noop" if i < 10 else "last"}", "scope": ["meta.topic"]}}' for i in range(1, 11))
     with open(f"{work}/blueprints/bench_linear.json", "w") as f:
         f.write(f'{{"blueprint_id": "bench_linear", "type": "static_linear", "steps": [{steps}]}}')
     with open(f"{work}/bench.toml", "w") as f:
-        f.write(f'[blueprints]\ndir = "{work}/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\n'
+        f.write(f'[blueprints]\ndir = "{work}/blueprints"\n\n[roles.last]\ncommand = ["cat", "{work}/last.json"]\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\n'
                 'timeout = "30s"\nmax_retries = 0\n')
+    # The last step's reply (a blueprint that leaves its final content empty ends "partial").
+    with open(f"{work}/last.json", "w") as f:
+        f.write('{"output": "done"}\n')
     with open(f"{work}/in.json", "w") as f:
         f.write('{"user_input": {"topic": "bench", "platform": "general"}}')
     root = f"{work}/root"

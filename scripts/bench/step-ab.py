@@ -27,12 +27,15 @@ from datetime import datetime
 
 def setup(work):
     os.makedirs(os.path.join(work, "blueprints"))
-    steps = ",".join(f'{{"id": "s{i}", "worker": "noop", "scope": ["meta.topic"]}}' for i in range(1, 11))
+    steps = ",".join(f'{{"id": "s{i}", "worker": "{"noop" if i < 10 else "last"}", "scope": ["meta.topic"]}}' for i in range(1, 11))
     with open(os.path.join(work, "blueprints", "bench_linear.json"), "w") as f:
         f.write(f'{{"blueprint_id": "bench_linear", "type": "static_linear", "description": "10 no-op steps", "steps": [{steps}]}}')
     with open(os.path.join(work, "bench.toml"), "w") as f:
-        f.write(f'[blueprints]\ndir = "{work}/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\n'
+        f.write(f'[blueprints]\ndir = "{work}/blueprints"\n\n[roles.last]\ncommand = ["cat", "{work}/last.json"]\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\n'
                 'timeout = "30s"\nmax_retries = 0\n')
+    # The last step's reply (a blueprint that leaves its final content empty ends "partial").
+    with open(f"{work}/last.json", "w") as f:
+        f.write('{"output": "done"}\n')
     with open(os.path.join(work, "in.json"), "w") as f:
         f.write('{"user_input": {"topic": "bench", "platform": "general"}}\n')
 

@@ -30,13 +30,16 @@ total() { # binary steps -> instructions of one measured flow
     mkdir -p "$work/blueprints"
     python3 - "$work/blueprints/bench_linear.json" "$steps" <<'PY'
 import json, sys
-steps = [{"id": f"s{i}", "worker": "noop", "scope": ["meta.topic"]} for i in range(1, int(sys.argv[2]) + 1)]
+n = int(sys.argv[2])
+steps = [{"id": f"s{i}", "worker": "noop" if i < n else "last", "scope": ["meta.topic"]} for i in range(1, n + 1)]
 json.dump({"blueprint_id": "bench_linear", "type": "static_linear",
            "description": "no-op steps in a row (scripts/bench/step-instructions.sh)", "steps": steps},
           open(sys.argv[1], "w"))
 PY
-    printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "60s"\nmax_retries = 0\n' \
-        "$work" > "$work/bench.toml"
+    printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "60s"\nmax_retries = 0\n\n[roles.last]\ncommand = ["cat", "%s/last.json"]\n' \
+        "$work" "$work" > "$work/bench.toml"
+    # The last step's reply (a blueprint that leaves its final content empty ends "partial").
+    echo '{"output": "done"}' > "$work/last.json"
     echo '{"user_input": {"topic": "bench", "platform": "general"}}' > "$work/in.json"
     "$bin" --config "$work/bench.toml" --root "$work/root" run bench_linear --input "$work/in.json" >/dev/null 2>&1 ||
         { echo "step-instructions.sh: $bin: the warm-up run failed" >&2; rm -rf "$work"; return 1; }

@@ -40,11 +40,13 @@ command -v perf >/dev/null || { echo "step-phases.sh: perf is missing (apt-get i
 work=$(mktemp -d "${TMPDIR:-/tmp}/step-phases.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/blueprints"
-steps=$(python3 -c 'print(",".join(f"{{\"id\": \"s{i}\", \"worker\": \"noop\", \"scope\": [\"meta.topic\"]}}" for i in range(1, 11)))')
+steps=$(python3 -c 'print(",".join(f"{{\"id\": \"s{i}\", \"worker\": \"noop\", \"scope\": [\"meta.topic\"]}}" for i in range(1, 10)) + ",{\"id\": \"s10\", \"worker\": \"last\", \"scope\": [\"meta.topic\"]}")')
 echo "{\"blueprint_id\": \"bench_linear\", \"type\": \"static_linear\", \"description\": \"10 no-op steps\", \"steps\": [$steps]}" \
     > "$work/blueprints/bench_linear.json"
-printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n' \
-    "$work" > "$work/bench.toml"
+printf '[blueprints]\ndir = "%s/blueprints"\n\n[roles.noop]\ncommand = ["sh", "-c", "true"]\ntimeout = "30s"\nmax_retries = 0\n\n[roles.last]\ncommand = ["cat", "%s/last.json"]\n' \
+    "$work" "$work" > "$work/bench.toml"
+# The last step's reply (a blueprint that leaves its final content empty ends "partial").
+echo '{"output": "done"}' > "$work/last.json"
 echo '{"user_input": {"topic": "bench", "platform": "general"}}' > "$work/in.json"
 cat > "$work/flows.sh" <<EOF
 #!/bin/sh

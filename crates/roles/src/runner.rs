@@ -19,6 +19,7 @@ use crate::reply::ReplyShape;
 mod llm;
 
 pub use llm::{ModelProbe, count_model_tokens, probe_model};
+mod placement;
 mod program;
 
 pub(crate) use program::{forget_programs, own_exe, program, resolve_programs};
@@ -255,7 +256,7 @@ async fn run_command(
     if let Some(cwd) = &role.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match placement::spawn_here(|| cmd.spawn(), tokio::process::Child::id) {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot start {:?}: {e}", argv[0])),
     };
