@@ -15,12 +15,13 @@
       records give); `async` (LangGraph's default): it is written while the next
       node runs. One warm-up flow of each mode runs first and is not reported.
 
-  langgraph_steps.py stats --results DIR [DIR ...]
+  langgraph_steps.py stats --results DIR [DIR ...] [--json]
       Reads DIR/*.jsonl (one line per flow, {"system", "round", "starts", "wall"})
       and prints the markdown tables of blueprint-steps.sh. Several DIRs (each
       run's KEEP=X/results) are pooled: every flow of every run counts once. Systems named
       "clawboard" or "clawboard ..." are ours; the goal is checked for each of
-      them against each of the others.
+      them against each of the others. With --json, one JSON object instead:
+      per system its flows, intervals, p50, p99 and the process's p50 (ms).
 
 Per step, for every system alike: the time from one step's process being
 spawned to the next step's (9 intervals per 10-step flow). One interval holds a
@@ -103,7 +104,7 @@ def pct(xs, p):
     return s[k]
 
 
-def stats(results):
+def stats(results, as_json=False):
     flows = {}
     for f in sorted(f for d in results for f in Path(d).glob("*.jsonl")):
         for line in f.read_text().splitlines():
@@ -121,6 +122,12 @@ def stats(results):
             "p50": pct(steps, 50), "p99": pct(steps, 99), "mean": statistics.fmean(steps), "max": max(steps),
             "wall_p50": pct(walls, 50), "wall_p99": pct(walls, 99),
         }
+    if as_json:
+        for system, fs in flows.items():
+            proc = [(e - a) * 1000 for r in fs for a, e in zip(r["starts"], r["ends"])]
+            rows[system]["process_p50"] = pct(proc, 50)
+        print(json.dumps(rows, indent=1))
+        return
     cb = rows["clawboard"]
     ours = ["clawboard"] + sorted(k for k in rows if k.startswith("clawboard "))
     print("Per step: the time from one step's process being spawned to the next step's, within a flow (ms).\n")
@@ -177,11 +184,12 @@ def main():
     s.add_argument("--db", required=True)
     t = sub.add_parser("stats")
     t.add_argument("--results", required=True, nargs="+")
+    t.add_argument("--json", action="store_true", help="the figures as JSON, not tables")
     a = ap.parse_args()
     if a.cmd == "serve":
         serve(a.db)
     else:
-        stats(a.results)
+        stats(a.results, a.json)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ struct Staged {
 }
 
 enum Staging {
-    Staged(Staged),
+    Staged(Box<Staged>),
     /// Rejected, or left alone.
     Done(Intake),
 }
@@ -190,7 +190,7 @@ fn stage(store: &Store, name: &str, blueprints: &Catalog, taken: &mut HashSet<Id
     }
     taken.insert(id.clone());
     let task = submission.into_task(id, Timestamp::now(), "human");
-    Ok(Staging::Staged(Staged { name: name.to_owned(), path: staged, task }))
+    Ok(Staging::Staged(Box::new(Staged { name: name.to_owned(), path: staged, task })))
 }
 
 /// Why `id` cannot be the task of `inbox/{name}`: it exists, is claimed, or was
@@ -207,10 +207,13 @@ fn duplicate(store: &Store, id: &Id, name: &str, taken: &HashSet<Id>) -> Option<
     })
 }
 
+/// A file's outcome by its place in its batch.
+type Placed = (usize, Result<Intake, Error>);
+
 /// Makes the tasks of staged files and claims them: each `task.json` appended to
 /// the write-ahead log, one sync of the log, the claims ([`claims::claim_all`]),
 /// then the staged files removed. The outcomes by the files' places in the batch.
-fn finish_all(store: &Store, staged: Vec<(usize, Staged)>) -> Result<Vec<(usize, Result<Intake, Error>)>, Error> {
+fn finish_all(store: &Store, staged: Vec<(usize, Box<Staged>)>) -> Result<Vec<Placed>, Error> {
     let mut out = Vec::with_capacity(staged.len());
     let mut made = Vec::with_capacity(staged.len());
     for (i, s) in staged {
@@ -280,7 +283,7 @@ pub fn recover_staged(store: &Store) -> Result<Vec<Result<Intake, Error>>, Error
         match validate::parse::<TaskSubmission>(&inbox_file(name), &bytes, &PathContext::default()) {
             Ok(sub) => {
                 let task = sub.into_task(id, Timestamp::now(), "human");
-                staged.push((staged.len(), Staged { name: name.to_owned(), path, task }));
+                staged.push((staged.len(), Box::new(Staged { name: name.to_owned(), path, task })));
             }
             Err(Error::Invalid(inv)) => out.push(reject(store, path, name, &render(&inv))),
             Err(e) => return Err(e),
