@@ -11,7 +11,9 @@
 //!   of 4 workers (the daemon's runner);
 //! - `tokio, current thread`: the same on a current-thread runtime (`clawboard run`);
 //! - `blocking thread, 4 workers`: `std piped` on tokio's blocking pool, awaited
-//!   from a task of the 4-worker runtime.
+//!   from a task of the 4-worker runtime;
+//! - `tokio, 4 workers, this CPU`: `tokio, 4 workers` with the process started
+//!   on the starting thread's CPU (`runner::spawn_here`, as the runner does).
 //!
 //!   cargo run --release -p clawboard-roles --example spawn_floor [N]
 //!
@@ -65,15 +67,18 @@ fn std_piped() -> Result<()> {
     checked(child.wait()?)
 }
 
-async fn tokio_piped() -> Result<()> {
-    let mut child = tokio::process::Command::new("sh")
-        .args(["-c", "true"])
+async fn tokio_piped(here: bool) -> Result<()> {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.args(["-c", "true"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    let mut child = match here {
+        true => clawboard_roles::runner::spawn_here(|| cmd.spawn(), tokio::process::Child::id)?,
+        false => cmd.spawn()?,
+    };
     let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -98,7 +103,14 @@ fn main() -> Result<()> {
     let n: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(300);
     let workers = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build()?;
     let current = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let names = ["std status", "std piped", "tokio, 4 workers", "tokio, current thread", "blocking thread, 4 workers"];
+    let names = [
+        "std status",
+        "std piped",
+        "tokio, 4 workers",
+        "tokio, current thread",
+        "blocking thread, 4 workers",
+        "tokio, 4 workers, this CPU",
+    ];
     let mut ms: Vec<Vec<f64>> = names.iter().map(|_| Vec::with_capacity(n)).collect();
     for _ in 0..n {
         for (i, times) in ms.iter_mut().enumerate() {
@@ -106,9 +118,10 @@ fn main() -> Result<()> {
             match i {
                 0 => std_status()?,
                 1 => std_piped()?,
-                2 => workers.block_on(async { tokio::spawn(tokio_piped()).await })??,
-                3 => current.block_on(tokio_piped())?,
-                _ => workers.block_on(async { tokio::task::spawn_blocking(std_piped).await })??,
+                2 => workers.block_on(async { tokio::spawn(tokio_piped(false)).await })??,
+                3 => current.block_on(tokio_piped(false))?,
+                4 => workers.block_on(async { tokio::task::spawn_blocking(std_piped).await })??,
+                _ => workers.block_on(async { tokio::spawn(tokio_piped(true)).await })??,
             }
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }

@@ -22,6 +22,8 @@ pub use llm::{ModelProbe, count_model_tokens, probe_model};
 mod placement;
 mod program;
 
+pub use placement::spawn_here;
+
 pub(crate) use program::{forget_programs, own_exe, program, resolve_programs};
 
 /// How a run ended.

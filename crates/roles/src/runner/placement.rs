@@ -17,10 +17,7 @@ use nix::unistd::Pid;
 /// process it starts starts there; then gives the process (its pid from
 /// `pid_of`) and the thread back the CPUs the thread had. If the thread's CPUs
 /// cannot be read or set, `spawn` runs as it would without this.
-pub(crate) fn spawn_here<T, E>(
-    spawn: impl FnOnce() -> Result<T, E>,
-    pid_of: impl Fn(&T) -> Option<u32>,
-) -> Result<T, E> {
+pub fn spawn_here<T, E>(spawn: impl FnOnce() -> Result<T, E>, pid_of: impl Fn(&T) -> Option<u32>) -> Result<T, E> {
     let me = Pid::from_raw(0);
     let Some(allowed) = held_on_this_cpu(me) else { return spawn() };
     let spawned = spawn();
