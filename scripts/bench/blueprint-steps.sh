@@ -91,7 +91,8 @@ LG_PID=
 DAEMON_PID=
 LOAD_PIDS=()
 stop_load() {
-    for pid in "${LOAD_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    # A group's leader and its members (stress-ng's workers outlive their parent's TERM).
+    for pid in "${LOAD_PIDS[@]}"; do kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
     for pid in "${LOAD_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     LOAD_PIDS=()
     [ "${LOAD:-}" != model ] || scripts/llm-server stop >/dev/null 2>&1 || true
@@ -228,7 +229,8 @@ case "${LOAD:-}" in
     "") LOAD_SAID="none (a quiet machine)" ;;
     cpu)
         command -v stress-ng >/dev/null || { echo "blueprint-steps.sh: LOAD=cpu needs stress-ng (apt install stress-ng)" >&2; exit 1; }
-        nice -n "${LOAD_NICE:-10}" stress-ng --cpu "$LOAD_CPUS" --quiet --timeout 0 &
+        # In a session of its own: its workers are stopped with it, as a group.
+        setsid nice -n "${LOAD_NICE:-10}" stress-ng --cpu "$LOAD_CPUS" --quiet --timeout 0 &
         LOAD_PIDS+=($!)
         LOAD_SAID="stress-ng --cpu $LOAD_CPUS at nice ${LOAD_NICE:-10}"
         ;;
