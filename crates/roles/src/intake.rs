@@ -211,8 +211,8 @@ fn duplicate(store: &Store, id: &Id, name: &str, taken: &HashSet<Id>) -> Option<
 type Placed = (usize, Result<Intake, Error>);
 
 /// Makes the tasks of staged files and claims them: each `task.json` appended to
-/// the write-ahead log, one sync of the log, the claims ([`claims::claim_all`]),
-/// then the staged files removed. The outcomes by the files' places in the batch.
+/// the write-ahead log, one sync of the log, the files written, the claims
+/// ([`claims::claim_all`]), then the staged files removed. The outcomes by the files' places in the batch.
 fn finish_all(store: &Store, staged: Vec<(usize, Box<Staged>)>) -> Result<Vec<Placed>, Error> {
     let mut out = Vec::with_capacity(staged.len());
     let mut made = Vec::with_capacity(staged.len());
@@ -224,6 +224,9 @@ fn finish_all(store: &Store, staged: Vec<(usize, Box<Staged>)>) -> Result<Vec<Pl
         }
     }
     store.sync_records()?;
+    // On disk before the task is claimed and driven: its roles, other processes,
+    // read `task.json` as a file (the writer thread writes it now, without a sync).
+    store.settle();
     let ids: Vec<&str> = made.iter().map(|(_, s)| s.task.task_id.as_str()).collect();
     claims::claim_all(store, &ids)?;
     for (i, s) in made {
@@ -572,9 +575,8 @@ mod tests {
         assert_eq!(task_at(&store, "t-a").description, "a");
         assert!(inbox.join("d.json").exists(), "the file cut short stays in inbox/");
         assert!(fs::read_dir(d.path().join(".clawboard/intake")).unwrap().next().is_none());
-        store.settle();
         let on_disk: Task = serde_json::from_slice(&fs::read(d.path().join("tasks/t-e/task.json")).unwrap()).unwrap();
-        assert_eq!(on_disk.description, "e", "on disk for other processes");
+        assert_eq!(on_disk.description, "e", "on disk for roles and other processes once taken");
     }
 
     /// A shared step of a batch that fails (the claims' directory cannot be
