@@ -276,6 +276,49 @@ def _step_cells(f):
             f"{x(f['daemon_ratio_p50'])} / {x(f['daemon_ratio_p99'])}", _steps(f)]
 
 
+def _busy_goal(f):
+    """Issue 41's rule: LangGraph sync ÷ clawboard ≥ 2 at p50 and ≥ 1.5 at p99, both ours."""
+    miss = [f"{w} {p}" for k, w in (("run_ratio", "`clawboard run`"), ("daemon_ratio", "daemon"))
+            for p, least in (("p50", 2), ("p99", 1.5)) if f[f"{k}_{p}"] < least]
+    return "met" if not miss else "**missed**: " + ", ".join(miss)
+
+
+@table("steps-busy")
+def _(D):
+    body = []
+    for run in ("2026-11-29 quiet and busy", "2026-11-29 placement A/B"):
+        for r in rows(D, "step-overhead", run, "busy"):
+            f = r["figures"]
+            pooled = "pooled" in r["case"]
+            name = f"**{r['case']}**" if pooled else r["case"]
+            body.append([name, f["intervals"], pair(f["clawboard_run_p50_ms"], f["clawboard_run_p99_ms"]),
+                         pair(f["daemon_p50_ms"], f["daemon_p99_ms"]),
+                         pair(f["langgraph_sync_p50_ms"], f["langgraph_sync_p99_ms"]),
+                         f"{x(f['run_ratio_p50'])} / {x(f['run_ratio_p99'])}",
+                         f"{x(f['daemon_ratio_p50'])} / {x(f['daemon_ratio_p99'])}",
+                         _busy_goal(f) if pooled else ""])
+    return md(["run", "intervals", "`clawboard run` p50 / p99 ms", "daemon p50 / p99 ms",
+               "LangGraph sync p50 / p99 ms", "`clawboard run`: LangGraph ÷", "daemon: LangGraph ÷",
+               "goal 2× p50, 1.5× p99"], body)
+
+
+@table("intake-burst")
+def _(D):
+    body = []
+    official = rows(D, "intake", "2026-11-29 burst, three runs", "burst")
+    for r in official + rows(D, "intake", "2026-11-29 batched intake A/B", "burst"):
+        f = r["figures"]
+        ino = pair(f["inotifywait_p50_ms"], f["inotifywait_p99_ms"]) if "inotifywait_p50_ms" in f else "–"
+        body.append([r["case"], f["single_drops"], pair(f["single_drops_p50_ms"], f["single_drops_p99_ms"]), ino,
+                     num(f["burst_of_2_000_claimed_s"]) + " s", num(f["claimed_per_s"]), f["lost"],
+                     num(f["peak_rss_mib"], 1) + " MiB"])
+    median = statistics.median(r["figures"]["burst_of_2_000_claimed_s"] for r in official)
+    body.insert(len(official), [f"**median of runs 1–{len(official)}**", "", "", "", num(median) + " s",
+                                num(round(2000 / median)) + f" ({met(2000 / median >= 1000)})", "", ""])
+    return md(["run", "single drops", "p50 / p99 ms", "inotifywait p50 / p99 ms", "burst of 2,000 claimed",
+               "tasks/s (goal ≥ 1,000)", "lost", "peak RSS"], body)
+
+
 @table("restart")
 def _(D):
     rs = rows(D, "restart", "replay", "t1")
