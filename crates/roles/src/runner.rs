@@ -202,13 +202,10 @@ fn command_for(program: impl AsRef<std::ffi::OsStr>, role: &RoleConfig) -> tokio
     cmd
 }
 
-async fn run_command(
-    argv: &[String],
-    role: &RoleConfig,
-    context: &[u8],
-    who: &RunIdentity,
-    kill: &mut watch::Receiver<bool>,
-) -> RunOutcome {
+/// The process `argv` of `role` runs as: directly, or through our own binary
+/// when sandboxed; its environment, its pipes, its own process group. `Err`:
+/// why it cannot be started.
+fn role_command(argv: &[String], role: &RoleConfig, who: &RunIdentity) -> Result<tokio::process::Command, String> {
     let mut cmd = match &who.sandbox {
         None => {
             let mut cmd = command_for(program(&argv[0], role), role);
@@ -220,8 +217,9 @@ async fn run_command(
         // program in its place (crate::sandbox): same pid, group and pipes.
         Some(denied) => {
             let Some(exe) = own_exe() else {
-                return failed(
-                    "the role runs sandboxed, but clawboard's own binary, which sets the sandbox up, cannot be found",
+                return Err(
+                    "the role runs sandboxed, but clawboard's own binary, which sets the sandbox up, cannot be found"
+                        .to_owned(),
                 );
             };
             let mut cmd = command_for(exe, role);
@@ -238,7 +236,7 @@ async fn run_command(
                         cmd.env("TMPDIR", tmp);
                     }
                     Ok(None) => {}
-                    Err(e) => return failed(format!("the sandbox's temporary directory: {e}")),
+                    Err(e) => return Err(format!("the sandbox's temporary directory: {e}")),
                 }
             }
             cmd
@@ -258,6 +256,20 @@ async fn run_command(
     if let Some(cwd) = &role.cwd {
         cmd.current_dir(cwd);
     }
+    Ok(cmd)
+}
+
+async fn run_command(
+    argv: &[String],
+    role: &RoleConfig,
+    context: &[u8],
+    who: &RunIdentity,
+    kill: &mut watch::Receiver<bool>,
+) -> RunOutcome {
+    let mut cmd = match role_command(argv, role, who) {
+        Ok(cmd) => cmd,
+        Err(why) => return failed(why),
+    };
     let mut child = match placement::spawn_here(|| cmd.spawn(), tokio::process::Child::id) {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot start {:?}: {e}", argv[0])),
