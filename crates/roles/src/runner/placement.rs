@@ -8,7 +8,11 @@
 //! CPU as its only one, the new process runs there as soon as the thread waits
 //! for its `exec` (a `vfork`), which it does at once. Its CPUs are then given
 //! back, as the thread's are: the role runs wherever the kernel moves it next.
-//! docs/BENCHMARKS.md, "Durable step overhead", has the figures.
+//!
+//! Only when the other CPUs are all busy: on a machine with an idle CPU the new
+//! process starts there at once, beside the thread, which goes on with the
+//! step's bookkeeping; held on the thread's CPU it would share that one with
+//! it. docs/BENCHMARKS.md, "Durable step overhead", has the figures.
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
 use nix::unistd::Pid;
@@ -16,7 +20,8 @@ use nix::unistd::Pid;
 /// Runs `spawn` with the calling thread held on the CPU it runs on, so that the
 /// process it starts starts there; then gives the process (its pid from
 /// `pid_of`) and the thread back the CPUs the thread had. If the thread's CPUs
-/// cannot be read or set, `spawn` runs as it would without this.
+/// cannot be read or set, or another CPU it may use is idle, `spawn` runs as it
+/// would without this.
 pub fn spawn_here<T, E>(spawn: impl FnOnce() -> Result<T, E>, pid_of: impl Fn(&T) -> Option<u32>) -> Result<T, E> {
     let me = Pid::from_raw(0);
     let Some(allowed) = held_on_this_cpu(me) else { return spawn() };
@@ -37,14 +42,28 @@ pub fn spawn_here<T, E>(spawn: impl FnOnce() -> Result<T, E>, pid_of: impl Fn(&T
 }
 
 /// Holds this thread on the CPU it runs on; the CPUs it had, or `None` (and
-/// nothing changed) if that cannot be done or it has one CPU anyway.
+/// nothing changed) if that cannot be done, it has one CPU anyway, or one of
+/// its other CPUs may be idle.
 fn held_on_this_cpu(me: Pid) -> Option<CpuSet> {
     let allowed = sched_getaffinity(me).ok()?;
     let cpu = sched_getcpu().ok()?;
     let mut here = CpuSet::new();
     here.set(cpu).ok()?;
-    let others = (0..CpuSet::count()).any(|c| c != cpu && allowed.is_set(c).unwrap_or(false));
-    (others && sched_setaffinity(me, &here).is_ok()).then_some(allowed)
+    let others = (0..CpuSet::count()).filter(|&c| c != cpu && allowed.is_set(c).unwrap_or(false)).count();
+    let busy = std::fs::read_to_string("/proc/loadavg").map_or(true, |l| others_busy(&l, others));
+    (others > 0 && busy && sched_setaffinity(me, &here).is_ok()).then_some(allowed)
+}
+
+/// Whether the machine runs at least as many tasks besides the calling thread
+/// as there are `others` CPUs, by `/proc/loadavg` (its fourth field: the tasks
+/// running or ready to run right now, the caller among them). A line it cannot
+/// read counts as busy.
+fn others_busy(loadavg: &str, others: usize) -> bool {
+    let running = loadavg.split_whitespace().nth(3).and_then(|f| f.split_once('/')).map(|(r, _)| r.parse::<usize>());
+    match running {
+        Some(Ok(n)) => n.saturating_sub(1) >= others,
+        _ => true,
+    }
 }
 
 #[cfg(test)]
@@ -70,6 +89,16 @@ mod tests {
             assert_eq!(after.is_set(cpu).unwrap(), before.is_set(cpu).unwrap(), "cpu {cpu} of the thread");
             assert_eq!(theirs.is_set(cpu).unwrap(), before.is_set(cpu).unwrap(), "cpu {cpu} of the process");
         }
+    }
+
+    #[test]
+    fn the_other_cpus_are_busy_when_as_many_tasks_run_beside_the_caller() {
+        assert!(!others_busy("0.30 1.76 2.53 1/77 8613", 1), "only the caller runs");
+        assert!(others_busy("2.01 2.00 1.90 3/80 9000", 1), "two neighbours, one other CPU");
+        assert!(others_busy("2.01 2.00 1.90 2/80 9000", 1));
+        assert!(!others_busy("2.01 2.00 1.90 2/80 9000", 3), "one neighbour, three other CPUs");
+        assert!(others_busy("", 1), "unreadable: busy");
+        assert!(others_busy("0.1 0.1 0.1 x/80 1", 1), "unreadable: busy");
     }
 
     /// A spawn that fails is handed back as is, and the thread's CPUs are restored.
