@@ -317,9 +317,22 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> 
     let (tasks, _) = review::tasks(store, relevant, usize::MAX)?;
     let facts = Facts { tasks, escalations };
     let (s, b) = (Stats::of(&facts, &period), Stats::of(&facts, &prev));
-    let (start, end) = period.bounds();
     let mut o = String::new();
-    let _ = writeln!(o, "# {}\n", title(&period));
+    header(&mut o, &period, now, kept);
+    task_section(&mut o, &period, &s, &b);
+    scores_section(&mut o, &period, &facts);
+    escalations_section(&mut o, &period, &facts, &s, &b);
+    memory_section(&mut o, store, &period);
+    pm_section(&mut o, &s, &b);
+    Ok(o)
+}
+
+/// The title, the period and what the numbers may miss.
+fn header(o: &mut String, period: &Period, now: DateTime<Utc>, kept: Kept) {
+    let prev = period.previous();
+    let (from, _) = prev.bounds();
+    let (start, end) = period.bounds();
+    let _ = writeln!(o, "# {}\n", title(period));
     let _ = writeln!(
         o,
         "Period: {} to {} (UTC), compared with {}.",
@@ -333,7 +346,10 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> 
     if !notes.is_empty() {
         let _ = writeln!(o, "{}\n", notes.join("\n"));
     }
+}
 
+/// The tasks' counts and rates against the previous period, and by type.
+fn task_section(o: &mut String, period: &Period, s: &Stats, b: &Stats) {
     let _ = writeln!(o, "## Tasks\n");
     let _ = writeln!(o, "| | this {0} | previous {0} | change |", period_word(period.kind));
     let _ = writeln!(o, "|---|---:|---:|---:|");
@@ -364,37 +380,44 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> 
             let _ = writeln!(o, "| {kind} | {c} | {f} | {pc}/{pf} |");
         }
     }
+}
 
+/// Every task that ended in the period (the first 30), its score and iterations.
+fn scores_section(o: &mut String, period: &Period, facts: &Facts) {
     let _ = writeln!(o, "\n## Validator scores and iterations\n");
-    let mut ended: Vec<&TaskView> = facts.tasks.iter().filter(|t| ended_in(t, &period)).collect();
+    let mut ended: Vec<&TaskView> = facts.tasks.iter().filter(|t| ended_in(t, period)).collect();
     ended.sort_by(|a, b| {
         let at = |t: &TaskView| t.completed_at.as_ref().map(utc);
         at(a).cmp(&at(b)).then_with(|| a.task_id.cmp(&b.task_id))
     });
     if ended.is_empty() {
         let _ = writeln!(o, "No task ended in this period.");
-    } else {
-        let _ = writeln!(o, "| task | type | PM | outcome | iterations | score |");
-        let _ = writeln!(o, "|---|---|---|---|---:|---:|");
-        const MAX_ROWS: usize = 30;
-        for t in ended.iter().take(MAX_ROWS) {
-            let _ = writeln!(
-                o,
-                "| [{id}](../../{rel}) | {} | {} | {} | {} | {} |",
-                t.kind,
-                t.pm.as_deref().unwrap_or("–"),
-                t.status,
-                t.iterations.map_or_else(|| "–".to_owned(), |i| i.to_string()),
-                num(t.score),
-                id = t.task_id,
-                rel = layout::task_file(&t.task_id, layout::TASK_FILE),
-            );
-        }
-        if ended.len() > MAX_ROWS {
-            let _ = writeln!(o, "\n… and {} more.", ended.len() - MAX_ROWS);
-        }
+        return;
     }
+    let _ = writeln!(o, "| task | type | PM | outcome | iterations | score |");
+    let _ = writeln!(o, "|---|---|---|---|---:|---:|");
+    const MAX_ROWS: usize = 30;
+    for t in ended.iter().take(MAX_ROWS) {
+        let _ = writeln!(
+            o,
+            "| [{id}](../../{rel}) | {} | {} | {} | {} | {} |",
+            t.kind,
+            t.pm.as_deref().unwrap_or("–"),
+            t.status,
+            t.iterations.map_or_else(|| "–".to_owned(), |i| i.to_string()),
+            num(t.score),
+            id = t.task_id,
+            rel = layout::task_file(&t.task_id, layout::TASK_FILE),
+        );
+    }
+    if ended.len() > MAX_ROWS {
+        let _ = writeln!(o, "\n… and {} more.", ended.len() - MAX_ROWS);
+    }
+}
 
+/// Escalations raised and decided, those still waiting, and each decision.
+fn escalations_section(o: &mut String, period: &Period, facts: &Facts, s: &Stats, b: &Stats) {
+    let (_, end) = period.bounds();
     let _ = writeln!(o, "\n## Escalations and decisions\n");
     let levels = |st: &Stats| {
         [Level::Critical, Level::High, Level::Normal]
@@ -404,7 +427,7 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> 
             .join(", ")
     };
     let raised = |st: &Stats| st.raised.values().sum::<usize>();
-    let _ = writeln!(o, "- raised: {} ({}); previous {} ({})", raised(&s), levels(&s), raised(&b), levels(&b));
+    let _ = writeln!(o, "- raised: {} ({}); previous {} ({})", raised(s), levels(s), raised(b), levels(b));
     let _ = writeln!(
         o,
         "- decided: {} approved, {} rejected; previous {} approved, {} rejected",
@@ -429,71 +452,77 @@ pub fn render(store: &Store, period: Period, now: DateTime<Utc>, kept: Kept) -> 
         let at = |e: &review::EscalationFile| e.escalation.decided_at.as_ref().map(utc);
         at(a).cmp(&at(b)).then_with(|| a.id.cmp(&b.id))
     });
-    if !decided.is_empty() {
-        let _ = writeln!(o, "\n| decided at | escalation | level | task | decision | by | note |");
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|");
-        for e in decided {
-            let x = &e.escalation;
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                x.decided_at.as_ref().map_or("–", |t| t.as_str()),
-                e.id,
-                x.level,
-                x.task_id.as_ref().map_or("–", |t| t.as_str()),
-                x.decision.map_or("–", Decision::as_str),
-                cell(x.decided_by.as_deref().unwrap_or("–")),
-                cell(x.note.as_deref().unwrap_or("")),
-            );
-        }
+    if decided.is_empty() {
+        return;
     }
+    let _ = writeln!(o, "\n| decided at | escalation | level | task | decision | by | note |");
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+    for e in decided {
+        let x = &e.escalation;
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            x.decided_at.as_ref().map_or("–", |t| t.as_str()),
+            e.id,
+            x.level,
+            x.task_id.as_ref().map_or("–", |t| t.as_str()),
+            x.decision.map_or("–", Decision::as_str),
+            cell(x.decided_by.as_deref().unwrap_or("–")),
+            cell(x.note.as_deref().unwrap_or("")),
+        );
+    }
+}
 
+/// The period's ten most valuable memory cells.
+fn memory_section(o: &mut String, store: &Store, period: &Period) {
     let _ = writeln!(o, "\n## Top memory cells\n");
-    let cells = top_cells(store, &period, 10);
+    let cells = top_cells(store, period, 10);
     if cells.is_empty() {
         let _ = writeln!(o, "No memory harvested in this period ({}/ has no cells for it).", layout::HARVEST_DAILY);
-    } else {
-        let _ = writeln!(o, "| value | role | kind | content | task |");
-        let _ = writeln!(o, "|---:|---|---|---|---|");
-        for c in cells {
-            let _ = writeln!(
-                o,
-                "| {:.2} | {} | {} | {} | {} |",
-                c.value,
-                c.role_id,
-                cell(&c.kind),
-                cell(&c.content),
-                c.task_id
-            );
-        }
+        return;
     }
+    let _ = writeln!(o, "| value | role | kind | content | task |");
+    let _ = writeln!(o, "|---:|---|---|---|---|");
+    for c in cells {
+        let _ = writeln!(
+            o,
+            "| {:.2} | {} | {} | {} | {} |",
+            c.value,
+            c.role_id,
+            cell(&c.kind),
+            cell(&c.content),
+            c.task_id
+        );
+    }
+}
 
+/// Each PM's tasks of the period, against its completion rate the period before.
+fn pm_section(o: &mut String, s: &Stats, b: &Stats) {
     let _ = writeln!(o, "\n## PM performance\n");
     if s.pms.is_empty() {
         let _ = writeln!(o, "No task ended in this period.");
-    } else {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "| PM | ended | completed | failed | completion rate | mean score | mean iterations | previous completion rate |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (pm, p) in &s.pms {
+        let prev = b.pms.get(pm).and_then(|q| rate(q.completed, q.completed + q.failed));
         let _ = writeln!(
             o,
-            "| PM | ended | completed | failed | completion rate | mean score | mean iterations | previous completion rate |"
+            "| {pm} | {} | {} | {} | {} | {} | {} | {} |",
+            p.completed + p.failed,
+            p.completed,
+            p.failed,
+            pct(rate(p.completed, p.completed + p.failed)),
+            num(mean(&p.scores)),
+            num(mean(&p.iterations)),
+            pct(prev),
         );
-        let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|");
-        for (pm, p) in &s.pms {
-            let prev = b.pms.get(pm).and_then(|q| rate(q.completed, q.completed + q.failed));
-            let _ = writeln!(
-                o,
-                "| {pm} | {} | {} | {} | {} | {} | {} | {} |",
-                p.completed + p.failed,
-                p.completed,
-                p.failed,
-                pct(rate(p.completed, p.completed + p.failed)),
-                num(mean(&p.scores)),
-                num(mean(&p.iterations)),
-                pct(prev),
-            );
-        }
-        let _ = writeln!(o, "\nAll-time figures per PM are in [{0}](../../{0}).", layout::PM_PERFORMANCE);
     }
-    Ok(o)
+    let _ = writeln!(o, "\nAll-time figures per PM are in [{0}](../../{0}).", layout::PM_PERFORMANCE);
 }
 
 fn period_word(k: Kind) -> &'static str {

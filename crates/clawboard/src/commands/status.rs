@@ -101,141 +101,162 @@ fn pending_escalations(store: &Store) -> anyhow::Result<usize> {
 
 pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
     let store = open_store(s)?;
-    let mut counts = [0usize; 4];
-    let mut unreadable_tasks = 0;
-    for (_, t) in store.tasks()? {
-        match t {
-            Ok(t) => counts[TaskStatus::ALL.iter().position(|s| *s == t.status).unwrap_or(0)] += 1,
-            Err(_) => unreadable_tasks += 1,
-        }
-    }
-    let tasks = TaskStatus::ALL.iter().zip(counts).map(|(s, n)| (s.as_str().to_owned(), n.into())).collect();
-    let mut missing: Vec<String> =
-        layout::DIRS.iter().filter(|d| !store.root().join(d).is_dir()).map(|d| format!("{d}/")).collect();
-    missing.extend(
-        layout::initial_files()
-            .into_iter()
-            .map(|(f, _)| f)
-            .filter(|f| !store.root().join(f).exists())
-            .map(str::to_owned),
-    );
-    let mut status = Status {
-        root: store.root().display().to_string(),
-        config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
-        version: env!("CARGO_PKG_VERSION"),
-        tasks,
-        unreadable_tasks,
-        inbox_waiting: count_json(&store.root().join(layout::INBOX)),
-        inbox_rejected: count_json(&store.root().join(layout::REJECTED)),
-        escalations_pending: pending_escalations(&store)?,
-        daemon: crate::local::get_json(store.root(), "/v1/status"),
-        missing,
-        node: s.sync.enabled.then(|| clawboard_sync::node_id(store.root(), s.node_id.as_deref()).ok()).flatten(),
-        nodes: store.read(&RelPath::new("shared/node-status.json")?).ok(),
-        conflicts: std::fs::read_to_string(store.root().join(".clawboard/sync/conflicts.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect(),
-        archive: None,
-        archive_error: None,
-        web: None,
-    };
-    if status.daemon.is_some() {
-        status.web = std::fs::read_to_string(store.root().join(crate::local::WEB_ADDR_FILE))
-            .ok()
-            .map(|a| format!("http://{}/", a.trim()));
-    }
-    if s.archive.enabled {
-        match crate::commands::archive::open(s).and_then(|a| Ok(a.status()?)) {
-            Ok(a) => status.archive = Some(a),
-            Err(e) => status.archive_error = Some(format!("{e:#}")),
-        }
-    }
+    let status = Status::read(&store, s)?;
     if s.json {
         output::json(&status)?;
-        return Ok(EXIT_OK);
-    }
-    outln!("clawboard {}  root {}", status.version, status.root)?;
-    if let Some(c) = &status.config_file {
-        outln!("config       {c}")?;
-    }
-    let counts: Vec<String> = status.tasks.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    outln!("tasks        {}", counts.join(", "))?;
-    if status.unreadable_tasks > 0 {
-        outln!("             {} unreadable (see `clawboard validate`)", status.unreadable_tasks)?;
-    }
-    outln!("inbox        {} waiting, {} rejected", status.inbox_waiting, status.inbox_rejected)?;
-    match &status.daemon {
-        Some(d) => {
-            let q = &d["queue"];
-            outln!(
-                "daemon       running (pid {}), since {}; {} running, {} waiting, {} held; {} role instances",
-                d["pid"],
-                d["startedAt"].as_str().unwrap_or("?"),
-                q["running"],
-                q["waiting"],
-                q["held"],
-                d["instances"]
-            )?;
-        }
-        None => outln!("daemon       not running")?,
-    }
-    outln!("escalations  {} pending", status.escalations_pending)?;
-    if let Some(url) = &status.web {
-        outln!("web          {url}  (`clawboard web token` prints the URL with the token)")?;
-    }
-    if let Some(node) = &status.node {
-        outln!("node         {node}")?;
-    }
-    if let Some(nodes) = &status.nodes {
-        for (id, n) in &nodes.nodes {
-            let state = n.extra.get("state").and_then(|v| v.as_str()).unwrap_or("?");
-            let running: Vec<&str> = n.running_tasks.iter().map(|t| t.as_str()).collect();
-            outln!(
-                "  {id:<24} {state:<5}  last seen {}  v{}  running: {}",
-                n.last_seen,
-                n.version.as_deref().unwrap_or("?"),
-                if running.is_empty() { "-".to_owned() } else { running.join(", ") }
-            )?;
-        }
-    }
-    if !status.conflicts.is_empty() {
-        outln!("conflicts    {} resolved by sync; the latest:", status.conflicts.len())?;
-        for c in status.conflicts.iter().rev().take(5) {
-            outln!("{}", conflict_line(store.root(), c))?;
-        }
-    }
-    if let Some(a) = &status.archive {
-        let short = |id: &Option<String>| id.as_deref().map_or("-".to_owned(), |i| i.chars().take(12).collect());
-        let pushed = match &a.remote {
-            Some(r) => format!(
-                "; pushed to {r} at {} ({} pending)",
-                a.file.last_push_at.as_deref().unwrap_or("never"),
-                a.pending
-            ),
-            None => "; local only (no archive.remote)".to_owned(),
-        };
-        match a.commits {
-            0 => outln!("archive      no commits yet on {} (`clawboard archive now`){pushed}", a.branch)?,
-            n => outln!(
-                "archive      {n} commit(s) on {}, the last {} at {}{pushed}",
-                a.branch,
-                short(&a.file.last_commit),
-                a.file.last_commit_at.as_deref().unwrap_or("-")
-            )?,
-        }
-        if let Some(e) = &a.file.last_error {
-            outln!("             last error: {e}")?;
-        }
-    }
-    if let Some(e) = &status.archive_error {
-        outln!("archive      status unreadable: {e}")?;
-    }
-    if !status.missing.is_empty() {
-        outln!("missing      {} (run `clawboard init` to restore)", status.missing.join(", "))?;
+    } else {
+        status.print(store.root())?;
     }
     Ok(EXIT_OK)
+}
+
+impl Status {
+    fn read(store: &Store, s: &Settings) -> anyhow::Result<Status> {
+        let mut counts = [0usize; 4];
+        let mut unreadable_tasks = 0;
+        for (_, t) in store.tasks()? {
+            match t {
+                Ok(t) => counts[TaskStatus::ALL.iter().position(|s| *s == t.status).unwrap_or(0)] += 1,
+                Err(_) => unreadable_tasks += 1,
+            }
+        }
+        let tasks = TaskStatus::ALL.iter().zip(counts).map(|(s, n)| (s.as_str().to_owned(), n.into())).collect();
+        let root = store.root();
+        let mut missing: Vec<String> =
+            layout::DIRS.iter().filter(|d| !root.join(d).is_dir()).map(|d| format!("{d}/")).collect();
+        missing.extend(
+            layout::initial_files().into_iter().map(|(f, _)| f).filter(|f| !root.join(f).exists()).map(str::to_owned),
+        );
+        let daemon = crate::local::get_json(root, "/v1/status");
+        let web = daemon.as_ref().and_then(|_| {
+            std::fs::read_to_string(root.join(crate::local::WEB_ADDR_FILE))
+                .ok()
+                .map(|a| format!("http://{}/", a.trim()))
+        });
+        let (mut archive, mut archive_error) = (None, None);
+        if s.archive.enabled {
+            match crate::commands::archive::open(s).and_then(|a| Ok(a.status()?)) {
+                Ok(a) => archive = Some(a),
+                Err(e) => archive_error = Some(format!("{e:#}")),
+            }
+        }
+        Ok(Status {
+            root: root.display().to_string(),
+            config_file: s.config_file.as_ref().map(|p| p.display().to_string()),
+            version: env!("CARGO_PKG_VERSION"),
+            tasks,
+            unreadable_tasks,
+            inbox_waiting: count_json(&root.join(layout::INBOX)),
+            inbox_rejected: count_json(&root.join(layout::REJECTED)),
+            escalations_pending: pending_escalations(store)?,
+            daemon,
+            missing,
+            node: s.sync.enabled.then(|| clawboard_sync::node_id(root, s.node_id.as_deref()).ok()).flatten(),
+            nodes: store.read(&RelPath::new("shared/node-status.json")?).ok(),
+            conflicts: std::fs::read_to_string(root.join(".clawboard/sync/conflicts.jsonl"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect(),
+            archive,
+            archive_error,
+            web,
+        })
+    }
+
+    fn print(&self, root: &Path) -> anyhow::Result<()> {
+        outln!("clawboard {}  root {}", self.version, self.root)?;
+        if let Some(c) = &self.config_file {
+            outln!("config       {c}")?;
+        }
+        let counts: Vec<String> = self.tasks.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        outln!("tasks        {}", counts.join(", "))?;
+        if self.unreadable_tasks > 0 {
+            outln!("             {} unreadable (see `clawboard validate`)", self.unreadable_tasks)?;
+        }
+        outln!("inbox        {} waiting, {} rejected", self.inbox_waiting, self.inbox_rejected)?;
+        match &self.daemon {
+            Some(d) => {
+                let q = &d["queue"];
+                outln!(
+                    "daemon       running (pid {}), since {}; {} running, {} waiting, {} held; {} role instances",
+                    d["pid"],
+                    d["startedAt"].as_str().unwrap_or("?"),
+                    q["running"],
+                    q["waiting"],
+                    q["held"],
+                    d["instances"]
+                )?;
+            }
+            None => outln!("daemon       not running")?,
+        }
+        outln!("escalations  {} pending", self.escalations_pending)?;
+        if let Some(url) = &self.web {
+            outln!("web          {url}  (`clawboard web token` prints the URL with the token)")?;
+        }
+        self.print_nodes(root)?;
+        self.print_archive()?;
+        if !self.missing.is_empty() {
+            outln!("missing      {} (run `clawboard init` to restore)", self.missing.join(", "))?;
+        }
+        Ok(())
+    }
+
+    /// This node, every node's last heartbeat and the latest sync conflicts.
+    fn print_nodes(&self, root: &Path) -> anyhow::Result<()> {
+        if let Some(node) = &self.node {
+            outln!("node         {node}")?;
+        }
+        if let Some(nodes) = &self.nodes {
+            for (id, n) in &nodes.nodes {
+                let state = n.extra.get("state").and_then(|v| v.as_str()).unwrap_or("?");
+                let running: Vec<&str> = n.running_tasks.iter().map(|t| t.as_str()).collect();
+                outln!(
+                    "  {id:<24} {state:<5}  last seen {}  v{}  running: {}",
+                    n.last_seen,
+                    n.version.as_deref().unwrap_or("?"),
+                    if running.is_empty() { "-".to_owned() } else { running.join(", ") }
+                )?;
+            }
+        }
+        if !self.conflicts.is_empty() {
+            outln!("conflicts    {} resolved by sync; the latest:", self.conflicts.len())?;
+            for c in self.conflicts.iter().rev().take(5) {
+                outln!("{}", conflict_line(root, c))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn print_archive(&self) -> anyhow::Result<()> {
+        if let Some(a) = &self.archive {
+            let short = |id: &Option<String>| id.as_deref().map_or("-".to_owned(), |i| i.chars().take(12).collect());
+            let pushed = match &a.remote {
+                Some(r) => format!(
+                    "; pushed to {r} at {} ({} pending)",
+                    a.file.last_push_at.as_deref().unwrap_or("never"),
+                    a.pending
+                ),
+                None => "; local only (no archive.remote)".to_owned(),
+            };
+            match a.commits {
+                0 => outln!("archive      no commits yet on {} (`clawboard archive now`){pushed}", a.branch)?,
+                n => outln!(
+                    "archive      {n} commit(s) on {}, the last {} at {}{pushed}",
+                    a.branch,
+                    short(&a.file.last_commit),
+                    a.file.last_commit_at.as_deref().unwrap_or("-")
+                )?,
+            }
+            if let Some(e) = &a.file.last_error {
+                outln!("             last error: {e}")?;
+            }
+        }
+        if let Some(e) = &self.archive_error {
+            outln!("archive      status unreadable: {e}")?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
