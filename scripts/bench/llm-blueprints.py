@@ -162,6 +162,9 @@ def main():
         raise SystemExit(f"llm-blueprints: {binary} is missing; build it first (cargo build --release -p clawboard)")
     if not os.environ.get("CLAWBOARD_LLM_LOCAL_BASE_URL"):
         raise SystemExit("llm-blueprints: CLAWBOARD_LLM_LOCAL_BASE_URL is not set; eval \"$(scripts/llm-server start)\" first")
+    # Which build ran (its start-up is most of clawboard's own time) and from which commit.
+    build = next((p for p in ("release", "debug") if f"/target/{p}/" in os.path.realpath(binary)), "other")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or None
     blueprints = os.environ.get("BLUEPRINTS", " ".join(BLUEPRINTS)).split()
     first = int(os.environ.get("FROM", "1"))
     inputs = json.loads(Path(a.inputs).read_text())[first - 1 : first - 1 + int(os.environ.get("INPUTS", "20"))]
@@ -198,7 +201,8 @@ def main():
         wd = base / bp / f"{i:02}-{mode}"
         wd.mkdir(parents=True, exist_ok=True)
         r = summarize(*run_one(binary, config, bp, inp, wd, full))
-        r.update({"blueprint": bp, "input": i, "mode": mode, "jobs": a.jobs, "at": dt.datetime.now().isoformat(timespec="seconds")})
+        r.update({"blueprint": bp, "input": i, "mode": mode, "jobs": a.jobs, "build": build, "commit": commit,
+                  "at": dt.datetime.now().isoformat(timespec="seconds")})
         print(f"{bp} input {i:2} {mode}: {r['status']}, {r['wall_s']:.1f} s "
               f"(model in flight {r['in_flight_s']:.1f} s), prompt {r['prompt_tokens']} tokens",
               file=sys.stderr)

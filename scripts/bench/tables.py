@@ -286,11 +286,16 @@ def _busy_goal(f):
 @table("steps-busy")
 def _(D):
     body = []
-    for run in ("2026-11-29 quiet and busy", "2026-11-29 placement A/B"):
+    runs = (("2026-11-29 rule: 3 x 300 flows, quiet and busy, c5a5495", "300 flows, `c5a5495`: "),
+            ("2026-11-29 rule: 3 x 300 flows, quiet and busy", "300 flows, `da3b7c8`: "),
+            ("2026-11-29 placement only when busy, A/B", ""),
+            ("2026-11-29 quiet and busy", "100 flows, `da3b7c8`: "),
+            ("2026-11-29 placement A/B", ""))
+    for run, label in runs:
         for r in rows(D, "step-overhead", run, "busy"):
             f = r["figures"]
             pooled = "pooled" in r["case"]
-            name = f"**{r['case']}**" if pooled else r["case"]
+            name = f"**{label}{r['case']}**" if pooled else label + r["case"]
             body.append([name, f["intervals"], pair(f["clawboard_run_p50_ms"], f["clawboard_run_p99_ms"]),
                          pair(f["daemon_p50_ms"], f["daemon_p99_ms"]),
                          pair(f["langgraph_sync_p50_ms"], f["langgraph_sync_p99_ms"]),
@@ -373,15 +378,22 @@ def _(D):
         worst = max(p["sliced"]["prompt_tokens"] / p["full"]["prompt_tokens"] for p in pairs)
         per = (s / sum(att(p["sliced"]) for p in pairs)) / (f / sum(att(p["full"]) for p in pairs))
         sliced = [r for r in runs if r["blueprint"] == bp and r["mode"] == "sliced"]
-        own = 100 * sum(r["wall_s"] - r["in_flight_s"] for r in sliced) / sum(r["wall_s"] for r in sliced)
+        # (c) from runs made one at a time, by build (rows without one: the debug build);
+        # the goal is judged on the release build, the one users run, once it has runs.
+        own = {}
+        for build in ("debug", "release"):
+            rs = [r for r in sliced if r.get("build", "debug") == build and r.get("jobs", 1) == 1]
+            if rs:
+                own[build] = 100 * sum(r["wall_s"] - r["in_flight_s"] for r in rs) / sum(r["wall_s"] for r in rs)
+        judged = own.get("release", own.get("debug"))
         body.append([bp, len(pairs), f"{num(s)} / {num(f)}", pct(100 * s / f), pct(100 * worst), pct(100 * per),
                      met(s / f <= 0.2), f"{num(statistics.mean(r['wall_s'] for r in sliced), 1)} s",
-                     pct(own, 2), met(own <= 1)])
+                     pct(own.get("debug"), 2), pct(own.get("release"), 2), met(judged <= 1)])
     body.append(["**all**", sum(b[1] for b in body), f"{num(tot[0])} / {num(tot[1])}", pct(100 * tot[0] / tot[1]),
-                  "", "", met(tot[0] / tot[1] <= 0.2), "", "", ""])
+                  "", "", met(tot[0] / tot[1] <= 0.2), "", "", "", ""])
     return md(["blueprint", "inputs", "prompt tokens, sliced / full", "sliced ÷ full", "worst input",
-               "per model request", "goal ≤ 20 %", "sliced run, mean wall", "clawboard's own ÷ wall",
-               "goal ≤ 1 %"], body)
+               "per model request", "goal ≤ 20 %", "sliced run, mean wall", "clawboard's own ÷ wall, debug build",
+               "release build", "goal ≤ 1 %"], body)
 
 
 # --- the page ---------------------------------------------------------------
