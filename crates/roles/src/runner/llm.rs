@@ -521,6 +521,12 @@ fn reply_to_output(
         return Err(fail("has no choices".into()));
     };
     let finish = first.get("finish_reason").and_then(Value::as_str).unwrap_or("none");
+    // Said of a reply without text as of one that is not JSON: both may end at the limit.
+    let cut = match (finish, max_tokens) {
+        ("length", Some(n)) => format!("; it was {CUT_OFF} (max_tokens {n})"),
+        ("length", None) => format!("; it was {CUT_OFF} (the server's)"),
+        _ => String::new(),
+    };
     let content = first.pointer("/message/content").and_then(Value::as_str).filter(|c| !c.trim().is_empty());
     let Some(content) = content else {
         // Thinking models on some servers put all their text beside `content`.
@@ -533,14 +539,9 @@ fn reply_to_output(
                 format!("; its text is in message.{k} (a thinking model: give it room to answer, or turn thinking off)")
             })
             .unwrap_or_default();
-        return Err(fail(format!("has no text in choices[0].message.content (finish_reason {finish:?}){beside}")));
+        return Err(fail(format!("has no text in choices[0].message.content (finish_reason {finish:?}{cut}){beside}")));
     };
     let reply = parse_reply(content).map_err(|e| {
-        let cut = match (finish, max_tokens) {
-            ("length", Some(n)) => format!("; it was {CUT_OFF} (max_tokens {n})"),
-            ("length", None) => format!("; it was {CUT_OFF} (the server's)"),
-            _ => String::new(),
-        };
         fail(format!(
             "has choices[0].message.content that is not JSON ({e}; finish_reason {finish:?}{cut}); it begins {:?}",
             begins(content, key)

@@ -304,7 +304,7 @@ async fn another_4xx_fails_at_once_quoting_the_body_without_the_key() {
 #[case::body_not_json("<html>gateway</html>".to_owned(), "is not JSON")]
 #[case::no_content(
     r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"length"}]}"#.to_owned(),
-    "has no text in choices[0].message.content (finish_reason \"length\")"
+    "has no text in choices[0].message.content (finish_reason \"length\"; it was cut off at the completion limit (the server's))"
 )]
 #[case::empty_content_of_a_thinking_model(
     r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning":"Let me think"},"finish_reason":"stop"}]}"#.to_owned(),
