@@ -50,8 +50,11 @@ fn held_on_this_cpu(me: Pid) -> Option<CpuSet> {
     let mut here = CpuSet::new();
     here.set(cpu).ok()?;
     let others = (0..CpuSet::count()).filter(|&c| c != cpu && allowed.is_set(c).unwrap_or(false)).count();
+    if others == 0 {
+        return None;
+    }
     let busy = std::fs::read_to_string("/proc/loadavg").map_or(true, |l| others_busy(&l, others));
-    (others > 0 && busy && sched_setaffinity(me, &here).is_ok()).then_some(allowed)
+    (busy && sched_setaffinity(me, &here).is_ok()).then_some(allowed)
 }
 
 /// Whether the machine runs at least as many tasks besides the calling thread
