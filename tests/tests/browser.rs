@@ -51,6 +51,13 @@ fn wait(c: &fantoccini::Client) -> fantoccini::wait::Wait<'_> {
     c.wait().at_most(Duration::from_secs(20)).every(Duration::from_millis(100))
 }
 
+/// Whether `e` says the element was swapped out of the page between finding and
+/// using it: WebDriver's stale element reference, or Chromium's inspector error
+/// for a node that left the document, which some versions return instead.
+fn replaced(e: &fantoccini::error::CmdError) -> bool {
+    e.is_stale_element_reference() || e.to_string().contains("does not belong to the document")
+}
+
 /// The text of the element `css` finds. The page swaps its content in whenever the
 /// tree changes (a task writing its status), which can leave an element stale
 /// between finding and reading it: then it is found again.
@@ -59,7 +66,7 @@ async fn text_of(c: &fantoccini::Client, css: &str) -> String {
         let el = wait(c).for_element(Locator::Css(css)).await.unwrap();
         match el.text().await {
             Ok(text) => return text,
-            Err(e) if e.is_stale_element_reference() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) if replaced(&e) => tokio::time::sleep(Duration::from_millis(100)).await,
             Err(e) => panic!("{css}: {e}"),
         }
     }
@@ -94,9 +101,7 @@ async fn click(c: &fantoccini::Client, css: &str) {
         let el = wait(c).for_element(Locator::Css(css)).await.unwrap();
         match el.click().await {
             Ok(()) => return,
-            Err(e) if e.is_stale_element_reference() && tries < 50 => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
+            Err(e) if replaced(&e) && tries < 50 => tokio::time::sleep(Duration::from_millis(100)).await,
             Err(e) => panic!("clicking {css}: {e}"),
         }
     }
@@ -201,13 +206,11 @@ listen = "127.0.0.1:0"
         };
         match approved.await {
             Ok(()) => break,
-            Err(e) if e.is_stale_element_reference() && tries < 50 => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
+            Err(e) if replaced(&e) && tries < 50 => tokio::time::sleep(Duration::from_millis(100)).await,
             Err(e) => panic!("approving: {e}"),
         }
     }
-    let flash = wait(&c).for_element(Locator::Css("#flash")).await.unwrap().text().await.unwrap();
+    let flash = text_of(&c, "#flash").await;
     assert_eq!(flash, format!("Escalation {esc} approved."));
     wait_until(30, "the task to resume and complete", || t.status_of("b1") == "completed");
     let decisions = std::fs::read_to_string(t.root.join("gm/decisions.md")).unwrap();
