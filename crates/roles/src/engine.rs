@@ -410,7 +410,7 @@ impl Engine {
         };
         let (result, marked) = tokio::join!(run.lifecycle(&cfg), mark_running);
         marked?;
-        // The end is written only by the claim's holder (the bucket is asked).
+        // The end is written only by the claim's holder (confirmed again).
         let end = match &result {
             Ok(()) | Err(StepError::Failed(_)) => self.confirmed(task_id).await,
             _ if self.is_fenced(task_id) => Err(StepError::Fenced),

@@ -4,8 +4,9 @@
 //!   (30 s) with what it runs; every node folds all of them into its own
 //!   `shared/node-status.json`, which is never synced and so never conflicts.
 //!   Staleness is judged by the observer's own clock: a heartbeat object whose
-//!   ETag has not changed for `sync.lease` (2 minutes) of local time is stale, so
-//!   clock skew between machines does not matter.
+//!   ETag has not changed for `sync.lease` (2 minutes; the longer of the
+//!   observer's and the one the heartbeat names) of local time is stale, so clock
+//!   skew between machines does not matter.
 //! - **Claims**: a task is run by the node that created `_claims/{taskId}` first
 //!   (`If-None-Match: *`, or `link(2)` on the local-directory backend). A stale
 //!   node's claims are taken over with `If-Match` on the claim's ETag, which bumps
@@ -76,8 +77,9 @@ impl<R: Remote> Cluster<R> {
     /// that lands extends this node's [lease](crate::lease).
     pub async fn heartbeat(&self, mut beat: Heartbeat) -> Result<bool> {
         let _one = self.beating.lock().await;
-        let started = std::time::Instant::now();
+        let started = crate::lease::Moment::now();
         beat.node = self.sync.node.clone();
+        beat.lease_ms = Some(u64::try_from(self.sync.settings().lease.as_millis()).unwrap_or(u64::MAX));
         beat.seen_at = now_text();
         let body = Bytes::from(serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?);
         let key = format!("{NODES_PREFIX}{}.json", self.sync.node);

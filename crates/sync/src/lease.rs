@@ -9,6 +9,11 @@
 //! margin (an eighth of it, at least 250 ms) for the time between checking it and
 //! acting.
 //!
+//! Time here is the machine's boot clock ([`Moment`]), which goes on while the
+//! machine is suspended: a node that slept through its lease wakes up knowing it.
+//! Takers wait the longer of their own `sync.lease` and the one this node's
+//! heartbeat names (`lease_ms`), so nodes configured apart are safe too.
+//!
 //! An **epoch** is an unbroken chain of heartbeats: each one landed before the
 //! previous one's lease ran out. A claim is trusted only in the epoch it was
 //! confirmed in (created, taken over, or renewed with `If-Match` on its ETag, all
@@ -16,15 +21,35 @@
 //! for a takeover, every claim is renewed before the task's next step.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clawboard_core::lock::Lock;
 use tokio::sync::watch;
 
+/// A point on the boot clock (`CLOCK_BOOTTIME`): monotonic like
+/// [`std::time::Instant`], but counting the time the machine was suspended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment(Duration);
+
+impl Moment {
+    pub fn now() -> Moment {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        // The boot clock is never negative; `unwrap_or` only satisfies the types.
+        let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+        let nanos = u32::try_from(t.tv_nsec).unwrap_or(0);
+        Moment(Duration::new(secs, nanos))
+    }
+
+    /// The time since this moment (zero for one in the future).
+    pub fn elapsed(self) -> Duration {
+        Moment::now().0.saturating_sub(self.0)
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// When the last heartbeat that landed was started.
-    since: Option<Instant>,
+    since: Option<Moment>,
     epoch: u64,
     /// Task → the epoch its claim was last confirmed in.
     confirmed: HashMap<String, u64>,
@@ -68,7 +93,7 @@ impl Lease {
     /// A heartbeat started at `started` landed now. It continues the epoch if it
     /// landed within the lease of the previous one; otherwise a new epoch begins,
     /// in which no claim is confirmed yet.
-    pub fn landed(&self, started: Instant) {
+    pub fn landed(&self, started: Moment) {
         {
             let mut s = self.state.lock();
             let unbroken = s.since.is_some_and(|prev| prev.elapsed() < self.length);
@@ -139,7 +164,7 @@ mod tests {
         assert!(!lease.live(), "no heartbeat yet");
         lease.confirm("t1", lease.epoch());
         assert!(!lease.holds("t1"), "confirmed before the first heartbeat");
-        lease.landed(Instant::now());
+        lease.landed(Moment::now());
         assert_eq!(lease.epoch(), 1);
         assert!(lease.live());
         assert!(!lease.holds("t1"), "epoch 0's confirmation does not count");
@@ -147,7 +172,7 @@ mod tests {
         assert!(lease.holds("t1"));
         // A beat within the lease keeps the epoch.
         std::thread::sleep(Duration::from_millis(100));
-        lease.landed(Instant::now());
+        lease.landed(Moment::now());
         assert_eq!(lease.epoch(), 1);
         assert!(lease.holds("t1"));
         // Silent for the usable part (400 − 250 ms): no longer live, still confirmed.
@@ -157,7 +182,7 @@ mod tests {
         assert!(lease.confirmed("t1"));
         // Past the whole lease: the next beat starts a new epoch.
         std::thread::sleep(Duration::from_millis(250));
-        lease.landed(Instant::now());
+        lease.landed(Moment::now());
         assert_eq!(lease.epoch(), 2);
         assert!(lease.live());
         assert!(!lease.holds("t1"), "must be renewed");

@@ -27,6 +27,19 @@ pub struct Heartbeat {
     /// Tasks this node has claimed and not finished (running, queued or held).
     #[serde(default)]
     pub active_tasks: Vec<String>,
+    /// This node's `sync.lease` in ms (written by [`crate::Cluster::heartbeat`]):
+    /// a taker waits at least this long (see [`crate::lease`]). Absent from
+    /// heartbeats of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+}
+
+impl Heartbeat {
+    /// How long another node waits, with its own `lease`, before it takes this
+    /// node's tasks over: the longer of the two.
+    pub fn lease_for_takers(&self, lease: std::time::Duration) -> std::time::Duration {
+        self.lease_ms.map_or(lease, |ms| lease.max(std::time::Duration::from_millis(ms)))
+    }
 }
 
 pub(crate) fn fenced_dir(root: &Path) -> PathBuf {

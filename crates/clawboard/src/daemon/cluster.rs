@@ -216,12 +216,17 @@ impl Membership {
         Some(if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait })
     }
 
-    /// Asks the bucket whether this node still holds `task`; fences it if not.
+    /// Whether this node still holds `task`, before a role's result or the task's
+    /// end is written. A claim confirmed under a live lease is this node's: no
+    /// other node takes it over before this node's heartbeat is older than the
+    /// lease (`clawboard_sync::lease`), so the bucket is not asked on every step
+    /// (on R2 that would be a round trip per step). Otherwise the bucket is asked,
+    /// and the task is fenced if another node holds it.
     async fn confirm(&self, task: &str) -> Hold {
         match self.hold(task) {
-            None => return Hold::Yes,
-            Some(Hold::Yes) => {}
-            Some(other) => return other,
+            None | Some(Hold::Yes) => return Hold::Yes,
+            Some(Hold::Lost) => return Hold::Lost,
+            Some(Hold::Wait) => {}
         }
         let live = || if self.nodes.sync().lease.holds(task) { Hold::Yes } else { Hold::Wait };
         match self.nodes.claim_of(task).await {
@@ -283,7 +288,7 @@ impl Membership {
                 if entry.0 != *etag {
                     *entry = (etag.clone(), Instant::now());
                 }
-                if b.node != self.nodes.sync().node() && entry.1.elapsed() >= lease {
+                if b.node != self.nodes.sync().node() && entry.1.elapsed() >= b.lease_for_takers(lease) {
                     stale.push((b.clone(), etag.clone()));
                 }
             }
@@ -545,5 +550,41 @@ mod tests {
         assert_eq!(s.rounds("accepted-claims"), 1, "nothing left to retry");
         assert!(!s.failing("heartbeat") && !s.failing("claims") && !s.failing("accepted-claims"));
         s.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_claim_under_a_live_lease_is_confirmed_without_the_bucket_and_a_lapsed_one_by_it() {
+        let bucket = tempfile::tempdir().unwrap();
+        let s = setup();
+        let p = client(&s, "n1", bucket.path(), "heartbeat = \"1s\"\nlease = \"2s\"\n");
+        let c = Membership::new(p.cluster, p.pull, dispatcher(&s), s.store.clone());
+        c.beat().await.unwrap();
+        let beat = std::fs::read_to_string(bucket.path().join("_nodes/n1.json")).unwrap();
+        assert!(beat.contains("\"leaseMs\": 2000"), "the heartbeat names the lease:\n{beat}");
+        assert!(matches!(c.nodes.claim("t1").await.unwrap(), ClaimResult::Won { generation: 1 }));
+        let gets = || c.nodes.sync().counts.get.load(std::sync::atomic::Ordering::Relaxed);
+        let before = gets();
+        assert_eq!(c.confirm("t1").await, Hold::Yes);
+        assert_eq!(gets(), before, "the lease proved the claim; the bucket was not read");
+        assert_eq!(c.confirm("never-claimed").await, Hold::Yes, "a task without a claim is not held back");
+
+        // Another node holds the claim now, and this node's lease has lapsed
+        // (no heartbeat for longer than its usable part, 2 s less 250 ms).
+        let theirs =
+            r#"{"taskId":"t1","node":"n2","generation":2,"claimedAt":"2026-11-29T00:00:00Z","takenFrom":"n1"}"#;
+        std::fs::write(bucket.path().join("_claims/t1"), theirs).unwrap();
+        tokio::time::sleep(Duration::from_millis(1_800)).await;
+        assert_eq!(c.confirm("t1").await, Hold::Lost);
+        assert!(gets() > before, "the bucket was read");
+        assert!(clawboard_sync::node::is_fenced(s.root(), "t1"), "fenced");
+    }
+
+    #[test]
+    fn takers_wait_the_longer_of_their_lease_and_the_heartbeats() {
+        let beat = |ms| Heartbeat { lease_ms: ms, ..Heartbeat::default() };
+        let own = Duration::from_secs(120);
+        assert_eq!(beat(None).lease_for_takers(own), own, "an older node's beat names none");
+        assert_eq!(beat(Some(300_000)).lease_for_takers(own), Duration::from_secs(300));
+        assert_eq!(beat(Some(4_000)).lease_for_takers(own), own);
     }
 }

@@ -247,7 +247,7 @@ async fn attempt<S: Site, T: RoleOutput>(
     drop(revoke);
     tracing::debug!(task = %site.task_id(), step = %step, "the run ended");
     started?;
-    // Taken over while the role ran (the bucket is asked): its result is not this node's to write.
+    // Taken over while the role ran (the claim is confirmed again): its result is not this node's to write.
     if let Err(e) = engine.confirmed(site.task_id()).await {
         site.ended(&instance_id)?;
         return Err(e);

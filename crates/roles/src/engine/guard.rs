@@ -3,7 +3,8 @@
 //! starts, the engine waits until the guard says the claim is held (confirmed under
 //! a live lease: after a restart, or a lapse of the heartbeats, the claim is renewed
 //! first); before a role's result is applied and before the task's end is written,
-//! it asks the bucket. A task whose claim another node holds is fenced: nothing
+//! it confirms the claim again (from the lease while that holds, otherwise from the
+//! bucket). A task whose claim another node holds is fenced: nothing
 //! more is run or written for it here. After a step that ended well, the guard may
 //! hold the next one back until the step's records are pushed (`sync.push_each_step`). Without a guard (one node, `clawboard run`),
 //! nothing waits.
@@ -33,7 +34,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait ClaimGuard: Send + Sync {
     /// From what this node knows now, without asking the bucket.
     fn hold(&self, task_id: &str) -> Hold;
-    /// Asks the bucket; `Lost` has fenced the task.
+    /// Before a write: `Yes` while the lease proves the claim, otherwise the
+    /// bucket's answer; `Lost` has fenced the task.
     fn confirm<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Hold>;
     /// Resolves when [`ClaimGuard::hold`] may answer differently.
     fn changed(&self) -> BoxFuture<'_, ()>;
@@ -96,8 +98,8 @@ impl Engine {
         }
     }
 
-    /// Asks the bucket whether this node still holds `task_id` (waiting while that
-    /// cannot be known): before a role's result is applied, and before the task's end.
+    /// Confirms that this node still holds `task_id` (waiting while that cannot
+    /// be known): before a role's result is applied, and before the task's end.
     pub(crate) async fn confirmed(&self, task_id: &str) -> Result<(), StepError> {
         let Some(guard) = self.guard_for(task_id) else { return Ok(()) };
         loop {

@@ -164,7 +164,7 @@ async fn the_taker_replaces_a_version_its_previous_holder_left_unlogged() {
         crate::node::remember_generation(&rb, "t1", 2).unwrap();
         let lease = &b.push.sync().lease;
         lease.enforce();
-        lease.landed(std::time::Instant::now());
+        lease.landed(crate::lease::Moment::now());
         lease.confirm("t1", lease.epoch());
         std::fs::create_dir_all(rb.join("tasks/t1")).unwrap();
         std::fs::write(rb.join(path), "b's, the holder's\n").unwrap();
