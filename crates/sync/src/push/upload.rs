@@ -18,6 +18,16 @@ use crate::version::Vv;
 /// Uploads of one file that keeps changing before push leaves it for the next run.
 const CHANGING_TRIES: usize = 5;
 
+/// What a create that found an object already at its path comes to.
+enum Existing {
+    /// Put (or found the same bytes there): record this outcome.
+    Put(PutOutcome),
+    /// Nothing more to do for the path now.
+    Done(Done),
+    /// The object was this node's own unrecorded write, adopted: upload again.
+    Again,
+}
+
 /// Reads a file for upload: the bytes (small files) or a file body (large ones),
 /// its BLAKE3 hash, and its stamp before reading. `None` when it is gone or not a file.
 /// Only a regular file reached through real directories is read: never through a
@@ -64,30 +74,7 @@ impl<R: Remote> Push<R> {
                 // Unreadable (permissions, an I/O error): one file must not stop the push.
                 Err(e) => return Ok(Done::Skipped(e.to_string())),
             };
-            let Some((body, hash, stamp)) = read else {
-                // Gone since it was planned: its delete is (or will be) in the journal.
-                tracing::debug!(path, "not uploaded: not a regular file in the tree (any more)");
-                let mut pushed = self.sync.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
-                if !pushed && self.inflight.has(path) {
-                    // A PUT of it may have landed, unrecorded, before the file went.
-                    self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
-                        Some(info) => pushed = self.adopt(path, &info)?,
-                        None => self.inflight.forget(path),
-                    }
-                }
-                if pushed {
-                    self.sync
-                        .retry(|| {
-                            self.sync.counts.delete.fetch_add(1, Ordering::Relaxed);
-                            self.sync.remote.delete(path)
-                        })
-                        .await?;
-                    self.record_deletes(&[&path.to_owned()])?;
-                    return Ok(Done::Deleted);
-                }
-                return Ok(Done::Unchanged);
-            };
+            let Some((body, hash, stamp)) = read else { return self.gone(path).await };
             let base = self.sync.with_state(|s| Ok(s.get(path).cloned()))?;
             if let Some(b) = base.as_ref().and_then(Pushed::live)
                 && b.hash == hash
@@ -106,7 +93,6 @@ impl<R: Remote> Push<R> {
                 author: self.sync.node.clone(),
                 ..Pushed::file(hash.clone(), stamp.size, stamp.mtime_ns)
             };
-            let mut meta = self.sync.metadata(&record);
             let size = body.len();
             // A path this node never shared is created only if the bucket has none: an
             // existing object is another node's version, which pull resolves first (the
@@ -120,7 +106,6 @@ impl<R: Remote> Push<R> {
                         Some(info) if self.adopt(path, &info)? => continue,
                         Some(info) if self.left_by_previous_holder(path, &info).await? => {
                             self.over_unlogged(path, &info, &mut record);
-                            meta = self.sync.metadata(&record);
                             Condition::None
                         }
                         Some(_) => return Ok(Done::Deferred),
@@ -129,6 +114,7 @@ impl<R: Remote> Push<R> {
                 }
             };
             self.inflight.note(path, record.hlc)?;
+            let meta = self.sync.metadata(&record);
             let outcome = match self
                 .sync
                 .retry(|| {
@@ -139,48 +125,10 @@ impl<R: Remote> Push<R> {
             {
                 Ok(o) => o,
                 Err(e) if e.failure == Failure::PreconditionFailed => {
-                    // Our own create whose response was lost (a retry finds it), another
-                    // node's version (pull resolves it), or an object without a clawboard
-                    // version (a server killed mid-write, another tool): replaced.
-                    self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
-                    match self.sync.retry(|| self.sync.remote.head(path)).await? {
-                        Some(info) if info.blake3() == Some(hash.as_str()) => match crate::pull::stamp_of(&info) {
-                            // Another node's version of the very same bytes (two fresh
-                            // trees, two nodes that made one file alike): it is this
-                            // file's version too. Recording one of our own instead would
-                            // leave two histories of one file, neither holding the other,
-                            // and the next change on either side a false conflict.
-                            Some((author, vv, hlc)) if author != self.sync.node => {
-                                self.sync.clock.observe(hlc);
-                                let etag = info.etag.clone().unwrap_or_default();
-                                let theirs =
-                                    Pushed { vv, hlc, author, etag, ..Pushed::file(hash, stamp.size, stamp.mtime_ns) };
-                                self.sync.with_state(|s| s.record(path, Some(theirs)))?;
-                                self.inflight.forget(path);
-                                return Ok(Done::Unchanged);
-                            }
-                            _ => PutOutcome::Stored { etag: info.etag },
-                        },
-                        Some(info) if self.adopt(path, &info)? => continue,
-                        Some(info) if self.left_by_previous_holder(path, &info).await? => {
-                            self.over_unlogged(path, &info, &mut record);
-                            meta = self.sync.metadata(&record);
-                            self.sync
-                                .retry(|| {
-                                    self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
-                                    self.sync.remote.put(path, body.clone(), &meta, &Condition::None)
-                                })
-                                .await?
-                        }
-                        Some(info) if info.metadata.contains_key(META_VV) => return Ok(Done::Deferred),
-                        _ => {
-                            self.sync
-                                .retry(|| {
-                                    self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
-                                    self.sync.remote.put(path, body.clone(), &meta, &Condition::None)
-                                })
-                                .await?
-                        }
+                    match self.over_existing(path, &body, &mut record, (&hash, stamp)).await? {
+                        Existing::Put(o) => o,
+                        Existing::Done(done) => return Ok(done),
+                        Existing::Again => continue,
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -212,6 +160,89 @@ impl<R: Remote> Push<R> {
             path,
             format!("kept changing while being uploaded ({CHANGING_TRIES} tries); left for the next push"),
         )))
+    }
+
+    /// `path` was planned but is gone (or no regular file) now: its delete is (or
+    /// will be) in the journal. Its object is deleted here if this node had pushed it.
+    async fn gone(&self, path: &str) -> Result<Done> {
+        tracing::debug!(path, "not uploaded: not a regular file in the tree (any more)");
+        let mut pushed = self.sync.with_state(|s| Ok(s.get(path).and_then(Pushed::live).is_some()))?;
+        if !pushed && self.inflight.has(path) {
+            // A PUT of it may have landed, unrecorded, before the file went.
+            self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
+            match self.sync.retry(|| self.sync.remote.head(path)).await? {
+                Some(info) => pushed = self.adopt(path, &info)?,
+                None => self.inflight.forget(path),
+            }
+        }
+        if !pushed {
+            return Ok(Done::Unchanged);
+        }
+        self.sync
+            .retry(|| {
+                self.sync.counts.delete.fetch_add(1, Ordering::Relaxed);
+                self.sync.remote.delete(path)
+            })
+            .await?;
+        self.record_deletes(&[&path.to_owned()])?;
+        Ok(Done::Deleted)
+    }
+
+    /// A create of `path` found an object there: our own create whose response
+    /// was lost (a retry finds it), another node's version (pull resolves it), or
+    /// an object without a clawboard version (a server killed mid-write, another
+    /// tool): replaced. `hash` and `stamp` are those of the bytes in `body`.
+    async fn over_existing(
+        &self,
+        path: &str,
+        body: &Body,
+        record: &mut Pushed,
+        (hash, stamp): (&str, Stamp),
+    ) -> Result<Existing> {
+        self.sync.counts.head.fetch_add(1, Ordering::Relaxed);
+        let Some(info) = self.sync.retry(|| self.sync.remote.head(path)).await? else {
+            return Ok(Existing::Put(self.put_over(path, body, record).await?));
+        };
+        if info.blake3() == Some(hash) {
+            return Ok(match crate::pull::stamp_of(&info) {
+                // Another node's version of the very same bytes (two fresh trees, two
+                // nodes that made one file alike): it is this file's version too.
+                // Recording one of our own instead would leave two histories of one
+                // file, neither holding the other, and the next change on either side
+                // a false conflict.
+                Some((author, vv, hlc)) if author != self.sync.node => {
+                    self.sync.clock.observe(hlc);
+                    let etag = info.etag.clone().unwrap_or_default();
+                    let file = Pushed::file(hash.to_owned(), stamp.size, stamp.mtime_ns);
+                    let theirs = Pushed { vv, hlc, author, etag, ..file };
+                    self.sync.with_state(|s| s.record(path, Some(theirs)))?;
+                    self.inflight.forget(path);
+                    Existing::Done(Done::Unchanged)
+                }
+                _ => Existing::Put(PutOutcome::Stored { etag: info.etag }),
+            });
+        }
+        if self.adopt(path, &info)? {
+            return Ok(Existing::Again);
+        }
+        if self.left_by_previous_holder(path, &info).await? {
+            self.over_unlogged(path, &info, record);
+        } else if info.metadata.contains_key(META_VV) {
+            return Ok(Existing::Done(Done::Deferred));
+        }
+        Ok(Existing::Put(self.put_over(path, body, record).await?))
+    }
+
+    /// Puts `body` at `path` whatever the bucket holds there.
+    async fn put_over(&self, path: &str, body: &Body, record: &Pushed) -> Result<PutOutcome> {
+        let meta = self.sync.metadata(record);
+        Ok(self
+            .sync
+            .retry(|| {
+                self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
+                self.sync.remote.put(path, body.clone(), &meta, &Condition::None)
+            })
+            .await?)
     }
 
     /// True when the bucket's object at `path` (a file this node never shared) was
