@@ -22,6 +22,9 @@ pub struct ReplyShape {
     pub schema: Option<Value>,
     /// Tokens the model may generate; `None`: the role's own or the server's.
     pub max_tokens: Option<u32>,
+    /// A reply was cut off at the limit before: the limit that applies (the
+    /// step's, or the role's own) is doubled ([`ReplyShape::grown`]).
+    pub doubled: bool,
 }
 
 /// The smallest and largest completion limit sized from a schema.
@@ -40,30 +43,34 @@ impl ReplyShape {
     /// A shape with `schema` and a limit sized to it.
     pub fn of(schema: Value) -> ReplyShape {
         let max = estimate_tokens(&schema).clamp(MIN_TOKENS, MAX_TOKENS);
-        ReplyShape { schema: Some(schema), max_tokens: Some(max) }
+        ReplyShape { schema: Some(schema), max_tokens: Some(max), doubled: false }
     }
 
     /// The shape for an `llm` role: its own `reply_schema` and
     /// `max_completion_tokens` win over the step's.
+    /// After a cut-off the role's limit is doubled as the step's would have been.
     pub fn for_role(self, llm: &crate::config::LlmConfig) -> ReplyShape {
+        let cut_off_before = self.doubled;
         let mut shape = match &llm.reply_schema {
             Some(schema) => ReplyShape::of(schema.clone()),
             None => self,
         };
         if let Some(n) = llm.max_completion_tokens {
             shape.max_tokens = Some(n);
+            shape.doubled = false;
         }
-        shape
+        shape.grown(u32::from(cut_off_before))
     }
 
     /// The limit doubled after a reply was cut off at it (`cut_offs` > 0): once,
     /// as a model that ran into its limit is as often repeating itself as writing
     /// a long answer.
     pub fn grown(mut self, cut_offs: u32) -> ReplyShape {
-        if let Some(n) = self.max_tokens.as_mut()
-            && cut_offs > 0
-        {
-            *n = n.saturating_mul(2).min(MAX_GROWN_TOKENS);
+        if cut_offs > 0 && !self.doubled {
+            self.doubled = true;
+            if let Some(n) = self.max_tokens.as_mut() {
+                *n = n.saturating_mul(2).min(MAX_GROWN_TOKENS);
+            }
         }
         self
     }
@@ -344,6 +351,28 @@ mod tests {
         assert!(b <= MAX_TOKENS);
         assert_eq!(body.clone().grown(0).max_tokens, Some(b));
         assert_eq!(body.clone().grown(1).max_tokens, Some(b * 2));
-        assert_eq!(body.grown(3).max_tokens, Some(b * 2), "doubled once, not for every cut-off");
+        assert_eq!(body.clone().grown(3).max_tokens, Some(b * 2), "doubled once, not for every cut-off");
+        assert_eq!(body.grown(1).grown(1).max_tokens, Some(b * 2), "doubled once, however often asked");
+    }
+
+    #[test]
+    fn a_roles_own_limit_wins_and_grows_after_a_cut_off() {
+        let role = |extra: Value| -> crate::config::LlmConfig {
+            let mut v = json!({"base_url": "http://127.0.0.1:1/v1", "model": "m"});
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            serde_json::from_value(v).unwrap()
+        };
+        let body = blueprint_step(Some(&path("content.body")), false, "");
+        let b = body.max_tokens.unwrap();
+        let capped = role(json!({"max_completion_tokens": 400}));
+        assert_eq!(body.clone().for_role(&capped).max_tokens, Some(400));
+        assert_eq!(body.clone().grown(1).for_role(&capped).max_tokens, Some(800), "the role's limit, doubled");
+        let plain = role(json!({}));
+        assert_eq!(body.clone().grown(1).for_role(&plain).max_tokens, Some(b * 2), "the step's, doubled once");
+        let own = role(
+            json!({"reply_schema": {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 150}}}}),
+        );
+        let first = body.clone().for_role(&own).max_tokens.unwrap();
+        assert_eq!(body.grown(1).for_role(&own).max_tokens, Some(first * 2), "the role's schema's, doubled");
     }
 }

@@ -601,7 +601,7 @@ async fn a_reply_cut_off_at_the_completion_limit_says_so() {
         "usage": {"prompt_tokens": 30, "completion_tokens": 64}
     });
     let s = serve(vec![Reply { status: "200 OK", headers: Vec::new(), body: cut.to_string() }]).await;
-    let shape = ReplyShape { schema: title_shape().schema, max_tokens: Some(64) };
+    let shape = ReplyShape { schema: title_shape().schema, max_tokens: Some(64), doubled: false };
     let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &shape).await;
     assert_eq!(out.status, RunStatus::Failed);
     assert!(out.cut_off);
