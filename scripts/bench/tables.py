@@ -286,7 +286,9 @@ def _busy_goal(f):
 @table("steps-busy")
 def _(D):
     body = []
-    runs = (("2026-11-29 rule: 3 x 300 flows, quiet and busy, c5a5495", "300 flows, `c5a5495`: "),
+    runs = (("2026-11-29 rule: 3 x 300 flows, quiet and busy, b4db428", "300 flows, `b4db428`: "),
+            ("2026-11-29 claim from the lease, A/B", ""),
+            ("2026-11-29 rule: 3 x 300 flows, quiet and busy, c5a5495", "300 flows, `c5a5495`: "),
             ("2026-11-29 rule: 3 x 300 flows, quiet and busy", "300 flows, `da3b7c8`: "),
             ("2026-11-29 placement only when busy, A/B", ""),
             ("2026-11-29 quiet and busy", "100 flows, `da3b7c8`: "),
@@ -310,18 +312,23 @@ def _(D):
 @table("intake-burst")
 def _(D):
     body = []
-    official = rows(D, "intake", "2026-11-29 burst, three runs", "burst")
-    for r in official + rows(D, "intake", "2026-11-29 batched intake A/B", "burst"):
-        f = r["figures"]
-        ino = pair(f["inotifywait_p50_ms"], f["inotifywait_p99_ms"]) if "inotifywait_p50_ms" in f else "–"
-        body.append([r["case"], f["single_drops"], pair(f["single_drops_p50_ms"], f["single_drops_p99_ms"]), ino,
-                     num(f["burst_of_2_000_claimed_s"]) + " s", num(f["claimed_per_s"]), f["lost"],
-                     num(f["peak_rss_mib"], 1) + " MiB"])
-    median = statistics.median(r["figures"]["burst_of_2_000_claimed_s"] for r in official)
-    body.insert(len(official), [f"**median of runs 1–{len(official)}**", "", "", "", num(median) + " s",
-                                num(round(2000 / median)) + f" ({met(2000 / median >= 1000)})", "", ""])
+    for run in ("2026-11-29 burst, three runs, 23b64c0", "2026-11-29 burst, three runs"):
+        official = rows(D, "intake", run, "burst")
+        body += [_burst_row(r) for r in official]
+        median = statistics.median(r["figures"]["burst_of_2_000_claimed_s"] for r in official)
+        body.append([f"**median of runs 1–{len(official)}**", "", "", "", num(median) + " s",
+                     num(round(2000 / median)) + f" ({met(2000 / median >= 1000)})", "", ""])
+    body += [_burst_row(r) for r in rows(D, "intake", "2026-11-29 batched intake A/B", "burst")]
     return md(["run", "single drops", "p50 / p99 ms", "inotifywait p50 / p99 ms", "burst of 2,000 claimed",
                "tasks/s (goal ≥ 1,000)", "lost", "peak RSS"], body)
+
+
+def _burst_row(r):
+    f = r["figures"]
+    ino = pair(f["inotifywait_p50_ms"], f["inotifywait_p99_ms"]) if "inotifywait_p50_ms" in f else "–"
+    return [r["case"], f["single_drops"], pair(f["single_drops_p50_ms"], f["single_drops_p99_ms"]), ino,
+            num(f["burst_of_2_000_claimed_s"]) + " s", num(f["claimed_per_s"]), f["lost"],
+            num(f["peak_rss_mib"], 1) + " MiB"]
 
 
 @table("restart")
