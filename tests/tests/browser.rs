@@ -233,20 +233,29 @@ listen = "127.0.0.1:0"
     assert!(decided.contains("approved") && decided.contains("approved from the browser"), "{decided}");
     std::fs::write(shots.join("3-live-update.png"), c.screenshot().await.unwrap()).unwrap();
 
-    // An entry addressed to Human (seed 004) shows up beside the escalations, live,
-    // and is closed from the page.
-    let entry = human_entry(&t, "doc_update_report", "Doc Update done: phase 2", None);
+    an_entry_for_human_is_closed_from_the_page(&c, &t).await;
+    std::fs::write(shots.join("4-entry-closed.png"), c.screenshot().await.unwrap()).unwrap();
+    eprintln!("screenshots in {}", shots.display());
+
+    c.close().await.unwrap();
+    assert_eq!(d.stop(), 0);
+}
+
+/// An entry addressed to Human (seed 004) shows up beside the escalations, live,
+/// and is closed from the page.
+async fn an_entry_for_human_is_closed_from_the_page(c: &fantoccini::Client, t: &Tree) {
+    let entry = human_entry(t, "doc_update_report", "Doc Update done: phase 2", None);
     let row_css = format!("tr.entry-row[data-id='{entry}']");
-    let row = text_of(&c, &row_css).await;
+    let row = text_of(c, &row_css).await;
     for want in ["Gen", "doc_update_report", "open", "Doc Update done: phase 2"] {
         assert!(row.contains(want), "missing {want:?} in the entry's row:\n{row}");
     }
-    assert_eq!(text_of(&c, "#entries h2").await, "Entries for Human (1)");
-    click(&c, &format!("{row_css} button.approve")).await;
+    assert_eq!(text_of(c, "#entries h2").await, "Entries for Human (1)");
+    click(c, &format!("{row_css} button.approve")).await;
     // The old page's flash stays until the browser has followed the redirect.
     let (want, mut flash) = (format!("Entry {entry} done."), String::new());
     for _ in 0..200 {
-        flash = text_of(&c, "#flash").await;
+        flash = text_of(c, "#flash").await;
         if flash == want {
             break;
         }
@@ -256,12 +265,7 @@ listen = "127.0.0.1:0"
     let shown = t.run(&["--json", "entry", "show", &entry]);
     shown.ok();
     assert_eq!(shown.json()["status"], "done");
-    assert_eq!(text_of(&c, "#entries h2").await, "Entries for Human (0)");
-    std::fs::write(shots.join("4-entry-closed.png"), c.screenshot().await.unwrap()).unwrap();
-    eprintln!("screenshots in {}", shots.display());
-
-    c.close().await.unwrap();
-    assert_eq!(d.stop(), 0);
+    assert_eq!(text_of(c, "#entries h2").await, "Entries for Human (0)");
 }
 
 /// Text meant to break out of the page: markup, a script, an event handler, quotes.
