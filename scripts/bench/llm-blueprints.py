@@ -106,6 +106,10 @@ def summarize(clock, contract, ledger, attempts):
     sent = [e for e in ledger if e["step"].startswith("bp/") and e["outcome"] not in ("over_budget", "recut")]
     prompt = sum((e.get("usage") or {}).get("prompt_tokens", 0) for e in sent)
     completion = sum((e.get("usage") or {}).get("completion_tokens", 0) for e in sent)
+    # The same steps in o200k: each slice against the whole board it was cut from (the
+    # ledger's full_tokens), one run, one board: no run-to-run variance of the model's output.
+    counted = [e for e in sent if e.get("full_tokens") is not None]
+    slice_o200k, board_o200k = sum(e["tokens"] for e in counted), sum(e["full_tokens"] for e in counted)
     # Every role of the config is a model: the blueprint's steps, then the validator and harvester.
     ended = [a for a in attempts if a.get("endedAt")]
     intervals = [(ts(a["startedAt"]), ts(a["endedAt"])) for a in ended]
@@ -129,7 +133,8 @@ def summarize(clock, contract, ledger, attempts):
     status = (contract.get("execution_result") or {}).get("status", "none")
     return {"wall_s": round(wall, 3), "in_flight_s": round(in_flight, 3), "before_s": round(before, 3),
             "after_s": round(after, 3), "status": status,
-            "prompt_tokens": prompt, "completion_tokens": completion, "steps": dict(per_step)}
+            "prompt_tokens": prompt, "completion_tokens": completion,
+            "slice_o200k": slice_o200k, "board_o200k": board_o200k, "steps": dict(per_step)}
 
 
 def without_schemas(toml_text):
