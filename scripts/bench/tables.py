@@ -387,19 +387,19 @@ def _(D):
         sliced = [r for r in runs if r["blueprint"] == bp and r["mode"] == "sliced"]
         # (c) from runs made one at a time, by build (rows without one: the debug build);
         # the goal is judged on the release build, the one users run, once it has runs.
+        alone = [r for r in sliced if r.get("jobs", 1) == 1]
         own = {}
         for build in ("debug", "release"):
-            rs = [r for r in sliced if r.get("build", "debug") == build and r.get("jobs", 1) == 1]
+            rs = [r for r in alone if r.get("build", "debug") == build]
             if rs:
                 own[build] = 100 * sum(r["wall_s"] - r["in_flight_s"] for r in rs) / sum(r["wall_s"] for r in rs)
         judged = own.get("release", own.get("debug"))
-        alone = [r for r in sliced if r.get("jobs", 1) == 1]
         # The same run's slices against the boards they were cut from, in o200k (runs that record it).
         board = [r for r in sliced if r.get("board_o200k")]
         same = (f"{pct(100 * sum(r['slice_o200k'] for r in board) / sum(r['board_o200k'] for r in board))} ({len(board)})"
                 if board else "–")
         body.append([bp, len(pairs), f"{num(s)} / {num(f)}", pct(100 * s / f), pct(100 * worst), pct(100 * per),
-                     met(s / f <= 0.2), same, f"{num(statistics.mean(r['wall_s'] for r in alone), 1)} s",
+                     met(s / f <= 0.2), same, f"{num(statistics.mean(r['wall_s'] for r in alone), 1)} s" if alone else "–",
                      pct(own.get("debug"), 2), pct(own.get("release"), 2), met(judged <= 1)])
     body.append(["**all**", sum(b[1] for b in body), f"{num(tot[0])} / {num(tot[1])}", pct(100 * tot[0] / tot[1]),
                   "", "", met(tot[0] / tot[1] <= 0.2), "", "", "", "", ""])
