@@ -269,128 +269,168 @@ pub fn due(policy: &Policy, rule: Rule, since: DateTime<Utc>, now: DateTime<Utc>
 
 /// What the policy deletes now from the tree of `store`.
 pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guard) -> Result<Plan, Error> {
-    let mut plan = Plan::default();
-    let consider = |plan: &mut Plan, subject: Subject, rule: Rule, since: DateTime<Utc>, guarded: bool| {
-        if !due(policy, rule, since, now) {
-            plan.kept += 1;
+    let mut p = Planner { policy, now, guard, plan: Plan::default() };
+    p.tasks(store)?;
+    p.period_files(store)?;
+    p.memory_queue(store)?;
+    p.entries(store)?;
+    Ok(p.plan)
+}
+
+/// A plan being made: each item considered against the policy at `now`.
+struct Planner<'a> {
+    policy: &'a Policy,
+    now: DateTime<Utc>,
+    guard: &'a dyn Guard,
+    plan: Plan,
+}
+
+impl Planner<'_> {
+    /// Kept if not yet due; else deleted, or held when `guarded` and the guard
+    /// holds the task (not yet in the bucket or the archive).
+    fn consider(&mut self, subject: Subject, rule: Rule, since: DateTime<Utc>, guarded: bool) {
+        if !due(self.policy, rule, since, self.now) {
+            self.plan.kept += 1;
             return;
         }
         let held = match (&subject, guarded) {
-            (Subject::Task { id }, true) => guard.task(id).err(),
+            (Subject::Task { id }, true) => self.guard.task(id).err(),
             _ => None,
         };
         let item = Item {
-            because: format!("{}: {}", rule.name(), policy.keep(rule).describe()),
+            because: format!("{}: {}", rule.name(), self.policy.keep(rule).describe()),
             subject,
             rule,
             since,
-            age_secs: (now - since).num_seconds(),
+            age_secs: (self.now - since).num_seconds(),
             held: held.clone(),
         };
-        if held.is_some() { plan.held.push(item) } else { plan.delete.push(item) }
-    };
-
-    for (dir, task) in store.tasks()? {
-        let task: Task = match task {
-            Ok(t) => t,
-            Err(e) => {
-                plan.skipped.push(format!("tasks/{dir}/: {e}"));
-                continue;
-            }
-        };
-        let rule = match task.status {
-            TaskStatus::Completed => Rule::TasksCompleted,
-            TaskStatus::Failed => Rule::TasksFailed,
-            TaskStatus::Pending | TaskStatus::Running => continue, // never deleted
-        };
-        match &task.completed_at {
-            Some(t) => consider(&mut plan, Subject::Task { id: dir }, rule, t.instant().with_timezone(&Utc), true),
-            None => plan.skipped.push(format!("tasks/{dir}/: {} without completedAt: its age is unknown", task.status)),
-        }
+        if held.is_some() { self.plan.held.push(item) } else { self.plan.delete.push(item) }
     }
 
-    for (dir, ext, daily, weekly, monthly) in [
-        (layout::HARVEST, "json", Rule::HarvestDaily, Rule::HarvestWeekly, None),
-        (layout::REPORTS, "md", Rule::ReportsDaily, Rule::ReportsWeekly, Some(Rule::ReportsMonthly)),
-    ] {
-        for (sub, rule) in [("daily", Some(daily)), ("weekly", Some(weekly)), ("monthly", monthly)] {
-            let Some(rule) = rule else { continue };
-            let path = store.root().join(dir).join(sub);
-            // A symlinked harvest/ or reports/ directory is not followed.
-            let linked = [store.root().join(dir), path.clone()]
-                .iter()
-                .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()));
-            if linked {
-                plan.skipped.push(format!("{dir}/{sub}/: a symlink, not followed"));
-                continue;
-            }
-            let entries = match std::fs::read_dir(&path) {
-                Ok(e) => e,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(&path, e)),
-            };
-            let mut names: Vec<String> = Vec::new();
-            for e in entries {
-                let e = e.map_err(|err| Error::io(&path, err))?;
-                // Never follow a symlink; only regular files are the policy's.
-                if !e.file_type().is_ok_and(|t| t.is_file()) {
+    /// Finished tasks, aged from `completedAt`; pending and running ones are never deleted.
+    fn tasks(&mut self, store: &Store) -> Result<(), Error> {
+        for (dir, task) in store.tasks()? {
+            let task: Task = match task {
+                Ok(t) => t,
+                Err(e) => {
+                    self.plan.skipped.push(format!("tasks/{dir}/: {e}"));
                     continue;
                 }
-                if let Some(n) = e.file_name().to_str() {
-                    names.push(n.to_owned());
-                }
+            };
+            let rule = match task.status {
+                TaskStatus::Completed => Rule::TasksCompleted,
+                TaskStatus::Failed => Rule::TasksFailed,
+                TaskStatus::Pending | TaskStatus::Running => continue, // never deleted
+            };
+            match &task.completed_at {
+                Some(t) => self.consider(Subject::Task { id: dir }, rule, t.instant().with_timezone(&Utc), true),
+                None => self
+                    .plan
+                    .skipped
+                    .push(format!("tasks/{dir}/: {} without completedAt: its age is unknown", task.status)),
             }
-            names.sort();
-            for name in names {
-                let rel = format!("{dir}/{sub}/{name}");
-                let Some(stem) = name.strip_suffix(&format!(".{ext}")) else { continue };
-                match period_end(rule, stem) {
-                    Some(end) => consider(&mut plan, Subject::File { path: rel }, rule, end, false),
-                    None => plan.skipped.push(format!("{rel}: the name is not a {} period", sub)),
+        }
+        Ok(())
+    }
+
+    /// Harvest and report files, aged from the end of the period their name names.
+    fn period_files(&mut self, store: &Store) -> Result<(), Error> {
+        for (dir, ext, daily, weekly, monthly) in [
+            (layout::HARVEST, "json", Rule::HarvestDaily, Rule::HarvestWeekly, None),
+            (layout::REPORTS, "md", Rule::ReportsDaily, Rule::ReportsWeekly, Some(Rule::ReportsMonthly)),
+        ] {
+            for (sub, rule) in [("daily", Some(daily)), ("weekly", Some(weekly)), ("monthly", monthly)] {
+                let Some(rule) = rule else { continue };
+                for name in period_names(store, dir, sub, &mut self.plan.skipped)? {
+                    let rel = format!("{dir}/{sub}/{name}");
+                    let Some(stem) = name.strip_suffix(&format!(".{ext}")) else { continue };
+                    match period_end(rule, stem) {
+                        Some(end) => self.consider(Subject::File { path: rel }, rule, end, false),
+                        None => self.plan.skipped.push(format!("{rel}: the name is not a {sub} period")),
+                    }
                 }
             }
         }
+        Ok(())
     }
 
-    let queue_rel = RelPath::new(crate::layout::MEMORY_QUEUE)?;
-    match store.read::<MemoryQueue>(&queue_rel) {
-        Ok(q) => {
-            for e in q.queue {
-                let rule = match e.status {
-                    QueueStatus::Pending => Rule::QueuePending,
-                    QueueStatus::Completed => Rule::QueueCompleted,
-                };
-                let subject = Subject::QueueEntry {
-                    task_id: e.task_id.to_string(),
-                    role_id: e.role_id.to_string(),
-                    status: queue_status(e.status).to_owned(),
-                    enqueued_at: e.enqueued_at.to_string(),
-                };
-                consider(&mut plan, subject, rule, e.enqueued_at.instant().with_timezone(&Utc), false);
+    /// The memory queue's entries, aged from when they were queued.
+    fn memory_queue(&mut self, store: &Store) -> Result<(), Error> {
+        let queue_rel = RelPath::new(crate::layout::MEMORY_QUEUE)?;
+        match store.read::<MemoryQueue>(&queue_rel) {
+            Ok(q) => {
+                for e in q.queue {
+                    let rule = match e.status {
+                        QueueStatus::Pending => Rule::QueuePending,
+                        QueueStatus::Completed => Rule::QueueCompleted,
+                    };
+                    let subject = Subject::QueueEntry {
+                        task_id: e.task_id.to_string(),
+                        role_id: e.role_id.to_string(),
+                        status: queue_status(e.status).to_owned(),
+                        enqueued_at: e.enqueued_at.to_string(),
+                    };
+                    self.consider(subject, rule, e.enqueued_at.instant().with_timezone(&Utc), false);
+                }
             }
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => self.plan.skipped.push(format!("roles/memory-queue.json: {e}")),
         }
-        Err(Error::NotFound { .. }) => {}
-        Err(e) => plan.skipped.push(format!("roles/memory-queue.json: {e}")),
+        Ok(())
     }
 
-    // Entries that ended (done or canceled), aged from their last change; open,
-    // in-progress and error entries stay until someone acts on them.
-    for rel in entries::files(store, &mut plan.skipped)? {
-        let entry: Entry = match store.read(&RelPath::new(&rel)?) {
-            Ok(e) => e,
-            Err(e) => {
-                plan.skipped.push(format!("{rel}: {e}"));
-                continue;
-            }
-        };
-        let rule = match entry.status {
-            EntryStatus::Done => Rule::EntriesDone,
-            EntryStatus::Canceled => Rule::EntriesCanceled,
-            EntryStatus::Open | EntryStatus::InProgress | EntryStatus::Error => continue,
-        };
-        consider(&mut plan, Subject::File { path: rel }, rule, entry.updated_at.instant().with_timezone(&Utc), false);
+    /// Entries that ended (done or canceled), aged from their last change; open,
+    /// in-progress and error entries stay until someone acts on them.
+    fn entries(&mut self, store: &Store) -> Result<(), Error> {
+        for rel in entries::files(store, &mut self.plan.skipped)? {
+            let entry: Entry = match store.read(&RelPath::new(&rel)?) {
+                Ok(e) => e,
+                Err(e) => {
+                    self.plan.skipped.push(format!("{rel}: {e}"));
+                    continue;
+                }
+            };
+            let rule = match entry.status {
+                EntryStatus::Done => Rule::EntriesDone,
+                EntryStatus::Canceled => Rule::EntriesCanceled,
+                EntryStatus::Open | EntryStatus::InProgress | EntryStatus::Error => continue,
+            };
+            self.consider(Subject::File { path: rel }, rule, entry.updated_at.instant().with_timezone(&Utc), false);
+        }
+        Ok(())
     }
-    Ok(plan)
+}
+
+/// The names of the regular files in `{dir}/{sub}/`, sorted; none if it does
+/// not exist. A symlinked directory is not followed (and noted in `skipped`).
+fn period_names(store: &Store, dir: &str, sub: &str, skipped: &mut Vec<String>) -> Result<Vec<String>, Error> {
+    let path = store.root().join(dir).join(sub);
+    let linked = [store.root().join(dir), path.clone()]
+        .iter()
+        .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()));
+    if linked {
+        skipped.push(format!("{dir}/{sub}/: a symlink, not followed"));
+        return Ok(Vec::new());
+    }
+    let entries = match std::fs::read_dir(&path) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let mut names: Vec<String> = Vec::new();
+    for e in entries {
+        let e = e.map_err(|err| Error::io(&path, err))?;
+        // Never follow a symlink; only regular files are the policy's.
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if let Some(n) = e.file_name().to_str() {
+            names.push(n.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// What a run deleted.

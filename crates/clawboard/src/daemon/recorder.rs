@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::time::Instant;
 
 use anyhow::Context;
 use clawboard_core::index::{Index, Stamp};
@@ -242,121 +243,91 @@ fn still_written(c: &Change) -> bool {
         })
 }
 
+/// What the journal thread carries from one batch to the next.
+#[derive(Default)]
+struct Pending {
+    /// New directories to scan once more: notify reports a new directory before
+    /// it adds the directory's watch, so a file created between our first scan
+    /// and that watch has no event; the second scan, after the watch, finds it.
+    /// In the order they are due.
+    rescan_later: Vec<(Instant, PathBuf)>,
+    /// Files found by such a scan while perhaps still being written (see SETTLE),
+    /// with when to look at them again.
+    settling: BTreeMap<String, Instant>,
+    /// When the last commit was made (see GROUP_COMMIT).
+    last_commit: Option<Instant>,
+}
+
+impl Pending {
+    /// When the next rescan or settling file is due, if any is waiting.
+    fn next_due(&self) -> Option<Instant> {
+        self.rescan_later.first().map(|(t, _)| *t).into_iter().chain(self.settling.values().copied()).min()
+    }
+
+    /// The directories due for their second scan at `now`.
+    fn due_dirs(&mut self, now: Instant) -> Vec<PathBuf> {
+        let split = self.rescan_later.partition_point(|(t, _)| *t <= now);
+        self.rescan_later.drain(..split).map(|(_, d)| d).collect()
+    }
+
+    /// A settling file that was closed is taken with its close event (it is in
+    /// `paths`); one that has been quiet for SETTLE is added to `paths` now.
+    fn take_quiet(&mut self, root: &Path, paths: &mut BTreeMap<String, Origin>, now: Instant) {
+        self.settling.retain(|path, _| !paths.contains_key(path));
+        let quiet: Vec<String> = self.settling.iter().filter(|(_, t)| **t <= now).map(|(p, _)| p.clone()).collect();
+        for path in quiet {
+            let busy = std::fs::symlink_metadata(root.join(&path))
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| clawboard_core::store::modified_within(t, SETTLE));
+            if busy {
+                self.settling.insert(path, now + SETTLE);
+            } else {
+                self.settling.remove(&path);
+                paths.entry(path).or_insert(Origin::Local);
+            }
+        }
+    }
+}
+
+/// One batch of messages, sorted by what they ask for.
+#[derive(Default)]
+struct Batch {
+    stop: bool,
+    flushes: Vec<std::sync::mpsc::Sender<()>>,
+    /// Files that changed, with who changed them.
+    paths: BTreeMap<String, Origin>,
+    /// Directories that appeared.
+    dirs: Vec<PathBuf>,
+    /// The whole tree must be rescanned (an event queue overflowed).
+    rescan: bool,
+}
+
 impl State {
     fn run(mut self, rx: Receiver<Msg>) -> anyhow::Result<()> {
-        let mut stop = false;
-        // New directories to scan once more: notify reports a new directory before
-        // it adds the directory's watch, so a file created between our first scan
-        // and that watch has no event; the second scan, after the watch, finds it.
-        let mut rescan_later: Vec<(std::time::Instant, PathBuf)> = Vec::new();
-        // Files found by such a scan while perhaps still being written (see SETTLE),
-        // with when to look at them again.
-        let mut settling: BTreeMap<String, std::time::Instant> = BTreeMap::new();
-        // When the last commit was made (see GROUP_COMMIT).
-        let mut last_commit: Option<std::time::Instant> = None;
-        while !stop {
-            let next = rescan_later.first().map(|(t, _)| *t).into_iter().chain(settling.values().copied()).min();
-            let first = match next {
+        let mut pending = Pending::default();
+        loop {
+            let first = match pending.next_due() {
                 None => match rx.recv() {
                     Ok(m) => Some(m),
                     Err(_) => break,
                 },
-                Some(due) => match rx.recv_timeout(due.saturating_duration_since(std::time::Instant::now())) {
+                Some(due) => match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
                     Ok(m) => Some(m),
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                 },
             };
-            let now = std::time::Instant::now();
-            let due: Vec<PathBuf> = {
-                let split = rescan_later.partition_point(|(t, _)| *t <= now);
-                rescan_later.drain(..split).map(|(_, d)| d).collect()
-            };
-            let mut batch: Vec<Msg> = first.into_iter().collect();
-            if let Some(until) = last_commit.map(|t| t + self.group_commit).filter(|_| !batch.is_empty()) {
-                while !batch.iter().any(|m| matches!(m, Msg::Stop)) && batch.len() < CHANNEL {
-                    match rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now())) {
-                        Ok(m) => batch.push(m),
-                        Err(_) => break, // the window closed (or every sender is gone: stop below)
-                    }
-                }
+            let now = Instant::now();
+            let due = pending.due_dirs(now);
+            let msgs = self.gather(&rx, first, pending.last_commit);
+            let mut batch = self.sort(msgs);
+            self.watch_new_tops(&batch)?;
+            let mut changes = self.scan_new_dirs(&batch, &due, &mut pending.settling, now)?;
+            pending.take_quiet(&self.root, &mut batch.paths, now);
+            for dir in std::mem::take(&mut batch.dirs) {
+                pending.rescan_later.push((now + NEW_DIR_RESCAN, dir));
             }
-            while batch.len() < CHANNEL {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
-            let mut paths: BTreeMap<String, Origin> = BTreeMap::new();
-            let mut dirs: Vec<PathBuf> = Vec::new();
-            let mut rescan = self.overflow.swap(false, Ordering::SeqCst);
-            let mut flushes = Vec::new();
-            for msg in batch {
-                match msg {
-                    Msg::Stop => stop = true,
-                    Msg::Flush(done) => flushes.push(done),
-                    Msg::Own(path, origin) => {
-                        paths.insert(path, origin);
-                    }
-                    Msg::Fs(Err(e)) => tracing::error!("file watcher: {}", inotify_hint(&e)),
-                    Msg::Fs(Ok(ev)) => {
-                        if ev.need_rescan() {
-                            tracing::warn!("the kernel's event queue overflowed; rescanning the tree");
-                            rescan = true;
-                        }
-                        self.classify(&ev, &mut paths, &mut dirs);
-                    }
-                }
-            }
-            // A directory new right under the root is watched before its scan below, so
-            // nothing written into it falls between the two; after an overflow, all are.
-            let tops = if rescan {
-                top_dirs(&self.root)?
-            } else {
-                dirs.iter().filter(|d| is_top_dir(d, &self.root)).cloned().collect()
-            };
-            for dir in &tops {
-                if let Err(e) = self.watcher.watch(dir, RecursiveMode::Recursive) {
-                    tracing::error!("file watcher: watching {}: {}", dir.display(), inotify_hint(&e));
-                }
-            }
-            let mut changes = Vec::new();
-            if rescan {
-                changes.extend(self.index.scan(&self.root, &self.root, true)?);
-            } else {
-                for dir in dirs.iter().chain(&due) {
-                    // A directory that appeared: its files may predate its watch.
-                    for c in self.index.scan(&self.root, dir, false)? {
-                        if changes.iter().any(|x: &Change| x.path == c.path) {
-                            continue;
-                        }
-                        if !paths.contains_key(&c.path) && still_written(&c) {
-                            settling.entry(c.path).or_insert(now + SETTLE);
-                        } else {
-                            changes.push(c);
-                        }
-                    }
-                }
-            }
-            // A settling file that was closed is taken below with its close event;
-            // one that has been quiet for SETTLE is taken now.
-            settling.retain(|path, _| !paths.contains_key(path));
-            let quiet: Vec<String> = settling.iter().filter(|(_, t)| **t <= now).map(|(p, _)| p.clone()).collect();
-            for path in quiet {
-                let busy = std::fs::symlink_metadata(self.root.join(&path))
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| clawboard_core::store::modified_within(t, SETTLE));
-                if busy {
-                    settling.insert(path, now + SETTLE);
-                } else {
-                    settling.remove(&path);
-                    paths.entry(path).or_insert(Origin::Local);
-                }
-            }
-            for dir in dirs {
-                rescan_later.push((now + NEW_DIR_RESCAN, dir));
-            }
-            for (path, hint) in paths {
+            for (path, hint) in std::mem::take(&mut batch.paths) {
                 if changes.iter().any(|c| c.path == path) {
                     continue;
                 }
@@ -365,14 +336,106 @@ impl State {
                 }
             }
             if !changes.is_empty() {
-                last_commit = Some(std::time::Instant::now());
+                pending.last_commit = Some(Instant::now());
             }
             self.commit(changes)?;
-            for done in flushes {
+            for done in batch.flushes {
                 let _ = done.send(()); // the waiter may have given up
+            }
+            if batch.stop {
+                break;
             }
         }
         self.snapshot()
+    }
+
+    /// `first` and what follows it: within the group-commit window after the
+    /// last commit, then whatever is queued already, up to a channel's worth.
+    fn gather(&self, rx: &Receiver<Msg>, first: Option<Msg>, last_commit: Option<Instant>) -> Vec<Msg> {
+        let mut batch: Vec<Msg> = first.into_iter().collect();
+        if let Some(until) = last_commit.map(|t| t + self.group_commit).filter(|_| !batch.is_empty()) {
+            while !batch.iter().any(|m| matches!(m, Msg::Stop)) && batch.len() < CHANNEL {
+                match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break, // the window closed (or every sender is gone: stop below)
+                }
+            }
+        }
+        while batch.len() < CHANNEL {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    fn sort(&self, msgs: Vec<Msg>) -> Batch {
+        let mut batch = Batch { rescan: self.overflow.swap(false, Ordering::SeqCst), ..Batch::default() };
+        for msg in msgs {
+            match msg {
+                Msg::Stop => batch.stop = true,
+                Msg::Flush(done) => batch.flushes.push(done),
+                Msg::Own(path, origin) => {
+                    batch.paths.insert(path, origin);
+                }
+                Msg::Fs(Err(e)) => tracing::error!("file watcher: {}", inotify_hint(&e)),
+                Msg::Fs(Ok(ev)) => {
+                    if ev.need_rescan() {
+                        tracing::warn!("the kernel's event queue overflowed; rescanning the tree");
+                        batch.rescan = true;
+                    }
+                    self.classify(&ev, &mut batch.paths, &mut batch.dirs);
+                }
+            }
+        }
+        batch
+    }
+
+    /// A directory new right under the root is watched before its scan, so
+    /// nothing written into it falls between the two; after an overflow, all are.
+    fn watch_new_tops(&mut self, batch: &Batch) -> anyhow::Result<()> {
+        let tops = if batch.rescan {
+            top_dirs(&self.root)?
+        } else {
+            batch.dirs.iter().filter(|d| is_top_dir(d, &self.root)).cloned().collect()
+        };
+        for dir in &tops {
+            if let Err(e) = self.watcher.watch(dir, RecursiveMode::Recursive) {
+                tracing::error!("file watcher: watching {}: {}", dir.display(), inotify_hint(&e));
+            }
+        }
+        Ok(())
+    }
+
+    /// The changes a rescan of the whole tree finds, or else those in the
+    /// directories that appeared (their files may predate their watch) and in
+    /// those due for their second scan. A file such a scan finds that may still
+    /// be being written waits in `settling` instead.
+    fn scan_new_dirs(
+        &self,
+        batch: &Batch,
+        due: &[PathBuf],
+        settling: &mut BTreeMap<String, Instant>,
+        now: Instant,
+    ) -> anyhow::Result<Vec<Change>> {
+        if batch.rescan {
+            return Ok(self.index.scan(&self.root, &self.root, true)?);
+        }
+        let mut changes: Vec<Change> = Vec::new();
+        for dir in batch.dirs.iter().chain(due) {
+            for c in self.index.scan(&self.root, dir, false)? {
+                if changes.iter().any(|x| x.path == c.path) {
+                    continue;
+                }
+                if !batch.paths.contains_key(&c.path) && still_written(&c) {
+                    settling.entry(c.path).or_insert(now + SETTLE);
+                } else {
+                    changes.push(c);
+                }
+            }
+        }
+        Ok(changes)
     }
 
     /// Saves the index and drops journal segments that neither the index snapshot

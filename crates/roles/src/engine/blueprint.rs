@@ -139,6 +139,14 @@ fn is_run_of(name: &str, base: &str) -> bool {
         || rest.strip_prefix("-for-").is_some_and(|p| clawboard_blueprint::middleware::PLATFORMS.contains(&p))
 }
 
+/// Where the blueprint's loop is: the round running, the most it may run, and
+/// whether it is over (always, for a blueprint without a loop).
+struct Rounds {
+    round: u32,
+    max: u32,
+    over: bool,
+}
+
 fn failed(e: impl std::fmt::Display) -> StepError {
     StepError::Failed(e.to_string())
 }
@@ -172,42 +180,23 @@ impl<'r, 'e> Vm<'r, 'e> {
     pub(crate) async fn execute(&self) -> Result<Option<String>, StepError> {
         self.init_board()?;
         let bp = self.bp.clone();
-        let max_rounds = 1 + bp.repeat.as_ref().map_or(0, |l| l.max.resolve(self.input.execution_config.max_retries));
         // Non-loop steps that need a loop step wait until the loop is over.
         let after_loop = self.after_loop();
         let mut done: BTreeSet<String> = BTreeSet::new();
-        let mut round = 1;
-        let mut loop_over = bp.repeat.is_none();
+        let mut rounds = Rounds {
+            round: 1,
+            max: 1 + bp.repeat.as_ref().map_or(0, |l| l.max.resolve(self.input.execution_config.max_retries)),
+            over: bp.repeat.is_none(),
+        };
         loop {
-            if let Some(l) = &bp.repeat
-                && !loop_over
-                && l.steps.iter().all(|s| done.contains(s))
-            {
-                let state = self.run.board_state()?;
-                let value = clawboard_board::ops::get(&state, &l.condition.path).cloned();
-                if round < max_rounds && l.condition.eval(value.as_ref(), &self.vars()) {
-                    let shown = value.map_or("nothing".to_owned(), |v| v.to_string());
-                    self.journal.lock().improvements.push(format!(
-                        "round {}: {} was {shown} and `{}` held, so {} ran again",
-                        round + 1,
-                        l.condition.path,
-                        l.condition,
-                        l.steps.join(", ")
-                    ));
-                    round += 1;
-                    for s in &l.steps {
-                        done.remove(s);
-                    }
-                    self.run.board_write(Op::write_control("iteration_count", json!(round)))?;
-                    continue;
-                }
-                loop_over = true;
+            if self.next_round(&mut rounds, &mut done)? {
+                continue;
             }
             let ready: Vec<&Step> = bp
                 .steps
                 .iter()
                 .filter(|s| !done.contains(&s.id) && s.after.iter().all(|d| done.contains(d)))
-                .filter(|s| loop_over || !after_loop.contains(&s.id))
+                .filter(|s| rounds.over || !after_loop.contains(&s.id))
                 .collect();
             if ready.is_empty() {
                 if done.len() == bp.steps.len() {
@@ -215,65 +204,9 @@ impl<'r, 'e> Vm<'r, 'e> {
                 }
                 return Err(failed(format!("blueprint {}: no step can run next (a dependency never finishes)", bp.id)));
             }
-            let mut runnable = Vec::new();
-            for s in ready {
-                if let Some(c) = &s.when {
-                    let state = self.run.board_state()?;
-                    if !c.eval(clawboard_board::ops::get(&state, &c.path), &self.vars()) {
-                        self.skip(s, &format!("when {c} is false"))?;
-                        done.insert(s.id.clone());
-                        continue;
-                    }
-                }
-                runnable.push(s);
-            }
-            let results: Vec<(&Step, Result<Outputs, StepError>)> = if self.input.execution_config.parallel_execution {
-                let runs = runnable.iter().map(|s| async move { (*s, self.run_step(s, round).await) });
-                futures_util::future::join_all(runs).await
-            } else {
-                let mut v = Vec::new();
-                for s in &runnable {
-                    v.push((*s, self.run_step(s, round).await));
-                }
-                v
-            };
-            let mut stop = None;
-            let mut held = Vec::new();
-            for (s, r) in results {
-                // A result the zone table refuses to write fails its step.
-                let r = match r {
-                    Ok(outs) => match self.apply(s, round, &outs) {
-                        Ok(()) => Ok(outs),
-                        Err(StepError::Failed(why)) => Err(self.unwritten(s, round, &why)?),
-                        Err(other) => Err(other),
-                    },
-                    Err(e) => Err(e),
-                };
-                match r {
-                    Ok(outs) => {
-                        done.insert(s.id.clone());
-                        // As in the team flow: an escalation that needs a human holds
-                        // the task after the step (replayed, not run again, once
-                        // decided); a rejected one fails it.
-                        for (a, _) in &outs {
-                            match self.run.check_holds(a) {
-                                Err(StepError::Held(ids)) => held.extend(ids),
-                                other => other?,
-                            }
-                        }
-                    }
-                    Err(StepError::Failed(why)) => {
-                        self.record(s, round, None, "failed")?;
-                        self.journal.lock().errors.push(why.clone());
-                        stop.get_or_insert(why);
-                    }
-                    Err(other) => return Err(other),
-                }
-            }
-            if !held.is_empty() {
-                return Err(StepError::Held(held));
-            }
-            if let Some(why) = stop {
+            let runnable = self.runnable(ready, &mut done)?;
+            let results = self.run_steps(&runnable, rounds.round).await;
+            if let Some(why) = self.settle(results, rounds.round, &mut done)? {
                 for s in bp.steps.iter().filter(|s| !done.contains(&s.id)) {
                     if !self.journal.lock().executed.iter().any(|e| e.step_id == s.id && e.status == "failed") {
                         self.skip(s, "an earlier step failed")?;
@@ -282,6 +215,113 @@ impl<'r, 'e> Vm<'r, 'e> {
                 return Ok(Some(why));
             }
         }
+    }
+
+    /// When every step of the loop is done: starts the next round (true) if
+    /// rounds remain and the loop's condition holds on the board, else ends the loop.
+    fn next_round(&self, rounds: &mut Rounds, done: &mut BTreeSet<String>) -> Result<bool, StepError> {
+        let Some(l) = &self.bp.repeat else { return Ok(false) };
+        if rounds.over || !l.steps.iter().all(|s| done.contains(s)) {
+            return Ok(false);
+        }
+        let state = self.run.board_state()?;
+        let value = clawboard_board::ops::get(&state, &l.condition.path).cloned();
+        if rounds.round < rounds.max && l.condition.eval(value.as_ref(), &self.vars()) {
+            let shown = value.map_or("nothing".to_owned(), |v| v.to_string());
+            self.journal.lock().improvements.push(format!(
+                "round {}: {} was {shown} and `{}` held, so {} ran again",
+                rounds.round + 1,
+                l.condition.path,
+                l.condition,
+                l.steps.join(", ")
+            ));
+            rounds.round += 1;
+            for s in &l.steps {
+                done.remove(s);
+            }
+            self.run.board_write(Op::write_control("iteration_count", json!(rounds.round)))?;
+            return Ok(true);
+        }
+        rounds.over = true;
+        Ok(false)
+    }
+
+    /// The ready steps that run: a step whose `when` is false on the board is
+    /// skipped (and done) instead.
+    fn runnable<'s>(&self, ready: Vec<&'s Step>, done: &mut BTreeSet<String>) -> Result<Vec<&'s Step>, StepError> {
+        let mut runnable = Vec::new();
+        for s in ready {
+            if let Some(c) = &s.when {
+                let state = self.run.board_state()?;
+                if !c.eval(clawboard_board::ops::get(&state, &c.path), &self.vars()) {
+                    self.skip(s, &format!("when {c} is false"))?;
+                    done.insert(s.id.clone());
+                    continue;
+                }
+            }
+            runnable.push(s);
+        }
+        Ok(runnable)
+    }
+
+    /// Runs `steps` of `round`, at once when the input asks for parallel execution.
+    async fn run_steps<'s>(&self, steps: &[&'s Step], round: u32) -> Vec<(&'s Step, Result<Outputs, StepError>)> {
+        if self.input.execution_config.parallel_execution {
+            let runs = steps.iter().map(|s| async move { (*s, self.run_step(s, round).await) });
+            futures_util::future::join_all(runs).await
+        } else {
+            let mut v = Vec::new();
+            for s in steps {
+                v.push((*s, self.run_step(s, round).await));
+            }
+            v
+        }
+    }
+
+    /// Writes each result to the board and marks its step done. A result the
+    /// zone table refuses to write fails its step; an escalation that needs a
+    /// human holds the task after the step (replayed, not run again, once
+    /// decided), as in the team flow, and a rejected one fails it. `Ok` carries
+    /// the first failed step's reason.
+    fn settle(
+        &self,
+        results: Vec<(&Step, Result<Outputs, StepError>)>,
+        round: u32,
+        done: &mut BTreeSet<String>,
+    ) -> Result<Option<String>, StepError> {
+        let mut stop = None;
+        let mut held = Vec::new();
+        for (s, r) in results {
+            let r = match r {
+                Ok(outs) => match self.apply(s, round, &outs) {
+                    Ok(()) => Ok(outs),
+                    Err(StepError::Failed(why)) => Err(self.unwritten(s, round, &why)?),
+                    Err(other) => Err(other),
+                },
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(outs) => {
+                    done.insert(s.id.clone());
+                    for (a, _) in &outs {
+                        match self.run.check_holds(a) {
+                            Err(StepError::Held(ids)) => held.extend(ids),
+                            other => other?,
+                        }
+                    }
+                }
+                Err(StepError::Failed(why)) => {
+                    self.record(s, round, None, "failed")?;
+                    self.journal.lock().errors.push(why.clone());
+                    stop.get_or_insert(why);
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        if !held.is_empty() {
+            return Err(StepError::Held(held));
+        }
+        Ok(stop)
     }
 
     /// A step whose output could not be written (the zone table refused it): on

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::{Engine, StepError, board};
 use crate::config::RolesConfig;
 use crate::context::StepInfo;
-use crate::output::{HarvestOutput, PmOutput, ValidatorOutput, WorkerOutput, check_harvest};
+use crate::output::{HarvestOutput, PmOutput, TeamPick, ValidatorOutput, WorkerOutput, check_harvest};
 use crate::status_page::{self, Progress};
 
 /// One drive of one task.
@@ -132,36 +132,72 @@ impl<'e> TaskRun<'e> {
     }
 
     pub(super) async fn lifecycle(&self, cfg: &RolesConfig) -> Result<(), StepError> {
-        let max = cfg.lifecycle.max_iterations;
         self.board_init()?;
         if let Some((bp, input)) = self.blueprint_task()? {
             return self.blueprint_flow(cfg, bp, input).await;
         }
-        // 1. The PM picks the team.
-        let pm = match (&self.task.assigned_pm, cfg.lifecycle.pm_for_type.get(&self.task.kind)) {
-            (Some(pm), _) => pm.to_string(),
-            (None, Some(pm)) => pm.clone(),
-            (None, None) => {
-                return Err(StepError::Failed(format!(
-                    "no PM for this task: set assignedPM in task.json or lifecycle.pm_for_type.{} in the config",
-                    self.task.kind
-                )));
+        // 1. The PM picks the team (or names a blueprint as the workflow).
+        let pm = self.pm_of(cfg)?;
+        let pm_out = self.pm_step(cfg, &pm).await?;
+        if let Some(bp) = pm_out.workflow.as_deref().and_then(|w| self.engine.blueprints().get(w).ok()) {
+            let input = self.input_from_task(&bp.id)?;
+            return self.blueprint_flow(cfg, bp, input).await;
+        }
+        let groups = priority_groups(&pm_out.team);
+
+        // 2. The team runs, the validator judges, the team iterates.
+        let max = cfg.lifecycle.max_iterations;
+        let mut last_validation: Option<Value> = None;
+        for i in 1..=max {
+            let round = Round { i, max, team: &pm_out.team, validation: &last_validation };
+            let done = self.team_round(&round, &groups).await?;
+            let result = self.ensure_result(i, &done)?;
+            let Some(validator) = &cfg.lifecycle.validator else { break };
+            let (_, vo) = self.validate(validator, i, max, json!({"result": result, "team": pm_out.team})).await?;
+            if vo.pass {
+                break;
             }
-        };
+            if i == max {
+                return Err(self.disagreement(&pm, validator, &pm_out.team, max, &vo));
+            }
+            last_validation = Some(
+                json!({"iteration": i, "score": vo.score, "pass": vo.pass, "issues": vo.issues, "suggestions": vo.suggestions}),
+            );
+        }
+
+        // 3. Memory harvest.
+        self.harvest(cfg, json!(pm_out.team)).await
+    }
+
+    /// The task's PM: the one it names, else the one the config names for its type.
+    fn pm_of(&self, cfg: &RolesConfig) -> Result<String, StepError> {
+        match (&self.task.assigned_pm, cfg.lifecycle.pm_for_type.get(&self.task.kind)) {
+            (Some(pm), _) => Ok(pm.to_string()),
+            (None, Some(pm)) => Ok(pm.clone()),
+            (None, None) => Err(StepError::Failed(format!(
+                "no PM for this task: set assignedPM in task.json or lifecycle.pm_for_type.{} in the config",
+                self.task.kind
+            ))),
+        }
+    }
+
+    /// The PM's step: a team of configured roles (or a blueprint as the workflow),
+    /// its escalations decided, and `team.json` written.
+    async fn pm_step(&self, cfg: &RolesConfig, pm: &str) -> Result<PmOutput, StepError> {
         let workers: Vec<String> = cfg.roles.keys().cloned().collect();
         let info = StepInfo {
             kind: "pm",
             reply: None,
             step: "pm".into(),
             iteration: 0,
-            max_iterations: max,
+            max_iterations: cfg.lifecycle.max_iterations,
             extra: obj(json!({"availableRoles": workers})),
             plan: None,
         };
         let roles = cfg.roles.clone();
         let catalog = self.engine.blueprints();
         let (pm_attempt, pm_out) = self
-            .step::<PmOutput>(&info, &pm, move |o| {
+            .step::<PmOutput>(&info, pm, move |o| {
                 // A PM that names a blueprint as the workflow needs no team.
                 if o.team.is_empty() && o.workflow.as_deref().is_none_or(|w| catalog.get(w).is_err()) {
                     return Err("stdout /team: the team is empty; name at least one role".into());
@@ -180,102 +216,108 @@ impl<'e> TaskRun<'e> {
         self.check_holds(&pm_attempt)?;
         let team_rel = rel(&self.id, layout::TEAM_FILE)?;
         if !self.engine.store.exists(&team_rel) {
-            self.engine.store.write_json(&team_rel, &self.team_composition(&pm, &pm_out)?)?;
+            self.engine.store.write_json(&team_rel, &self.team_composition(pm, &pm_out)?)?;
         }
-        if let Some(bp) = pm_out.workflow.as_deref().and_then(|w| self.engine.blueprints().get(w).ok()) {
-            let input = self.input_from_task(&bp.id)?;
-            return self.blueprint_flow(cfg, bp, input).await;
-        }
-        let mut groups: Vec<(u32, Vec<String>)> = Vec::new();
-        let mut picks = pm_out.team.clone();
-        picks.sort_by_key(|m| m.priority);
-        for m in picks {
-            match groups.last_mut() {
-                Some((p, roles)) if *p == m.priority => roles.push(m.role),
-                _ => groups.push((m.priority, vec![m.role])),
-            }
-        }
-
-        // 2. The team runs, the validator judges, the team iterates.
-        let mut last_validation: Option<Value> = None;
-        for i in 1..=max {
-            let mut done: Vec<(Attempt, WorkerOutput)> = Vec::new();
-            for (_, group) in &groups {
-                let previous: Vec<Value> = done
-                    .iter()
-                    .map(|(a, o)| json!({"role": a.role, "summary": o.summary, "output": o.output}))
-                    .collect();
-                let extra = obj(json!({"team": pm_out.team, "previous": previous, "validation": last_validation}));
-                let steps = group.iter().map(|role| {
-                    let info = StepInfo {
-                        kind: "team",
-                        reply: None,
-                        step: format!("iter-{i}/{role}"),
-                        iteration: i,
-                        max_iterations: max,
-                        extra: extra.clone(),
-                        plan: None,
-                    };
-                    let role = role.clone();
-                    async move { self.step::<WorkerOutput>(&info, &role, |_| Ok(())).await }
-                });
-                let results = futures_util::future::join_all(steps).await;
-                let mut held = Vec::new();
-                for r in results {
-                    let (a, o) = r?;
-                    if self.board.is_some() {
-                        let key = board::step_key(&a.role);
-                        self.board_write(clawboard_board::Op::write_content(
-                            "results",
-                            &key,
-                            json!({"summary": o.summary, "output": o.output, "iteration": i}),
-                        ))?;
-                    }
-                    match self.check_holds(&a) {
-                        Err(StepError::Held(ids)) => held.extend(ids),
-                        other => other?,
-                    }
-                    done.push((a, o));
-                }
-                if !held.is_empty() {
-                    return Err(StepError::Held(held));
-                }
-            }
-            let result = self.ensure_result(i, &done)?;
-            let Some(validator) = &cfg.lifecycle.validator else { break };
-            let (_, vo) = self.validate(validator, i, max, json!({"result": result, "team": pm_out.team})).await?;
-            if vo.pass {
-                break;
-            }
-            if i == max {
-                let issues: Vec<String> = vo.issues.iter().map(|x| x.description.clone()).collect();
-                let team: Vec<String> = pm_out.team.iter().map(|m| m.role.clone()).collect();
-                let d = gm::Disagreement {
-                    task: &self.task,
-                    pm: &pm,
-                    validator,
-                    team: &team,
-                    iterations: max,
-                    score: vo.score,
-                    issues: &issues,
-                };
-                if let Err(e) = gm::record_disagreement(&self.engine.store, &d) {
-                    tracing::warn!(task = %self.id, "cannot write {}: {e}", layout::GM_ARBITRATIONS);
-                }
-                return Err(StepError::Failed(format!(
-                    "validation failed {max} times (last score {}); issues: {}",
-                    vo.score,
-                    vo.issues.iter().map(|x| x.description.as_str()).collect::<Vec<_>>().join("; ")
-                )));
-            }
-            last_validation = Some(
-                json!({"iteration": i, "score": vo.score, "pass": vo.pass, "issues": vo.issues, "suggestions": vo.suggestions}),
-            );
-        }
-
-        // 3. Memory harvest.
-        self.harvest(cfg, json!(pm_out.team)).await
+        Ok(pm_out)
     }
+
+    /// Round `round.i` of the team: each priority group in turn, its roles at
+    /// once, each handed what the groups before it returned; every result goes
+    /// on the board. A group with a held escalation stops the round.
+    async fn team_round(
+        &self,
+        round: &Round<'_>,
+        groups: &[(u32, Vec<String>)],
+    ) -> Result<Vec<(Attempt, WorkerOutput)>, StepError> {
+        let mut done: Vec<(Attempt, WorkerOutput)> = Vec::new();
+        for (_, group) in groups {
+            let previous: Vec<Value> =
+                done.iter().map(|(a, o)| json!({"role": a.role, "summary": o.summary, "output": o.output})).collect();
+            let extra = obj(json!({"team": round.team, "previous": previous, "validation": round.validation}));
+            let steps = group.iter().map(|role| {
+                let info = StepInfo {
+                    kind: "team",
+                    reply: None,
+                    step: format!("iter-{}/{role}", round.i),
+                    iteration: round.i,
+                    max_iterations: round.max,
+                    extra: extra.clone(),
+                    plan: None,
+                };
+                let role = role.clone();
+                async move { self.step::<WorkerOutput>(&info, &role, |_| Ok(())).await }
+            });
+            let results = futures_util::future::join_all(steps).await;
+            let mut held = Vec::new();
+            for r in results {
+                let (a, o) = r?;
+                if self.board.is_some() {
+                    let key = board::step_key(&a.role);
+                    self.board_write(clawboard_board::Op::write_content(
+                        "results",
+                        &key,
+                        json!({"summary": o.summary, "output": o.output, "iteration": round.i}),
+                    ))?;
+                }
+                match self.check_holds(&a) {
+                    Err(StepError::Held(ids)) => held.extend(ids),
+                    other => other?,
+                }
+                done.push((a, o));
+            }
+            if !held.is_empty() {
+                return Err(StepError::Held(held));
+            }
+        }
+        Ok(done)
+    }
+
+    /// The validator failed the last round: recorded in `gm/` for arbitration,
+    /// and the task fails with the validator's issues.
+    fn disagreement(&self, pm: &str, validator: &str, picks: &[TeamPick], max: u32, vo: &ValidatorOutput) -> StepError {
+        let issues: Vec<String> = vo.issues.iter().map(|x| x.description.clone()).collect();
+        let team: Vec<String> = picks.iter().map(|m| m.role.clone()).collect();
+        let d = gm::Disagreement {
+            task: &self.task,
+            pm,
+            validator,
+            team: &team,
+            iterations: max,
+            score: vo.score,
+            issues: &issues,
+        };
+        if let Err(e) = gm::record_disagreement(&self.engine.store, &d) {
+            tracing::warn!(task = %self.id, "cannot write {}: {e}", layout::GM_ARBITRATIONS);
+        }
+        StepError::Failed(format!(
+            "validation failed {max} times (last score {}); issues: {}",
+            vo.score,
+            issues.join("; ")
+        ))
+    }
+}
+
+/// One round of the team: its number of `max`, the team the PM picked, and the
+/// validator's verdict on the round before (none in the first).
+struct Round<'a> {
+    i: u32,
+    max: u32,
+    team: &'a [TeamPick],
+    validation: &'a Option<Value>,
+}
+
+/// The PM's picks grouped by priority, lowest first; a group's roles run at once.
+fn priority_groups(picks: &[TeamPick]) -> Vec<(u32, Vec<String>)> {
+    let mut sorted = picks.to_vec();
+    sorted.sort_by_key(|m| m.priority);
+    let mut groups: Vec<(u32, Vec<String>)> = Vec::new();
+    for m in sorted {
+        match groups.last_mut() {
+            Some((p, roles)) if *p == m.priority => roles.push(m.role),
+            _ => groups.push((m.priority, vec![m.role])),
+        }
+    }
+    groups
 }
 
 impl TaskRun<'_> {
