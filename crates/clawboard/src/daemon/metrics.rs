@@ -86,32 +86,9 @@ pub struct Inputs<'a> {
 pub fn render(i: &Inputs) -> String {
     let mut o = String::new();
     let root = i.store.root();
-
-    let mut by_status: BTreeMap<&str, u64> =
-        [TaskStatus::Pending, TaskStatus::Running, TaskStatus::Completed, TaskStatus::Failed]
-            .iter()
-            .map(|s| (s.as_str(), 0))
-            .collect();
-    let mut unreadable = 0;
     // Sources that could not be read: their gauges would read 0, so they are named.
     let mut errors: Vec<&str> = Vec::new();
-    let tasks = i.store.tasks().unwrap_or_else(|e| {
-        tracing::warn!("metrics: cannot list tasks/: {e}");
-        errors.push("tasks");
-        Vec::new()
-    });
-    for (_, t) in tasks {
-        match t {
-            Ok(t) => *by_status.entry(t.status.as_str()).or_default() += 1,
-            Err(_) => unreadable += 1,
-        }
-    }
-    family(&mut o, "clawboard_tasks", "gauge", "Tasks in tasks/ by status.");
-    for (s, n) in &by_status {
-        let _ = writeln!(o, "clawboard_tasks{{status=\"{s}\"}} {n}");
-    }
-    family(&mut o, "clawboard_tasks_unreadable", "gauge", "Task directories whose task.json cannot be read.");
-    let _ = writeln!(o, "clawboard_tasks_unreadable {unreadable}");
+    task_metrics(&mut o, i, &mut errors);
 
     family(&mut o, "clawboard_queue", "gauge", "Tasks in the daemon's queue by state.");
     let _ = writeln!(o, "clawboard_queue{{state=\"waiting\"}} {}", i.queue.waiting);
@@ -131,6 +108,73 @@ pub fn render(i: &Inputs) -> String {
         let _ = writeln!(o, "clawboard_role_runs_total{{outcome=\"{}\"}} {n}", label(outcome));
     }
 
+    escalation_metrics(&mut o, i, &mut errors);
+    if i.sync_enabled && !sync_metrics(&mut o, root) {
+        errors.push("sync");
+    }
+    if i.archive_enabled {
+        archive_metrics(&mut o, root);
+    }
+    let counters = [
+        (
+            "clawboard_notify_failures_total",
+            "Escalation notifications that failed after all retries.",
+            i.notify_failures,
+        ),
+        ("clawboard_web_refusals_total", "Web requests refused (no or wrong token, cross-site POST).", i.web_refusals),
+        ("clawboard_acl_refusals_total", "Role writes refused: unknown or expired token, or the ACL.", i.acl_refusals),
+        (
+            "clawboard_board_refusals_total",
+            "Board requests of roles refused: unknown or expired token, another task, or seed 000's zone table.",
+            i.board_refusals,
+        ),
+    ];
+    for (name, help, n) in counters {
+        family(&mut o, name, "counter", help);
+        let _ = writeln!(o, "{name} {n}");
+    }
+    jobs(&mut o, i);
+    family(
+        &mut o,
+        "clawboard_scrape_errors",
+        "gauge",
+        "1 for each source this scrape could not read (its gauges read 0).",
+    );
+    for source in ["tasks", "escalations", "sync"] {
+        let _ = writeln!(o, "clawboard_scrape_errors{{source=\"{source}\"}} {}", u8::from(errors.contains(&source)));
+    }
+    o
+}
+
+/// Tasks in `tasks/` by status, and those whose `task.json` cannot be read.
+fn task_metrics(o: &mut String, i: &Inputs, errors: &mut Vec<&str>) {
+    let mut by_status: BTreeMap<&str, u64> =
+        [TaskStatus::Pending, TaskStatus::Running, TaskStatus::Completed, TaskStatus::Failed]
+            .iter()
+            .map(|s| (s.as_str(), 0))
+            .collect();
+    let mut unreadable = 0;
+    let tasks = i.store.tasks().unwrap_or_else(|e| {
+        tracing::warn!("metrics: cannot list tasks/: {e}");
+        errors.push("tasks");
+        Vec::new()
+    });
+    for (_, t) in tasks {
+        match t {
+            Ok(t) => *by_status.entry(t.status.as_str()).or_default() += 1,
+            Err(_) => unreadable += 1,
+        }
+    }
+    family(o, "clawboard_tasks", "gauge", "Tasks in tasks/ by status.");
+    for (s, n) in &by_status {
+        let _ = writeln!(o, "clawboard_tasks{{status=\"{s}\"}} {n}");
+    }
+    family(o, "clawboard_tasks_unreadable", "gauge", "Task directories whose task.json cannot be read.");
+    let _ = writeln!(o, "clawboard_tasks_unreadable {unreadable}");
+}
+
+/// Undecided escalations by level.
+fn escalation_metrics(o: &mut String, i: &Inputs, errors: &mut Vec<&str>) {
     let mut pending: BTreeMap<&str, u64> =
         [Level::Critical, Level::High, Level::Normal].iter().map(|l| (l.as_str(), 0)).collect();
     let filter = clawboard_records::review::Filter { level: None, pending_only: true };
@@ -145,56 +189,10 @@ pub fn render(i: &Inputs) -> String {
             errors.push("escalations");
         }
     }
-    family(&mut o, "clawboard_escalations_pending", "gauge", "Undecided escalations by level.");
+    family(o, "clawboard_escalations_pending", "gauge", "Undecided escalations by level.");
     for (l, n) in &pending {
         let _ = writeln!(o, "clawboard_escalations_pending{{level=\"{l}\"}} {n}");
     }
-
-    if i.sync_enabled && !sync_metrics(&mut o, root) {
-        errors.push("sync");
-    }
-    if i.archive_enabled {
-        archive_metrics(&mut o, root);
-    }
-    family(
-        &mut o,
-        "clawboard_notify_failures_total",
-        "counter",
-        "Escalation notifications that failed after all retries.",
-    );
-    let _ = writeln!(o, "clawboard_notify_failures_total {}", i.notify_failures);
-    family(
-        &mut o,
-        "clawboard_web_refusals_total",
-        "counter",
-        "Web requests refused (no or wrong token, cross-site POST).",
-    );
-    let _ = writeln!(o, "clawboard_web_refusals_total {}", i.web_refusals);
-    family(
-        &mut o,
-        "clawboard_acl_refusals_total",
-        "counter",
-        "Role writes refused: unknown or expired token, or the ACL.",
-    );
-    let _ = writeln!(o, "clawboard_acl_refusals_total {}", i.acl_refusals);
-    family(
-        &mut o,
-        "clawboard_board_refusals_total",
-        "counter",
-        "Board requests of roles refused: unknown or expired token, another task, or seed 000's zone table.",
-    );
-    let _ = writeln!(o, "clawboard_board_refusals_total {}", i.board_refusals);
-    jobs(&mut o, i);
-    family(
-        &mut o,
-        "clawboard_scrape_errors",
-        "gauge",
-        "1 for each source this scrape could not read (its gauges read 0).",
-    );
-    for source in ["tasks", "escalations", "sync"] {
-        let _ = writeln!(o, "clawboard_scrape_errors{{source=\"{source}\"}} {}", u8::from(errors.contains(&source)));
-    }
-    o
 }
 
 /// One row per background job of the runner (see `jobs.rs`).
