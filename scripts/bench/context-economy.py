@@ -120,8 +120,10 @@ def main():
         tmp = tempfile.TemporaryDirectory(prefix="context-economy.")
         base = Path(tmp.name)
 
+    # The run's config and one role more: its blueprints must stay known (a built-in
+    # blueprint whose roles a config lacks is not), as `slice preview` reads the task's.
     oo_config = base / "outputs-only.toml"
-    oo_config.write_text(OUTPUTS_ROLE)
+    oo_config.write_text(Path(a.config).read_text() + "\n" + OUTPUTS_ROLE)
     ok = True
     rows = []
     per_step = defaultdict(lambda: [0, 0, 0])  # (blueprint, step id) -> [handed, slice, full]
