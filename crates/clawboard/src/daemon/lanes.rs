@@ -68,9 +68,8 @@ struct Ctx {
     /// This node's id with several nodes: part of the ids of the entries it makes.
     node: Option<String>,
     /// The ids of the plans not yet applied, taken one plan at a time, so two entries
-    /// handled at once never pick the same new id. (After a restart the set starts
-    /// empty; an id a replayed plan holds that another took meanwhile is caught when
-    /// it is applied, and replaced.)
+    /// handled at once never pick the same new id. It starts with the plans a crash
+    /// left unapplied, which their replays apply beside handlings that plan anew.
     planning: tokio::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
@@ -78,13 +77,20 @@ impl LaneConsumer {
     /// `grace`: how long the daemon's stop waits for handlings under way
     /// (`daemon.shutdown_grace`, as for tasks).
     pub fn new(store: Store, engine: Arc<Engine>, cluster: Option<Arc<Membership>>, grace: Duration) -> LaneConsumer {
+        let unapplied = handling::unapplied(&store).unwrap_or_else(|e| {
+            tracing::warn!(
+                error = %e,
+                "the plans a crash left unapplied could not be read; a new entry that takes one of their ids is found when the plan is applied, and the plan's entry gets a new id"
+            );
+            Vec::new()
+        });
         LaneConsumer {
             ctx: Arc::new(Ctx {
                 store,
                 engine,
                 node: cluster.as_ref().map(|c| c.node().to_owned()),
                 cluster,
-                planning: tokio::sync::Mutex::new(Default::default()),
+                planning: tokio::sync::Mutex::new(unapplied.into_iter().collect()),
             }),
             pending: BTreeMap::new(),
             running: JoinSet::new(),
@@ -452,6 +458,114 @@ mod tests {
         assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n");
         let h = handling::load(&s.store, "vpm-mini-docupdate-issue571-1").unwrap().unwrap();
         assert_eq!(h.state, State::Applied);
+    }
+
+    /// Entries A and B to Bot, and A's record as a crash left it: the role ran, its
+    /// answer (returned) planned under the id `vpm-mini-l-issue571-1`, not created.
+    fn a_plan_left_by_a_crash(
+        s: &crate::daemon::jobs::testing::Setup,
+    ) -> (clawboard_entries::Entry, clawboard_entries::Entry, clawboard_entries::Entry) {
+        let mut a: clawboard_entries::Entry = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
+        ))
+        .unwrap();
+        a.to = "Bot".into();
+        let mut b = a.clone();
+        b.id = clawboard_core::Id::new("vpm-mini-docupdate-issue571-2").unwrap();
+        clawboard_entries::create(&s.store, &a).unwrap();
+        clawboard_entries::create(&s.store, &b).unwrap();
+        let mut answer = a.clone();
+        answer.id = clawboard_core::Id::new("vpm-mini-l-issue571-1").unwrap();
+        (answer.from, answer.to, answer.kind) = ("Bot".into(), "Human".into(), "answer".into());
+        answer.payload = serde_json::from_str(r#"{"summary":"for A"}"#).unwrap();
+        answer.created_at = clawboard_core::Timestamp::now();
+        answer.updated_at = answer.created_at.clone();
+        let output = br#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"for A"}}]}"#;
+        let record = Handling {
+            entry: a.id.to_string(),
+            lane: "l".into(),
+            actor: "Bot".into(),
+            role: "bot".into(),
+            state: State::Ran,
+            claimed_at: clawboard_core::Timestamp::now(),
+            owner: None,
+            output: Some(LaneOutput::parse(output).unwrap()),
+            planned: vec![answer.clone()],
+            runs: vec!["0001-bot: ok".into()],
+        };
+        std::fs::create_dir_all(s.root().join(clawboard_core::layout::LANES_STATE)).unwrap();
+        handling::save(&s.store, &record).unwrap();
+        (a, b, answer)
+    }
+
+    /// Starts the consumer on a bot that answers "for B", handles entry `first`,
+    /// then `second`, and returns the answers' summaries by id.
+    async fn handle_in_turn(
+        s: &mut crate::daemon::jobs::testing::Setup,
+        first: &clawboard_entries::Entry,
+        second: &clawboard_entries::Entry,
+    ) -> BTreeMap<String, String> {
+        let config = format!(
+            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; printf '%s' '{out}'\"]\n\
+             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
+            runs = s.root().join("runs").display(),
+            out = r#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"for B"}}]}"#.replace('"', "\\\""),
+        );
+        let cfg = settings(s.root(), &config);
+        let config = clawboard_roles::EngineConfig { lanes: Arc::new(cfg.lanes), ..cfg.roles.into() };
+        let engine = Arc::new(Engine::new(s.store.clone(), config, clawboard_roles::Shutdown::never()));
+        s.runner.consumer(CURSOR, LaneConsumer::new(s.store.clone(), engine, None, Duration::from_secs(5)));
+        for e in [first, second] {
+            s.append(&[&format!("entries/vpm-mini/{}.json", e.id)]);
+            let store = s.store.clone();
+            let done = || clawboard_entries::read(&store, e.id.as_str()).unwrap().1.status.is_final();
+            until("the entry handled", done).await;
+        }
+        s.stop().await;
+        let (list, _) = clawboard_entries::list(&s.store, &Default::default()).unwrap();
+        list.iter()
+            .filter(|e| e.kind == "answer")
+            .map(|e| (e.id.to_string(), e.payload["summary"].as_str().unwrap_or_default().to_owned()))
+            .collect()
+    }
+
+    /// After the restart, B is handled before A's replay: B's answer keeps clear
+    /// of the id A's plan holds, and A's replay creates its answer under that id
+    /// without running the role again.
+    #[tokio::test]
+    async fn a_plan_a_crash_left_unapplied_keeps_its_id_from_entries_handled_after_the_restart() {
+        let mut s = setup();
+        let (a, b, _) = a_plan_left_by_a_crash(&s);
+        let answers = handle_in_turn(&mut s, &b, &a).await;
+        assert_eq!(
+            answers,
+            BTreeMap::from([
+                ("vpm-mini-l-issue571-1".to_owned(), "for A".to_owned()),
+                ("vpm-mini-l-issue571-2".to_owned(), "for B".to_owned()),
+            ])
+        );
+        assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n", "only B's role ran");
+    }
+
+    /// The id A's plan holds was taken meanwhile by another answer from the same
+    /// actor, made in the same second, saying something else: A's replay does not
+    /// take it for its own, and creates its answer under a new id.
+    #[tokio::test]
+    async fn a_replayed_plan_whose_id_another_entry_took_gets_a_new_id() {
+        let mut s = setup();
+        let (a, b, answer) = a_plan_left_by_a_crash(&s);
+        let mut other = answer.clone();
+        other.payload = serde_json::from_str(r#"{"summary":"for someone else"}"#).unwrap();
+        clawboard_entries::create(&s.store, &other).unwrap();
+        let answers = handle_in_turn(&mut s, &a, &b).await;
+        assert_eq!(
+            answers,
+            BTreeMap::from([
+                ("vpm-mini-l-issue571-1".to_owned(), "for someone else".to_owned()),
+                ("vpm-mini-l-issue571-2".to_owned(), "for A".to_owned()),
+                ("vpm-mini-l-issue571-3".to_owned(), "for B".to_owned()),
+            ])
+        );
     }
 
     /// A handling that fails (here its record on this node does not read) is the
