@@ -109,6 +109,25 @@ pub fn create(store: &Store, entry: &Entry) -> Result<RelPath> {
     Ok(rel)
 }
 
+/// How many ids after the picked one [`create_picked`] tries.
+const PICK_TRIES: u32 = 1000;
+
+/// Writes a new entry whose id was picked with [`new_id`]: when another writer
+/// took that id between the pick and the write, the entry takes the next one in
+/// its counter. `entry.id` is then the id written.
+pub fn create_picked(store: &Store, entry: &mut Entry) -> Result<RelPath> {
+    let mut tries = 0;
+    loop {
+        match create(store, entry) {
+            Err(Error::Duplicate { .. }) if tries < PICK_TRIES => {
+                entry.id = bump(&entry.id)?;
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Held while an entry's id is checked free and the entry created.
 fn ids_lock(store: &Store) -> Result<std::fs::File> {
     let dir = store.root().join(layout::LOCKS);

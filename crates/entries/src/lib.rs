@@ -23,7 +23,9 @@ pub mod handling;
 pub mod lanes;
 pub mod lifecycle;
 
-pub use board::{Filter, MAX_ENTRY_BYTES, create, find, list, new_id, read, rel_path, replace, set_source, set_status};
+pub use board::{
+    Filter, MAX_ENTRY_BYTES, create, create_picked, find, list, new_id, read, rel_path, replace, set_source, set_status,
+};
 pub use clawboard_core::formats::{Entry, EntryStatus, SourceRef, TargetDoc};
 pub use comment::{DEFAULT_MARKER, Parsed, parse, render};
 pub use error::{Error, Result};

@@ -5,7 +5,9 @@
 
 use chrono::{DateTime, Utc};
 use clawboard_core::Store;
-use clawboard_entries::{Entry, EntryStatus, Error, Filter, create, find, list, new_id, read, rel_path, set_status};
+use clawboard_entries::{
+    Entry, EntryStatus, Error, Filter, create, create_picked, find, list, new_id, read, rel_path, set_status,
+};
 use rstest::rstest;
 
 fn tree() -> (tempfile::TempDir, Store) {
@@ -57,6 +59,38 @@ fn ids_count_up_per_project_and_source() {
     assert_eq!(new_id(&store, "vpm-mini", "run42").unwrap().as_str(), "vpm-mini-run42-1");
     assert!(new_id(&store, "../x", "s").unwrap_err().to_string().contains("project_id"));
     assert!(new_id(&store, "p", "a/b").unwrap_err().to_string().contains("field id"));
+}
+
+/// Writers that pick an id for the same project and source at once, each before
+/// the others wrote theirs, all get an entry: the later ones move up the counter.
+#[test]
+fn writers_that_pick_the_same_id_at_once_each_get_their_own() {
+    let (_d, store) = tree();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                (0..25)
+                    .map(|_| {
+                        let mut e = request(new_id(&store, "vpm-mini", "issue571").unwrap().as_str(), "Human", "Aya");
+                        e.payload.insert("writer".into(), w.into());
+                        create_picked(&store, &mut e).unwrap();
+                        e.id.to_string()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut ids: Vec<String> = writers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 100);
+    let (found, broken) = list(&store, &Filter::default()).unwrap();
+    assert_eq!((found.len(), broken.len()), (100, 0));
+    // A picked id another writer holds is never overwritten.
+    let mut late = request("vpm-mini-issue571-1", "Human", "Aya");
+    create_picked(&store, &mut late).unwrap();
+    assert_eq!(late.id.as_str(), "vpm-mini-issue571-101");
 }
 
 #[rstest]

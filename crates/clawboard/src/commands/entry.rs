@@ -310,16 +310,7 @@ fn new(a: NewArgs, s: &Settings) -> anyhow::Result<u8> {
         }
         None => from_flags(a, &store)?,
     };
-    let mut tries = 0;
-    let rel = loop {
-        match entries::create(&store, &entry) {
-            Err(entries::Error::Duplicate { .. }) if picked && tries < 1000 => {
-                entry.id = entries::board::bump(&entry.id)?;
-                tries += 1;
-            }
-            r => break r?,
-        }
-    };
+    let rel = if picked { entries::create_picked(&store, &mut entry)? } else { entries::create(&store, &entry)? };
     if s.json {
         output::json(&entry)?;
     } else {

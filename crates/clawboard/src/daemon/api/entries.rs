@@ -121,7 +121,7 @@ async fn create_as(s: &Arc<DaemonState>, inst: Option<InstanceInfo>, body: &[u8]
             }
         };
         let now = Timestamp::now();
-        let entry = Entry {
+        let mut entry = Entry {
             id: clawboard_entries::new_id(&store, &project, &source)?,
             from: pick.actor.clone(),
             to: req.to,
@@ -142,7 +142,8 @@ async fn create_as(s: &Arc<DaemonState>, inst: Option<InstanceInfo>, body: &[u8]
             note: req.note,
             extra: Extra::new(),
         };
-        clawboard_entries::create(&store, &entry)?;
+        // Two roles writing at once may pick the same id: the later moves on.
+        clawboard_entries::create_picked(&store, &mut entry)?;
         Ok(entry)
     })
     .await?;
