@@ -69,28 +69,22 @@ struct Ctx {
     node: Option<String>,
     /// The ids of the plans not yet applied, taken one plan at a time, so two entries
     /// handled at once never pick the same new id. It starts with the plans a crash
-    /// left unapplied, which their replays apply beside handlings that plan anew.
-    planning: tokio::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// left unapplied, which their replays apply beside handlings that plan anew;
+    /// read from the records at its first use (see [`Ctx::planning`]), not at start.
+    planning: tokio::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
 }
 
 impl LaneConsumer {
     /// `grace`: how long the daemon's stop waits for handlings under way
     /// (`daemon.shutdown_grace`, as for tasks).
     pub fn new(store: Store, engine: Arc<Engine>, cluster: Option<Arc<Membership>>, grace: Duration) -> LaneConsumer {
-        let unapplied = handling::unapplied(&store).unwrap_or_else(|e| {
-            tracing::warn!(
-                error = %e,
-                "the plans a crash left unapplied could not be read; a new entry that takes one of their ids is found when the plan is applied, and the plan's entry gets a new id"
-            );
-            Vec::new()
-        });
         LaneConsumer {
             ctx: Arc::new(Ctx {
                 store,
                 engine,
                 node: cluster.as_ref().map(|c| c.node().to_owned()),
                 cluster,
-                planning: tokio::sync::Mutex::new(unapplied.into_iter().collect()),
+                planning: tokio::sync::Mutex::new(None),
             }),
             pending: BTreeMap::new(),
             running: JoinSet::new(),
@@ -252,12 +246,34 @@ impl Ctx {
         })
         .await?
         .with_context(|| format!("applying the output for entry {id}"))?;
-        let mut reserved = self.planning.lock().await;
+        let mut reserved = self.planning().await;
         for p in &planned {
             reserved.remove(p);
         }
         tracing::info!(entry = id, "entry handled");
         Ok(Handled::Done)
+    }
+
+    /// The ids of the plans not yet applied, locked. The first use reads the plans
+    /// a crash left (every `ran` record) off the daemon's start, once.
+    async fn planning(&self) -> tokio::sync::MappedMutexGuard<'_, std::collections::BTreeSet<String>> {
+        let mut set = self.planning.lock().await;
+        if set.is_none() {
+            let store = self.store.clone();
+            let found = tokio::task::spawn_blocking(move || handling::unapplied(&store)).await;
+            let ids = match found.map_err(anyhow::Error::from).and_then(|r| r.map_err(anyhow::Error::from)) {
+                Ok(ids) => ids,
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "the plans a crash left unapplied could not be read; a new entry that takes one of their ids is found when the plan is applied, and the plan's entry gets a new id"
+                    );
+                    Vec::new()
+                }
+            };
+            *set = Some(ids.into_iter().collect());
+        }
+        tokio::sync::MutexGuard::map(set, |s| s.get_or_insert_default())
     }
 
     /// Claims the entry (across nodes first, with several); `None` if another node
@@ -357,7 +373,7 @@ impl Ctx {
                 )
             }
         };
-        let mut reserved = self.planning.lock().await;
+        let mut reserved = self.planning().await;
         let store = self.store.clone();
         let (entry, pick, mut record) = (entry.clone(), pick.clone(), h.clone());
         let taken: Vec<String> = reserved.iter().cloned().collect();
@@ -405,6 +421,14 @@ mod tests {
     use super::*;
     use crate::daemon::jobs::testing::{settings, setup, until};
 
+    /// Runs the lane consumer with `config` (its roles and lanes).
+    fn start_consumer(s: &mut crate::daemon::jobs::testing::Setup, config: &str, grace: Duration) {
+        let cfg = settings(s.root(), config);
+        let config = clawboard_roles::EngineConfig { lanes: Arc::new(cfg.lanes), ..cfg.roles.into() };
+        let engine = Arc::new(Engine::new(s.store.clone(), config, clawboard_roles::Shutdown::never()));
+        s.runner.consumer(CURSOR, LaneConsumer::new(s.store.clone(), engine, None, grace));
+    }
+
     /// Runs the lane consumer with `config`, and creates the seed's doc-update
     /// entry addressed to Bot (not journaled yet).
     fn consume_an_entry_to_bot(
@@ -412,11 +436,7 @@ mod tests {
         config: &str,
         grace: Duration,
     ) -> clawboard_entries::Entry {
-        let cfg = settings(s.root(), config);
-        let config = clawboard_roles::EngineConfig { lanes: Arc::new(cfg.lanes), ..cfg.roles.into() };
-        let engine = Arc::new(Engine::new(s.store.clone(), config, clawboard_roles::Shutdown::never()));
-        let consumer = LaneConsumer::new(s.store.clone(), engine, None, grace);
-        s.runner.consumer(CURSOR, consumer);
+        start_consumer(s, config, grace);
         let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
             "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
         ))
@@ -511,10 +531,7 @@ mod tests {
             runs = s.root().join("runs").display(),
             out = r#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"for B"}}]}"#.replace('"', "\\\""),
         );
-        let cfg = settings(s.root(), &config);
-        let config = clawboard_roles::EngineConfig { lanes: Arc::new(cfg.lanes), ..cfg.roles.into() };
-        let engine = Arc::new(Engine::new(s.store.clone(), config, clawboard_roles::Shutdown::never()));
-        s.runner.consumer(CURSOR, LaneConsumer::new(s.store.clone(), engine, None, Duration::from_secs(5)));
+        start_consumer(s, &config, Duration::from_secs(5));
         for e in [first, second] {
             s.append(&[&format!("entries/vpm-mini/{}.json", e.id)]);
             let store = s.store.clone();
