@@ -460,7 +460,7 @@ fn request_body(llm: &LlmConfig, message: &str, shape: &ReplyShape, format: Repl
 }
 
 /// The user message for a role's context: for a sliced role, the step named in a
-/// few lines, then the slice as pretty JSON; otherwise the whole context as pretty JSON.
+/// few lines, then the slice as compact JSON; otherwise the whole context as pretty JSON.
 fn user_message(context: &[u8]) -> String {
     let Ok(ctx) = serde_json::from_slice::<Value>(context) else {
         return String::from_utf8_lossy(context).into_owned();
@@ -470,11 +470,16 @@ fn user_message(context: &[u8]) -> String {
     let field = |k: &str| ctx.get(k).filter(|v| !v.is_null());
     let plain = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
     let mut text = String::new();
-    if let Some(step) = field("step") {
-        text.push_str(&format!("Step: {}\n", plain(step)));
-    }
-    if let Some(id) = field("step_id") {
-        text.push_str(&format!("Blueprint step: {}\n", plain(id)));
+    // A blueprint step by its id (its run's name, `bp/r1/title-c2`, says nothing
+    // the model can use); a later round of a loop says which.
+    match (field("step_id"), field("step")) {
+        (Some(id), _) => {
+            let round = field("round").and_then(Value::as_u64).filter(|r| *r > 1);
+            let round = round.map(|r| format!(" (round {r})")).unwrap_or_default();
+            text.push_str(&format!("Step: {}{round}\n", plain(id)));
+        }
+        (None, Some(step)) => text.push_str(&format!("Step: {}\n", plain(step))),
+        (None, None) => {}
     }
     if let Some(c) = field("candidate") {
         let of = field("candidates").map(|n| format!(" of {}", plain(n))).unwrap_or_default();
