@@ -116,7 +116,7 @@ fn expired_tasks_go_only_once_the_bucket_and_the_archive_have_them(#[case] kind:
     forced.ok();
     assert!(forced.stderr.contains("--force: deleting 1 item(s) retention held back"), "{}", forced.stderr);
     assert!(
-        forced.stdout.contains("Deleted 2 task(s), 0 file(s), 0 memory-queue entries (1 forced)"),
+        forced.stdout.contains("Deleted 2 task(s), 0 file(s), 0 memory-queue entries, 0 lane record(s) (1 forced)"),
         "{}",
         forced.stdout
     );

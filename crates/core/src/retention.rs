@@ -381,9 +381,12 @@ impl Planner<'_> {
     }
 
     /// Entries that ended (done or canceled), aged from their last change; open,
-    /// in-progress and error entries stay until someone acts on them.
+    /// in-progress and error entries stay until someone acts on them. The last
+    /// entry of each id counter stays too ([`entries::counter_tops`]).
     fn entries(&mut self, store: &Store) -> Result<(), Error> {
-        for rel in entries::files(store, &mut self.plan.skipped)? {
+        let files = entries::files(store, &mut self.plan.skipped)?;
+        let tops = entries::counter_tops(&files);
+        for rel in files {
             let entry: Entry = match store.read(&RelPath::new(&rel)?) {
                 Ok(e) => e,
                 Err(e) => {
@@ -396,6 +399,10 @@ impl Planner<'_> {
                 EntryStatus::Canceled => Rule::EntriesCanceled,
                 EntryStatus::Open | EntryStatus::InProgress | EntryStatus::Error => continue,
             };
+            if tops.contains(&rel) {
+                self.plan.kept += 1;
+                continue;
+            }
             self.consider(Subject::File { path: rel }, rule, entry.updated_at.instant().with_timezone(&Utc), false);
         }
         Ok(())

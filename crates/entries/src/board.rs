@@ -98,7 +98,7 @@ pub fn create(store: &Store, entry: &Entry) -> Result<RelPath> {
     // The look in every project and the create, as one: two writers of one id in
     // two projects would both find it free. A lock of its own, not one of the
     // store's path locks, which `create_bytes` takes inside it.
-    let _ids = ids_lock(store)?;
+    let _ids = file_lock(store, "entry-ids.lock")?;
     if let Some(taken) = find(store, entry.id.as_str())? {
         return Err(Error::Duplicate { id: entry.id.to_string(), path: taken.to_string() });
     }
@@ -128,10 +128,11 @@ pub fn create_picked(store: &Store, entry: &mut Entry) -> Result<RelPath> {
     }
 }
 
-/// Held while an entry's id is checked free and the entry created.
-fn ids_lock(store: &Store) -> Result<std::fs::File> {
+/// `.clawboard/locks/{name}`, locked until dropped: `entry-ids.lock` is held while
+/// an entry's id is checked free and the entry created.
+pub(crate) fn file_lock(store: &Store, name: &str) -> Result<std::fs::File> {
     let dir = store.root().join(layout::LOCKS);
-    let path = dir.join("entry-ids.lock");
+    let path = dir.join(name);
     let io = |e| Error::from(clawboard_core::Error::io(&path, e));
     std::fs::create_dir_all(&dir).map_err(|e| Error::from(clawboard_core::Error::io(&dir, e)))?;
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;

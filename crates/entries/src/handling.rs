@@ -51,6 +51,10 @@ pub struct Handling {
     /// The node that holds the entry (with several nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The handled entry's `created_at`: tells the record of an earlier entry
+    /// under the same id (deleted since) from this one's (none in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Timestamp>,
     /// The role's checked output (a failed run is an `error` output with the reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<LaneOutput>,
@@ -72,6 +76,7 @@ impl Handling {
             state,
             claimed_at: Timestamp::now(),
             owner,
+            created_at: Some(entry.created_at.clone()),
             output: None,
             planned: Vec::new(),
             runs: Vec::new(),
@@ -83,11 +88,88 @@ fn dir(store: &Store) -> PathBuf {
     store.root().join(layout::LANES_STATE)
 }
 
+fn checked(id: &str) -> Result<Id> {
+    Id::new(id).map_err(|e| Error::BadField { field: "id", value: id.to_owned(), why: e.to_string() })
+}
+
 fn name(id: &str) -> Result<String> {
-    Ok(format!(
-        "{}.json",
-        Id::new(id).map_err(|e| Error::BadField { field: "id", value: id.to_owned(), why: e.to_string() })?
-    ))
+    Ok(format!("{}.json", checked(id)?))
+}
+
+impl State {
+    /// This node is done with the entry: handled, or held by another node.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Applied | State::Lost)
+    }
+}
+
+/// The record of entry `entry`, if this node has one for it. A finished record
+/// of an earlier entry that had the same id (deleted since, by retention or a
+/// person, and the id given again) is removed: it would take the new entry for
+/// handled.
+pub fn load_for(store: &Store, entry: &Entry) -> Result<Option<Handling>> {
+    let _records = board::file_lock(store, RECORDS_LOCK)?;
+    let Some(h) = load(store, entry.id.as_str())? else { return Ok(None) };
+    if h.state.is_final() && h.created_at.as_ref().is_some_and(|c| *c != entry.created_at) {
+        tracing::info!(entry = %entry.id, state = ?h.state, "lane: a record of an earlier entry with this id removed");
+        remove(store, &h.entry)?;
+        return Ok(None);
+    }
+    Ok(Some(h))
+}
+
+/// Removes the finished records (handled, or held by another node) of entries
+/// that are gone, as retention deletes entries that ended; a record still under
+/// way stays. Returns how many went.
+pub fn prune(store: &Store) -> Result<usize> {
+    let _records = board::file_lock(store, RECORDS_LOCK)?;
+    let mut removed = 0;
+    for id in record_ids(store)? {
+        let Some(h) = load(store, &id)? else { continue };
+        if h.state.is_final() && board::find(store, &id)?.is_none() {
+            remove(store, &id)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Held while a record is checked and removed ([`load_for`], [`prune`]), so that
+/// neither removes a record the other has just replaced.
+const RECORDS_LOCK: &str = "lane-records.lock";
+
+/// Removes the record of entry `id` and its attempts (`.clawboard/lanes/{id}/`),
+/// the attempts first: a crash between leaves the record, removed next time.
+fn remove(store: &Store, id: &str) -> Result<()> {
+    let attempts = dir(store).join(checked(id)?.as_str());
+    let path = dir(store).join(name(id)?);
+    let gone = |r: std::io::Result<()>, at: &std::path::Path| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(clawboard_core::Error::io(at, e)),
+        _ => Ok(()),
+    };
+    gone(std::fs::remove_dir_all(&attempts), &attempts)?;
+    gone(std::fs::remove_file(&path), &path)?;
+    Ok(())
+}
+
+/// The ids of this node's records (`.clawboard/lanes/{id}.json`), sorted.
+fn record_ids(store: &Store) -> Result<Vec<String>> {
+    let d = dir(store);
+    let listing = match std::fs::read_dir(&d) {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(clawboard_core::Error::io(&d, e).into()),
+    };
+    let mut ids = Vec::new();
+    for item in listing {
+        let path = item.map_err(|e| clawboard_core::Error::io(&d, e))?.path();
+        // A temp file (`.{id}.json.clawboard-tmp.…`) does not end in `.json`.
+        if let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".json")) {
+            ids.push(id.to_owned());
+        }
+    }
+    ids.sort();
+    Ok(ids)
 }
 
 /// The record of entry `id`, if this node has one.
@@ -238,19 +320,9 @@ fn same_entry(there: &Entry, planned: &Entry) -> bool {
 /// them, as it does of the plans made since. An unreadable record is named in
 /// the error.
 pub fn unapplied(store: &Store) -> Result<Vec<String>> {
-    let d = dir(store);
-    let listing = match std::fs::read_dir(&d) {
-        Ok(listing) => listing,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(clawboard_core::Error::io(&d, e).into()),
-    };
     let mut ids = Vec::new();
-    for item in listing {
-        let path = item.map_err(|e| clawboard_core::Error::io(&d, e))?.path();
-        let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".json")) else {
-            continue;
-        };
-        if let Some(h) = load(store, id)?
+    for id in record_ids(store)? {
+        if let Some(h) = load(store, &id)?
             && h.state == State::Ran
         {
             ids.extend(h.planned.iter().map(|p| p.id.to_string()));

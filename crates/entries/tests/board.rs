@@ -64,6 +64,23 @@ fn ids_count_up_per_project_and_source() {
 /// Writers that pick an id for the same project and source at once, each before
 /// the others wrote theirs, all get an entry: the later ones move up the counter.
 #[test]
+fn after_retention_a_counter_goes_on_past_its_deleted_entries() {
+    let (_d, store) = tree();
+    for n in 1..=3 {
+        let mut e = request(&format!("vpm-mini-issue571-{n}"), "Human", "Aya");
+        e.status = EntryStatus::Done;
+        create(&store, &e).unwrap();
+    }
+    let policy = clawboard_core::retention::Policy::default();
+    let noguard = clawboard_core::retention::NoGuard;
+    let plan = clawboard_core::retention::plan(&store, &policy, at("2026-11-29T00:00:00Z"), &noguard).unwrap();
+    let report = clawboard_core::retention::execute(&store, &plan, false, &noguard).unwrap();
+    assert_eq!(report.files, 2, "{plan:?}");
+    assert!(find(&store, "vpm-mini-issue571-3").unwrap().is_some(), "the counter's last entry stays");
+    assert_eq!(new_id(&store, "vpm-mini", "issue571").unwrap().as_str(), "vpm-mini-issue571-4");
+}
+
+#[test]
 fn writers_that_pick_the_same_id_at_once_each_get_their_own() {
     let (_d, store) = tree();
     let writers: Vec<_> = (0..4)

@@ -101,15 +101,19 @@ pub fn run(c: RetentionCommand, s: &Settings) -> anyhow::Result<u8> {
             }
             let store = open_store(s)?;
             let report = retention::execute(&store, &plan, a.force, &crate::retention::TreeGuard::new(s, &store)?)?;
+            let records = clawboard_entries::handling::prune(&store)?;
             if s.json {
-                output::json(&serde_json::json!({"policy": source, "report": report, "held": plan.held.len()}))?;
+                output::json(&serde_json::json!({
+                    "policy": source, "report": report, "held": plan.held.len(), "lane_records": records
+                }))?;
             } else {
                 outln!(
-                    "Deleted {} task(s), {} file(s), {} memory-queue entr{}{}; {} held back.",
+                    "Deleted {} task(s), {} file(s), {} memory-queue entr{}, {} lane record(s){}; {} held back.",
                     report.tasks,
                     report.files,
                     report.queue_entries,
                     if report.queue_entries == 1 { "y" } else { "ies" },
+                    records,
                     if report.forced > 0 { format!(" ({} forced)", report.forced) } else { String::new() },
                     if a.force { 0 } else { plan.held.len() }
                 )?;

@@ -412,7 +412,7 @@ fn look(
         Err(e) => return Err(e.into()),
     };
     let Some(pick) = lanes.pick(&entry) else { return Ok(None) };
-    let record = handling::load(store, id)?;
+    let record = handling::load_for(store, &entry)?;
     Ok(Some((entry, pick, record)))
 }
 
@@ -420,6 +420,17 @@ fn look(
 mod tests {
     use super::*;
     use crate::daemon::jobs::testing::{settings, setup, until};
+
+    /// Role `bot` (a shell that notes each run in `runs`, waits `before`, prints
+    /// `out`) as lane `l`'s actor Bot.
+    fn bot_config(root: &std::path::Path, before: &str, out: &str) -> String {
+        format!(
+            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; {before}printf '%s' '{out}'\"]\n\
+             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
+            runs = root.join("runs").display(),
+            out = out.replace('"', "\\\""),
+        )
+    }
 
     /// Runs the lane consumer with `config` (its roles and lanes).
     fn start_consumer(s: &mut crate::daemon::jobs::testing::Setup, config: &str, grace: Duration) {
@@ -452,12 +463,7 @@ mod tests {
     async fn an_open_entry_is_run_once_and_its_output_applied_and_the_cursor_follows() {
         let mut s = setup();
         let out = r#"{"note":"seen","entries":[{"to":"Human","kind":"answer","payload":{"summary":"hi"}}]}"#;
-        let config = format!(
-            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; printf '%s' '{out}'\"]\n\
-             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
-            runs = s.root().join("runs").display(),
-            out = out.replace('"', "\\\""),
-        );
+        let config = bot_config(s.root(), "", out);
         let e = consume_an_entry_to_bot(&mut s, &config, Duration::from_secs(5));
         let path = "entries/vpm-mini/vpm-mini-docupdate-issue571-1.json";
         // The same entry journaled twice (a replay) is still run once.
@@ -478,6 +484,47 @@ mod tests {
         assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\n");
         let h = handling::load(&s.store, "vpm-mini-docupdate-issue571-1").unwrap().unwrap();
         assert_eq!(h.state, State::Applied);
+    }
+
+    /// Retention deletes entries that ended, and a counter may give a deleted
+    /// entry's id again: the record of the deleted one must not take the new one
+    /// for handled; and once an entry is gone, retention prunes its record.
+    #[tokio::test]
+    async fn an_id_given_again_after_its_entry_went_is_handled_and_the_records_of_entries_gone_are_pruned() {
+        let mut s = setup();
+        let out = r#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"hi"}}]}"#;
+        let config = bot_config(s.root(), "", out);
+        let e = consume_an_entry_to_bot(&mut s, &config, Duration::from_secs(5));
+        let file = "entries/vpm-mini/vpm-mini-docupdate-issue571-1.json";
+        let path = clawboard_core::RelPath::new(file).unwrap();
+        let (store, id) = (s.store.clone(), e.id.clone());
+        let status = move || clawboard_entries::read(&store, id.as_str()).map(|(_, e)| e.status).ok();
+        s.append(&[file]);
+        until("the entry done", || status() == Some(clawboard_entries::EntryStatus::Done)).await;
+        let lanes = s.root().join(clawboard_core::layout::LANES_STATE);
+        let (record, attempts) = (lanes.join(format!("{}.json", e.id)), lanes.join(e.id.as_str()));
+        assert!(record.exists() && attempts.join("attempts").is_dir());
+        assert_eq!(handling::prune(&s.store).unwrap(), 0, "its entry is still there");
+
+        s.store.remove(&path).unwrap();
+        let mut again = e.clone();
+        again.created_at = clawboard_core::Timestamp::now();
+        again.updated_at = again.created_at.clone();
+        clawboard_entries::create(&s.store, &again).unwrap();
+        s.append(&[file]);
+        until("the new entry under the old id done", || status() == Some(clawboard_entries::EntryStatus::Done)).await;
+        s.stop().await;
+        assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\nrun\n");
+        assert_eq!(handling::load(&s.store, e.id.as_str()).unwrap().unwrap().created_at, Some(again.created_at));
+
+        // A record still under way stays, whether or not its entry is there.
+        let mut under_way = handling::load(&s.store, e.id.as_str()).unwrap().unwrap();
+        (under_way.entry, under_way.state) = ("vpm-mini-gone-1".into(), State::Claimed);
+        handling::save(&s.store, &under_way).unwrap();
+        s.store.remove(&path).unwrap();
+        assert_eq!(handling::prune(&s.store).unwrap(), 1);
+        assert!(!record.exists() && !attempts.exists(), "the record and its attempts went");
+        assert!(lanes.join("vpm-mini-gone-1.json").exists());
     }
 
     /// Entries A and B to Bot, and A's record as a crash left it: the role ran, its
@@ -509,6 +556,7 @@ mod tests {
             state: State::Ran,
             claimed_at: clawboard_core::Timestamp::now(),
             owner: None,
+            created_at: Some(a.created_at.clone()),
             output: Some(LaneOutput::parse(output).unwrap()),
             planned: vec![answer.clone()],
             runs: vec!["0001-bot: ok".into()],
@@ -525,12 +573,8 @@ mod tests {
         first: &clawboard_entries::Entry,
         second: &clawboard_entries::Entry,
     ) -> BTreeMap<String, String> {
-        let config = format!(
-            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; printf '%s' '{out}'\"]\n\
-             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
-            runs = s.root().join("runs").display(),
-            out = r#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"for B"}}]}"#.replace('"', "\\\""),
-        );
+        let config =
+            bot_config(s.root(), "", r#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"for B"}}]}"#);
         start_consumer(s, &config, Duration::from_secs(5));
         for e in [first, second] {
             s.append(&[&format!("entries/vpm-mini/{}.json", e.id)]);
@@ -591,12 +635,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_handling_is_counted_by_the_runner_and_tried_again() {
         let mut s = setup();
-        let config = format!(
-            "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; printf '%s' '{out}'\"]\n\
-             [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
-            runs = s.root().join("runs").display(),
-            out = r#"{"note":"seen"}"#.replace('"', "\\\""),
-        );
+        let config = bot_config(s.root(), "", r#"{"note":"seen"}"#);
         let e = consume_an_entry_to_bot(&mut s, &config, Duration::from_secs(5));
         let record = s.root().join(clawboard_core::layout::LANES_STATE).join(format!("{}.json", e.id.as_str()));
         std::fs::create_dir_all(record.parent().unwrap()).unwrap();
@@ -621,12 +660,7 @@ mod tests {
         for (grace, applied) in [(Duration::from_secs(10), true), (Duration::from_millis(100), false)] {
             let mut s = setup();
             let out = r#"{"note":"seen"}"#;
-            let config = format!(
-                "[roles.bot]\ncommand = [\"sh\", \"-c\", \"cat > /dev/null; echo run >> {runs}; sleep 1; printf '%s' '{out}'\"]\n\
-                 [lanes.l.actors.Bot]\nrole = \"bot\"\nallowed_kinds = [\"answer\"]\n",
-                runs = s.root().join("runs").display(),
-                out = out.replace('"', "\\\""),
-            );
+            let config = bot_config(s.root(), "sleep 1; ", out);
             let e = consume_an_entry_to_bot(&mut s, &config, grace);
             s.append(&["entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"]);
             let runs = s.root().join("runs");

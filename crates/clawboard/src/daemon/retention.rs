@@ -44,12 +44,27 @@ impl Retention {
         let plan = clawboard_core::retention::plan(store, &policy, chrono::Utc::now(), &guard)?;
         if plan.delete.is_empty() && plan.held.is_empty() {
             tracing::debug!(policy = %source, "retention: nothing due");
-            return Ok(());
+        } else {
+            Self::execute(store, &plan, &guard, &source)?;
         }
+        // Entries deleted here, or on another node and pulled as deletes.
+        let records = clawboard_entries::handling::prune(store)?;
+        if records > 0 {
+            tracing::info!(records, "retention: the lane records of entries that are gone removed");
+        }
+        Ok(())
+    }
+
+    fn execute(
+        store: &Store,
+        plan: &clawboard_core::retention::Plan,
+        guard: &crate::retention::TreeGuard,
+        source: &str,
+    ) -> anyhow::Result<()> {
         for item in &plan.held {
             tracing::info!(item = %item.subject.label(), why = item.held.as_deref().unwrap_or(""), "retention: held back");
         }
-        let report = clawboard_core::retention::execute(store, &plan, false, &guard)?;
+        let report = clawboard_core::retention::execute(store, plan, false, guard)?;
         tracing::info!(
             policy = %source,
             tasks = report.tasks,

@@ -1,6 +1,8 @@
 //! Which files of `entries/` the retention policy covers (the entries rule itself
 //! is in the plan, beside the other rules).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::{Error, Store, layout};
 
 /// `entries/{project}/{id}.json` files, sorted; a symlinked directory is skipped
@@ -44,4 +46,29 @@ pub(super) fn files(store: &Store, skipped: &mut Vec<String>) -> Result<Vec<Stri
         }
     }
     Ok(files)
+}
+
+/// The last entry of each id counter: of the files `entries/{project}/{stem}-{n}.json`,
+/// the one with the highest `n` for its project and stem. Kept whatever its age: a
+/// new entry's id is one past the highest of its counter still on the tree
+/// (`clawboard_entries::new_id`), so with the last one gone the counter would hand
+/// out a deleted entry's id again, and a lane's record of the deleted entry
+/// (`.clawboard/lanes/{id}.json`, handled) would take the new one for handled.
+pub(super) fn counter_tops(files: &[String]) -> BTreeSet<String> {
+    let mut tops: BTreeMap<(&str, &str), (u64, &String)> = BTreeMap::new();
+    for rel in files {
+        let Some((dir, name)) = rel.rsplit_once('/') else { continue };
+        let Some((stem, n)) = name
+            .strip_suffix(".json")
+            .and_then(|id| id.rsplit_once('-'))
+            .and_then(|(stem, n)| Some((stem, n.parse::<u64>().ok()?)))
+        else {
+            continue;
+        };
+        let top = tops.entry((dir, stem)).or_insert((n, rel));
+        if n > top.0 {
+            *top = (n, rel);
+        }
+    }
+    tops.into_values().map(|(_, rel)| rel.clone()).collect()
 }

@@ -324,3 +324,32 @@ fn entries_that_ended_go_after_their_rule_from_updated_at_and_the_others_stay() 
     let err = Policy::parse("r.yaml", "retention:\n  entries:\n    open: 1 day\n").unwrap_err();
     assert_eq!(err.to_string(), "r.yaml: retention.entries.open: unknown key; entries has done, canceled");
 }
+
+#[test]
+fn the_last_entry_of_each_id_counter_stays_so_no_id_is_handed_out_again() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    let r = d.path();
+    let now = t("2026-11-23T00:00:00Z");
+    let old = "2026-01-01T00:00:00Z";
+    // Counter p-issue7-N: 2 is its last (9 is another counter's); 10 > 9 numerically.
+    for id in ["p-issue7-1", "p-issue7-2", "p-issue9-9", "p-issue9-10", "p-manual"] {
+        entry(r, "p", id, "done", old);
+    }
+    // The same counter in another project is counted there.
+    entry(r, "q", "p-issue7-1", "canceled", old);
+    // An open entry can be the last: the ended ones below it go.
+    entry(r, "o", "o-x-1", "done", old);
+    entry(r, "o", "o-x-2", "open", old);
+
+    let p = plan(&store, &Policy::default(), now, &NoGuard).unwrap();
+    let v = verdicts(&p);
+    let deleted: Vec<&str> = v.keys().map(String::as_str).collect();
+    assert_eq!(
+        deleted,
+        ["entries/o/o-x-1.json", "entries/p/p-issue7-1.json", "entries/p/p-issue9-9.json", "entries/p/p-manual.json"]
+    );
+    assert_eq!(p.kept, 3, "p-issue7-2, p-issue9-10 and q's p-issue7-1");
+    execute(&store, &p, false, &NoGuard).unwrap();
+    assert!(r.join("entries/p/p-issue7-2.json").exists() && !r.join("entries/p/p-issue7-1.json").exists());
+}
