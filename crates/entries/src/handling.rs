@@ -120,12 +120,19 @@ pub fn load_for(store: &Store, entry: &Entry) -> Result<Option<Handling>> {
 
 /// Removes the finished records (handled, or held by another node) of entries
 /// that are gone, as retention deletes entries that ended; a record still under
-/// way stays. Returns how many went.
+/// way stays, and one that does not read stays too (logged). Returns how many went.
 pub fn prune(store: &Store) -> Result<usize> {
     let _records = board::file_lock(store, RECORDS_LOCK)?;
     let mut removed = 0;
     for id in record_ids(store)? {
-        let Some(h) = load(store, &id)? else { continue };
+        let h = match load(store, &id) {
+            Ok(Some(h)) => h,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(record = id, "lane record kept: it does not read: {e}");
+                continue;
+            }
+        };
         if h.state.is_final() && board::find(store, &id)?.is_none() {
             remove(store, &id)?;
             removed += 1;

@@ -517,14 +517,16 @@ mod tests {
         assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\nrun\n");
         assert_eq!(handling::load(&s.store, e.id.as_str()).unwrap().unwrap().created_at, Some(again.created_at));
 
-        // A record still under way stays, whether or not its entry is there.
+        // A record still under way stays, whether or not its entry is there; so
+        // does one that does not read.
         let mut under_way = handling::load(&s.store, e.id.as_str()).unwrap().unwrap();
         (under_way.entry, under_way.state) = ("vpm-mini-gone-1".into(), State::Claimed);
         handling::save(&s.store, &under_way).unwrap();
+        std::fs::write(lanes.join("vpm-mini-broken-1.json"), "{").unwrap();
         s.store.remove(&path).unwrap();
         assert_eq!(handling::prune(&s.store).unwrap(), 1);
         assert!(!record.exists() && !attempts.exists(), "the record and its attempts went");
-        assert!(lanes.join("vpm-mini-gone-1.json").exists());
+        assert!(lanes.join("vpm-mini-gone-1.json").exists() && lanes.join("vpm-mini-broken-1.json").exists());
     }
 
     /// Entries A and B to Bot, and A's record as a crash left it: the role ran, its

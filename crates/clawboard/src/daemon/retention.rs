@@ -48,9 +48,10 @@ impl Retention {
             Self::execute(store, &plan, &guard, &source)?;
         }
         // Entries deleted here, or on another node and pulled as deletes.
-        let records = clawboard_entries::handling::prune(store)?;
-        if records > 0 {
-            tracing::info!(records, "retention: the lane records of entries that are gone removed");
+        match clawboard_entries::handling::prune(store) {
+            Ok(0) => {}
+            Ok(records) => tracing::info!(records, "retention: the lane records of entries that are gone removed"),
+            Err(e) => tracing::warn!("retention: the lane records of entries that are gone not pruned: {e}"),
         }
         Ok(())
     }
