@@ -170,7 +170,7 @@ fn an_llm_worker_completes_a_task_and_its_usage_reaches_the_ledger() {
     assert_eq!(req.body["messages"][1]["role"], "user");
     let user = req.body["messages"][1]["content"].as_str().unwrap();
     assert!(user.starts_with("Step: iter-1/writer\n"), "{user}");
-    assert!(user.contains("Board slice (JSON):\n") && user.contains("Five AI tools that double your output"), "{user}");
+    assert!(user.contains("Board JSON:\n") && user.contains("Five AI tools that double your output"), "{user}");
     assert!(!user.contains("\"taskId\""), "a sliced role gets its slice, not the task: {user}");
 
     // The slice ledger: the writer's slice, ok, with the usage the server returned.

@@ -483,7 +483,7 @@ fn user_message(context: &[u8]) -> String {
     }
     if let Some(c) = field("candidate") {
         let of = field("candidates").map(|n| format!(" of {}", plain(n))).unwrap_or_default();
-        text.push_str(&format!("Candidate: {}{of}\n", plain(c)));
+        text.push_str(&format!("Candidate {}{of}\n", plain(c)));
     }
     if let Some(feedback) = field("feedback") {
         text.push_str("Feedback on the previous attempt:\n");
@@ -493,7 +493,7 @@ fn user_message(context: &[u8]) -> String {
         }
     }
     // Compact, as the slicer counted it: the budget holds for what is sent.
-    text.push_str("\nBoard slice (JSON):\n");
+    text.push_str("\nBoard JSON:\n");
     text.push_str(&slice.to_string());
     text
 }

@@ -449,14 +449,14 @@ fn a_sliced_context_becomes_the_step_and_the_slice() {
     });
     assert_eq!(
         user_message(&serde_json::to_vec(&ctx).unwrap()),
-        "Step: title\nCandidate: 2 of 3\n\
+        "Step: title\nCandidate 2 of 3\n\
          Feedback on the previous attempt:\n- sensitive word \"最好\"\n\n\
-         Board slice (JSON):\n{\"meta\":{\"intent\":\"AI tools\"}}"
+         Board JSON:\n{\"meta\":{\"intent\":\"AI tools\"}}"
     );
     let later = json!({"step": "bp/r2/body", "step_id": "body", "round": 2, "slice": {}});
-    assert_eq!(user_message(&serde_json::to_vec(&later).unwrap()), "Step: body (round 2)\n\nBoard slice (JSON):\n{}");
+    assert_eq!(user_message(&serde_json::to_vec(&later).unwrap()), "Step: body (round 2)\n\nBoard JSON:\n{}");
     let plain = json!({"step": "iter-1/w", "slice": {"a": 1}});
-    assert_eq!(user_message(&serde_json::to_vec(&plain).unwrap()), "Step: iter-1/w\n\nBoard slice (JSON):\n{\"a\":1}");
+    assert_eq!(user_message(&serde_json::to_vec(&plain).unwrap()), "Step: iter-1/w\n\nBoard JSON:\n{\"a\":1}");
     let whole = json!({"task": {"taskId": "t1"}, "files": {}});
     assert_eq!(user_message(&serde_json::to_vec(&whole).unwrap()), serde_json::to_string_pretty(&whole).unwrap());
     assert_eq!(user_message(b"not json"), "not json");
