@@ -108,14 +108,20 @@ impl State {
 /// person, and the id given again) is removed: it would take the new entry for
 /// handled.
 pub fn load_for(store: &Store, entry: &Entry) -> Result<Option<Handling>> {
+    let stale = |h: &Handling| h.state.is_final() && h.created_at.as_ref().is_some_and(|c| *c != entry.created_at);
+    // Read without the lock: only a stale record is removed, under it, read again.
+    match load(store, entry.id.as_str())? {
+        Some(h) if stale(&h) => {}
+        found => return Ok(found),
+    }
     let _records = board::file_lock(store, RECORDS_LOCK)?;
     let Some(h) = load(store, entry.id.as_str())? else { return Ok(None) };
-    if h.state.is_final() && h.created_at.as_ref().is_some_and(|c| *c != entry.created_at) {
-        tracing::info!(entry = %entry.id, state = ?h.state, "lane: a record of an earlier entry with this id removed");
-        remove(store, &h.entry)?;
-        return Ok(None);
+    if !stale(&h) {
+        return Ok(Some(h));
     }
-    Ok(Some(h))
+    tracing::info!(entry = %entry.id, state = ?h.state, "lane: a record of an earlier entry with this id removed");
+    remove(store, &h.entry)?;
+    Ok(None)
 }
 
 /// Removes the finished records (handled, or held by another node) of entries
