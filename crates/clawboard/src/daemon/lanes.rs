@@ -51,6 +51,9 @@ pub struct LaneConsumer {
     ctx: Arc<Ctx>,
     /// Entries being handled: id -> the journal entry that started it.
     pending: BTreeMap<String, u64>,
+    /// Entries journaled again while being handled (retention removed one and a
+    /// counter gave its id again, a person edited it): handled once more after.
+    again: std::collections::BTreeSet<String>,
     running: JoinSet<(String, anyhow::Result<Handled>)>,
     grace: Duration,
     /// The daemon is stopping: a failed handling is not tried again.
@@ -87,6 +90,7 @@ impl LaneConsumer {
                 planning: tokio::sync::Mutex::new(None),
             }),
             pending: BTreeMap::new(),
+            again: std::collections::BTreeSet::new(),
             running: JoinSet::new(),
             grace,
             stopping: false,
@@ -96,6 +100,9 @@ impl LaneConsumer {
 
     fn start(&mut self, id: String, seq: u64, delay: Duration) {
         if self.pending.contains_key(&id) {
+            // Looked at again once this handling ends; its journal entry stays the
+            // cursor's bound meanwhile (the earlier one, below it, already is).
+            self.again.insert(id);
             return;
         }
         self.pending.insert(id.clone(), seq);
@@ -153,7 +160,15 @@ impl Consumer for LaneConsumer {
             };
             match r {
                 Ok(Handled::Done) => {
-                    self.pending.remove(&id);
+                    let seq = self.pending.remove(&id).unwrap_or_default();
+                    if self.again.remove(&id) {
+                        if self.stopping {
+                            // A change not looked at: it stays pending, for the next start.
+                            self.pending.insert(id, seq);
+                        } else {
+                            self.start(id, seq, Duration::ZERO);
+                        }
+                    }
                 }
                 Ok(Handled::Stopped) => {}
                 Err(e) if self.stopping => {
@@ -161,6 +176,7 @@ impl Consumer for LaneConsumer {
                 }
                 Err(e) => {
                     self.failed = Some(e.context(format!("entry {id} (tried again in {RETRY:?})")));
+                    self.again.remove(&id);
                     let seq = self.pending.remove(&id).unwrap_or_default();
                     self.start(id, seq, RETRY);
                 }
@@ -432,12 +448,18 @@ mod tests {
         )
     }
 
-    /// Runs the lane consumer with `config` (its roles and lanes).
-    fn start_consumer(s: &mut crate::daemon::jobs::testing::Setup, config: &str, grace: Duration) {
+    /// A lane consumer with `config` (its roles and lanes).
+    fn lane_consumer(s: &crate::daemon::jobs::testing::Setup, config: &str, grace: Duration) -> LaneConsumer {
         let cfg = settings(s.root(), config);
         let config = clawboard_roles::EngineConfig { lanes: Arc::new(cfg.lanes), ..cfg.roles.into() };
         let engine = Arc::new(Engine::new(s.store.clone(), config, clawboard_roles::Shutdown::never()));
-        s.runner.consumer(CURSOR, LaneConsumer::new(s.store.clone(), engine, None, grace));
+        LaneConsumer::new(s.store.clone(), engine, None, grace)
+    }
+
+    /// Runs the lane consumer with `config` (its roles and lanes).
+    fn start_consumer(s: &mut crate::daemon::jobs::testing::Setup, config: &str, grace: Duration) {
+        let consumer = lane_consumer(s, config, grace);
+        s.runner.consumer(CURSOR, consumer);
     }
 
     /// Runs the lane consumer with `config`, and creates the seed's doc-update
@@ -527,6 +549,45 @@ mod tests {
         assert_eq!(handling::prune(&s.store).unwrap(), 1);
         assert!(!record.exists() && !attempts.exists(), "the record and its attempts went");
         assert!(lanes.join("vpm-mini-gone-1.json").exists() && lanes.join("vpm-mini-broken-1.json").exists());
+    }
+
+    /// An entry journaled again while its handling is under way (here, once it
+    /// ended but before the consumer took its end) is looked at once more after
+    /// it: a new entry under the id runs, and the cursor stays below the entry's
+    /// journal entries until it has.
+    #[tokio::test]
+    async fn an_entry_journaled_again_while_it_is_handled_is_looked_at_after() {
+        let s = setup();
+        let out = r#"{"entries":[{"to":"Human","kind":"answer","payload":{"summary":"hi"}}]}"#;
+        let mut c = lane_consumer(&s, &bot_config(s.root(), "", out), Duration::from_secs(5));
+        let mut e: clawboard_entries::Entry = serde_json::from_str(include_str!(
+            "../../../../tests/fixtures/seed-tree/entries/vpm-mini/vpm-mini-docupdate-issue571-1.json"
+        ))
+        .unwrap();
+        e.to = "Bot".into();
+        clawboard_entries::create(&s.store, &e).unwrap();
+        let file = "entries/vpm-mini/vpm-mini-docupdate-issue571-1.json";
+        let change = |seq| Change { seq, change: crate::daemon::jobs::testing::put(file) };
+        let (store, id) = (s.store.clone(), e.id.clone());
+        let status = move || clawboard_entries::read(&store, id.as_str()).map(|(_, e)| e.status).ok();
+
+        c.handle(vec![change(3)]).await.unwrap();
+        until("the entry done", || status() == Some(clawboard_entries::EntryStatus::Done)).await;
+        s.store.remove(&clawboard_core::RelPath::new(file).unwrap()).unwrap();
+        let mut again = e.clone();
+        again.created_at = clawboard_core::Timestamp::now();
+        again.updated_at = again.created_at.clone();
+        clawboard_entries::create(&s.store, &again).unwrap();
+        c.handle(vec![change(7)]).await.unwrap();
+        assert_eq!(c.durable(9), 2);
+
+        c.wait_for_work().await;
+        assert_eq!(c.durable(9), 2, "the entry is looked at again, under its first bound");
+        c.wait_for_work().await;
+        assert_eq!(status(), Some(clawboard_entries::EntryStatus::Done));
+        assert_eq!(c.durable(9), 9);
+        assert_eq!(std::fs::read_to_string(s.root().join("runs")).unwrap(), "run\nrun\n");
+        assert!(c.running.is_empty() && c.again.is_empty());
     }
 
     /// Entries A and B to Bot, and A's record as a crash left it: the role ran, its
