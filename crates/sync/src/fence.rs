@@ -147,8 +147,7 @@ async fn put_back<R: Remote>(
     rec: Option<&crate::state::Pushed>,
     dest: &std::path::Path,
 ) -> Result<()> {
-    sync.counts.get.fetch_add(1, Ordering::Relaxed);
-    let Some((bytes, info)) = sync.retry(|| sync.remote.get(path)).await? else { return Ok(()) };
+    let Some((bytes, info)) = sync.get_version(path).await? else { return Ok(()) };
     if let Some((_, vv, hlc)) =
         crate::pull::stamp_of(&info).filter(|(author, _, _)| *author == sync.node && rec.is_none_or(|r| r.deleted))
     {

@@ -188,8 +188,7 @@ impl<R: Remote> Pull<R> {
     }
 
     async fn get(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>> {
-        self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
-        Ok(self.sync.retry(|| self.sync.remote.get(key)).await?)
+        Ok(self.sync.get_version(key).await?)
     }
 
     async fn pull_locked<'a>(&'a self, allow_mass_delete: bool, guards: &mut Option<Guards<'a>>) -> Result<PullReport> {

@@ -18,7 +18,9 @@ use clawboard_core::journal::is_ignored;
 use crate::error::{Error, Failure, RemoteError, Result};
 use crate::log::{LogEntry, Op, Outbox};
 use crate::node::{Heartbeat, NODES_PREFIX};
-use crate::remote::{Body, Condition, META_HASH, META_HLC, META_MTIME, META_NODE, META_VV, Metadata, Remote};
+use crate::remote::{
+    Body, Condition, META_HASH, META_HLC, META_MTIME, META_NODE, META_VV, Metadata, ObjectInfo, Remote,
+};
 use crate::report::{ProcessTotals, RequestCounts, StatusFile, now_text};
 use crate::settings::SyncSettings;
 use crate::state::{PushState, Pushed};
@@ -274,6 +276,32 @@ impl<R: Remote> SyncState<R> {
             Err(e) if e.failure == Failure::PreconditionFailed => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// GETs a version (a synced path's object; retried), its bytes checked against
+    /// the hash its metadata names. A server that answers a read beside a write of
+    /// the same key may return one version's metadata with another's bytes (s3s-fs
+    /// stores the two apart); taken as a version, that pair would record the new
+    /// version's history over the old bytes, and no later pull would replace them.
+    /// Such a read is a retryable failure.
+    pub(crate) async fn get_version(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
+        self.counts.get.fetch_add(1, Ordering::Relaxed);
+        self.retry(|| async {
+            let got = self.remote.get(key).await?;
+            if let Some((bytes, info)) = &got
+                && let Some(named) = info.blake3()
+                && named != blake3::hash(bytes).to_hex().as_str()
+            {
+                return Err(RemoteError::new(
+                    Failure::Retryable,
+                    "GET",
+                    key,
+                    format!("the bytes read are not the version the object's {META_HASH} names (written while read)"),
+                ));
+            }
+            Ok(got)
+        })
+        .await
     }
 
     /// Runs `op`, retrying retryable failures with exponential backoff and full jitter.

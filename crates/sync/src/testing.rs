@@ -31,15 +31,18 @@ pub(crate) fn node<R: Remote>(remote: R, root: &Path, id: &str) -> Client<R> {
     node_with(remote, root, id, settings())
 }
 
-/// The directory backend with two failures to switch on: GETs of `key` fail
+/// The directory backend with three failures to switch on: GETs of `key` fail
 /// while `fail` is set; every PUT stores its object and then fails while
-/// `lose_puts` is set, as a request whose reply never comes back.
+/// `lose_puts` is set, as a request whose reply never comes back; the next GET
+/// of `key` answers the bytes put in `torn` with the object's own metadata, as a
+/// server that reads an object beside its write may.
 #[derive(Clone)]
 pub(crate) struct Flaky {
     pub(crate) inner: DirRemote,
     pub(crate) key: String,
     pub(crate) fail: Arc<AtomicBool>,
     pub(crate) lose_puts: Arc<AtomicBool>,
+    pub(crate) torn: Arc<std::sync::Mutex<Option<Bytes>>>,
 }
 
 impl Flaky {
@@ -49,6 +52,7 @@ impl Flaky {
             key: String::new(),
             fail: Arc::new(AtomicBool::new(false)),
             lose_puts: Arc::new(AtomicBool::new(false)),
+            torn: Arc::default(),
         }
     }
 }
@@ -68,7 +72,12 @@ impl Remote for Flaky {
         if k == self.key && self.fail.load(Ordering::SeqCst) {
             return Err(RemoteError::new(Failure::Permanent, "GET", k, "injected failure"));
         }
-        self.inner.get(k).await
+        let got = self.inner.get(k).await?;
+        let torn = if k == self.key { self.torn.lock().unwrap().take() } else { None };
+        Ok(match (got, torn) {
+            (Some((_, info)), Some(bytes)) => Some((bytes, info)),
+            (got, _) => got,
+        })
     }
     async fn head(&self, k: &str) -> Result<Option<ObjectInfo>, RemoteError> {
         self.inner.head(k).await

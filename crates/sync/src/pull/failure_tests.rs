@@ -4,7 +4,7 @@ use crate::dir::DirRemote;
 use crate::error::RemoteError;
 use crate::remote::{Body, Condition, Metadata, Page, PutOutcome};
 use crate::report::RequestCounts;
-use crate::testing::{Flaky, node};
+use crate::testing::{Flaky, node, node_with, settings};
 
 /// Nodes "a" and "b", each on its own tree in `dir` (`dir/a`, `dir/b`), sharing the
 /// local bucket `dir/bucket`; with their roots.
@@ -344,4 +344,50 @@ async fn a_node_that_took_in_a_task_held_elsewhere_makes_no_copy_in_it() {
     assert_eq!(escalations(&ra), raised, "node-a has node-b's escalation");
     b.pull.pull(false).await.unwrap();
     assert_eq!(escalations(&rb).len(), 1, "nothing raised twice");
+}
+
+/// A GET that answers one version's metadata with another's bytes (a server that
+/// reads an object beside its write, as s3s-fs may) is read again: the pull never
+/// records the new version's history over the old bytes, which no later pull
+/// would replace. Without retries the pull fails naming the path and records
+/// nothing; the next pull takes the version.
+#[tokio::test]
+async fn a_read_torn_between_two_versions_is_read_again_and_never_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    let (bucket, ra, rb) = (d.path().join("bucket"), d.path().join("a"), d.path().join("b"));
+    let path = "gm/notes.md";
+    let a = node(DirRemote::open(&bucket).unwrap(), &ra, "a");
+    let flaky = Flaky { key: path.into(), ..Flaky::new(&bucket) };
+    let recorded = |b: &Client<Flaky>| b.push.sync().with_state(|s| Ok(s.get(path).cloned())).unwrap().unwrap();
+    let hash = |text: &str| blake3::hash(text.as_bytes()).to_hex().to_string();
+    let push = |text: &'static str| {
+        std::fs::write(ra.join(path), text).unwrap();
+        a.push.full()
+    };
+    push("v1\n").await.unwrap();
+    {
+        let b = node(flaky.clone(), &rb, "b");
+        b.pull.pull(false).await.unwrap();
+        push("v2, longer\n").await.unwrap();
+        *flaky.torn.lock().unwrap() = Some(Bytes::from_static(b"v1\n"));
+        let err = b.pull.pull(false).await.unwrap_err().to_string();
+        assert!(err.contains(path) && err.contains("written while read"), "{err}");
+        assert_eq!(std::fs::read_to_string(rb.join(path)).unwrap(), "v1\n");
+        assert_eq!(recorded(&b).hash, hash("v1\n"), "the torn read recorded nothing");
+        b.pull.pull(false).await.unwrap();
+        assert_eq!(std::fs::read_to_string(rb.join(path)).unwrap(), "v2, longer\n");
+    }
+    // With a retry, the pull reads it again and goes on.
+    let b = node_with(flaky.clone(), &rb, "b", crate::SyncSettings { retries: 1, ..settings() });
+    push("v3\n").await.unwrap();
+    *flaky.torn.lock().unwrap() = Some(Bytes::from_static(b"v2, longer\n"));
+    let r = b.pull.pull(false).await.unwrap();
+    assert_eq!(r.applied, 1, "{r:?}");
+    assert!(flaky.torn.lock().unwrap().is_none(), "the torn answer was given");
+    assert_eq!(std::fs::read_to_string(rb.join(path)).unwrap(), "v3\n");
+    let rec = recorded(&b);
+    assert_eq!(
+        (rec.hash, rec.vv),
+        (hash("v3\n"), a.push.sync().with_state(|s| Ok(s.get(path).unwrap().vv.clone())).unwrap())
+    );
 }
