@@ -31,7 +31,7 @@ use crate::fence::claim_key;
 pub use crate::fence::{CLAIMS_PREFIX, ClaimDoc};
 pub use crate::node::Heartbeat;
 use crate::node::{NODES_PREFIX, fenced_dir, remember_generation};
-use crate::remote::{Body, Condition, Metadata, PutOutcome, Remote};
+use crate::remote::{Body, Condition, PutOutcome, Remote};
 use crate::report::now_text;
 use crate::shared::SyncState;
 
@@ -83,7 +83,7 @@ impl<R: Remote> Cluster<R> {
         beat.seen_at = now_text();
         let body = Bytes::from(serde_json::to_vec_pretty(&beat).map_err(|e| Error::io("heartbeat", e.into()))?);
         let key = format!("{NODES_PREFIX}{}.json", self.sync.node);
-        let meta = Metadata::new();
+        let meta = crate::remote::hashed(&body);
         let previous = self.own_beat.lock().clone();
         let condition = previous.map_or(Condition::None, Condition::Matches);
         self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
@@ -92,8 +92,7 @@ impl<R: Remote> Cluster<R> {
                 Ok(stored) => (stored, true),
                 Err(e) if e.failure == Failure::PreconditionFailed => {
                     // Ours after all (a retried request that had landed), or another writer.
-                    self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
-                    let ours = self.sync.retry(|| self.sync.remote.get(&key)).await?.is_some_and(|(b, _)| b == body);
+                    let ours = self.sync.get_checked(&key).await?.is_some_and(|(b, _)| b == body);
                     self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
                     let stored = self
                         .sync
@@ -130,8 +129,7 @@ impl<R: Remote> Cluster<R> {
                 out.push((beat.clone(), etag.clone()));
                 continue;
             }
-            self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
-            let Some((bytes, info)) = self.sync.retry(|| self.sync.remote.get(&o.key)).await? else { continue };
+            let Some((bytes, info)) = self.sync.get_checked(&o.key).await? else { continue };
             let etag = info.etag.unwrap_or_default();
             match serde_json::from_slice::<Heartbeat>(&bytes) {
                 Ok(b) => {
@@ -160,7 +158,7 @@ impl<R: Remote> Cluster<R> {
         let key = claim_key(&doc.task_id)?;
         let body = Bytes::from(serde_json::to_vec_pretty(doc).map_err(|e| Error::io(&key, e.into()))?);
         self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
-        let meta = Metadata::new();
+        let meta = crate::remote::hashed(&body);
         let read_back = matches!(condition, Condition::Matches(_));
         match self.sync.retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &condition)).await {
             Ok(PutOutcome::Stored { .. }) => {
@@ -251,7 +249,7 @@ impl<R: Remote> Cluster<R> {
         };
         let body = Bytes::from(serde_json::to_vec_pretty(&doc).map_err(|e| Error::io(&key, e.into()))?);
         self.sync.counts.put.fetch_add(1, Ordering::Relaxed);
-        let meta = Metadata::new();
+        let meta = crate::remote::hashed(&body);
         let put =
             self.sync.retry(|| self.sync.remote.put(&key, Body::Bytes(body.clone()), &meta, &Condition::Absent)).await;
         match put {
@@ -260,8 +258,7 @@ impl<R: Remote> Cluster<R> {
             Err(e) if e.failure == Failure::PreconditionFailed => {}
             Err(e) => return Err(e.into()),
         }
-        self.sync.counts.get.fetch_add(1, Ordering::Relaxed);
-        let got = self.sync.retry(|| self.sync.remote.get(&key)).await?;
+        let got = self.sync.get_checked(&key).await?;
         let owner = match got {
             Some((bytes, _)) => {
                 serde_json::from_slice::<ClaimDoc>(&bytes)
@@ -364,5 +361,35 @@ impl<R: Remote> Cluster<R> {
             tracing::warn!(task, "the change log is written with the next push or pull: {e}");
         }
         Ok(moved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::remote::META_HASH;
+    use crate::testing::{Flaky, node};
+
+    /// Claims and heartbeats are written with their hash, so a read that pairs one
+    /// write's bytes with the next one's ETag (a server that reads an object beside
+    /// its write, as s3s-fs may) is refused and read again: a taker never writes
+    /// `If-Match` over a claim it read as another node's.
+    #[tokio::test]
+    async fn a_claim_read_torn_between_two_writes_is_refused_and_read_again() {
+        let d = tempfile::tempdir().unwrap();
+        let flaky = Flaky { key: "_claims/t1".into(), ..Flaky::new(&d.path().join("bucket")) };
+        let a = node(flaky.clone(), &d.path().join("a"), "a");
+        assert!(a.cluster.heartbeat(Heartbeat::default()).await.unwrap());
+        assert!(matches!(a.cluster.claim("t1").await.unwrap(), ClaimResult::Won { generation: 1 }));
+        for key in ["_claims/t1", "_nodes/a.json"] {
+            let (bytes, info) = flaky.inner.get(key).await.unwrap().unwrap();
+            assert_eq!(info.metadata.get(META_HASH), Some(&blake3::hash(&bytes).to_hex().to_string()), "{key}");
+        }
+        let before = ClaimDoc { node: "b".into(), ..a.cluster.claim_of("t1").await.unwrap().unwrap().0 };
+        *flaky.torn.lock().unwrap() = Some(Bytes::from(serde_json::to_vec_pretty(&before).unwrap()));
+        let err = a.cluster.claim_of("t1").await.unwrap_err().to_string();
+        assert!(err.contains("_claims/t1") && err.contains("written while read"), "{err}");
+        assert_eq!(a.cluster.claim_of("t1").await.unwrap().unwrap().0.node, "a");
     }
 }

@@ -3,8 +3,6 @@
 //! the task taken; push fences a finished task it finds taken over before it would
 //! push into it.
 
-use std::sync::atomic::Ordering;
-
 use clawboard_core::RelPath;
 use serde::{Deserialize, Serialize};
 
@@ -38,8 +36,7 @@ pub(crate) fn claim_key(task: &str) -> Result<String> {
 /// The claim on `task`, with its ETag.
 pub(crate) async fn claim_of<R: Remote>(sync: &SyncState<R>, task: &str) -> Result<Option<(ClaimDoc, String)>> {
     let key = claim_key(task)?;
-    sync.counts.get.fetch_add(1, Ordering::Relaxed);
-    let Some((bytes, info)) = sync.retry(|| sync.remote.get(&key)).await? else { return Ok(None) };
+    let Some((bytes, info)) = sync.get_checked(&key).await? else { return Ok(None) };
     let doc = serde_json::from_slice::<ClaimDoc>(&bytes)
         .map_err(|e| Error::io(&key, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     Ok(Some((doc, info.etag.unwrap_or_default())))
@@ -147,7 +144,7 @@ async fn put_back<R: Remote>(
     rec: Option<&crate::state::Pushed>,
     dest: &std::path::Path,
 ) -> Result<()> {
-    let Some((bytes, info)) = sync.get_version(path).await? else { return Ok(()) };
+    let Some((bytes, info)) = sync.get_checked(path).await? else { return Ok(()) };
     if let Some((_, vv, hlc)) =
         crate::pull::stamp_of(&info).filter(|(author, _, _)| *author == sync.node && rec.is_none_or(|r| r.deleted))
     {

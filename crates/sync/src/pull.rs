@@ -188,7 +188,7 @@ impl<R: Remote> Pull<R> {
     }
 
     async fn get(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>> {
-        Ok(self.sync.get_version(key).await?)
+        Ok(self.sync.get_checked(key).await?)
     }
 
     async fn pull_locked<'a>(&'a self, allow_mass_delete: bool, guards: &mut Option<Guards<'a>>) -> Result<PullReport> {

@@ -64,6 +64,12 @@ pub struct ObjectInfo {
     pub metadata: Metadata,
 }
 
+/// Metadata naming `body`'s hash, for an object read back with
+/// [`crate::shared::SyncState::get_checked`] (a claim, a heartbeat).
+pub fn hashed(body: &[u8]) -> Metadata {
+    Metadata::from([(META_HASH.to_owned(), blake3::hash(body).to_hex().to_string())])
+}
+
 impl ObjectInfo {
     /// The BLAKE3 hash clawboard stored in the metadata, if any.
     pub fn blake3(&self) -> Option<&str> {

@@ -278,13 +278,15 @@ impl<R: Remote> SyncState<R> {
         }
     }
 
-    /// GETs a version (a synced path's object; retried), its bytes checked against
-    /// the hash its metadata names. A server that answers a read beside a write of
-    /// the same key may return one version's metadata with another's bytes (s3s-fs
-    /// stores the two apart); taken as a version, that pair would record the new
-    /// version's history over the old bytes, and no later pull would replace them.
-    /// Such a read is a retryable failure.
-    pub(crate) async fn get_version(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
+    /// GETs an object (retried), its bytes checked against the hash its metadata
+    /// names, if any (a synced path's version, a claim, a heartbeat). A server that
+    /// answers a read beside a write of the same key may return one write's
+    /// metadata and ETag with another's bytes (s3s-fs stores the two apart): taken
+    /// as a version, that pair would record the new version's history over the old
+    /// bytes, which no later pull would replace; taken as a claim, the old holder
+    /// with the new ETag, which a taker's `If-Match` would then write over. Such a
+    /// read is a retryable failure.
+    pub(crate) async fn get_checked(&self, key: &str) -> Result<Option<(Bytes, ObjectInfo)>, RemoteError> {
         self.counts.get.fetch_add(1, Ordering::Relaxed);
         self.retry(|| async {
             let got = self.remote.get(key).await?;
