@@ -570,9 +570,14 @@ mod tests {
 
         // Another node holds the claim now, and this node's lease has lapsed
         // (no heartbeat for longer than its usable part, 2 s less 250 ms).
-        let theirs =
-            r#"{"taskId":"t1","node":"n2","generation":2,"claimedAt":"2026-11-29T00:00:00Z","takenFrom":"n1"}"#;
-        std::fs::write(bucket.path().join("_claims/t1"), theirs).unwrap();
+        let theirs: &[u8] =
+            br#"{"taskId":"t1","node":"n2","generation":2,"claimedAt":"2026-11-29T00:00:00Z","takenFrom":"n1"}"#;
+        let (body, meta) =
+            (clawboard_sync::remote::Body::Bytes(theirs.to_vec().into()), clawboard_sync::remote::hashed(theirs));
+        let remote = c.nodes.sync().remote();
+        clawboard_sync::Remote::put(remote, "_claims/t1", body, &meta, &clawboard_sync::remote::Condition::None)
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(1_800)).await;
         assert_eq!(c.confirm("t1").await, Hold::Lost);
         assert!(gets() > before, "the bucket was read");
