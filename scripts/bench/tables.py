@@ -187,7 +187,7 @@ def _(D):
     body = []
     moto = "moto (heartbeat 2 s, lease 8 s)"
     groups = [("s3s-fs", "S3s", False, "F: as E"), ("s3s-fs", "S3s", True, "F: as E"), (moto, "Moto", False, "F: as E"),
-              ("s3s-fs, in `scripts/test`", "S3s", False, "G:"), (moto + ", in `scripts/test`", "Moto", False, "G:")]
+              ("s3s-fs, in `scripts/test`", "S3s", False, "H:"), (moto + ", in `scripts/test`", "Moto", False, "H:")]
     for label, backend, each, stage in groups:
         rs = [t for t in D["takeover"] if t.get("stage", "").startswith(stage)
               and t["backend"] == backend and bool(t.get("push_each_step")) == each and t["result"] == "pass"]
