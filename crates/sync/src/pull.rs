@@ -107,10 +107,12 @@ pub(crate) fn stamp_of(info: &ObjectInfo) -> Option<(String, Vv, u64)> {
 }
 
 /// The version an object's metadata names; `None` without clawboard metadata.
+/// `bytes` were read with [`SyncState::get_checked`]: a hash the metadata names is
+/// theirs, and is not computed again.
 fn version_of(info: &ObjectInfo, bytes: &[u8]) -> Option<Pushed> {
     let (author, vv, hlc) = stamp_of(info)?;
     Some(Pushed {
-        hash: blake3::hash(bytes).to_hex().to_string(),
+        hash: info.blake3().map_or_else(|| blake3::hash(bytes).to_hex().to_string(), str::to_owned),
         size: bytes.len() as u64,
         vv,
         hlc,
