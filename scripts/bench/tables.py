@@ -171,7 +171,7 @@ def _(D):
 
 @table("multinode-converge")
 def _(D):
-    rs = rows(D, "multinode", "run 4", "t1")
+    rs = rows(D, "multinode", "run 5", "t1")
     body = []
     for r in rs:
         f = r["figures"]
