@@ -3,7 +3,7 @@
 //! number, which wakes the consumers (they read the journal). Runs on its own thread: it stats files and fsyncs, which must not
 //! block the async runtime, and the notify callback only `try_send`s to it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use clawboard_core::journal::{Change, Journal, Origin, is_ignored};
 use clawboard_core::lock::Lock;
 use clawboard_core::store::ChangeSink;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::{EventKind, EventKindMask, RecursiveMode, Watcher};
 use tokio::sync::watch;
 
 use super::jobs::Registry;
@@ -32,6 +32,15 @@ const NEW_DIR_RESCAN: std::time::Duration = std::time::Duration::from_millis(200
 /// in several `write(2)` calls): it is journaled at its close event, or once it has
 /// been this quiet for writers that keep it open.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+/// What the watcher asks the kernel for: a file created, removed, renamed, or
+/// closed after writing. Never an open, a read, a write(2) or a change of
+/// metadata: every directory a scan opens would be an event (two: one on it, one
+/// on its parent), and a scan of a tree past the kernel's queue (16,384 events
+/// by default) would overflow the queue it recovers from, again and again.
+const EVENTS: EventKindMask = EventKindMask::CREATE
+    .union(EventKindMask::REMOVE)
+    .union(EventKindMask::MODIFY_NAME)
+    .union(EventKindMask::ACCESS_CLOSE);
 /// Index snapshot after this many journaled changes (and at shutdown).
 const SNAPSHOT_EVERY: usize = 20_000;
 /// Group commit: after a commit, the next waits this long, gathering what comes
@@ -186,7 +195,7 @@ impl Recorder {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(_)) => cb_overflow.store(true, Ordering::SeqCst),
             },
-            notify::Config::default().with_follow_symlinks(false),
+            notify::Config::default().with_follow_symlinks(false).with_event_kinds(EVENTS),
         )
         .map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
         // Watch first, then scan: a change during the scan is seen by one or both,
@@ -327,8 +336,9 @@ impl State {
             for dir in std::mem::take(&mut batch.dirs) {
                 pending.rescan_later.push((now + NEW_DIR_RESCAN, dir));
             }
+            let scanned: HashSet<String> = changes.iter().map(|c| c.path.clone()).collect();
             for (path, hint) in std::mem::take(&mut batch.paths) {
-                if changes.iter().any(|c| c.path == path) {
+                if scanned.contains(&path) {
                     continue;
                 }
                 if let Some(c) = self.change_for(&path, hint) {
@@ -371,7 +381,11 @@ impl State {
     }
 
     fn sort(&self, msgs: Vec<Msg>) -> Batch {
-        let mut batch = Batch { rescan: self.overflow.swap(false, Ordering::SeqCst), ..Batch::default() };
+        let mut batch = Batch::default();
+        if self.overflow.swap(false, Ordering::SeqCst) {
+            tracing::warn!("the journal's channel was full, events were dropped; rescanning the tree");
+            batch.rescan = true;
+        }
         for msg in msgs {
             match msg {
                 Msg::Stop => batch.stop = true,
@@ -381,7 +395,7 @@ impl State {
                 }
                 Msg::Fs(Err(e)) => tracing::error!("file watcher: {}", inotify_hint(&e)),
                 Msg::Fs(Ok(ev)) => {
-                    if ev.need_rescan() {
+                    if ev.need_rescan() && !batch.rescan {
                         tracing::warn!("the kernel's event queue overflowed; rescanning the tree");
                         batch.rescan = true;
                     }
@@ -420,12 +434,16 @@ impl State {
         now: Instant,
     ) -> anyhow::Result<Vec<Change>> {
         if batch.rescan {
-            return Ok(self.index.scan(&self.root, &self.root, true)?);
+            let started = Instant::now();
+            let changes = self.index.scan(&self.root, &self.root, true)?;
+            tracing::info!(changes = changes.len(), ms = started.elapsed().as_millis() as u64, "rescanned the tree");
+            return Ok(changes);
         }
         let mut changes: Vec<Change> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
         for dir in batch.dirs.iter().chain(due) {
             for c in self.index.scan(&self.root, dir, false)? {
-                if changes.iter().any(|x| x.path == c.path) {
+                if !seen.insert(c.path.clone()) {
                     continue;
                 }
                 if !batch.paths.contains_key(&c.path) && still_written(&c) {
