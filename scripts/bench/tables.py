@@ -409,6 +409,32 @@ def _(D):
                "release build", "goal ≤ 1 %"], body)
 
 
+def _scale_ms(cli, name):
+    c = (cli or {}).get(name)
+    return num(c["ms"], 0) if c else "–"
+
+
+@table("scale")
+def _(D):
+    """Every run of scripts/bench/scale (docs/benchmarks/scale.jsonl), by size then run."""
+    recs = sorted(D.get("scale", []), key=lambda r: (r["tasks"], r["date"], r["binary"] != "baseline"))
+    body = []
+    for r in recs:
+        build = f"`{r['build']}`" + (" (baseline)" if r["binary"] == "baseline" else "")
+        cd = r.get("cli_daemon")
+        body.append([
+            num(r["tasks"]), num(r["task_files"]), r["date"], build,
+            num(r["start_ready_s"], 2), pct(r["idle_cpu_pct"], 2), r["idle_rescans"], num(r["idle_rss_mb"], 0),
+            f"{num(r.get('drop_p50_ms'), 1)} / {num(r.get('drop_p99_ms'), 1)}", num(r["stop_s"], 2),
+            " / ".join(_scale_ms(cd, n) for n in ("status", "task_list", "retention_plan")) if cd else "–",
+            " / ".join(_scale_ms(r["cli"], n) for n in ("status", "task_list", "retention_plan")),
+            num(r["state_mb"], 1),
+        ])
+    return md(["tasks", "files", "run", "build", "start → ready s", "idle CPU", "rescans idle", "RSS idle MB",
+               "drop p50 / p99 ms", "SIGTERM → exit s", "status / list / retention ms, daemon running",
+               "same, no daemon", "`.clawboard/` MB"], body)
+
+
 # --- the page ---------------------------------------------------------------
 
 MARK = re.compile(r"<!-- tables:([\w-]+) begin -->\n(.*?)<!-- tables:\1 end -->", re.S)

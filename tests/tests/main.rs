@@ -33,6 +33,7 @@ mod review;
 mod review_notify;
 mod run_crash;
 mod sandbox;
+mod scale;
 mod slow_writers;
 mod sync;
 mod sync_remote;

@@ -60,6 +60,9 @@ pub struct DaemonState {
     pub person_token: String,
     /// This node's id when it shares a bucket (part of the ids of entries it makes).
     pub node: Option<String>,
+    /// Every task's row, kept by the journal thread: the API's task list and
+    /// retention read it instead of every `task.json`.
+    pub tasks: Arc<clawboard_core::lock::Lock<clawboard_core::summary::TaskSummary>>,
 }
 
 /// How long a starting daemon waits for the root's lock to be let go of
@@ -249,6 +252,7 @@ impl Daemon {
             jobs: registry,
             node: node.clone().filter(|_| settings.sync.enabled),
             person_token,
+            tasks: recorder.tasks.clone(),
         });
         let daemon =
             Daemon { _lock: lock, node, web_token, stopping_tx, kill_tx, recorder, jobs, store, dispatcher, state };

@@ -37,7 +37,11 @@ pub fn try_lock_root(root: &Path) -> anyhow::Result<RootLock> {
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     match f.try_lock() {
-        Ok(()) => Ok(RootLock::Taken(f)),
+        // A pid left by a daemon that stopped goes: the file names only who holds it.
+        Ok(()) => {
+            f.set_len(0).with_context(|| format!("clearing {}", path.display()))?;
+            Ok(RootLock::Taken(f))
+        }
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut pid = String::new();
             // The pid only names the holder in a message; an unreadable one stays empty.
@@ -47,6 +51,21 @@ pub fn try_lock_root(root: &Path) -> anyhow::Result<RootLock> {
             Ok(RootLock::HeldBy(pid.trim().to_owned()))
         }
         Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", path.display())),
+    }
+}
+
+/// True when a daemon holds `.clawboard/daemon.lock` (asked with a shared lock
+/// on a read-only open, so anyone who can read the state directory may ask). A
+/// `clawboard run` or `sync`, which hold it too, write no pid in it.
+pub fn daemon_holds(root: &Path) -> bool {
+    let Ok(mut f) = File::open(root.join(".clawboard/daemon.lock")) else { return false };
+    match f.try_lock_shared() {
+        Ok(()) => false,
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            f.read_to_string(&mut pid).is_ok() && !pid.trim().is_empty()
+        }
+        Err(std::fs::TryLockError::Error(_)) => false,
     }
 }
 

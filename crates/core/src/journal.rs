@@ -238,6 +238,17 @@ fn scan_segment(path: &Path) -> Result<(u64, Option<u64>)> {
     Ok((good, last))
 }
 
+/// The sequence number a journal line starts with (`{"seq":N,`), read without
+/// parsing the line; `None` when it does not start so.
+fn leading_seq(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(b"{\"seq\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || rest.get(digits) != Some(&b',') {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
 /// Reads entries after `after` from the journal in `dir` (a reader needs no [`Journal`]).
 pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Journaled>> {
     let firsts = match segments(dir) {
@@ -254,6 +265,9 @@ pub fn read_after(dir: &Path, after: u64, max: usize) -> Result<Vec<Journaled>> 
         let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
         for line in BufReader::new(file).split(b'\n') {
             let line = line.map_err(|e| Error::io(&path, e))?;
+            if leading_seq(&line).is_some_and(|seq| seq <= after) {
+                continue; // a reader far into a segment skips its head unparsed
+            }
             let Ok(entry) = serde_json::from_slice::<Journaled>(&line) else {
                 break;
             };

@@ -12,6 +12,8 @@
 //! - [`store`]: [`Store`], atomic writes under advisory locks, crash recovery.
 //! - [`journal`], [`index`]: the change journal every subsystem consumes, and the
 //!   index that lets a rescan emit only what the journal missed.
+//! - [`summary`]: [`summary::TaskSummary`], one row per task kept from the journal,
+//!   which status, task lists and retention read instead of every `task.json`.
 //! - [`id`], [`time`]: [`Id`] (safe as a path component, and new ones) and [`Timestamp`].
 //! - [`token`]: secret tokens from the OS's random source, compared in constant time.
 //! - [`secret`]: keys and tokens from an environment variable or a private file,
@@ -40,6 +42,7 @@ pub mod retention;
 pub mod schema;
 pub mod secret;
 pub mod store;
+pub mod summary;
 pub mod time;
 pub mod token;
 pub mod validate;

@@ -269,8 +269,23 @@ pub fn due(policy: &Policy, rule: Rule, since: DateTime<Utc>, now: DateTime<Utc>
 
 /// What the policy deletes now from the tree of `store`.
 pub fn plan(store: &Store, policy: &Policy, now: DateTime<Utc>, guard: &dyn Guard) -> Result<Plan, Error> {
+    plan_with(store, policy, now, guard, None)
+}
+
+/// [`plan`], the tasks' statuses and completion times taken from `summary`
+/// when given (kept by a running daemon) instead of read from every `task.json`.
+pub fn plan_with(
+    store: &Store,
+    policy: &Policy,
+    now: DateTime<Utc>,
+    guard: &dyn Guard,
+    summary: Option<&crate::summary::TaskSummary>,
+) -> Result<Plan, Error> {
     let mut p = Planner { policy, now, guard, plan: Plan::default() };
-    p.tasks(store)?;
+    match summary {
+        Some(s) => p.summarized_tasks(s),
+        None => p.tasks(store)?,
+    }
     p.period_files(store)?;
     p.memory_queue(store)?;
     p.entries(store)?;
@@ -318,20 +333,35 @@ impl Planner<'_> {
                     continue;
                 }
             };
-            let rule = match task.status {
-                TaskStatus::Completed => Rule::TasksCompleted,
-                TaskStatus::Failed => Rule::TasksFailed,
-                TaskStatus::Pending | TaskStatus::Running => continue, // never deleted
-            };
-            match &task.completed_at {
-                Some(t) => self.consider(Subject::Task { id: dir }, rule, t.instant().with_timezone(&Utc), true),
-                None => self
-                    .plan
-                    .skipped
-                    .push(format!("tasks/{dir}/: {} without completedAt: its age is unknown", task.status)),
-            }
+            self.task(dir, task.status, task.completed_at.as_ref());
         }
         Ok(())
+    }
+
+    /// [`Planner::tasks`] from the summary's rows.
+    fn summarized_tasks(&mut self, summary: &crate::summary::TaskSummary) {
+        let mut unreadable: Vec<(&str, &str)> = summary.unreadable().collect();
+        unreadable.sort_unstable();
+        for (dir, why) in unreadable {
+            self.plan.skipped.push(format!("tasks/{dir}/: {why}"));
+        }
+        let mut rows: Vec<&crate::summary::TaskRow> = summary.rows().collect();
+        rows.sort_unstable_by(|a, b| a.task_id.cmp(&b.task_id));
+        for row in rows {
+            self.task(row.task_id.clone(), row.status, row.completed_at.as_ref());
+        }
+    }
+
+    fn task(&mut self, dir: String, status: TaskStatus, completed_at: Option<&crate::Timestamp>) {
+        let rule = match status {
+            TaskStatus::Completed => Rule::TasksCompleted,
+            TaskStatus::Failed => Rule::TasksFailed,
+            TaskStatus::Pending | TaskStatus::Running => return, // never deleted
+        };
+        match completed_at {
+            Some(t) => self.consider(Subject::Task { id: dir }, rule, t.instant().with_timezone(&Utc), true),
+            None => self.plan.skipped.push(format!("tasks/{dir}/: {status} without completedAt: its age is unknown")),
+        }
     }
 
     /// Harvest and report files, aged from the end of the period their name names.

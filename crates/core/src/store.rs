@@ -59,6 +59,19 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     atomic::write(dir, std::ffi::OsStr::new(name), bytes)
 }
 
+/// [`write_atomic`] without its fsyncs: readers see the old file or the new one,
+/// whole, but a power loss may take it back. Many such files are made durable
+/// together by one `syncfs` ([`sync_file_system`]).
+pub fn write_atomic_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    atomic::write_observed(dir, std::ffi::OsStr::new(name), bytes, atomic::Sync::View, &mut |_| {})
+}
+
+/// Everything written to the file system `dir` is on, made durable (`syncfs(2)`).
+pub fn sync_file_system(dir: &Path) -> Result<()> {
+    let d = fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
+    nix::unistd::syncfs(&d).map_err(|e| Error::io(dir, std::io::Error::from(e)))
+}
+
 /// Creates `dir/name` with `bytes` (file mode `mode`) only if it does not exist, whole
 /// or not at all: temp file, fsync, hard link. Two processes racing to create it agree
 /// on one content. Returns false (and writes nothing) when the file was already there.

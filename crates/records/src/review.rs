@@ -184,6 +184,17 @@ pub fn tasks(store: &Store, keep: impl Fn(&Task) -> bool, limit: usize) -> Resul
     Ok((all.iter().take(limit).map(|t| task_view(store, t)).collect(), total))
 }
 
+/// The views of the tasks `ids` names, in that order; a task whose `task.json`
+/// no longer reads (deleted since it was listed) is left out.
+pub fn task_views<'a>(store: &Store, ids: impl IntoIterator<Item = &'a str>) -> Vec<TaskView> {
+    ids.into_iter()
+        .filter_map(|id| {
+            let rel = RelPath::new(&layout::task_file(id, layout::TASK_FILE)).ok()?;
+            store.read::<Task>(&rel).ok().map(|t| task_view(store, &t))
+        })
+        .collect()
+}
+
 /// "3m", "5h", "2d": how long ago `then` was.
 pub fn age(then: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> String {
     let s = (now - then).num_seconds().max(0);

@@ -48,7 +48,8 @@ pub fn plan_now(s: &Settings) -> anyhow::Result<(Plan, String)> {
     let (policy, source) = s.retention.policy()?;
     let store = open_store(s)?;
     let guard = crate::retention::TreeGuard::new(s, &store)?;
-    Ok((retention::plan(&store, &policy, chrono::Utc::now(), &guard)?, source))
+    let summary = crate::commands::task::daemon_summary(store.root());
+    Ok((retention::plan_with(&store, &policy, chrono::Utc::now(), &guard, summary.as_ref())?, source))
 }
 
 fn age(secs: i64) -> String {

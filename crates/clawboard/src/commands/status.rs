@@ -110,16 +110,30 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// Tasks by status (in [`TaskStatus::ALL`]'s order) and how many do not read:
+/// from the running daemon's task summary, else from every `task.json`.
+fn task_counts(store: &Store) -> anyhow::Result<([usize; 4], usize)> {
+    let mut counts = [0usize; 4];
+    let slot = |s: TaskStatus| TaskStatus::ALL.iter().position(|x| *x == s).unwrap_or(0);
+    if let Some(summary) = crate::commands::task::daemon_summary(store.root()) {
+        for (status, n) in summary.counts() {
+            counts[slot(status)] = n;
+        }
+        return Ok((counts, summary.unreadable().count()));
+    }
+    let mut unreadable = 0;
+    for (_, t) in store.tasks()? {
+        match t {
+            Ok(t) => counts[slot(t.status)] += 1,
+            Err(_) => unreadable += 1,
+        }
+    }
+    Ok((counts, unreadable))
+}
+
 impl Status {
     fn read(store: &Store, s: &Settings) -> anyhow::Result<Status> {
-        let mut counts = [0usize; 4];
-        let mut unreadable_tasks = 0;
-        for (_, t) in store.tasks()? {
-            match t {
-                Ok(t) => counts[TaskStatus::ALL.iter().position(|s| *s == t.status).unwrap_or(0)] += 1,
-                Err(_) => unreadable_tasks += 1,
-            }
-        }
+        let (counts, unreadable_tasks) = task_counts(store)?;
         let tasks = TaskStatus::ALL.iter().zip(counts).map(|(s, n)| (s.as_str().to_owned(), n.into())).collect();
         let root = store.root();
         let mut missing: Vec<String> =

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use clawboard_core::formats::{Task, TaskStatus, TaskSubmission, TaskType};
+use clawboard_core::summary::{Query, TaskRow, TaskSummary};
 use clawboard_core::validate::{self, read_limited};
 use clawboard_core::{Error, Id, PathContext, RelPath, Store, Timestamp, layout};
 use serde::Serialize;
@@ -39,12 +40,16 @@ pub struct SubmitArgs {
     pub file: PathBuf,
 }
 
-/// List tasks, oldest first
+/// List the newest tasks (50 unless told), oldest first
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:
+#[command(after_help = "While a daemon runs, the list comes from its task summary (no task.json
+is read); otherwise every task.json is read.
+
+Examples:
   clawboard task list
   clawboard task list --status pending --type coding
-  clawboard task list --json")]
+  clawboard task list --since 2d --limit 500
+  clawboard task list --since 2026-11-01 --all --json")]
 pub struct ListArgs {
     /// Only tasks with this status
     #[arg(long, value_parser = parse_enum::<TaskStatus>)]
@@ -52,6 +57,30 @@ pub struct ListArgs {
     /// Only tasks of this type
     #[arg(long = "type", value_parser = parse_enum::<TaskType>, value_name = "TYPE")]
     pub kind: Option<TaskType>,
+    /// Only tasks created since then: a time (2026-11-01, 2026-11-01T08:00:00Z) or an age (2h, 7d)
+    #[arg(long, value_parser = parse_since, value_name = "WHEN")]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Show the newest N that match
+    #[arg(long, default_value_t = 50, value_name = "N", conflicts_with = "all")]
+    pub limit: usize,
+    /// Show every task that matches
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `--since`: an RFC 3339 time, a date (midnight UTC), or an age before now (`2h`, `7d`).
+pub fn parse_since(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    use chrono::{NaiveDate, Utc};
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).map_or_else(Utc::now, |t| t.and_utc()));
+    }
+    let age = clawboard_core::duration::parse_duration(s)
+        .map_err(|_| format!("{s:?} is not a time (2026-11-01, 2026-11-01T08:00:00Z) nor an age (2h, 7d)"))?;
+    let age = chrono::Duration::from_std(age).map_err(|_| format!("{s:?} is too long ago"))?;
+    Utc::now().checked_sub_signed(age).ok_or_else(|| format!("{s:?} is too long ago"))
 }
 
 /// Show one task and which of its files exist
@@ -141,21 +170,44 @@ pub fn load_tasks(store: &Store, status: Option<TaskStatus>, kind: Option<TaskTy
     Ok(tasks)
 }
 
+/// The running daemon's task summary, if a daemon holds the root (it journals
+/// every change, so the summary is exact); `None` otherwise.
+pub fn daemon_summary(root: &std::path::Path) -> Option<TaskSummary> {
+    if !crate::local::daemon_holds(root) {
+        return None;
+    }
+    let state = root.join(layout::STATE);
+    match TaskSummary::load(root, &state, &root.join(layout::JOURNAL)) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("the daemon's task summary does not read ({e}); reading every task instead");
+            None
+        }
+    }
+}
+
 fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
     let store = open_store(s)?;
-    let tasks = load_tasks(&store, a.status, a.kind)?;
+    let query = Query { status: a.status, kind: a.kind, since: a.since, limit: (!a.all).then_some(a.limit) };
+    let page = match daemon_summary(store.root()) {
+        Some(summary) => query.page(summary.rows()),
+        None => {
+            let rows: Vec<TaskRow> = load_tasks(&store, None, None)?.iter().map(TaskRow::of).collect();
+            query.page(rows.iter())
+        }
+    };
     if s.json {
-        output::json(&tasks)?;
+        output::json(&page.tasks)?;
         return Ok(EXIT_OK);
     }
-    if tasks.is_empty() {
+    if page.tasks.is_empty() {
         outln!("No tasks.")?;
         return Ok(EXIT_OK);
     }
     let mut t = Table::new(&["ID", "STATUS", "TYPE", "PRIORITY", "CREATED", "DESCRIPTION"]);
-    for task in &tasks {
+    for task in &page.tasks {
         t.row(vec![
-            task.task_id.to_string(),
+            task.task_id.clone(),
             task.status.to_string(),
             task.kind.to_string(),
             task.priority.to_string(),
@@ -164,6 +216,13 @@ fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
         ]);
     }
     out!("{}", t.render())?;
+    if page.tasks.len() < page.total {
+        outln!(
+            "The newest {} of {} tasks; --limit N or --all for more, --since to start later.",
+            page.tasks.len(),
+            page.total
+        )?;
+    }
     Ok(EXIT_OK)
 }
 

@@ -51,27 +51,38 @@ async fn instances(State(s): State<Arc<DaemonState>>) -> Json<Value> {
     Json(json!(s.dispatcher.engine.running_instances()))
 }
 
-async fn tasks(State(s): State<Arc<DaemonState>>) -> Json<Value> {
-    let store = s.dispatcher.engine.store().clone();
-    let list = tokio::task::spawn_blocking(move || {
-        store
-            .tasks()
-            .map(|ts| {
-                ts.into_iter()
-                    .filter_map(|(_, t)| t.ok())
-                    .map(|t| {
-                        json!({
-                            "taskId": t.task_id, "status": t.status, "type": t.kind, "priority": t.priority,
-                            "createdAt": t.created_at, "completedAt": t.completed_at,
-                        })
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    })
-    .await
-    .unwrap_or_default();
-    Json(json!(list))
+/// `GET /v1/tasks?limit=N&status=S&type=T&since=TIME`: the newest `limit` tasks
+/// that match (100 unless given; `limit=0` for all), oldest first, and how many
+/// matched, from the daemon's task summary.
+#[derive(Debug, serde::Deserialize)]
+struct TasksQuery {
+    limit: Option<usize>,
+    status: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    since: Option<String>,
+}
+
+/// The first page `GET /v1/tasks` answers without `limit`.
+const TASKS_PAGE: usize = 100;
+
+async fn tasks(
+    State(s): State<Arc<DaemonState>>,
+    axum::extract::Query(q): axum::extract::Query<TasksQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let bad = |field: &str, why: String| ApiError::BadRequest(format!("/v1/tasks: {field}: {why}"));
+    let query = clawboard_core::summary::Query {
+        status: q.status.as_deref().map(str::parse).transpose().map_err(|e| bad("status", e))?,
+        kind: q.kind.as_deref().map(str::parse).transpose().map_err(|e| bad("type", e))?,
+        since: q.since.as_deref().map(crate::commands::task::parse_since).transpose().map_err(|e| bad("since", e))?,
+        limit: match q.limit {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Some(TASKS_PAGE),
+        },
+    };
+    let page = query.page(s.tasks.lock().rows());
+    Ok(Json(json!({ "tasks": page.tasks, "total": page.total })))
 }
 
 async fn metrics(State(s): State<Arc<DaemonState>>) -> axum::response::Response {

@@ -16,6 +16,7 @@ use clawboard_core::index::{Index, Stamp};
 use clawboard_core::journal::{Change, Journal, Origin, is_ignored};
 use clawboard_core::lock::Lock;
 use clawboard_core::store::ChangeSink;
+use clawboard_core::summary::TaskSummary;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
 use notify::{EventKind, EventKindMask, RecursiveMode, Watcher};
 use tokio::sync::watch;
@@ -96,6 +97,8 @@ pub struct Recorder {
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
     /// The last journaled sequence number: consumers wake when it moves.
     pub last_seq: watch::Receiver<u64>,
+    /// Every task's row, as of the last journaled change.
+    pub tasks: Arc<Lock<TaskSummary>>,
 }
 
 /// Watches the tree but not the daemon's own state (`.clawboard/`, whose writes would
@@ -169,6 +172,8 @@ struct State {
     overflow: Arc<AtomicBool>,
     since_snapshot: usize,
     last_seq: watch::Sender<u64>,
+    /// Kept with the index, from the same journal entries.
+    tasks: Arc<Lock<TaskSummary>>,
     /// [`GROUP_COMMIT`] (longer in a test).
     group_commit: std::time::Duration,
     /// Owned by the thread that reads its events: it lives as long as they are read,
@@ -185,7 +190,8 @@ impl Recorder {
         let journal = Journal::open(&journal_dir)?;
         // A lost journal: the snapshot lists files whose entries are gone (a file
         // dropped just before would never be journaled); the scan below finds all.
-        let index = if journal.lost() { Index::default() } else { Index::load(&state_dir, &journal_dir)? };
+        let index = if journal.lost() { Index::new(&state_dir) } else { Index::load(&state_dir, &journal_dir)? };
+        let tasks = Arc::new(Lock::new(task_summary(root, &state_dir, &journal)?));
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
         let overflow = Arc::new(AtomicBool::new(false));
         let (cb_tx, cb_overflow) = (tx.clone(), overflow.clone());
@@ -200,7 +206,9 @@ impl Recorder {
         .map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
         // Watch first, then scan: a change during the scan is seen by one or both,
         // and the index drops the duplicate.
+        let started = Instant::now();
         watch_tree(&mut watcher, root)?;
+        let watched_ms = started.elapsed().as_millis() as u64;
         let expected = Arc::new(Lock::new(HashMap::new()));
         let (last_seq, last_seq_rx) = watch::channel(journal.last_seq());
         let mut state = State {
@@ -213,10 +221,20 @@ impl Recorder {
             overflow,
             since_snapshot: 0,
             last_seq,
+            tasks: tasks.clone(),
             group_commit: GROUP_COMMIT,
             watcher,
         };
+        let started = Instant::now();
         let missed = state.index.scan(root, root, true)?;
+        let scanned_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            files = state.index.len(),
+            frozen_dirs = state.index.frozen_dirs(),
+            watched_ms,
+            scanned_ms,
+            "tree watched and scanned"
+        );
         if !missed.is_empty() {
             tracing::info!(changes = missed.len(), "startup scan found changes made while no daemon ran");
         }
@@ -226,7 +244,7 @@ impl Recorder {
             .spawn(move || state.run(rx))
             .context("starting the journal thread")?;
         let sink = Arc::new(Sink { tx: tx.clone(), expected });
-        Ok((Recorder { tx, thread: Some(thread), last_seq: last_seq_rx }, sink))
+        Ok((Recorder { tx, thread: Some(thread), last_seq: last_seq_rx, tasks }, sink))
     }
 
     pub fn flusher(&self) -> Flusher {
@@ -242,6 +260,25 @@ impl Recorder {
             None => Ok(()),
         }
     }
+}
+
+/// The task summary as the journal left it, or read anew from every `task.json`
+/// (the first start, or a journal that no longer follows its snapshot).
+fn task_summary(root: &Path, state_dir: &Path, journal: &Journal) -> anyhow::Result<TaskSummary> {
+    let journal_dir = state_dir.join("journal");
+    if !journal.lost()
+        && let Some(s) = TaskSummary::load(root, state_dir, &journal_dir)?
+    {
+        return Ok(s);
+    }
+    let started = Instant::now();
+    let s = TaskSummary::rebuild(root, journal.last_seq())?;
+    tracing::info!(
+        tasks = s.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "task summary made from every task.json"
+    );
+    Ok(s)
 }
 
 /// A new file written less than [`SETTLE`] ago: perhaps still open for writing.
@@ -427,7 +464,7 @@ impl State {
     /// those due for their second scan. A file such a scan finds that may still
     /// be being written waits in `settling` instead.
     fn scan_new_dirs(
-        &self,
+        &mut self,
         batch: &Batch,
         due: &[PathBuf],
         settling: &mut BTreeMap<String, Instant>,
@@ -460,11 +497,13 @@ impl State {
     /// nor any consumer's cursor still needs.
     fn snapshot(&mut self) -> anyhow::Result<()> {
         self.index.save(&self.state_dir)?;
+        self.tasks.lock().save(&self.state_dir)?;
         self.since_snapshot = 0;
         let cursors = self.state_dir.join("cursors");
+        let kept = self.index.seq.min(self.tasks.lock().seq);
         let upto = match self.registry.slowest(&cursors)? {
-            Some(slowest) => slowest.min(self.index.seq),
-            None => self.index.seq,
+            Some(slowest) => slowest.min(kept),
+            None => kept,
         };
         let removed = self.journal.compact(upto)?;
         if removed > 0 {
@@ -574,6 +613,7 @@ impl State {
         for e in &entries {
             self.index.apply(e);
         }
+        self.tasks.lock().apply(&self.root, &entries);
         self.last_seq.send_replace(self.journal.last_seq());
         self.since_snapshot += entries.len();
         if self.since_snapshot >= SNAPSHOT_EVERY {

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 
 use clawboard_core::Store;
+use clawboard_core::lock::Lock;
+use clawboard_core::summary::TaskSummary;
 
 use super::Parts;
 use super::jobs::{Clock, JobResult, Runner, Scheduled, Worker};
@@ -23,25 +25,34 @@ pub fn install(jobs: &mut Runner, p: &Parts) {
         Ok((_, source)) => tracing::info!(policy = %source, schedule = %s.retention.schedule.text, "retention on"),
         Err(e) => tracing::error!("retention: {e}; fix it: until then no retention run deletes anything"),
     }
-    jobs.worker("retention", Retention::new(p.store.clone(), s.clone(), p.clock));
+    let r = Retention::new(p.store.clone(), s.clone(), p.clock).with_tasks(p.state.tasks.clone());
+    jobs.worker("retention", r);
 }
 
 pub struct Retention {
     store: Store,
     settings: Arc<Settings>,
     due: Scheduled,
+    /// The daemon's task summary: tasks are aged from it, not from every `task.json`.
+    tasks: Option<Arc<Lock<TaskSummary>>>,
 }
 
 impl Retention {
     pub fn new(store: Store, settings: Settings, clock: Clock) -> Retention {
         let due = Scheduled::new(settings.retention.schedule.clone(), clock);
-        Retention { store, settings: Arc::new(settings), due }
+        Retention { store, settings: Arc::new(settings), due, tasks: None }
     }
 
-    fn once(store: &Store, settings: &Settings) -> anyhow::Result<()> {
+    pub fn with_tasks(self, tasks: Arc<Lock<TaskSummary>>) -> Retention {
+        Retention { tasks: Some(tasks), ..self }
+    }
+
+    fn once(store: &Store, settings: &Settings, tasks: Option<&Lock<TaskSummary>>) -> anyhow::Result<()> {
         let (policy, source) = settings.retention.policy()?;
         let guard = crate::retention::TreeGuard::new(settings, store)?;
-        let plan = clawboard_core::retention::plan(store, &policy, chrono::Utc::now(), &guard)?;
+        // A copy: the guard's look at each task due must not hold up the journal thread.
+        let summary = tasks.map(|t| t.lock().clone());
+        let plan = clawboard_core::retention::plan_with(store, &policy, chrono::Utc::now(), &guard, summary.as_ref())?;
         if plan.delete.is_empty() && plan.held.is_empty() {
             tracing::debug!(policy = %source, "retention: nothing due");
         } else {
@@ -88,8 +99,8 @@ impl Worker for Retention {
 
     async fn work(&mut self) -> JobResult {
         self.due.advance();
-        let (store, settings) = (self.store.clone(), self.settings.clone());
-        tokio::task::spawn_blocking(move || Self::once(&store, &settings))
+        let (store, settings, tasks) = (self.store.clone(), self.settings.clone(), self.tasks.clone());
+        tokio::task::spawn_blocking(move || Self::once(&store, &settings, tasks.as_deref()))
             .await?
             .map_err(|e| anyhow::anyhow!("retention: {e:#}; nothing deleted this run"))?;
         Ok(())

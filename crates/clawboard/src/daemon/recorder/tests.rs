@@ -16,6 +16,7 @@ fn state(root: &Path) -> (State, watch::Receiver<u64>) {
         overflow: Arc::new(AtomicBool::new(false)),
         since_snapshot: 0,
         last_seq: tx,
+        tasks: Arc::new(Lock::new(TaskSummary::default())),
         group_commit: GROUP_COMMIT,
         watcher: notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap(),
     };

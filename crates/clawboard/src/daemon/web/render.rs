@@ -237,8 +237,12 @@ fn decided(all: &[EscalationFile]) -> Markup {
     }
 }
 
+/// The newest tasks, from the daemon's task summary (only they are read).
 fn tasks(w: &Web) -> Markup {
-    let listed = review::tasks(&w.store, |_| true, MAX_TASKS);
+    let page = clawboard_core::summary::Query { limit: Some(MAX_TASKS), ..Default::default() }
+        .page(w.daemon.tasks.lock().rows());
+    let views = review::task_views(&w.store, page.tasks.iter().rev().map(|r| r.task_id.as_str()));
+    let listed: Result<_, clawboard_core::Error> = Ok((views, page.total));
     html! {
         section #tasks {
             h2 { "Tasks" }
