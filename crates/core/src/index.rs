@@ -248,6 +248,8 @@ impl Index {
         let mut found = Vec::new();
         let mut frozen_seen = Vec::new();
         walk(root, dir, &self.frozen, &mut found, &mut frozen_seen)?;
+        // Each frozen directory is walked and compared on its own, so a month of
+        // them never holds its files' stamps in memory at once.
         let mut changes = Vec::new();
         let mut seen = HashSet::with_capacity(found.len());
         for (rel, stamp) in found {
@@ -257,7 +259,8 @@ impl Index {
             seen.insert(rel);
         }
         let mut frozen_present = HashSet::new();
-        for (task, files) in frozen_seen {
+        for task in frozen_seen {
+            let files = files_under(root, &task)?;
             changes.extend(self.compare_frozen(&task, files, deletions));
             frozen_present.insert(task);
         }
@@ -442,38 +445,38 @@ fn delete(path: &str) -> Change {
     Change { path: path.to_owned(), kind: ChangeKind::Delete, origin: Origin::Local, size: None, mtime_ns: None }
 }
 
-/// Walks `dir`: the regular files outside frozen directories go to `found`; each
-/// frozen directory met is walked on its own and goes, with its files, to `frozen_seen`.
+/// Walks `dir`: the regular files outside frozen directories go to `found`; the
+/// frozen directories met (not walked into) to `frozen_seen`.
 fn walk(
     root: &Path,
     dir: &Path,
     frozen: &HashMap<String, Frozen>,
     found: &mut Vec<(String, Stamp)>,
-    frozen_seen: &mut Vec<(String, Vec<(String, Stamp)>)>,
+    frozen_seen: &mut Vec<String>,
 ) -> Result<()> {
-    let mut frozen_dirs = Vec::new();
     let walker =
         walkdir::WalkDir::new(dir).follow_links(false).follow_root_links(dir == root).into_iter().filter_entry(|e| {
             let rel = e.path().strip_prefix(root).unwrap_or(e.path());
             let rel = rel.to_string_lossy();
             if e.file_type().is_dir() && !frozen.is_empty() && frozen.contains_key(rel.as_ref()) && e.path() != dir {
-                frozen_dirs.push(rel.into_owned());
+                frozen_seen.push(rel.into_owned());
                 return false;
             }
             rel.is_empty() || !is_ignored(&rel)
         });
-    files_of(root, dir, walker, found)?;
-    for task in frozen_dirs {
-        let mut files = Vec::new();
-        let path = root.join(&task);
-        let walker = walkdir::WalkDir::new(&path).follow_links(false).into_iter().filter_entry(|e| {
-            let rel = e.path().strip_prefix(root).unwrap_or(e.path());
-            !is_ignored(&rel.to_string_lossy())
-        });
-        files_of(root, &path, walker, &mut files)?;
-        frozen_seen.push((task, files));
-    }
-    Ok(())
+    files_of(root, dir, walker, found)
+}
+
+/// The regular files under `root/rel` (a frozen directory), with their stamps.
+fn files_under(root: &Path, rel: &str) -> Result<Vec<(String, Stamp)>> {
+    let mut files = Vec::new();
+    let path = root.join(rel);
+    let walker = walkdir::WalkDir::new(&path).follow_links(false).into_iter().filter_entry(|e| {
+        let rel = e.path().strip_prefix(root).unwrap_or(e.path());
+        !is_ignored(&rel.to_string_lossy())
+    });
+    files_of(root, &path, walker, &mut files)?;
+    Ok(files)
 }
 
 /// The regular files a walk yields, with their stamps.

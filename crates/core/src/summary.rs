@@ -66,10 +66,60 @@ pub enum Entry {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(into = "Snapshot", from = "Snapshot")]
 pub struct TaskSummary {
     /// The journal sequence number it reflects.
     pub seq: u64,
     tasks: HashMap<String, Entry>,
+}
+
+/// The summary as `.clawboard/tasks.json` holds it: a row an array, no key twice
+/// (a month's 50,000 tasks in 7 MB, not 13).
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    seq: u64,
+    rows: Vec<SnapshotRow>,
+    #[serde(default)]
+    unreadable: Vec<(String, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotRow(String, TaskStatus, TaskType, Priority, Timestamp, Option<Timestamp>, String);
+
+impl From<TaskSummary> for Snapshot {
+    fn from(s: TaskSummary) -> Snapshot {
+        let (mut rows, mut unreadable) = (Vec::new(), Vec::new());
+        for (id, e) in s.tasks {
+            match e {
+                Entry::Task(r) => rows.push(SnapshotRow(
+                    r.task_id,
+                    r.status,
+                    r.kind,
+                    r.priority,
+                    r.created_at,
+                    r.completed_at,
+                    r.description,
+                )),
+                Entry::Unreadable(why) => unreadable.push((id, why)),
+            }
+        }
+        Snapshot { seq: s.seq, rows, unreadable }
+    }
+}
+
+impl From<Snapshot> for TaskSummary {
+    fn from(s: Snapshot) -> TaskSummary {
+        let mut tasks: HashMap<String, Entry> = s
+            .rows
+            .into_iter()
+            .map(|SnapshotRow(task_id, status, kind, priority, created_at, completed_at, description)| {
+                let row = TaskRow { task_id, status, kind, priority, created_at, completed_at, description };
+                (row.task_id.clone(), Entry::Task(row))
+            })
+            .collect();
+        tasks.extend(s.unreadable.into_iter().map(|(id, why)| (id, Entry::Unreadable(why))));
+        TaskSummary { seq: s.seq, tasks }
+    }
 }
 
 /// The task id of a journaled path that is a task's `task.json`.
@@ -155,8 +205,9 @@ impl TaskSummary {
         let path = root.join(crate::layout::task_file(id, crate::layout::TASK_FILE));
         match fs::read(&path) {
             Ok(bytes) => {
+                // Keyed and listed by its directory, which is the task's id.
                 let entry = match serde_json::from_slice::<Task>(&bytes) {
-                    Ok(t) => Entry::Task(TaskRow::of(&t)),
+                    Ok(t) => Entry::Task(TaskRow { task_id: id.to_owned(), ..TaskRow::of(&t) }),
                     Err(e) => Entry::Unreadable(e.to_string()),
                 };
                 self.tasks.insert(id.to_owned(), entry);
@@ -235,15 +286,12 @@ impl Query {
     /// The rows that match, oldest first (by creation, then id); with a limit,
     /// the newest `limit` of them.
     pub fn page<'a>(&self, rows: impl Iterator<Item = &'a TaskRow>) -> Page {
-        let mut tasks: Vec<TaskRow> = rows.filter(|r| self.matches(r)).cloned().collect();
-        let total = tasks.len();
-        tasks.sort_by(|a, b| {
-            a.created_at.instant().cmp(&b.created_at.instant()).then_with(|| a.task_id.cmp(&b.task_id))
-        });
-        if let Some(limit) = self.limit {
-            tasks.drain(..total.saturating_sub(limit));
-        }
-        Page { tasks, total }
+        let mut keyed: Vec<(chrono::DateTime<chrono::FixedOffset>, &TaskRow)> =
+            rows.filter(|r| self.matches(r)).map(|r| (r.created_at.instant(), r)).collect();
+        let total = keyed.len();
+        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.task_id.cmp(&b.1.task_id)));
+        let skip = self.limit.map_or(0, |limit| total.saturating_sub(limit));
+        Page { tasks: keyed[skip..].iter().map(|(_, r)| (*r).clone()).collect(), total }
     }
 }
 

@@ -112,9 +112,17 @@ pub fn run(_: StatusArgs, s: &Settings) -> anyhow::Result<u8> {
 
 /// Tasks by status (in [`TaskStatus::ALL`]'s order) and how many do not read:
 /// from the running daemon's task summary, else from every `task.json`.
-fn task_counts(store: &Store) -> anyhow::Result<([usize; 4], usize)> {
+fn task_counts(store: &Store, daemon: Option<&serde_json::Value>) -> anyhow::Result<([usize; 4], usize)> {
     let mut counts = [0usize; 4];
     let slot = |s: TaskStatus| TaskStatus::ALL.iter().position(|x| *x == s).unwrap_or(0);
+    // The daemon's answer (its summary in memory) first: nothing to read.
+    if let Some(by_status) = daemon.and_then(|d| d["tasks"].as_object()) {
+        for s in TaskStatus::ALL {
+            counts[slot(*s)] = by_status.get(s.as_str()).and_then(serde_json::Value::as_u64).unwrap_or(0) as usize;
+        }
+        let unreadable = daemon.and_then(|d| d["unreadableTasks"].as_u64()).unwrap_or(0) as usize;
+        return Ok((counts, unreadable));
+    }
     if let Some(summary) = crate::commands::task::daemon_summary(store.root()) {
         for (status, n) in summary.counts() {
             counts[slot(status)] = n;
@@ -133,15 +141,15 @@ fn task_counts(store: &Store) -> anyhow::Result<([usize; 4], usize)> {
 
 impl Status {
     fn read(store: &Store, s: &Settings) -> anyhow::Result<Status> {
-        let (counts, unreadable_tasks) = task_counts(store)?;
-        let tasks = TaskStatus::ALL.iter().zip(counts).map(|(s, n)| (s.as_str().to_owned(), n.into())).collect();
         let root = store.root();
+        let daemon = crate::local::get_json(root, "/v1/status");
+        let (counts, unreadable_tasks) = task_counts(store, daemon.as_ref())?;
+        let tasks = TaskStatus::ALL.iter().zip(counts).map(|(s, n)| (s.as_str().to_owned(), n.into())).collect();
         let mut missing: Vec<String> =
             layout::DIRS.iter().filter(|d| !root.join(d).is_dir()).map(|d| format!("{d}/")).collect();
         missing.extend(
             layout::initial_files().into_iter().map(|(f, _)| f).filter(|f| !root.join(f).exists()).map(str::to_owned),
         );
-        let daemon = crate::local::get_json(root, "/v1/status");
         let web = daemon.as_ref().and_then(|_| {
             std::fs::read_to_string(root.join(crate::local::WEB_ADDR_FILE))
                 .ok()

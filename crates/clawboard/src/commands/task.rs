@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use clawboard_core::formats::{Task, TaskStatus, TaskSubmission, TaskType};
-use clawboard_core::summary::{Query, TaskRow, TaskSummary};
+use clawboard_core::summary::{Page, Query, TaskRow, TaskSummary};
 use clawboard_core::validate::{self, read_limited};
 use clawboard_core::{Error, Id, PathContext, RelPath, Store, Timestamp, layout};
 use serde::Serialize;
@@ -186,15 +186,37 @@ pub fn daemon_summary(root: &std::path::Path) -> Option<TaskSummary> {
     }
 }
 
+/// The page the running daemon answers from its summary in memory (`/v1/tasks`), if one answers.
+fn daemon_page(root: &std::path::Path, q: &Query) -> Option<Page> {
+    let mut path = format!("/v1/tasks?limit={}", q.limit.unwrap_or(0));
+    if let Some(s) = q.status {
+        path.push_str(&format!("&status={s}"));
+    }
+    if let Some(k) = q.kind {
+        path.push_str(&format!("&type={k}"));
+    }
+    if let Some(t) = q.since {
+        path.push_str(&format!("&since={}", t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+    }
+    let v = crate::local::get_json(root, &path)?;
+    let tasks: Vec<TaskRow> = serde_json::from_value(v["tasks"].clone()).ok()?;
+    let total = usize::try_from(v["total"].as_u64()?).ok()?;
+    Some(Page { tasks, total })
+}
+
 fn list(a: ListArgs, s: &Settings) -> anyhow::Result<u8> {
     let store = open_store(s)?;
     let query = Query { status: a.status, kind: a.kind, since: a.since, limit: (!a.all).then_some(a.limit) };
-    let page = match daemon_summary(store.root()) {
-        Some(summary) => query.page(summary.rows()),
-        None => {
-            let rows: Vec<TaskRow> = load_tasks(&store, None, None)?.iter().map(TaskRow::of).collect();
-            query.page(rows.iter())
-        }
+    // The daemon's summary in memory, else its snapshot and journal, else every task.json.
+    let page = match daemon_page(store.root(), &query) {
+        Some(page) => page,
+        None => match daemon_summary(store.root()) {
+            Some(summary) => query.page(summary.rows()),
+            None => {
+                let rows: Vec<TaskRow> = load_tasks(&store, None, None)?.iter().map(TaskRow::of).collect();
+                query.page(rows.iter())
+            }
+        },
     };
     if s.json {
         output::json(&page.tasks)?;

@@ -36,7 +36,15 @@ async fn health(State(s): State<Arc<DaemonState>>) -> Json<Value> {
 }
 
 async fn status(State(s): State<Arc<DaemonState>>) -> Json<Value> {
+    let (counts, unreadable) = {
+        let summary = s.tasks.lock();
+        let counts: serde_json::Map<String, Value> =
+            summary.counts().into_iter().map(|(st, n)| (st.as_str().to_owned(), json!(n))).collect();
+        (counts, summary.unreadable().count())
+    };
     Json(json!({
+        "tasks": counts,
+        "unreadableTasks": unreadable,
         "pid": std::process::id(),
         "version": env!("CARGO_PKG_VERSION"),
         "root": s.root.display().to_string(),
