@@ -156,6 +156,32 @@ fn duplicate_task_id_is_refused_and_changes_nothing() {
     assert_eq!(t.snapshot(), before);
 }
 
+/// `task list` shows the newest N that match and says how many more there are;
+/// a `--since` that is neither a time nor an age is refused, naming the flag.
+#[test]
+fn list_pages_the_newest_and_refuses_a_bad_since() {
+    let t = Tree::init();
+    for (id, day) in [("p1", "01"), ("p2", "02"), ("p3", "03")] {
+        let body = format!(
+            r#"{{"taskId":"{id}","type":"coding","description":"{id}","createdAt":"2026-11-{day}T00:00:00Z"}}"#
+        );
+        t.run_with_stdin(&["task", "submit", "-"], body.as_bytes()).ok();
+    }
+    let page = t.run(&["task", "list", "--limit", "2"]);
+    let out = &page.ok().stdout;
+    assert!(out.contains("p2") && out.contains("p3") && !out.contains("p1 "), "{out}");
+    assert!(out.contains("The newest 2 of 3 tasks"), "{out}");
+    let since = t.run(&["task", "list", "--since", "2026-11-02", "--json"]).json();
+    let ids: Vec<&str> = since.as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec!["p2", "p3"]);
+    assert_eq!(t.run(&["task", "list", "--all", "--json"]).json().as_array().unwrap().len(), 3);
+    let before = t.snapshot();
+    let bad = t.run(&["task", "list", "--since", "last tuesday"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("--since") && bad.stderr.contains("is not a time"), "{}", bad.stderr);
+    assert_eq!(t.snapshot(), before);
+}
+
 #[test]
 fn list_filters_by_status_and_type() {
     let t = Tree::init();
