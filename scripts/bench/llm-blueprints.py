@@ -131,8 +131,11 @@ def summarize(clock, contract, ledger, attempts):
             s["o200k"] += e["tokens"]
             s["model"] += e["model_tokens"]
     status = (contract.get("execution_result") or {}).get("status", "none")
+    # The steps a fallback answered, and why their own role did not: a success by fallbacks is no model's success.
+    fallbacks = [f"{e['step_id']} by fallback {e['component']}: {e['fallback']}"
+                 for e in (contract.get("execution_result") or {}).get("steps_executed", []) if e.get("fallback")]
     return {"wall_s": round(wall, 3), "in_flight_s": round(in_flight, 3), "before_s": round(before, 3),
-            "after_s": round(after, 3), "status": status,
+            "after_s": round(after, 3), "status": status, "fallbacks": fallbacks,
             "prompt_tokens": prompt, "completion_tokens": completion,
             "slice_o200k": slice_o200k, "board_o200k": board_o200k, "steps": dict(per_step)}
 
@@ -211,6 +214,8 @@ def main():
         print(f"{bp} input {i:2} {mode}: {r['status']}, {r['wall_s']:.1f} s "
               f"(model in flight {r['in_flight_s']:.1f} s), prompt {r['prompt_tokens']} tokens",
               file=sys.stderr)
+        for line in r["fallbacks"]:
+            print(f"    {line}", file=sys.stderr)
         return r
 
     runs = defaultdict(list)
@@ -257,8 +262,8 @@ def report(runs, blueprints, modes):
         per = (ss / max(requests([x for x, _ in pairs]), 1)) / max(ff / max(requests([y for _, y in pairs]), 1), 1e-9)
         print(f"| {bp} | {len(pairs)} | {ss:,} | {ff:,} | {100 * ss / max(ff, 1):.1f} % | {100 * worst:.1f} % | {100 * per:.1f} % |")
     print("\n(b) contract status and valid replies per step")
-    print("| blueprint | mode | success / partial / failed | step: valid replies of attempts |")
-    print("| --- | --- | --- | --- |")
+    print("| blueprint | mode | success / partial / failed | step: valid replies of attempts | steps by fallback |")
+    print("| --- | --- | --- | --- | --- |")
     for (bp, mode), rs in sorted(runs.items()):
         counts = [sum(r["status"] == k for r in rs) for k in ("success", "partial", "failed")]
         steps = defaultdict(lambda: [0, 0])
@@ -267,7 +272,12 @@ def report(runs, blueprints, modes):
                 steps[sid][0] += st["ok"]
                 steps[sid][1] += st["attempts"]
         cells = ", ".join(f"{sid} {ok}/{n}" for sid, (ok, n) in sorted(steps.items()))
-        print(f"| {bp} | {mode} | {' / '.join(map(str, counts))} | {cells} |")
+        by_fallback = defaultdict(int)
+        for r in rs:
+            for line in r.get("fallbacks", []):
+                by_fallback[line.split(" by fallback ")[0]] += 1
+        fb = ", ".join(f"{sid} {n}×" for sid, n in sorted(by_fallback.items())) or "none"
+        print(f"| {bp} | {mode} | {' / '.join(map(str, counts))} | {cells} | {fb} |")
     print("\n(c) wall time per run and clawboard's own part (wall less model requests in flight; runs made one at a time)")
     print("| blueprint | mode | runs | wall s, mean | own s, mean | own ÷ wall | of it before the first run, s | between runs, s | after the last, s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

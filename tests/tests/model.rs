@@ -42,31 +42,45 @@ fn llm_config(t: &Tree, extra: &str) -> PathBuf {
     t.config(&toml::to_string(&table).unwrap())
 }
 
+/// A blueprint of its own in the tree's `bps/`: the `[blueprints]` config naming it.
+fn blueprint_dir(t: &Tree, bp: &Value) -> String {
+    let dir = t.dir.path().join("bps");
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = bp["blueprint_id"].as_str().unwrap();
+    std::fs::write(dir.join(format!("{id}.json")), bp.to_string()).unwrap();
+    format!("[blueprints]\ndir = \"{}\"\n", dir.display())
+}
+
 /// A one-step blueprint that writes `content.cta` with the cta-worker: the
 /// smallest real reply, for the fault tests.
 fn one_step_blueprint(t: &Tree) -> String {
-    let dir = t.dir.path().join("bps");
-    std::fs::create_dir_all(&dir).unwrap();
-    let bp = json!({"blueprint_id": "one_cta", "type": "static_linear", "steps": [
-        {"id": "cta", "worker": "cta-worker", "scope": ["meta.topic", "meta.platform"], "max_tokens": 200,
-         "output": "content.cta", "retry": 1}
-    ]});
-    std::fs::write(dir.join("one_cta.json"), bp.to_string()).unwrap();
-    format!("[blueprints]\ndir = \"{}\"\n", dir.display())
+    blueprint_dir(
+        t,
+        &json!({"blueprint_id": "one_cta", "type": "static_linear", "steps": [
+            {"id": "cta", "worker": "cta-worker", "scope": ["meta.topic", "meta.platform"], "max_tokens": 200,
+             "output": "content.cta", "retry": 1}
+        ]}),
+    )
+}
+
+/// `clawboard run BLUEPRINT` with `config` and `env`; the run's exit code, output contract and stderr.
+fn run_blueprint(t: &Tree, blueprint: &str, config: &str, env: &[(&str, String)]) -> (i32, Value, String) {
+    let cfg = llm_config(t, config);
+    let input = t.scratch("in.json", br#"{"topic": "Five AI tools for small teams", "platform": "xiaohongshu"}"#);
+    let mut cmd = t.command(&["--config", cfg.to_str().unwrap(), "run", blueprint, "--input", input.to_str().unwrap()]);
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let contract: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("run printed no contract ({e}):\n{stdout}\nstderr:\n{stderr}"));
+    (out.status.code().unwrap_or(-1), contract, stderr)
 }
 
 /// `clawboard run one_cta` with `extra` config and `env`; the run's output contract.
 fn run_one_cta(t: &Tree, extra: &str, env: &[(&str, String)]) -> (i32, Value) {
-    let cfg = llm_config(t, &format!("{}\n{extra}", one_step_blueprint(t)));
-    let input = t.scratch("in.json", br#"{"topic": "Five AI tools for small teams", "platform": "xiaohongshu"}"#);
-    let mut cmd = t.command(&["--config", cfg.to_str().unwrap(), "run", "one_cta", "--input", input.to_str().unwrap()]);
-    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let contract: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("run printed no contract ({e}):\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr))
-    });
-    (out.status.code().unwrap_or(-1), contract)
+    let (code, contract, _) = run_blueprint(t, "one_cta", &format!("{}\n{extra}", one_step_blueprint(t)), env);
+    (code, contract)
 }
 
 /// The slice ledger of a task (`clawboard slice history --json`).
@@ -432,4 +446,136 @@ fn the_doc_update_lap_runs_with_every_actor_on_the_model() {
         let doc = std::fs::read_to_string(dir.join("current_state.md")).unwrap();
         assert_ne!(doc, "# current state\n\n## Changes\n- Phase 1 done\n", "Tsugu's edit is in the document");
     }
+}
+
+/// A one-step blueprint: two competing titles by the title-worker, the
+/// hook-generator its fallback (as a writing team sets it up).
+fn one_title_blueprint(t: &Tree) -> String {
+    blueprint_dir(
+        t,
+        &json!({"blueprint_id": "one_title", "type": "static_linear", "steps": [
+            {"id": "title", "worker": "title-worker", "scope": ["meta.topic", "meta.platform"], "max_tokens": 200,
+             "output": "content.hook", "compete": 2, "selector": "max_score", "fallback": "hook-generator", "retry": 1}
+        ]}),
+    )
+}
+
+/// The runs' notes (`NNNN-ROLE.stderr` beside the attempt records) of `role`'s finished runs in `task`.
+fn notes_of(t: &Tree, task: &str, role: &str) -> Vec<String> {
+    let dir = task_dir(t, task).join("attempts");
+    t.attempts(task)
+        .iter()
+        .filter(|a| a["role"] == role && a["status"] == "ok")
+        .map(|a| {
+            let path = dir.join(format!("{:04}-{role}.stderr", a["number"].as_u64().unwrap()));
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// The servers users run, each on Gemma 3 270M (scripts/llm-server,
+/// scripts/llm-servers): the title step is answered by the model itself on
+/// each, in the reply format each takes, with the usage each reports; none
+/// falls back. llama-cpp-python's is named as a user would (`gemma`, which its
+/// `/models` does not list) and takes only `json_object` with a schema; the
+/// LiteLLM proxy wants its key.
+#[test]
+fn the_title_step_is_answered_by_the_model_on_every_server() {
+    let env =
+        |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set: run the suite through scripts/test"));
+    // (server, base URL, model, config over the shipped one, the daemon's environment, the format it takes)
+    let servers = [
+        ("llama.cpp", server(), "gemma-3-270m", String::new(), vec![], "json_schema"),
+        (
+            "llama-cpp-python",
+            env("CLAWBOARD_TEST_LLM_PYTHON"),
+            "gemma",
+            "[llm.providers.local]\ncount_tokens = \"none\"\n".to_owned(),
+            vec![],
+            "json_object_schema",
+        ),
+        (
+            "LiteLLM",
+            env("CLAWBOARD_TEST_LLM_LITELLM"),
+            "gemma-3-270m",
+            "[llm.providers.local]\ncount_tokens = \"none\"\napi_key_env = \"LITELLM_KEY\"\n".to_owned(),
+            vec![("LITELLM_KEY", env("CLAWBOARD_TEST_LLM_LITELLM_KEY"))],
+            "json_schema",
+        ),
+    ];
+    for (name, url, model, extra, mut vars, format) in servers {
+        let t = Tree::init();
+        vars.push(("CLAWBOARD_LLM_LOCAL_BASE_URL", url.clone()));
+        vars.push(("CLAWBOARD_LLM_LOCAL_MODEL", model.to_owned()));
+        let config = format!("{}\n{extra}", one_title_blueprint(&t));
+        // A blueprint of a title alone ends `partial` (no body): the step is what is judged.
+        let (_, out, stderr) = run_blueprint(&t, "one_title", &config, &vars);
+        let step = &out["execution_result"]["steps_executed"][0];
+        assert_eq!(
+            step["component"], "title-worker",
+            "{name}: the model answered, not the fallback: {step:#}\n{stderr}"
+        );
+        assert!(step.get("fallback").is_none(), "{name}: {step:#}");
+        assert!(!stderr.contains("by fallback"), "{name}: {stderr}");
+        let task = only_task(&t);
+        let notes = notes_of(&t, &task, "title-worker");
+        assert_eq!(notes.len(), 2, "{name}: both candidates answered: {notes:#?}");
+        for n in &notes {
+            assert!(n.contains(&format!("reply_format {format},")), "{name}: {n}");
+            assert!(n.contains("\"completion_tokens\":"), "{name}: the usage is kept: {n}");
+        }
+        let counted = check_ledger(&ledger_usage(&t, &task));
+        assert_eq!(counted, 2, "{name}: both candidates' usage in the ledger");
+        // doctor asks the same and says which format the server takes.
+        let cfg = t.dir.path().join("clawboard.toml");
+        let mut doctor = t.command(&["--config", cfg.to_str().unwrap(), "doctor"]);
+        doctor.envs(vars.iter().map(|(k, v)| (*k, v.as_str())));
+        let r = clawboard_tests::Run::from(doctor.stdin(std::process::Stdio::null()).output().unwrap());
+        let line = r.stdout.lines().find(|l| l.contains("model llm.providers.local")).unwrap_or_default();
+        assert!(line.contains(&format!("answered with reply_format {format} in ")), "{name}: {}", r.stdout);
+        let level = if format == "json_schema" { "ok" } else { "warn" };
+        assert!(line.starts_with(level), "{name}: {line}");
+    }
+}
+
+/// The slice ledger, checked for usage alone when the server counts no tokens.
+fn ledger_usage(t: &Tree, task: &str) -> Value {
+    let mut l = ledger(t, task);
+    for e in l["entries"].as_array_mut().unwrap() {
+        if e["outcome"] == "ok" && e.get("model_tokens").is_none_or(Value::is_null) {
+            e["model_tokens"] = json!(1); // counted only by llama.cpp's /tokenize
+        }
+    }
+    l
+}
+
+/// A title worker whose model is refused (llama.cpp answers a model it does
+/// not serve with its own): no retry, the fallback writes the title at once,
+/// and the run says so wherever its result is shown.
+#[test]
+fn a_step_its_fallback_answered_is_named_with_the_reason() {
+    let t = Tree::init();
+    let extra = "[web]\nlisten = \"127.0.0.1:0\"\n[llm.providers.elsewhere]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"no-such-model\"\n\
+                 [roles.title-worker.llm]\nprovider = \"elsewhere\"\n";
+    let mut vars = provider_env(&server());
+    vars.push(("CLAWBOARD_LLM_ELSEWHERE_BASE_URL", server()));
+    let (_, out, stderr) = run_blueprint(&t, "one_title", &format!("{}\n{extra}", one_title_blueprint(&t)), &vars);
+    let step = &out["execution_result"]["steps_executed"][0];
+    assert_eq!(step["component"], "hook-generator", "{step:#}");
+    let why = step["fallback"].as_str().unwrap_or_else(|| panic!("no reason: {step:#}"));
+    assert!(
+        why.starts_with("title-worker: provider elsewhere (no-such-model): the server does not serve the model"),
+        "{why}"
+    );
+    assert!(stderr.contains("title by fallback hook-generator: title-worker: provider elsewhere"), "{stderr}");
+    let task = only_task(&t);
+    let titles = t.attempts(&task).into_iter().filter(|a| a["role"] == "title-worker").count();
+    assert_eq!(titles, 2, "one attempt per candidate, no retry of a refusal no retry changes");
+    let result = read_json(&task_dir(&t, &task).join("result.json"));
+    assert!(result["summary"].as_str().unwrap().contains("title by fallback hook-generator"), "{result:#}");
+    // The task page names it too.
+    let d = daemon_on_model(&t);
+    let page = task_page(&t, &task);
+    d.stop();
+    assert!(page.contains("class=\"fallback\"") && page.contains("title by fallback hook-generator"), "{page}");
 }

@@ -110,6 +110,10 @@ pub struct TaskView {
     /// The summary of `result.json`, once there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result_summary: Option<String>,
+    /// The blueprint steps a fallback answered, each with why its own role did
+    /// not (`title by fallback hook-generator: title-worker: …`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
 }
 
 /// The first non-empty line of `text` (lines end at any [line break](is_line_break)).
@@ -164,8 +168,23 @@ pub fn task_view(store: &Store, task: &Task) -> TaskView {
         iterations: validation.as_ref().map(|v| v.iterations),
         score: validation.as_ref().map(|v| v.result.score),
         pass: validation.as_ref().map(|v| v.result.pass),
+        fallbacks: result.as_ref().map(fallbacks).unwrap_or_default(),
         result_summary: result.map(|r| r.summary),
     }
+}
+
+/// The steps of a blueprint's result (its output contract's `steps_executed`)
+/// that a fallback answered, in the contract's words.
+fn fallbacks(result: &TaskResult) -> Vec<String> {
+    let steps = result.extra.get("output").and_then(|o| o.pointer("/execution_result/steps_executed"));
+    let Some(steps) = steps.and_then(serde_json::Value::as_array) else { return Vec::new() };
+    steps
+        .iter()
+        .filter_map(|e| {
+            let text = |k: &str| e.get(k).and_then(serde_json::Value::as_str);
+            Some(format!("{} by fallback {}: {}", text("step_id")?, text("component")?, text("fallback")?))
+        })
+        .collect()
 }
 
 /// The view of task `task_id`, or why there is none.

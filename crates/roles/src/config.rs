@@ -595,7 +595,7 @@ mod tests {
             (json!({"provider": "local", "reply_schema": "x"}), "roles.w.llm.reply_schema: must be a table"),
             (
                 json!({"provider": "local", "reply_schema": {"type": "object"}, "reply_format": "text"}),
-                "roles.w.llm.reply_schema: is sent only with reply_format = \"json_schema\", not \"text\"",
+                "roles.w.llm.reply_schema: is sent only with reply_format = \"json_schema\" or \"json_object_schema\", not \"text\"",
             ),
         ] {
             let err = resolve_llm(role.clone(), section.clone(), &[]).unwrap_err().to_string();

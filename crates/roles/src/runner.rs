@@ -18,7 +18,7 @@ use crate::reply::ReplyShape;
 
 mod llm;
 
-pub use llm::{ModelProbe, count_model_tokens, probe_model};
+pub use llm::{Listing, ModelProbe, count_model_tokens, probe_model};
 mod placement;
 mod program;
 

@@ -70,6 +70,10 @@ pub struct StepExecuted {
     pub retries: u32,
     /// The board path the step wrote (its `output`; empty when it writes nothing).
     pub output_key: String,
+    /// When the step's fallback produced its output: why the step's own role
+    /// did not (its last error). Absent when the role itself answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 /// Whether a step ran a worker or a skill.
@@ -158,6 +162,17 @@ fn snapshot_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 impl Output {
+    /// One line per step its fallback answered (`title by fallback
+    /// hook-generator: title-worker: …`): the result's summary, `clawboard
+    /// run`'s report and the task page say them.
+    pub fn fallbacks(&self) -> Vec<String> {
+        self.execution_result
+            .steps_executed
+            .iter()
+            .filter_map(|e| e.fallback.as_ref().map(|why| format!("{} by fallback {}: {why}", e.step_id, e.component)))
+            .collect()
+    }
+
     /// Checks what the types cannot: the snapshot is the three zone objects with
     /// the board's field types, the scores are numbers from 0 to 100.
     pub fn check(&self) -> Result<()> {

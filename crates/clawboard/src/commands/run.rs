@@ -192,6 +192,11 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
         store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;
     if let Some(out) = result.extra.get("output") {
         outln!("{}", serde_json::to_string_pretty(out)?)?;
+        // A step its fallback answered is said beside the status, whatever the status.
+        let contract = serde_json::from_value::<clawboard_blueprint::contract::Output>(out.clone());
+        for line in contract.map(|o| o.fallbacks()).unwrap_or_default() {
+            eprintln!("task {id}: {line}");
+        }
     }
     match outcome {
         Outcome::Completed => {

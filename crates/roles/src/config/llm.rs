@@ -66,15 +66,19 @@ pub struct LlmConfig {
     pub count_tokens: CountTokens,
 }
 
-/// How a reply's JSON shape is asked for (`response_format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+/// How a reply's JSON shape is asked for (`response_format`), from the most
+/// exact to the plainest (the order compares them: plainer is greater).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplyFormat {
     /// `{"type": "json_schema", "json_schema": {"name", "schema"}}` with the
-    /// step's own schema (OpenAI, vLLM, llama.cpp, Ollama); a server that refuses
-    /// it is asked again with `json_object`, then with neither.
+    /// step's own schema (OpenAI, vLLM, llama.cpp, Ollama, LiteLLM); a server
+    /// that refuses it is asked again with each plainer format in turn.
     #[default]
     JsonSchema,
+    /// `{"type": "json_object", "schema": …}`: the step's schema beside JSON mode
+    /// (llama-cpp-python's server, which refuses `json_schema`).
+    JsonObjectSchema,
     /// `{"type": "json_object"}`.
     JsonObject,
     /// No `response_format`: the reply's JSON is found in its text.
@@ -85,6 +89,7 @@ impl ReplyFormat {
     pub fn name(self) -> &'static str {
         match self {
             ReplyFormat::JsonSchema => "json_schema",
+            ReplyFormat::JsonObjectSchema => "json_object_schema",
             ReplyFormat::JsonObject => "json_object",
             ReplyFormat::Text => "text",
         }
@@ -93,10 +98,17 @@ impl ReplyFormat {
     /// The next, plainer format to try when a server refuses this one.
     pub fn plainer(self) -> Option<ReplyFormat> {
         match self {
-            ReplyFormat::JsonSchema => Some(ReplyFormat::JsonObject),
+            ReplyFormat::JsonSchema => Some(ReplyFormat::JsonObjectSchema),
+            ReplyFormat::JsonObjectSchema => Some(ReplyFormat::JsonObject),
             ReplyFormat::JsonObject => Some(ReplyFormat::Text),
             ReplyFormat::Text => None,
         }
+    }
+
+    /// Whether the format sends the step's schema (a step without one asks
+    /// with the plainest format that needs none, `json_object`).
+    pub fn sends_schema(self) -> bool {
+        matches!(self, ReplyFormat::JsonSchema | ReplyFormat::JsonObjectSchema)
     }
 }
 
@@ -389,10 +401,13 @@ impl LlmConfig {
         {
             return Err(ConfigError::new(key("reply_schema"), "must be a table (a JSON Schema object)"));
         }
-        if self.reply_schema.is_some() && self.reply_format() != ReplyFormat::JsonSchema {
+        if self.reply_schema.is_some() && !self.reply_format().sends_schema() {
             return Err(ConfigError::new(
                 key("reply_schema"),
-                format!("is sent only with reply_format = \"json_schema\", not {:?}", self.reply_format().name()),
+                format!(
+                    "is sent only with reply_format = \"json_schema\" or \"json_object_schema\", not {:?}",
+                    self.reply_format().name()
+                ),
             ));
         }
         Ok(())

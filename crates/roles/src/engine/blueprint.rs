@@ -67,6 +67,8 @@ pub(crate) struct Executed {
     pub status: &'static str,
     pub retries: u32,
     pub output_key: String,
+    /// Why the step's own role did not produce the output its fallback did.
+    pub fallback: Option<String>,
 }
 
 /// What the VM learned on the way, for the quality report.
@@ -443,6 +445,10 @@ impl<'r, 'e> Vm<'r, 'e> {
         let role = ok.map_or_else(|| s.role.clone(), |a| a.role.clone());
         let component = if role == s.role { s.component } else { Component::Skill };
         let status = if status == "completed" && retries > 0 { "retried" } else { status };
+        let fallback = (role != s.role).then(|| self.why_not(s, &base));
+        if let Some(why) = &fallback {
+            tracing::warn!(task = %self.run.id, step = %s.id, "written by the fallback {role}: {why}");
+        }
         self.journal.lock().executed.push(Executed {
             step_id: s.id.clone(),
             role,
@@ -450,6 +456,7 @@ impl<'r, 'e> Vm<'r, 'e> {
             status,
             retries: u32::try_from(retries).unwrap_or(u32::MAX),
             output_key: s.output.as_ref().map(ToString::to_string).unwrap_or_default(),
+            fallback,
         });
         self.show(
             &s.id,
@@ -458,6 +465,21 @@ impl<'r, 'e> Vm<'r, 'e> {
                 other => other,
             },
         )
+    }
+
+    /// Why the step's own role produced nothing in its runs named `base`: its
+    /// last error, named by the role.
+    fn why_not(&self, s: &Step, base: &str) -> String {
+        let attempts = self.run.attempts.lock();
+        let last = attempts
+            .iter()
+            .rev()
+            .filter(|a| a.role == s.role && is_run_of(&a.step, base))
+            .find_map(|a| a.error.clone());
+        match last {
+            Some(e) => format!("{}: {e}", s.role),
+            None => format!("{}: no output passed", s.role),
+        }
     }
 
     fn info(&self, s: &Step, round: u32, candidate: Option<u32>, redo: u32) -> StepInfo {

@@ -175,7 +175,7 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
                         tracing::info!(
                             task = %site.task_id(),
                             step = %call.step,
-                            "{role_id}: its retries are skipped (its server asked for a longer wait)"
+                            "{role_id}: its retries are skipped: no retry gets past this ({last_error})"
                         );
                         break;
                     }

@@ -28,6 +28,9 @@ const BODY_QUOTE: usize = 300;
 pub(crate) const CUT_OFF: &str = "cut off at the completion limit";
 /// Beyond `max_output_bytes`, room for the response's envelope and JSON escaping.
 const ENVELOPE_BYTES: u64 = 64 * 1024;
+/// Refusals of a request that only a change of configuration gets past: the key
+/// (401, 403), the URL (404, 405).
+const CONFIG_REFUSALS: [u16; 4] = [401, 403, 404, 405];
 
 /// Why a run of an `llm` role failed. Never holds the key: bodies are quoted
 /// through [`quote`], which blanks it.
@@ -61,8 +64,10 @@ enum LlmError {
     OutputTooLarge { size: usize, limit: u64, usage: Option<Value> },
     #[error("the reply of POST {url} {what}")]
     Reply { url: String, what: String, status: StatusCode, usage: Option<Value> },
-    #[error("the server does not serve the model {model:?} (GET {url} lists {served}); name one of those")]
-    NoSuchModel { url: String, model: String, served: String },
+    #[error("POST {url} answered {status} to every reply format ({tried}): {body}")]
+    FormatsRefused { url: String, status: StatusCode, tried: String, body: String },
+    #[error("the server does not serve the model {model:?} ({how}GET {url} lists {served}); name one of those")]
+    NoSuchModel { url: String, model: String, served: String, how: String },
 }
 
 impl LlmError {
@@ -70,11 +75,27 @@ impl LlmError {
     fn status(&self) -> Option<StatusCode> {
         match self {
             LlmError::Refused { status, .. }
+            | LlmError::FormatsRefused { status, .. }
             | LlmError::GaveUp { status, .. }
             | LlmError::WaitTooLong { status, .. }
             | LlmError::WaitPastTimeout { status, .. }
             | LlmError::Reply { status, .. } => Some(*status),
             _ => None,
+        }
+    }
+
+    /// No retry can change it: the configuration (the model, the key, the URL,
+    /// a format the server takes) or a wait the server asked for is at fault, so
+    /// the step goes to its fallback at once.
+    fn final_refusal(&self) -> bool {
+        match self {
+            LlmError::Client(_)
+            | LlmError::KeyHeader
+            | LlmError::WaitTooLong { .. }
+            | LlmError::FormatsRefused { .. }
+            | LlmError::NoSuchModel { .. } => true,
+            LlmError::Refused { status, .. } => CONFIG_REFUSALS.contains(&status.as_u16()),
+            _ => false,
         }
     }
 
@@ -101,6 +122,8 @@ struct Answer {
     /// The reply format the server took.
     format: ReplyFormat,
     max_tokens: Option<u32>,
+    /// The server answered a model its `/models` does not list.
+    unlisted: bool,
 }
 
 /// Runs the `llm` role once; `kill` interrupts it, the role's `timeout` ends it.
@@ -123,8 +146,15 @@ pub(super) async fn run(
     let call = async {
         let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
         let auth = auth_header(key.as_ref())?;
-        check_model(&client, llm, auth.as_ref()).await?;
-        let request = Request { llm, client: &client, auth: auth.as_ref(), key: key.as_ref(), deadline };
+        let unlisted = check_model(&client, llm, auth.as_ref()).await?;
+        let request = Request {
+            llm,
+            client: &client,
+            auth: auth.as_ref(),
+            key: key.as_ref(),
+            deadline,
+            unlisted: unlisted.as_deref(),
+        };
         ask(&request, role.max_output_bytes, &user_message(context), &shape).await
     };
     tokio::select! {
@@ -139,7 +169,7 @@ pub(super) async fn run(
             Err(e) => RunOutcome {
                 exit_code: e.status().map(|s| i32::from(s.as_u16())),
                 usage: e.usage(),
-                skip_retries: matches!(e, LlmError::WaitTooLong { .. } | LlmError::NoSuchModel { .. }),
+                skip_retries: e.final_refusal(),
                 cut_off: e.cut_off(),
                 ..failed(redact(&format!("{}{e}", llm.prefix()), key.as_ref()))
             },
@@ -159,6 +189,8 @@ struct Request<'a> {
     auth: Option<&'a HeaderValue>,
     key: Option<&'a ApiKey>,
     deadline: tokio::time::Instant,
+    /// The models `/models` lists, when the configured one is not among them.
+    unlisted: Option<&'a [String]>,
 }
 
 fn auth_header(key: Option<&ApiKey>) -> Result<Option<HeaderValue>, LlmError> {
@@ -169,23 +201,72 @@ fn auth_header(key: Option<&ApiKey>) -> Result<Option<HeaderValue>, LlmError> {
 }
 
 /// The endpoints and models whose `/models` listing was found to serve the model
-/// (or could not tell): checked once per process, not at every run.
+/// (or could not tell, or that answered a request naming it): checked once per
+/// process, not at every run.
 static SERVED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> = std::sync::OnceLock::new();
 
-/// Fails when the server lists its models (`GET {base_url}/models`) and the
-/// configured one is not among them: a server that serves one model whatever
-/// the request names (llama.cpp) would otherwise answer with another model.
-async fn check_model(client: &reqwest::Client, llm: &LlmConfig, auth: Option<&HeaderValue>) -> Result<(), LlmError> {
-    let memo = format!("{}\n{}", llm.base_url, llm.model);
-    let served = SERVED.get_or_init(Default::default);
-    if served.lock().is_ok_and(|s| s.contains(&memo)) {
-        return Ok(());
+fn memo(llm: &LlmConfig) -> String {
+    format!("{}\n{}", llm.base_url, llm.model)
+}
+
+fn mark_served(llm: &LlmConfig) {
+    if let Ok(mut s) = SERVED.get_or_init(Default::default).lock() {
+        s.insert(memo(llm));
+    }
+}
+
+/// The models the server lists (`GET {base_url}/models`) when the configured one
+/// is not among them, else `None`. An unlisted model is not refused here: some
+/// servers answer any name (llama-cpp-python lists only its alias); the first
+/// reply tells ([`judge_unlisted`]).
+async fn check_model(
+    client: &reqwest::Client,
+    llm: &LlmConfig,
+    auth: Option<&HeaderValue>,
+) -> Result<Option<Vec<String>>, LlmError> {
+    if SERVED.get_or_init(Default::default).lock().is_ok_and(|s| s.contains(&memo(llm))) {
+        return Ok(None);
     }
     let (_, listed) = list_models(client, llm, auth).await?;
-    model_listed(llm, listed)?;
-    if let Ok(mut s) = served.lock() {
-        s.insert(memo);
+    match listed {
+        Some(ids) if !ids.is_empty() && !ids.contains(&llm.model) => Ok(Some(ids)),
+        _ => {
+            mark_served(llm);
+            Ok(None)
+        }
     }
+}
+
+/// The listed models, five of them named.
+fn shown_models(ids: &[String]) -> String {
+    let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
+    let more = if ids.len() > 5 { format!(" and {} more", ids.len() - 5) } else { String::new() };
+    format!("{}{more}", shown.join(", "))
+}
+
+/// A 2xx reply to a request naming a model `/models` does not list: refused when
+/// the server answered with another model, one it lists (llama.cpp serves its one
+/// model whatever the request names); else the model is taken as served, said once.
+fn judge_unlisted(llm: &LlmConfig, listed: &[String], body: &[u8]) -> Result<(), LlmError> {
+    let answered = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned));
+    if let Some(other) = answered.filter(|m| *m != llm.model && listed.contains(m)) {
+        return Err(LlmError::NoSuchModel {
+            url: llm.models_endpoint(),
+            model: llm.model.clone(),
+            served: shown_models(listed),
+            how: format!("it answered with the model {other:?}; "),
+        });
+    }
+    tracing::warn!(
+        url = %llm.endpoint(),
+        "the server does not list the model {:?} (GET {} lists {}) but answered a request naming it; using it",
+        llm.model,
+        llm.models_endpoint(),
+        shown_models(listed)
+    );
+    mark_served(llm);
     Ok(())
 }
 
@@ -214,36 +295,33 @@ async fn list_models(
     Ok((status, ids))
 }
 
-/// Fails when the listing names models and the configured one is not among them.
-fn model_listed(llm: &LlmConfig, listed: Option<Vec<String>>) -> Result<(), LlmError> {
-    if let Some(ids) = listed
-        && !ids.is_empty()
-        && !ids.contains(&llm.model)
-    {
-        let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
-        let more = if ids.len() > 5 { format!(" and {} more", ids.len() - 5) } else { String::new() };
-        return Err(LlmError::NoSuchModel {
-            url: llm.models_endpoint(),
-            model: llm.model.clone(),
-            served: format!("{}{more}", shown.join(", ")),
-        });
-    }
-    Ok(())
-}
-
 /// What `clawboard doctor` found of a model endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelProbe {
-    /// `GET /models` lists the configured model.
+pub struct ModelProbe {
+    pub listing: Listing,
+    /// The reply format a small schema-shaped request was answered in.
+    pub format: ReplyFormat,
+    /// The format it was asked in first (the configured one).
+    pub asked: ReplyFormat,
+    pub elapsed: Duration,
+}
+
+/// What `GET /models` said of the configured model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// It lists the model.
     Listed,
-    /// The server answered but lists no models (`GET /models` gave this status).
-    NotListed(u16),
+    /// It lists others (these, shortened), yet answered a request naming it.
+    Unlisted(String),
+    /// It lists no models (`GET /models` gave this status).
+    None(u16),
 }
 
 /// `clawboard doctor`'s check of an `llm` role or provider (`role` names it in
 /// errors): the key can be read, the server answers `GET {base_url}/models`
-/// within `timeout` and does not refuse the key, and the model is among those it
-/// lists when it lists any. Sends no completion.
+/// within `timeout` and does not refuse the key, and one small request shaped
+/// by a schema is answered, as a step's would be (its format negotiated, its
+/// model judged as a run judges it).
 pub async fn probe_model(llm: &LlmConfig, role: &str, timeout: Duration) -> Result<ModelProbe, String> {
     let key = llm.api_key(role).map_err(|e| e.to_string())?;
     let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| e.without_url().to_string())?;
@@ -252,14 +330,35 @@ pub async fn probe_model(llm: &LlmConfig, role: &str, timeout: Duration) -> Resu
     if matches!(status.as_u16(), 401 | 403) {
         return Err(format!("GET {}: {status}: the server refused the key", llm.models_endpoint()));
     }
-    let probe = if listed.as_ref().is_some_and(|ids| !ids.is_empty()) {
-        ModelProbe::Listed
-    } else {
-        ModelProbe::NotListed(status.as_u16())
+    let listing = match &listed {
+        Some(ids) if ids.contains(&llm.model) => Listing::Listed,
+        Some(ids) if !ids.is_empty() => Listing::Unlisted(shown_models(ids)),
+        _ => Listing::None(status.as_u16()),
     };
-    model_listed(llm, listed).map_err(|e| e.to_string())?;
-    Ok(probe)
+    let unlisted = matches!(listing, Listing::Unlisted(_)).then(|| listed.unwrap_or_default());
+    let started = std::time::Instant::now();
+    let request = Request {
+        llm,
+        client: &client,
+        auth: auth.as_ref(),
+        key: key.as_ref(),
+        deadline: tokio::time::Instant::now() + timeout,
+        unlisted: unlisted.as_deref(),
+    };
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false});
+    let shape = ReplyShape { schema: Some(schema), max_tokens: Some(PROBE_TOKENS), doubled: false };
+    let message = r#"Reply with the JSON object {"ok": true} and nothing else."#;
+    let asked = first_format(llm, &shape);
+    let mut probe_llm = llm.clone();
+    probe_llm.output_key = None;
+    let request = Request { llm: &probe_llm, ..request };
+    let answer = ask(&request, PROBE_BYTES, message, &shape).await.map_err(|e| redact(&e.to_string(), key.as_ref()))?;
+    Ok(ModelProbe { listing, format: answer.format, asked, elapsed: started.elapsed() })
 }
+
+/// The completion limit and output cap of doctor's request.
+const PROBE_TOKENS: u32 = 32;
+const PROBE_BYTES: u64 = 4096;
 
 /// `text` in the model's own tokens, when its provider counts them (llama.cpp's
 /// `/tokenize`); `None` when it does not, or the count failed (said in the log:
@@ -289,8 +388,9 @@ pub async fn count_model_tokens(llm: &LlmConfig, text: &str) -> Option<u64> {
 fn note(llm: &LlmConfig, a: &Answer) -> String {
     let usage = a.usage.as_ref().map(|u| format!("; usage {u}")).unwrap_or_default();
     let provider = llm.provider.as_ref().map(|p| format!(" (provider {p})")).unwrap_or_default();
+    let unlisted = if a.unlisted { " (not in GET /models; the server answered it)" } else { "" };
     format!(
-        "{}{provider} at {}: {} after {} request(s), reply_format {}, max_tokens {}{usage}\n",
+        "{}{unlisted}{provider} at {}: {} after {} request(s), reply_format {}, max_tokens {}{usage}\n",
         llm.model,
         llm.endpoint(),
         a.status,
@@ -300,61 +400,132 @@ fn note(llm: &LlmConfig, a: &Answer) -> String {
     )
 }
 
+/// The reply format each server and model was found to take, when plainer than
+/// the one configured: learned at its first refusal, for the process's life, so
+/// a refused request is never sent again.
+static LEARNED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, ReplyFormat>>> =
+    std::sync::OnceLock::new();
+
+fn learned(llm: &LlmConfig) -> Option<ReplyFormat> {
+    LEARNED.get_or_init(Default::default).lock().ok()?.get(&memo(llm)).copied()
+}
+
+/// Keeps `format` as what the server takes (said once, when it is news).
+fn learn(llm: &LlmConfig, format: ReplyFormat, refused: &[ReplyFormat]) {
+    let Ok(mut map) = LEARNED.get_or_init(Default::default).lock() else { return };
+    if map.get(&memo(llm)).is_some_and(|f| *f >= format) {
+        return;
+    }
+    map.insert(memo(llm), format);
+    let refused: Vec<&str> = refused.iter().map(|f| f.name()).collect();
+    tracing::info!(
+        url = %llm.endpoint(),
+        model = %llm.model,
+        "the server refused reply_format {} and took {}; asking it in {} from now on",
+        refused.join(", "),
+        format.name(),
+        format.name()
+    );
+}
+
+/// The format a request starts with: the configured one, or the plainer one the
+/// server was found to take; one that sends a schema only when the step has one.
+fn first_format(llm: &LlmConfig, shape: &ReplyShape) -> ReplyFormat {
+    let f = learned(llm).map_or(llm.reply_format(), |l| l.max(llm.reply_format()));
+    if f.sends_schema() && shape.schema.is_none() { ReplyFormat::JsonObject } else { f }
+}
+
+/// The next plainer format worth asking in (one that sends a schema only when
+/// the step has one).
+fn next_format(format: ReplyFormat, shape: &ReplyShape) -> Option<ReplyFormat> {
+    let mut next = format.plainer()?;
+    while next.sends_schema() && shape.schema.is_none() {
+        next = next.plainer()?;
+    }
+    Some(next)
+}
+
+/// Whether a refusal is of the reply format: a 400 or 422 about it, or a 5xx
+/// naming `response_format` (llama-cpp-python answers its validation error 500).
+fn format_refused(status: StatusCode, body: &[u8]) -> bool {
+    if matches!(status, StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY) {
+        return refuses_format(body);
+    }
+    status.is_server_error() && String::from_utf8_lossy(body).to_ascii_lowercase().contains("response_format")
+}
+
+/// One POST of the completion request: its status, `Retry-After`, and body (at most `cap` bytes).
+async fn post(r: &Request<'_>, url: &str, body: &[u8], cap: u64, limit: u64) -> Result<Response, LlmError> {
+    let mut req = r.client.post(url).header(CONTENT_TYPE, "application/json").body(body.to_vec());
+    if let Some(a) = r.auth {
+        req = req.header(AUTHORIZATION, a.clone());
+    }
+    let send_error = |e| LlmError::Send { method: "POST", url: url.to_owned(), reason: reason(e) };
+    let mut resp = req.send().await.map_err(send_error)?;
+    let status = resp.status();
+    let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut got = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(send_error)? {
+        got.extend_from_slice(&chunk);
+        if got.len() as u64 > cap {
+            return Err(LlmError::ResponseTooLarge { url: url.to_owned(), cap, limit });
+        }
+    }
+    Ok(Response { status, retry_after, body: got })
+}
+
+/// What one POST got back.
+struct Response {
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: Vec<u8>,
+}
+
 /// Sends the completion request, again after a 429 or 5xx, and reads the reply.
-/// A server that refuses the reply format (400) is asked again with a plainer one.
+/// A server that refuses the reply format is asked again in each plainer one,
+/// once; what it took is kept for the next runs ([`learn`]).
 async fn ask(r: &Request<'_>, limit: u64, message: &str, shape: &ReplyShape) -> Result<Answer, LlmError> {
     let llm = r.llm;
     let url = llm.endpoint();
-    let mut format = match (llm.reply_format(), &shape.schema) {
-        (ReplyFormat::JsonSchema, None) => ReplyFormat::JsonObject,
-        (f, _) => f,
-    };
+    let mut format = first_format(llm, shape);
     let mut body = request_body(llm, message, shape, format).to_string().into_bytes();
-    let mut refused_format: Option<LlmError> = None;
+    // The formats refused, and the first refusal (reported if every format is refused).
+    let mut refused: Vec<ReplyFormat> = Vec::new();
+    let mut first_refusal: Option<(StatusCode, String)> = None;
     let cap = limit.saturating_mul(4).saturating_add(ENVELOPE_BYTES);
     let mut tries = 0;
     loop {
         tries += 1;
         tracing::debug!(url = %url, model = %llm.model, try_n = tries, format = format.name(), "asking the LLM endpoint");
-        let mut req = r.client.post(&url).header(CONTENT_TYPE, "application/json").body(body.clone());
-        if let Some(a) = r.auth {
-            req = req.header(AUTHORIZATION, a.clone());
-        }
-        let mut resp =
-            req.send().await.map_err(|e| LlmError::Send { method: "POST", url: url.clone(), reason: reason(e) })?;
-        let status = resp.status();
-        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let mut got = Vec::new();
-        while let Some(chunk) =
-            resp.chunk().await.map_err(|e| LlmError::Send { method: "POST", url: url.clone(), reason: reason(e) })?
-        {
-            got.extend_from_slice(&chunk);
-            if got.len() as u64 > cap {
-                return Err(LlmError::ResponseTooLarge { url, cap, limit });
-            }
-        }
+        let Response { status, retry_after, body: got } = post(r, &url, &body, cap, limit).await?;
         if status.is_success() {
+            if let Some(listed) = r.unlisted {
+                judge_unlisted(llm, listed, &got)?;
+            }
             let (stdout, usage) = reply_to_output(&got, llm.output_key.as_deref(), r.key, shape.max_tokens)
                 .map_err(|(what, usage)| LlmError::Reply { url: url.clone(), what, status, usage })?;
+            if !refused.is_empty() {
+                learn(llm, format, &refused);
+            }
             if stdout.len() as u64 > limit {
                 return Err(LlmError::OutputTooLarge { size: stdout.len(), limit, usage });
             }
-            return Ok(Answer { status, stdout, tries, usage, format, max_tokens: shape.max_tokens });
+            let unlisted = r.unlisted.is_some();
+            return Ok(Answer { status, stdout, tries, usage, format, max_tokens: shape.max_tokens, unlisted });
         }
-        if matches!(status, StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY)
-            && refuses_format(&got)
-            && let Some(plainer) = format.plainer()
-        {
-            // Said once per format; the first refusal is the one reported if all fail.
-            tracing::info!(url = %url, %status, "the server refused response_format {}; asking with {}", format.name(), plainer.name());
-            refused_format.get_or_insert(LlmError::Refused { url: url.clone(), status, body: quote(&got, r.key) });
-            format = plainer;
-            body = request_body(llm, message, shape, format).to_string().into_bytes();
-            tries -= 1;
-            continue;
+        if format != ReplyFormat::Text && format_refused(status, &got) {
+            first_refusal.get_or_insert((status, quote(&got, r.key)));
+            refused.push(format);
+            if let Some(plainer) = next_format(format, shape) {
+                tracing::info!(url = %url, %status, "the server refused response_format {}; asking with {}", format.name(), plainer.name());
+                format = plainer;
+                body = request_body(llm, message, shape, format).to_string().into_bytes();
+                tries -= 1;
+                continue;
+            }
         }
-        if !(status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()) {
-            return Err(refused_format.unwrap_or(LlmError::Refused { url, status, body: quote(&got, r.key) }));
+        if !(status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()) || refused.last() == Some(&format) {
+            return Err(refusal(r, status, &got, &refused, first_refusal, format));
         }
         let retries = llm.http_retries();
         if tries > retries {
@@ -374,6 +545,36 @@ async fn ask(r: &Request<'_>, limit: u64, message: &str, shape: &ReplyShape) -> 
         }
         tracing::info!(url = %url, %status, wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX), "the LLM endpoint is busy; sending again");
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// The error for a request no re-send gets past: every format refused; a model
+/// the server does not list refused; else the refusal itself.
+fn refusal(
+    r: &Request<'_>,
+    status: StatusCode,
+    got: &[u8],
+    refused: &[ReplyFormat],
+    first_refusal: Option<(StatusCode, String)>,
+    format: ReplyFormat,
+) -> LlmError {
+    let url = r.llm.endpoint();
+    if let Some((first, body)) = first_refusal {
+        let mut tried: Vec<&str> = refused.iter().map(|f| f.name()).collect();
+        if refused.last() != Some(&format) {
+            tried.push(format.name());
+        }
+        return LlmError::FormatsRefused { url, status: first, tried: tried.join(", "), body };
+    }
+    let body = quote(got, r.key);
+    match r.unlisted {
+        Some(listed) if status.is_client_error() => LlmError::NoSuchModel {
+            how: format!("POST {url} answered {status}: {body}; "),
+            url: r.llm.models_endpoint(),
+            model: r.llm.model.clone(),
+            served: shown_models(listed),
+        },
+        _ => LlmError::Refused { url, status, body },
     }
 }
 
@@ -451,7 +652,10 @@ fn request_body(llm: &LlmConfig, message: &str, shape: &ReplyShape, format: Repl
                 json!({"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}),
             );
         }
-        (ReplyFormat::JsonSchema | ReplyFormat::JsonObject, _) => {
+        (ReplyFormat::JsonObjectSchema, Some(schema)) => {
+            body.insert("response_format".into(), json!({"type": "json_object", "schema": schema}));
+        }
+        (ReplyFormat::JsonSchema | ReplyFormat::JsonObjectSchema | ReplyFormat::JsonObject, _) => {
             body.insert("response_format".into(), json!({"type": "json_object"}));
         }
         (ReplyFormat::Text, _) => {}

@@ -18,6 +18,7 @@ pub(crate) fn sample() -> Output {
                     status: StepStatus::Completed,
                     retries: 0,
                     output_key: "content.hook".into(),
+                    fallback: None,
                 },
                 StepExecuted {
                     step_id: "body".into(),
@@ -26,6 +27,7 @@ pub(crate) fn sample() -> Output {
                     status: StepStatus::Retried,
                     retries: 2,
                     output_key: "content.body".into(),
+                    fallback: None,
                 },
             ],
             total_tokens_used: 1234,
@@ -78,6 +80,28 @@ fn the_seeds_field_names() {
     assert_eq!(v["execution_result"]["status"], "success");
     assert_eq!(v["execution_result"]["steps_executed"][1]["component_type"], "skill");
     assert_eq!(v["execution_result"]["steps_executed"][1]["status"], "retried");
+}
+
+#[test]
+fn a_step_its_fallback_answered_says_why() {
+    let mut out = sample();
+    assert!(out.fallbacks().is_empty());
+    let step = &mut out.execution_result.steps_executed[0];
+    step.component = "hook-generator".into();
+    step.component_type = ComponentType::Skill;
+    step.fallback = Some("title-worker: the server refused every reply format".into());
+    let v = serde_json::to_value(&out).unwrap();
+    assert_eq!(
+        v["execution_result"]["steps_executed"][0]["fallback"],
+        "title-worker: the server refused every reply format"
+    );
+    assert!(v["execution_result"]["steps_executed"][1].get("fallback").is_none(), "absent when the role answered");
+    assert_eq!(
+        out.fallbacks(),
+        ["title by fallback hook-generator: title-worker: the server refused every reply format"]
+    );
+    let back: Output = serde_json::from_value(v).unwrap();
+    assert_eq!(back, out);
 }
 
 #[test]

@@ -13,6 +13,9 @@ use crate::config::Settings;
 
 /// How long one question to a server may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// A model server's bound: its listing and one short completion (a server on a
+/// CPU may take seconds to answer the first).
+const MODEL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A clock this far from the bucket's is worth a warning; this far, a failure
 /// (S3 refuses a request signed more than 15 minutes off).
@@ -216,6 +219,32 @@ async fn github(s: &Settings) -> Vec<Check> {
     }]
 }
 
+/// The line of a model server that answered doctor's request: what its `/models`
+/// said of the model, and the reply format it took (a warning when that is
+/// plainer than the configured one: say it in the config, and no request is refused).
+fn model_check(key: &str, at: &str, p: &clawboard_roles::runner::ModelProbe) -> Check {
+    use clawboard_roles::runner::Listing;
+    let listing = match &p.listing {
+        Listing::Listed => "serves the model".to_owned(),
+        Listing::Unlisted(others) => format!("answers the model, though GET /models lists only {others}"),
+        Listing::None(status) => format!("answers the model (GET /models gave {status} and lists none)"),
+    };
+    let took = format!(
+        "{at}: {listing}; a schema-shaped request was answered with reply_format {} in {} ms",
+        p.format.name(),
+        p.elapsed.as_millis()
+    );
+    if p.format == p.asked {
+        Check::ok(format!("model {key}"), took)
+    } else {
+        Check::warn(
+            format!("model {key}"),
+            format!("{took} (it refused {})", p.asked.name()),
+            format!("set reply_format = \"{}\" in {key}", p.format.name()),
+        )
+    }
+}
+
 /// Every model server the config names, each endpoint and model once.
 async fn models(s: &Settings) -> Vec<Check> {
     let providers = s.roles.llm.providers.iter().map(|(name, p)| {
@@ -232,14 +261,8 @@ async fn models(s: &Settings) -> Vec<Check> {
             continue;
         }
         let at = format!("{} ({})", llm.base_url, llm.model);
-        checks.push(match clawboard_roles::runner::probe_model(&llm, &name, TIMEOUT).await {
-            Ok(clawboard_roles::runner::ModelProbe::Listed) => {
-                Check::ok(format!("model {key}"), format!("{at}: serves the model"))
-            }
-            Ok(clawboard_roles::runner::ModelProbe::NotListed(status)) => Check::ok(
-                format!("model {key}"),
-                format!("{at}: reachable (GET /models gave {status} and lists no models to check against)"),
-            ),
+        checks.push(match clawboard_roles::runner::probe_model(&llm, &name, MODEL_TIMEOUT).await {
+            Ok(p) => model_check(&key, &at, &p),
             Err(e) => Check::fail(
                 format!("model {key}"),
                 e,

@@ -176,6 +176,7 @@ fn facts(t: &TaskView) -> Markup {
                     dt { "Iterations" } dd { (i) ", latest score " (s) @if t.pass == Some(true) { " ✓" } }
                 }
                 @if let Some(s) = &t.result_summary { dt { "Result" } dd #result { (clip(s, 1000)) } }
+                @for f in &t.fallbacks { dt { "Fallback" } dd.fallback { (clip(f, 1000)) } }
             }
         }
     }

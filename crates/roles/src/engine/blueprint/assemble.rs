@@ -409,6 +409,9 @@ impl Vm<'_, '_> {
             output.execution_result.steps_executed.len(),
             output.quality_report.virality_score
         );
+        for line in output.fallbacks() {
+            summary.push_str(&format!("; {line}"));
+        }
         if let Some(why) = stopped {
             summary.push_str(&format!("; stopped: {why}"));
         }
@@ -445,6 +448,7 @@ fn step_executed(e: &Executed) -> StepExecuted {
         },
         retries: e.retries,
         output_key: e.output_key.clone(),
+        fallback: e.fallback.clone(),
     }
 }
 

@@ -549,7 +549,7 @@ async fn a_shaped_step_asks_for_its_schema_and_a_completion_limit() {
 }
 
 #[tokio::test]
-async fn a_server_that_refuses_the_schema_is_asked_with_json_object_then_plain_text() {
+async fn a_server_that_refuses_the_schema_is_asked_in_each_plainer_format_once() {
     let refuse =
         || status("400 Bad Request", Vec::new(), r#"{"error": "response_format json_schema is not supported"}"#);
     let s = serve(vec![refuse(), ok(r#"{"output": {"type": "q", "content": "c"}, "score": 1}"#)]).await;
@@ -557,22 +557,73 @@ async fn a_server_that_refuses_the_schema_is_asked_with_json_object_then_plain_t
     assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
     let seen = s.seen();
     assert_eq!(seen[0].body["response_format"]["type"], "json_schema");
-    assert_eq!(seen[1].body["response_format"], json!({"type": "json_object"}));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("after 1 request(s), reply_format json_object"));
+    assert_eq!(
+        seen[1].body["response_format"],
+        json!({"type": "json_object", "schema": title_shape().schema.unwrap()}),
+        "json_object with the schema beside it"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("after 1 request(s), reply_format json_object_schema"));
 
-    let s = serve(vec![refuse(), refuse(), refuse()]).await;
+    let s = serve(vec![refuse(), refuse(), refuse(), refuse(), refuse()]).await;
     let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &title_shape()).await;
     assert_eq!(out.status, RunStatus::Failed);
     let seen = s.seen();
-    assert_eq!(seen.len(), 3, "json_schema, json_object, then no response_format");
-    assert!(seen[2].body.get("response_format").is_none());
+    assert_eq!(seen.len(), 4, "json_schema, json_object with a schema, json_object, then no response_format");
+    assert_eq!(seen[2].body["response_format"], json!({"type": "json_object"}));
+    assert!(seen[3].body.get("response_format").is_none());
     let err = out.error.unwrap();
-    assert!(err.contains("answered 400 Bad Request: {\"error\": \"response_format json_schema"), "{err}");
+    assert!(
+        err.contains("answered 400 Bad Request to every reply format (json_schema, json_object_schema, json_object, text): {\"error\": \"response_format json_schema"),
+        "{err}"
+    );
+    assert!(out.skip_retries, "no retry gets past it");
+}
+
+/// llama-cpp-python's server answers a `json_schema` it does not take with a 500
+/// naming `response_format`: a refusal of the format, not a busy server.
+#[tokio::test]
+async fn a_5xx_naming_response_format_is_a_refused_format_and_what_worked_is_remembered() {
+    let refuse = || {
+        status(
+            "500 Internal Server Error",
+            Vec::new(),
+            r#"{"error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]"}}"#,
+        )
+    };
+    let reply = || ok(r#"{"output": {"type": "q", "content": "c"}, "score": 1}"#);
+    let s = serve(vec![refuse(), reply(), reply(), reply()]).await;
+    let r = role(&s.base_url, json!({"http_retries": 3}));
+    let out = go_shaped(&r, &json!({"slice": {}}), &title_shape()).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    // The next runs ask in what the server took: the refused request is never sent again.
+    for _ in 0..2 {
+        let out = go_shaped(&r, &json!({"slice": {}}), &title_shape()).await;
+        assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    }
+    let formats: Vec<Value> = s.seen().iter().map(|x| x.body["response_format"]["type"].clone()).collect();
+    assert_eq!(formats, [json!("json_schema"), json!("json_object"), json!("json_object"), json!("json_object")]);
+    assert!(s.seen()[3].body["response_format"].get("schema").is_some());
+
+    // A 5xx that says nothing of the format is a busy server, sent again.
+    let busy = || status("503 Service Unavailable", Vec::new(), r#"{"error": "loading the model"}"#);
+    let s = serve(vec![busy(), reply()]).await;
+    let out = go_shaped(&role(&s.base_url, json!({})), &json!({"slice": {}}), &title_shape()).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    let seen = s.seen();
+    assert_eq!(seen[1].body["response_format"]["type"], "json_schema", "the same request again");
+}
+
+/// A completion naming `model`, as a server that echoes another model would answer.
+fn ok_from(model: &str, content: &str) -> Reply {
+    let mut body: Value = serde_json::from_str(&completion(content)).unwrap();
+    body["model"] = json!(model);
+    Reply { status: "200 OK", headers: Vec::new(), body: body.to_string() }
 }
 
 #[tokio::test]
-async fn a_model_the_server_does_not_serve_fails_naming_the_provider_and_skips_retries() {
-    let s = serve_models(vec![ok("{}")], Some(&["gemma-3-270m"])).await;
+async fn a_model_the_server_does_not_list_is_judged_by_its_reply() {
+    // llama.cpp: answers any name with its one model. Refused, naming what it lists.
+    let s = serve_models(vec![ok_from("gemma-3-270m", "{}")], Some(&["gemma-3-270m"])).await;
     let mut r = role(&s.base_url, json!({}));
     r.llm.as_mut().unwrap().provider = Some("local".into());
     let out = go(&r, &json!({})).await;
@@ -581,12 +632,36 @@ async fn a_model_the_server_does_not_serve_fails_naming_the_provider_and_skips_r
     assert_eq!(
         err,
         format!(
-            "provider local (qwen2.5:7b): the server does not serve the model \"qwen2.5:7b\" (GET {}/models lists gemma-3-270m); name one of those",
+            "provider local (qwen2.5:7b): the server does not serve the model \"qwen2.5:7b\" (it answered with the model \"gemma-3-270m\"; GET {}/models lists gemma-3-270m); name one of those",
             s.base_url
         )
     );
-    assert!(out.skip_retries, "another run would be refused the same way");
-    assert!(s.seen().is_empty(), "no completion was asked for");
+    assert!(out.skip_retries, "another run would be answered the same way");
+
+    // llama-cpp-python: lists only its alias, answers the name it was asked. Taken, and said.
+    let s = serve_models(vec![ok("{}"), ok("{}")], Some(&["model/gemma-3-270m-q4_k_m.gguf"])).await;
+    let r = role(&s.base_url, json!({}));
+    let out = go(&r, &json!({})).await;
+    assert_eq!(out.status, RunStatus::Exited, "{:?}", out.error);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(not in GET /models; the server answered it)"));
+    assert_eq!(go(&r, &json!({})).await.status, RunStatus::Exited);
+    assert_eq!(s.seen().len(), 2);
+
+    // A server that refuses the name: the refusal and the listing, no retry.
+    let s = serve_models(
+        vec![status("404 Not Found", Vec::new(), r#"{"error": "model 'qwen2.5:7b' not found"}"#)],
+        Some(&["a", "b"]),
+    )
+    .await;
+    let out = go(&role(&s.base_url, json!({})), &json!({})).await;
+    let err = out.error.unwrap();
+    assert!(
+        err.contains("does not serve the model \"qwen2.5:7b\" (POST ")
+            && err.contains("answered 404 Not Found: {\"error\": \"model 'qwen2.5:7b' not found\"}; GET "),
+        "{err}"
+    );
+    assert!(err.ends_with("/models lists a, b); name one of those"), "{err}");
+    assert!(out.skip_retries);
 
     // A listed model passes, and is not looked up again.
     let s = serve_models(vec![ok("{}"), ok("{}")], Some(&["a", "qwen2.5:7b"])).await;
@@ -594,6 +669,20 @@ async fn a_model_the_server_does_not_serve_fails_naming_the_provider_and_skips_r
     assert_eq!(go(&r, &json!({})).await.status, RunStatus::Exited);
     assert_eq!(go(&r, &json!({})).await.status, RunStatus::Exited);
     assert_eq!(s.seen().len(), 2);
+}
+
+#[rstest::rstest]
+#[case::no_key("401 Unauthorized", true)]
+#[case::forbidden("403 Forbidden", true)]
+#[case::wrong_url("404 Not Found", true)]
+#[case::bad_request("400 Bad Request", false)]
+#[tokio::test]
+async fn a_refusal_no_retry_can_change_skips_the_retries(#[case] answer: &'static str, #[case] skip: bool) {
+    let s = serve(vec![status(answer, Vec::new(), r#"{"error": "no"}"#)]).await;
+    let out = go(&role(&s.base_url, json!({})), &json!({})).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    assert_eq!(out.skip_retries, skip, "{answer}: {:?}", out.error);
+    assert_eq!(s.seen().len(), 1, "sent once");
 }
 
 #[tokio::test]
