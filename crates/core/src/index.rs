@@ -59,6 +59,11 @@ pub struct Index {
     /// Records on disk may be stale (the snapshot was lost): the next snapshot
     /// removes every record it does not list.
     sweep: bool,
+    /// Directories thawed, and frozen, since the watcher last asked
+    /// ([`Index::take_thawed`], [`Index::take_frozen`]): it watches the first
+    /// again and may stop watching the second.
+    thawed_now: Vec<String>,
+    frozen_now: Vec<String>,
 }
 
 /// A frozen task directory: how many files it holds and their digest ([`digest`]).
@@ -197,6 +202,26 @@ impl Index {
         self.frozen.len()
     }
 
+    /// Whether the task directory `task` (`tasks/{id}`) is frozen.
+    pub fn is_frozen(&self, task: &str) -> bool {
+        self.frozen.contains_key(task)
+    }
+
+    /// The frozen task directories.
+    pub fn frozen(&self) -> impl Iterator<Item = &str> {
+        self.frozen.keys().map(String::as_str)
+    }
+
+    /// The task directories thawed since the last call.
+    pub fn take_thawed(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.thawed_now)
+    }
+
+    /// The task directories frozen since the last call.
+    pub fn take_frozen(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.frozen_now)
+    }
+
     pub fn apply(&mut self, e: &Journaled) {
         self.thaw_for(&e.change.path);
         match e.change.kind {
@@ -237,6 +262,45 @@ impl Index {
     /// files the index has under `dir` that are gone. A frozen directory is
     /// compared by its digest, and thawed only when that differs.
     pub fn scan(&mut self, root: &Path, dir: &Path, deletions: bool) -> Result<Vec<Change>> {
+        self.scan_with(root, dir, deletions, true)
+    }
+
+    /// [`Index::scan`], taking every frozen directory it meets as unchanged
+    /// without walking it: a start that leaves them to [`Index::verify_frozen`].
+    /// A frozen directory that is gone is still found (its deletions).
+    pub fn scan_trusting_frozen(&mut self, root: &Path, dir: &Path, deletions: bool) -> Result<Vec<Change>> {
+        self.scan_with(root, dir, deletions, false)
+    }
+
+    /// Compares the frozen directory `task` with the tree: nothing when its
+    /// digest holds; else it is thawed and its changes returned (every file's
+    /// deletion when the directory is gone).
+    pub fn verify_frozen(&mut self, root: &Path, task: &str) -> Result<Vec<Change>> {
+        if !self.frozen.contains_key(task) {
+            return Ok(Vec::new());
+        }
+        if !crate::store::real_dir(root, task) {
+            let known = self.thaw(task);
+            return Ok(known.iter().map(|p| delete(p)).collect());
+        }
+        let files = files_under(root, task)?;
+        let mut changes = self.compare_frozen(task, files, true);
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
+    }
+
+    /// The deletions of every file the index has under `rel_dir`, once that
+    /// directory is gone (an unwatched directory removed whole gives one event).
+    pub fn removed_dir(&mut self, root: &Path, rel_dir: &str) -> Vec<Change> {
+        if crate::store::real_dir(root, rel_dir) {
+            return Vec::new();
+        }
+        let mut changes = self.gone_under(rel_dir, &HashSet::new(), &HashSet::new());
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        changes
+    }
+
+    fn scan_with(&mut self, root: &Path, dir: &Path, deletions: bool, walk_frozen: bool) -> Result<Vec<Change>> {
         let rel_dir = dir.strip_prefix(root).unwrap_or(dir).to_string_lossy().into_owned();
         if !crate::store::real_dir(root, &rel_dir) {
             return Ok(Vec::new()); // a link to a directory: not walked into
@@ -260,8 +324,10 @@ impl Index {
         }
         let mut frozen_present = HashSet::new();
         for task in frozen_seen {
-            let files = files_under(root, &task)?;
-            changes.extend(self.compare_frozen(&task, files, deletions));
+            if walk_frozen {
+                let files = files_under(root, &task)?;
+                changes.extend(self.compare_frozen(&task, files, deletions));
+            }
             frozen_present.insert(task);
         }
         if deletions {
@@ -295,8 +361,12 @@ impl Index {
     /// live files, and frozen directories that are gone whole.
     fn gone_under(&mut self, rel_dir: &str, seen: &HashSet<String>, frozen_present: &HashSet<String>) -> Vec<Change> {
         let under = |path: &str| rel_dir.is_empty() || path.starts_with(&format!("{rel_dir}/"));
-        let gone_frozen: Vec<String> =
-            self.frozen.keys().filter(|t| under(t) && !frozen_present.contains(*t)).cloned().collect();
+        let gone_frozen: Vec<String> = self
+            .frozen
+            .keys()
+            .filter(|t| (*t == rel_dir || under(t)) && !frozen_present.contains(*t))
+            .cloned()
+            .collect();
         for task in &gone_frozen {
             self.thaw(task);
         }
@@ -326,6 +396,7 @@ impl Index {
     fn thaw(&mut self, task: &str) -> Vec<String> {
         let Some(frozen) = self.frozen.remove(task) else { return Vec::new() };
         self.thawed.insert(task.to_owned());
+        self.thawed_now.push(task.to_owned());
         let Some(path) = self.record_path(task) else { return Vec::new() };
         let record = fs::read(&path)
             .map_err(|e| e.to_string())
@@ -388,6 +459,7 @@ impl Index {
                 self.files.remove(p.as_str());
             }
             self.thawed.remove(&task);
+            self.frozen_now.push(task.clone());
             self.frozen.insert(task, frozen);
         }
         Ok(())
@@ -656,6 +728,43 @@ mod tests {
             ]
         );
         assert_eq!(index.frozen_dirs(), 1, "t1 thawed, t2 still frozen");
+    }
+
+    #[test]
+    fn a_scan_trusting_frozen_directories_leaves_them_to_their_verification() {
+        let (_d, root, _state, mut index) = frozen_tree();
+        let mut frozen = index.take_frozen();
+        frozen.sort();
+        assert_eq!(frozen, ["tasks/t1", "tasks/t2"], "the watcher is told what froze");
+        std::fs::write(root.join("tasks/t1/attempts/0002-w.json"), "{}").unwrap();
+        std::fs::write(root.join("gm/other.md"), "o").unwrap();
+        let changes = index.scan_trusting_frozen(&root, &root, true).unwrap();
+        assert_eq!(paths(&changes), vec![("gm/other.md", ChangeKind::Put)], "t1 is not walked");
+        assert_eq!(index.frozen_dirs(), 2);
+        assert!(index.verify_frozen(&root, "tasks/t2").unwrap().is_empty());
+        let found = index.verify_frozen(&root, "tasks/t1").unwrap();
+        assert_eq!(paths(&found), vec![("tasks/t1/attempts/0002-w.json", ChangeKind::Put)]);
+        assert_eq!(index.take_thawed(), ["tasks/t1"], "the watcher is told what thawed");
+        assert!(index.verify_frozen(&root, "tasks/t1").unwrap().is_empty(), "no longer frozen: nothing to verify");
+        // Gone whole: every file's deletion, by the verification or by its removal's event.
+        std::fs::remove_dir_all(root.join("tasks/t2")).unwrap();
+        assert!(index.removed_dir(&root, "tasks/t1").is_empty(), "t1 is still there");
+        let gone = index.removed_dir(&root, "tasks/t2");
+        assert_eq!(
+            paths(&gone),
+            vec![("tasks/t2/attempts/0001-pm.json", ChangeKind::Delete), ("tasks/t2/task.json", ChangeKind::Delete)]
+        );
+    }
+
+    #[test]
+    fn a_frozen_directory_gone_is_deleted_by_its_verification() {
+        let (_d, root, _state, mut index) = frozen_tree();
+        std::fs::remove_dir_all(root.join("tasks/t2")).unwrap();
+        let gone = index.verify_frozen(&root, "tasks/t2").unwrap();
+        assert_eq!(
+            paths(&gone),
+            vec![("tasks/t2/attempts/0001-pm.json", ChangeKind::Delete), ("tasks/t2/task.json", ChangeKind::Delete)]
+        );
     }
 
     #[test]

@@ -243,6 +243,12 @@ impl TaskSummary {
         })
     }
 
+    /// Whether task `id` has ended (`completed` or `failed`): its directory
+    /// changes only when someone acts on it again.
+    pub fn finished(&self, id: &str) -> bool {
+        matches!(self.tasks.get(id), Some(Entry::Task(r)) if matches!(r.status, TaskStatus::Completed | TaskStatus::Failed))
+    }
+
     pub fn len(&self) -> usize {
         self.tasks.len()
     }

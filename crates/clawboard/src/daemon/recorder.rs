@@ -18,10 +18,13 @@ use clawboard_core::lock::Lock;
 use clawboard_core::store::ChangeSink;
 use clawboard_core::summary::TaskSummary;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
-use notify::{EventKind, EventKindMask, RecursiveMode, Watcher};
+use notify::{EventKind, EventKindMask, Watcher};
 use tokio::sync::watch;
 
 use super::jobs::Registry;
+use watches::{Verifier, Watches};
+
+mod watches;
 
 /// Capacity of the channel into the recorder; when the watcher finds it full, the
 /// recorder falls back to a rescan (as on the kernel's own queue overflow).
@@ -44,6 +47,13 @@ const EVENTS: EventKindMask = EventKindMask::CREATE
     .union(EventKindMask::ACCESS_CLOSE);
 /// Index snapshot after this many journaled changes (and at shutdown).
 const SNAPSHOT_EVERY: usize = 20_000;
+/// A snapshot (the index's freezing with it) at most this long after the first
+/// change it would take in, however few changes came.
+const SNAPSHOT_AFTER: std::time::Duration = std::time::Duration::from_secs(900);
+/// How long a pass over the unwatched directories takes ([`watches::Verifier`]),
+/// from one pass's start to the next's; and the first, after a start.
+const VERIFY_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+const FIRST_VERIFY: std::time::Duration = std::time::Duration::from_secs(900);
 /// Group commit: after a commit, the next waits this long, gathering what comes
 /// meanwhile. A change after a quiet spell is journaled at once; the files of a
 /// busy daemon, which its deferred writer writes one after another, are
@@ -101,39 +111,6 @@ pub struct Recorder {
     pub tasks: Arc<Lock<TaskSummary>>,
 }
 
-/// Watches the tree but not the daemon's own state (`.clawboard/`, whose writes would
-/// wake the watcher and the journal on every heartbeat, push and journal append):
-/// the root alone, and each of its directories with all below it.
-fn watch_tree(watcher: &mut notify::RecommendedWatcher, root: &Path) -> anyhow::Result<()> {
-    let watch = |w: &mut notify::RecommendedWatcher, p: &Path, mode| {
-        w.watch(p, mode).map_err(|e| anyhow::anyhow!("watching {}: {}", p.display(), inotify_hint(&e)))
-    };
-    watch(watcher, root, RecursiveMode::NonRecursive)?;
-    for dir in top_dirs(root)? {
-        watch(watcher, &dir, RecursiveMode::Recursive)?;
-    }
-    Ok(())
-}
-
-/// The directories [`watch_tree`] watches recursively.
-fn top_dirs(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(root).with_context(|| format!("reading {}", root.display()))? {
-        let p = entry.with_context(|| format!("reading {}", root.display()))?.path();
-        if is_top_dir(&p, root) {
-            out.push(p);
-        }
-    }
-    Ok(out)
-}
-
-/// A real directory (not a link to one) right under `root`, other than `.clawboard/`.
-fn is_top_dir(p: &Path, root: &Path) -> bool {
-    p.parent() == Some(root)
-        && p.file_name().is_some_and(|n| n != clawboard_core::layout::STATE)
-        && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
-}
-
 /// The store's [`ChangeSink`]: expectations first, then a message to the recorder.
 pub struct Sink {
     tx: SyncSender<Msg>,
@@ -176,9 +153,15 @@ struct State {
     tasks: Arc<Lock<TaskSummary>>,
     /// [`GROUP_COMMIT`] (longer in a test).
     group_commit: std::time::Duration,
-    /// Owned by the thread that reads its events: it lives as long as they are read,
-    /// and watches a directory that appears right under the root (see [`watch_tree`]).
-    watcher: notify::RecommendedWatcher,
+    /// When the first change not in a snapshot was journaled.
+    unsaved_since: Option<Instant>,
+    /// [`SNAPSHOT_AFTER`] (shorter in a test).
+    snapshot_after: std::time::Duration,
+    /// The pass over the directories `watches` leaves out.
+    verifier: Verifier,
+    /// Owned by the thread that reads its events: they live as long as they are
+    /// read, and follow what appears and what freezes (see [`watches`]).
+    watches: Watches,
 }
 
 impl Recorder {
@@ -196,18 +179,26 @@ impl Recorder {
         let overflow = Arc::new(AtomicBool::new(false));
         let (cb_tx, cb_overflow) = (tx.clone(), overflow.clone());
         // A link to a directory is never watched into: what it points at is not the tree.
-        let mut watcher = notify::RecommendedWatcher::new(
-            move |res| match cb_tx.try_send(Msg::Fs(res)) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                Err(TrySendError::Full(_)) => cb_overflow.store(true, Ordering::SeqCst),
-            },
-            notify::Config::default().with_follow_symlinks(false).with_event_kinds(EVENTS),
-        )
-        .map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
+        let factory: watches::Factory = Box::new(move || {
+            let (tx, overflow) = (cb_tx.clone(), cb_overflow.clone());
+            notify::RecommendedWatcher::new(
+                move |res| match tx.try_send(Msg::Fs(res)) {
+                    Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                    Err(TrySendError::Full(_)) => overflow.store(true, Ordering::SeqCst),
+                },
+                notify::Config::default().with_follow_symlinks(false).with_event_kinds(EVENTS),
+            )
+        });
         // Watch first, then scan: a change during the scan is seen by one or both,
-        // and the index drops the duplicate.
+        // and the index drops the duplicate. A finished task's frozen directory is
+        // neither watched nor walked now: the first pass of the verifier compares
+        // them within FIRST_VERIFY.
         let started = Instant::now();
-        watch_tree(&mut watcher, root)?;
+        let unwatched: HashSet<String> = {
+            let summary = tasks.lock();
+            index.frozen().filter(|t| summary.finished(t.trim_start_matches("tasks/"))).map(str::to_owned).collect()
+        };
+        let watches = Watches::start(root, factory, unwatched)?;
         let watched_ms = started.elapsed().as_millis() as u64;
         let expected = Arc::new(Lock::new(HashMap::new()));
         let (last_seq, last_seq_rx) = watch::channel(journal.last_seq());
@@ -223,14 +214,18 @@ impl Recorder {
             last_seq,
             tasks: tasks.clone(),
             group_commit: GROUP_COMMIT,
-            watcher,
+            unsaved_since: None,
+            snapshot_after: SNAPSHOT_AFTER,
+            verifier: Verifier::new(VERIFY_EVERY, FIRST_VERIFY),
+            watches,
         };
         let started = Instant::now();
-        let missed = state.index.scan(root, root, true)?;
+        let missed = state.scan_tree()?;
         let scanned_ms = started.elapsed().as_millis() as u64;
         tracing::info!(
             files = state.index.len(),
             frozen_dirs = state.index.frozen_dirs(),
+            unwatched_dirs = state.watches.unwatched().len(),
             watched_ms,
             scanned_ms,
             "tree watched and scanned"
@@ -352,7 +347,8 @@ impl State {
     fn run(mut self, rx: Receiver<Msg>) -> anyhow::Result<()> {
         let mut pending = Pending::default();
         loop {
-            let first = match pending.next_due() {
+            let next_due = [pending.next_due(), self.verifier.due(), self.snapshot_due()].into_iter().flatten().min();
+            let first = match next_due {
                 None => match rx.recv() {
                     Ok(m) => Some(m),
                     Err(_) => break,
@@ -367,7 +363,11 @@ impl State {
             let due = pending.due_dirs(now);
             let msgs = self.gather(&rx, first, pending.last_commit);
             let mut batch = self.sort(msgs);
-            self.watch_new_tops(&batch)?;
+            if batch.rescan {
+                self.watches.rewatch_all()?;
+            } else {
+                self.watches.watch_new(&batch.dirs);
+            }
             let mut changes = self.scan_new_dirs(&batch, &due, &mut pending.settling, now)?;
             pending.take_quiet(&self.root, &mut batch.paths, now);
             for dir in std::mem::take(&mut batch.dirs) {
@@ -386,6 +386,11 @@ impl State {
                 pending.last_commit = Some(Instant::now());
             }
             self.commit(changes)?;
+            self.follow_thaws()?;
+            self.verify_due()?;
+            if self.snapshot_due().is_some_and(|t| t <= Instant::now()) {
+                self.snapshot(false)?;
+            }
             for done in batch.flushes {
                 let _ = done.send(()); // the waiter may have given up
             }
@@ -393,7 +398,64 @@ impl State {
                 break;
             }
         }
-        self.snapshot()
+        self.snapshot(true)
+    }
+
+    /// The whole tree against the index, each frozen directory that is watched
+    /// compared too; the unwatched ones are the verifier's.
+    fn scan_tree(&mut self) -> anyhow::Result<Vec<Change>> {
+        let mut changes = self.index.scan_trusting_frozen(&self.root, &self.root, true)?;
+        let watched_frozen: Vec<String> =
+            self.index.frozen().filter(|t| !self.watches.is_unwatched(t)).map(str::to_owned).collect();
+        for task in watched_frozen {
+            changes.extend(self.index.verify_frozen(&self.root, &task)?);
+        }
+        Ok(changes)
+    }
+
+    /// An unwatched directory that thawed (a change there, the daemon's own or
+    /// one found) is watched again, and scanned after its watch: nothing written
+    /// there meanwhile is missed. One that is gone has its files' deletions.
+    fn follow_thaws(&mut self) -> anyhow::Result<()> {
+        loop {
+            let thawed: Vec<String> =
+                self.index.take_thawed().into_iter().filter(|t| self.watches.is_unwatched(t)).collect();
+            if thawed.is_empty() {
+                return Ok(());
+            }
+            let mut changes = Vec::new();
+            for task in thawed {
+                if self.watches.watch_again(&task) {
+                    changes.extend(self.index.scan(&self.root, &self.root.join(&task), true)?);
+                } else {
+                    changes.extend(self.index.removed_dir(&self.root, &task));
+                }
+            }
+            self.commit(changes)?;
+        }
+    }
+
+    /// The verifier's next few unwatched directories, if a tick is due, compared
+    /// with their frozen digests.
+    fn verify_due(&mut self) -> anyhow::Result<()> {
+        let due = self.verifier.take(Instant::now(), self.watches.unwatched());
+        if due.is_empty() {
+            return Ok(());
+        }
+        let mut changes = Vec::new();
+        for task in due.iter().filter(|t| self.watches.is_unwatched(t)) {
+            changes.extend(self.index.verify_frozen(&self.root, task)?);
+        }
+        if !changes.is_empty() {
+            tracing::info!(changes = changes.len(), "changes found in finished tasks' unwatched directories");
+        }
+        self.commit(changes)?;
+        self.follow_thaws()
+    }
+
+    /// When a snapshot is due: [`SNAPSHOT_AFTER`] after the first change not in one.
+    fn snapshot_due(&self) -> Option<Instant> {
+        self.unsaved_since.map(|t| t + self.snapshot_after)
     }
 
     /// `first` and what follows it: within the group-commit window after the
@@ -443,22 +505,6 @@ impl State {
         batch
     }
 
-    /// A directory new right under the root is watched before its scan, so
-    /// nothing written into it falls between the two; after an overflow, all are.
-    fn watch_new_tops(&mut self, batch: &Batch) -> anyhow::Result<()> {
-        let tops = if batch.rescan {
-            top_dirs(&self.root)?
-        } else {
-            batch.dirs.iter().filter(|d| is_top_dir(d, &self.root)).cloned().collect()
-        };
-        for dir in &tops {
-            if let Err(e) = self.watcher.watch(dir, RecursiveMode::Recursive) {
-                tracing::error!("file watcher: watching {}: {}", dir.display(), inotify_hint(&e));
-            }
-        }
-        Ok(())
-    }
-
     /// The changes a rescan of the whole tree finds, or else those in the
     /// directories that appeared (their files may predate their watch) and in
     /// those due for their second scan. A file such a scan finds that may still
@@ -472,7 +518,7 @@ impl State {
     ) -> anyhow::Result<Vec<Change>> {
         if batch.rescan {
             let started = Instant::now();
-            let changes = self.index.scan(&self.root, &self.root, true)?;
+            let changes = self.scan_tree()?;
             tracing::info!(changes = changes.len(), ms = started.elapsed().as_millis() as u64, "rescanned the tree");
             return Ok(changes);
         }
@@ -493,12 +539,22 @@ impl State {
         Ok(changes)
     }
 
-    /// Saves the index and drops journal segments that neither the index snapshot
-    /// nor any consumer's cursor still needs.
-    fn snapshot(&mut self) -> anyhow::Result<()> {
+    /// Saves the index (freezing what has been quiet) and drops journal segments
+    /// that neither the index snapshot nor any consumer's cursor still needs. A
+    /// finished task's directory that froze is no longer watched (but at a stop).
+    fn snapshot(&mut self, stopping: bool) -> anyhow::Result<()> {
         self.index.save(&self.state_dir)?;
         self.tasks.lock().save(&self.state_dir)?;
         self.since_snapshot = 0;
+        self.unsaved_since = None;
+        let frozen = self.index.take_frozen();
+        if !stopping {
+            let finished: Vec<String> = {
+                let summary = self.tasks.lock();
+                frozen.into_iter().filter(|t| summary.finished(t.trim_start_matches("tasks/"))).collect()
+            };
+            self.watches.unwatch(finished)?;
+        }
         let cursors = self.state_dir.join("cursors");
         let kept = self.index.seq.min(self.tasks.lock().seq);
         let upto = match self.registry.slowest(&cursors)? {
@@ -616,8 +672,9 @@ impl State {
         self.tasks.lock().apply(&self.root, &entries);
         self.last_seq.send_replace(self.journal.last_seq());
         self.since_snapshot += entries.len();
+        self.unsaved_since.get_or_insert_with(Instant::now);
         if self.since_snapshot >= SNAPSHOT_EVERY {
-            self.snapshot()?;
+            self.snapshot(false)?;
         }
         Ok(())
     }

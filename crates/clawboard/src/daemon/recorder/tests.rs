@@ -18,7 +18,15 @@ fn state(root: &Path) -> (State, watch::Receiver<u64>) {
         last_seq: tx,
         tasks: Arc::new(Lock::new(TaskSummary::default())),
         group_commit: GROUP_COMMIT,
-        watcher: notify::RecommendedWatcher::new(|_| {}, notify::Config::default()).unwrap(),
+        unsaved_since: None,
+        snapshot_after: SNAPSHOT_AFTER,
+        verifier: Verifier::new(VERIFY_EVERY, FIRST_VERIFY),
+        watches: Watches::start(
+            root,
+            Box::new(|| notify::RecommendedWatcher::new(|_| {}, notify::Config::default())),
+            HashSet::new(),
+        )
+        .unwrap(),
     };
     (state, rx)
 }
@@ -107,4 +115,68 @@ fn changes_within_the_group_commit_window_are_journaled_together() {
 fn running_out_of_watches_says_which_sysctl_to_raise() {
     let msg = inotify_hint(&notify::Error::new(notify::ErrorKind::MaxFilesWatch));
     assert!(msg.contains("sysctl fs.inotify.max_user_watches="), "{msg}");
+}
+
+/// A finished task's directory, written an hour ago.
+fn finished_task(root: &Path, id: &str) {
+    let dir = root.join("tasks").join(id);
+    std::fs::create_dir_all(dir.join("attempts")).unwrap();
+    let task = serde_json::json!({"taskId": id, "type": "coding", "description": "d", "priority": "normal",
+        "createdBy": "human", "createdAt": "2026-01-01T00:00:00Z", "status": "completed"});
+    std::fs::write(dir.join("task.json"), task.to_string()).unwrap();
+    std::fs::write(dir.join("attempts/0001-pm.json"), "{}").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for f in ["task.json", "attempts/0001-pm.json"] {
+        std::fs::File::options().write(true).open(dir.join(f)).unwrap().set_modified(hour_ago).unwrap();
+    }
+}
+
+/// The journal's paths and kinds after `seq`.
+fn journaled_after(root: &Path, seq: u64) -> Vec<(String, ChangeKind)> {
+    read_after(&root.join(".clawboard/journal"), seq, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.change.path, e.change.kind))
+        .collect()
+}
+
+#[test]
+fn a_finished_tasks_quiet_directory_is_unwatched_and_what_changes_there_is_still_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    finished_task(root, "t1");
+    finished_task(root, "t2");
+    std::fs::create_dir_all(root.join("tasks/t3")).unwrap(); // running: no row, stays watched
+    let (mut state, _) = state(root);
+    state.index = Index::new(&state.state_dir);
+    let found = state.scan_tree().unwrap();
+    state.commit(found).unwrap();
+    *state.tasks.lock() = TaskSummary::rebuild(root, state.journal.last_seq()).unwrap();
+    state.snapshot(false).unwrap();
+    let unwatched: std::collections::BTreeSet<&str> = state.watches.unwatched().iter().map(String::as_str).collect();
+    assert_eq!(unwatched, ["tasks/t1", "tasks/t2"].into(), "frozen and finished");
+
+    // Written by someone else where no watch sees it: the verifier's pass finds it.
+    let seq = state.journal.last_seq();
+    std::fs::write(root.join("tasks/t1/attempts/0002-worker.json"), "{}").unwrap();
+    state.verify_due().unwrap();
+    assert_eq!(journaled_after(root, seq), [("tasks/t1/attempts/0002-worker.json".to_owned(), ChangeKind::Put)]);
+    assert!(!state.watches.is_unwatched("tasks/t1"), "thawed by the change: watched again");
+
+    // The daemon's own write there thaws it too; a removal whole is every file's deletion.
+    let seq = state.journal.last_seq();
+    std::fs::remove_dir_all(root.join("tasks/t2")).unwrap();
+    let (tx, rx) = std::sync::mpsc::sync_channel(16);
+    let removed =
+        notify::Event::new(EventKind::Remove(notify::event::RemoveKind::Folder)).add_path(root.join("tasks/t2"));
+    tx.send(Msg::Fs(Ok(removed))).unwrap();
+    tx.send(Msg::Stop).unwrap();
+    state.run(rx).unwrap();
+    assert_eq!(
+        journaled_after(root, seq),
+        [
+            ("tasks/t2/attempts/0001-pm.json".to_owned(), ChangeKind::Delete),
+            ("tasks/t2/task.json".to_owned(), ChangeKind::Delete)
+        ]
+    );
 }
