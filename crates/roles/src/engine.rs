@@ -223,6 +223,11 @@ impl Engine {
     }
 
     /// The config in force; a reload takes effect at the next step.
+    /// Whether the daemon is stopping (long work of its own ends early).
+    pub fn stopping(&self) -> bool {
+        *self.shutdown.stopping.borrow()
+    }
+
     pub fn config(&self) -> Arc<EngineConfig> {
         self.config.lock().clone()
     }

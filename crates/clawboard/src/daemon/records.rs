@@ -46,6 +46,8 @@ pub struct Records {
     gm_earliest: Instant,
     /// Where the retention policy is: the reports say which counts it cut short.
     retention: RetentionResolved,
+    /// What the last recomputation read of each task (see `EndedCache`).
+    gm_cache: Arc<std::sync::Mutex<clawboard_records::gm::EndedCache>>,
 }
 
 impl Records {
@@ -66,7 +68,16 @@ impl Records {
             Vec::new()
         };
         let now = Instant::now();
-        Records { store, dispatcher, clock, reports, gm_due: Some(now), gm_earliest: now, retention }
+        Records {
+            store,
+            dispatcher,
+            clock,
+            reports,
+            gm_due: Some(now),
+            gm_earliest: now,
+            retention,
+            gm_cache: Arc::default(),
+        }
     }
 
     /// Updates `gm/pm-performance.json`; a failure (or a panic) is returned.
@@ -75,14 +86,21 @@ impl Records {
         self.gm_earliest = Instant::now() + GM_SPACING;
         let store = self.store.clone();
         let engine = self.dispatcher.engine.clone();
+        let cache = self.gm_cache.clone();
         let refresh = move || {
             let cfg = engine.roles();
             let pm_for = |t: &clawboard_core::formats::Task| cfg.lifecycle.pm_for_type.get(&t.kind).cloned();
-            clawboard_records::gm::refresh_performance(&store, pm_for)
+            // Held by this thread alone: a poisoned cache (a panic mid-refresh) is started afresh.
+            let mut cache = cache.lock().unwrap_or_else(|p| {
+                let mut c = p.into_inner();
+                *c = clawboard_records::gm::EndedCache::default();
+                c
+            });
+            clawboard_records::gm::refresh_performance(&store, pm_for, &mut cache, || engine.stopping())
         };
         match tokio::task::spawn_blocking(refresh).await {
-            Ok(Ok(true)) => tracing::debug!("gm/pm-performance.json updated"),
-            Ok(Ok(false)) => {}
+            Ok(Ok(Some(true))) => tracing::debug!("gm/pm-performance.json updated"),
+            Ok(Ok(Some(false) | None)) => {}
             Ok(Err(e)) => anyhow::bail!("cannot update gm/pm-performance.json: {e}"),
             Err(e) => anyhow::bail!("the GM records update panicked: {e}"),
         }
