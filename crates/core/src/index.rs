@@ -280,7 +280,8 @@ impl Index {
             return Ok(Vec::new());
         }
         if !crate::store::real_dir(root, task) {
-            let known = self.thaw(task);
+            let mut known = self.thaw(task);
+            known.sort();
             return Ok(known.iter().map(|p| delete(p)).collect());
         }
         let files = files_under(root, task)?;
