@@ -29,8 +29,9 @@ fn round3(x: f64) -> f64 {
 /// `gm/pm-performance.json` from the ended tasks, sorted by task id so the sums (and
 /// so the bytes) are the same on every node. `updatedAt` is the newest task end, not
 /// the clock.
-pub fn performance(mut ended: Vec<(String, Ended)>) -> PmPerformance {
-    ended.sort_by(|a, b| a.0.cmp(&b.0));
+pub fn performance<'a>(ended: impl IntoIterator<Item = (&'a str, &'a Ended)>) -> PmPerformance {
+    let mut ended: Vec<(&str, &Ended)> = ended.into_iter().collect();
+    ended.sort_by(|a, b| a.0.cmp(b.0));
     #[derive(Default)]
     struct Sums {
         tasks: u64,
@@ -48,7 +49,7 @@ pub fn performance(mut ended: Vec<(String, Ended)>) -> PmPerformance {
     let mut by: std::collections::BTreeMap<String, Sums> = std::collections::BTreeMap::new();
     let mut updated = None;
     for (_, e) in ended {
-        let s = by.entry(e.pm).or_default();
+        let s = by.entry(e.pm.clone()).or_default();
         s.tasks += 1;
         match e.status {
             TaskStatus::Completed => s.completed += 1,
@@ -96,54 +97,57 @@ pub struct EndedCache {
     rows: HashMap<String, ([Option<Stamp>; 3], Option<Ended>)>,
 }
 
-/// Every ended task: its PM (the one that composed its team, else the one it was
-/// assigned, else `pm_for_type(type)`) and its final validation; those whose files
-/// are as `cache` last saw them from `cache`. `None` once `stopping()` says so
-/// (asked every few hundred tasks): a refresh never holds a stop up.
-pub fn ended_tasks(
-    store: &Store,
-    pm_for_type: impl Fn(&Task) -> Option<String>,
-    cache: &mut EndedCache,
-    stopping: impl Fn() -> bool,
-) -> Result<Option<Vec<(String, Ended)>>, Error> {
-    let dir = store.root().join(layout::TASKS);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(Vec::new())),
-        Err(e) => return Err(Error::io(&dir, e)),
-    };
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    for (i, entry) in entries.enumerate() {
-        if i % 256 == 0 && stopping() {
-            return Ok(None);
-        }
-        let entry = entry.map_err(|e| Error::io(&dir, e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let stamps = [layout::TASK_FILE, layout::TEAM_FILE, layout::VALIDATION_FILE].map(|f| {
-            clawboard_core::store::plain_file(store.root(), &layout::task_file(&name, f)).map(|m| Stamp::of(&m))
-        });
-        if stamps[0].is_none() {
-            continue; // a directory without its task.json yet
-        }
-        let row = match cache.rows.get(&name) {
-            Some((known, row)) if *known == stamps => row.clone(),
-            _ => {
-                let row = read_ended(store, &name, &pm_for_type);
-                cache.rows.insert(name.clone(), (stamps, row.clone()));
-                row
-            }
-        };
-        if let Some(r) = row {
-            out.push((name.clone(), r));
-        }
-        seen.insert(name);
+impl EndedCache {
+    /// Every ended task, as the last [`EndedCache::update`] found them.
+    pub fn ended(&self) -> impl Iterator<Item = (&str, &Ended)> {
+        self.rows.iter().filter_map(|(name, (_, row))| Some((name.as_str(), row.as_ref()?)))
     }
-    cache.rows.retain(|name, _| seen.contains(name));
-    Ok(Some(out))
+
+    /// Brings the cache up to `tasks/`: every ended task, its PM (the one that
+    /// composed its team, else the one it was assigned, else `pm_for_type(type)`)
+    /// and its final validation, a task read again only when one of its files
+    /// changed. False once `stopping()` says so (asked every few hundred tasks): a
+    /// refresh never holds a stop up.
+    pub fn update(
+        &mut self,
+        store: &Store,
+        pm_for_type: impl Fn(&Task) -> Option<String>,
+        stopping: impl Fn() -> bool,
+    ) -> Result<bool, Error> {
+        let dir = store.root().join(layout::TASKS);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.rows.clear();
+                return Ok(true);
+            }
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        let mut seen = HashSet::new();
+        for (i, entry) in entries.enumerate() {
+            if i % 256 == 0 && stopping() {
+                return Ok(false);
+            }
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let stamps = [layout::TASK_FILE, layout::TEAM_FILE, layout::VALIDATION_FILE].map(|f| {
+                clawboard_core::store::plain_file(store.root(), &layout::task_file(&name, f)).map(|m| Stamp::of(&m))
+            });
+            if stamps[0].is_none() {
+                continue; // a directory without its task.json yet
+            }
+            if self.rows.get(&name).is_none_or(|(known, _)| *known != stamps) {
+                let row = read_ended(store, &name, &pm_for_type);
+                self.rows.insert(name.clone(), (stamps, row));
+            }
+            seen.insert(name);
+        }
+        self.rows.retain(|name, _| seen.contains(name));
+        Ok(true)
+    }
 }
 
 /// Task `dir` as the GM counts it, if it ended and has a PM.
@@ -174,8 +178,10 @@ pub fn refresh_performance(
     cache: &mut EndedCache,
     stopping: impl Fn() -> bool,
 ) -> Result<Option<bool>, Error> {
-    let Some(ended) = ended_tasks(store, pm_for_type, cache, stopping)? else { return Ok(None) };
-    let p = performance(ended);
+    if !cache.update(store, pm_for_type, stopping)? {
+        return Ok(None);
+    }
+    let p = performance(cache.ended());
     let rel = RelPath::new(PM_PERFORMANCE)?;
     let bytes = clawboard_core::store::to_pretty_json(&p);
     let _lock = store.lock(&rel)?;
@@ -252,7 +258,7 @@ mod tests {
             ("t2".to_owned(), ended("pm", TaskStatus::Completed, "2026-11-21T11:00:00Z", Some((9.0, 2)))),
             ("t5".to_owned(), ended("other-pm", TaskStatus::Completed, "2026-11-20T11:00:00Z", Some((7.0, 1)))),
         ];
-        let p = performance(list.clone());
+        let p = performance(list.iter().map(|(k, e)| (k.as_str(), e)));
         let r = &p.pms[&Id::new("pm").unwrap()];
         assert_eq!((r.tasks, r.completed, r.failed, r.validated_tasks), (4, 2, 2, 3));
         assert_eq!((r.pass_rate, r.average_score, r.average_iterations), (Some(0.5), Some(7.0), Some(2.0)));
@@ -261,7 +267,7 @@ mod tests {
         let mut reversed = list.clone();
         reversed.reverse();
         assert_eq!(
-            clawboard_core::store::to_pretty_json(&performance(reversed)),
+            clawboard_core::store::to_pretty_json(&performance(reversed.iter().map(|(k, e)| (k.as_str(), e)))),
             clawboard_core::store::to_pretty_json(&p),
             "the same bytes whatever the order"
         );
