@@ -336,22 +336,21 @@ pub async fn probe_model(llm: &LlmConfig, role: &str, timeout: Duration) -> Resu
         _ => Listing::None(status.as_u16()),
     };
     let unlisted = matches!(listing, Listing::Unlisted(_)).then(|| listed.unwrap_or_default());
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false});
+    let shape = ReplyShape { schema: Some(schema), max_tokens: Some(PROBE_TOKENS), doubled: false };
+    let message = r#"Reply with the JSON object {"ok": true} and nothing else."#;
+    let asked = first_format(llm, &shape);
+    // The reply itself, not wrapped in a role's output key.
+    let probe_llm = LlmConfig { output_key: None, ..llm.clone() };
     let started = std::time::Instant::now();
     let request = Request {
-        llm,
+        llm: &probe_llm,
         client: &client,
         auth: auth.as_ref(),
         key: key.as_ref(),
         deadline: tokio::time::Instant::now() + timeout,
         unlisted: unlisted.as_deref(),
     };
-    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false});
-    let shape = ReplyShape { schema: Some(schema), max_tokens: Some(PROBE_TOKENS), doubled: false };
-    let message = r#"Reply with the JSON object {"ok": true} and nothing else."#;
-    let asked = first_format(llm, &shape);
-    let mut probe_llm = llm.clone();
-    probe_llm.output_key = None;
-    let request = Request { llm: &probe_llm, ..request };
     let answer = ask(&request, PROBE_BYTES, message, &shape).await.map_err(|e| redact(&e.to_string(), key.as_ref()))?;
     Ok(ModelProbe { listing, format: answer.format, asked, elapsed: started.elapsed() })
 }

@@ -74,12 +74,6 @@ impl Watches {
         }
     }
 
-    /// Everything watched again (after an event queue overflowed): the watcher
-    /// made anew, the unwatched directories left out.
-    pub(super) fn rewatch_all(&mut self) -> anyhow::Result<()> {
-        self.rebuild()
-    }
-
     /// Watches the task directory `task` again (it thawed); false when it is gone.
     pub(super) fn watch_again(&mut self, task: &str) -> bool {
         if !self.unwatched.remove(task) {
@@ -108,14 +102,15 @@ impl Watches {
             }
             self.unwatched.insert(task);
         }
-        if many { self.rebuild() } else { Ok(()) }
+        if many { self.rewatch_all() } else { Ok(()) }
     }
 
-    /// The watcher made anew with what is to be watched, before the old one is
-    /// dropped (no event falls between; one seen by both is journaled once). The
-    /// old one is dropped on a thread of its own: the kernel takes seconds to
-    /// tear tens of thousands of watches down.
-    fn rebuild(&mut self) -> anyhow::Result<()> {
+    /// The watcher made anew with what is to be watched (after many directories
+    /// froze, or an event queue overflowed), before the old one is dropped (no
+    /// event falls between; one seen by both is journaled once). The old one is
+    /// dropped on a thread of its own: the kernel takes seconds to tear tens of
+    /// thousands of watches down.
+    pub(super) fn rewatch_all(&mut self) -> anyhow::Result<()> {
         let started = Instant::now();
         let mut fresh = (self.factory)().map_err(|e| anyhow::anyhow!(inotify_hint(&e)))?;
         watch_tree(&mut fresh, &self.root, &self.unwatched)?;
