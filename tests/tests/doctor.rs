@@ -42,12 +42,15 @@ fn model_server() -> String {
         .expect("CLAWBOARD_TEST_LLM is not set: run the suite through scripts/test, which starts scripts/llm-server")
 }
 
+/// A PM for every task type, which doctor asks for (the example PM).
+const TEAM: &str = "\n[lifecycle.pm_for_type]\ncoding = \"pm\"\nwriting = \"pm\"\nresearch = \"pm\"\nquant = \"pm\"\n\n[roles.pm]\ncommand = [\"python3\", \"scripts/roles/pm.py\"]\n";
+
 /// Sync on `bucket`, the archive on a fresh repository of the git server,
 /// the GitHub bridge on `repo`, one model provider of `model`.
 fn config(t: &Tree, bucket: &Bucket, git: &GitServer, repo: &sim::Repo, model: &str) {
     let remote = git.unique_repo("doctor");
     t.config(&format!(
-        "{}\n{}\n{}\nenabled = true\n\n[llm.providers.local]\nbase_url = {:?}\nmodel = {model:?}\n",
+        "{}\n{}\n{}\nenabled = true\n\n[llm.providers.local]\nbase_url = {:?}\nmodel = {model:?}\n{TEAM}",
         bucket.sync_config(t.dir.path(), "schedule = \"0 0 0 1 1 *\""),
         clawboard_tests::archive::archive_config("doctor", git, &remote, ""),
         repo.config(""),
@@ -166,7 +169,7 @@ fn a_stopped_server_and_a_model_server_that_is_down_are_unreachable() {
 fn moto_honours_conditional_creates_and_lists_etags() {
     let t = Tree::init();
     let bucket = Bucket::new(Kind::Moto, t.dir.path());
-    t.config(&bucket.sync_config(t.dir.path(), "schedule = \"0 0 0 1 1 *\""));
+    t.config(&format!("{}{TEAM}", bucket.sync_config(t.dir.path(), "schedule = \"0 0 0 1 1 *\"")));
     let r = doctor(&t, &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(level(&r, "bucket.conditional").0, "ok");
@@ -193,4 +196,38 @@ fn a_bad_config_and_a_root_that_is_no_blackboard_fail_their_checks() {
     assert_eq!(root["level"], "fail");
     assert!(root["fix"].as_str().unwrap().ends_with(" init"), "{root}");
     assert!(checks.as_array().unwrap().iter().all(|c| c["check"] != "bucket"), "--offline asks no server");
+}
+
+#[test]
+fn a_team_without_a_pm_or_with_a_missing_program_fails_naming_it() {
+    let t = Tree::init();
+    // No PM for research or quant; a role whose script is not where the daemon looks.
+    t.config(
+        "[lifecycle.pm_for_type]\ncoding = \"pm\"\nwriting = \"pm\"\n\n[roles.pm]\ncommand = [\"python3\", \"scripts/roles/pm.py\"]\n\n[roles.lost]\ncommand = [\"python3\", \"roles/lost.py\"]\n",
+    );
+    let cfg = t.dir.path().join("clawboard.toml");
+    let mut c = t.command(&["--config", cfg.to_str().unwrap(), "--json", "doctor", "--offline"]);
+    let r = Run::from(c.stdin(Stdio::null()).output().unwrap());
+    assert_eq!(r.code, 1, "{r:?}");
+    let (l, d) = level(&r, "team.pm");
+    assert_eq!(l, "fail");
+    assert!(d.starts_with("no PM for research, quant: "), "{d}");
+    let (l, d) = level(&r, "team.roles");
+    assert_eq!(l, "fail");
+    assert!(
+        d.starts_with("roles.lost: roles/lost.py: no such file (relative to the daemon's working directory, here "),
+        "{d}"
+    );
+    // No validator, no harvester: warnings that say what that means.
+    let (l, d) = level(&r, "team.validator");
+    assert_eq!(
+        (l.as_str(), d.as_str()),
+        ("warn", "no validator: every team result passes unchecked and no task iterates")
+    );
+    assert_eq!(level(&r, "team.harvester").0, "warn");
+    // Every line says something: no empty detail (the blueprints line included).
+    for c in r.json().as_array().unwrap() {
+        assert!(!c["detail"].as_str().unwrap().trim().is_empty(), "{c}");
+        assert!(!c["detail"].as_str().unwrap().ends_with(": "), "{c}");
+    }
 }

@@ -31,6 +31,7 @@ mod multinode;
 mod retention;
 mod review;
 mod review_notify;
+mod role_try;
 mod run_crash;
 mod sandbox;
 mod scale;

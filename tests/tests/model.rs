@@ -579,3 +579,29 @@ fn a_step_its_fallback_answered_is_named_with_the_reason() {
     d.stop();
     assert!(page.contains("class=\"fallback\"") && page.contains("title by fallback hook-generator"), "{page}");
 }
+
+/// `clawboard role try` on a model role: the team's analyst of the shipped
+/// config, asked by the model for the team step's shape, judged as the lifecycle would.
+#[test]
+fn a_model_role_is_tried_on_its_own_against_the_server() {
+    let t = Tree::init();
+    let cfg = llm_config(&t, "");
+    let mut c = t.command(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--json",
+        "role",
+        "try",
+        "analyst",
+        "--task",
+        "config/examples/task.json",
+    ]);
+    c.envs(provider_env(&server()));
+    let r = clawboard_tests::Run::from(c.stdin(std::process::Stdio::null()).output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_eq!((v["kind"].as_str(), v["status"].as_str()), (Some("team"), Some("exited")), "{v:#}");
+    assert!(v["stderr"].as_str().unwrap().contains("gemma-3-270m (provider local)"), "the run's note: {v:#}");
+    assert!(v["accepted"]["summary"].as_str().is_some_and(|s| !s.is_empty()), "{v:#}");
+    assert!(v["stdout"]["usage"]["completion_tokens"].as_u64().is_some(), "{v:#}");
+}

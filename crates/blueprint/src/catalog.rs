@@ -83,6 +83,11 @@ impl Catalog {
         self.blueprints.values().flat_map(|bp| bp.warnings.iter().cloned()).collect()
     }
 
+    /// The blueprints that cannot run here, each with why.
+    pub fn unavailable(&self) -> &BTreeMap<String, String> {
+        &self.unavailable
+    }
+
     /// The ids that can run.
     pub fn ids(&self) -> Vec<String> {
         self.blueprints.keys().cloned().collect()

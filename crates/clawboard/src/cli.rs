@@ -48,7 +48,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
 
-    /// Config file [env: CLAWBOARD_CONFIG] [default: ~/.config/clawboard/clawboard.toml if present]
+    /// Config file [env: CLAWBOARD_CONFIG] [default: ~/.config/clawboard/clawboard.toml, else
+    /// /etc/clawboard/clawboard.toml, if present]
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -97,6 +98,8 @@ pub enum Command {
     Entry(commands::entry::EntryCommand),
     #[command(subcommand)]
     Slice(commands::slice::SliceCommand),
+    #[command(subcommand)]
+    Role(commands::role::RoleCommand),
     #[command(subcommand)]
     Web(commands::web::WebCommand),
     Run(commands::run::RunArgs),
@@ -197,6 +200,7 @@ fn dispatch(command: Command, global: &GlobalArgs, s: &Settings) -> anyhow::Resu
         Command::Report(a) => commands::report::run(a, s),
         Command::Retention(c) => commands::retention::run(c, s),
         Command::Acl(c) => commands::acl::run(c, s),
+        Command::Role(c) => commands::role::run(c, s),
         Command::Write(a) => commands::write::run(a, s),
         Command::Board(c) => commands::board::run(c, s),
         Command::Entry(c) => commands::entry::run(c, s),

@@ -13,6 +13,7 @@ pub mod init;
 pub mod man;
 pub mod report;
 pub mod retention;
+pub mod role;
 pub mod run;
 pub mod sandbox;
 pub mod slice;

@@ -32,6 +32,8 @@ pub use review::{NotifyResolved, ReviewResolved, WebToken};
 pub struct FileConfig {
     /// Blackboard root; `~` expands to the home directory.
     pub root: Option<String>,
+    /// `CLAWBOARD_*=value` lines applied where the environment sets none.
+    pub env_file: Option<String>,
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
@@ -153,12 +155,15 @@ pub enum LogFormat {
 }
 
 /// The `CLAWBOARD_*` variables (and the home directory), captured once so that
-/// tests can pass their own.
+/// tests can pass their own; and those of the config's `env_file`, which apply
+/// where the environment sets none.
 #[derive(Debug, Default, Clone)]
 pub struct Env {
     vars: HashMap<String, String>,
     /// Captured from this process: a variable the config names (a token's) is read from it.
     process: bool,
+    /// From `env_file`: name → (value, `FILE line N`).
+    file: HashMap<String, (String, String)>,
 }
 
 impl Env {
@@ -166,29 +171,85 @@ impl Env {
         let vars = std::env::vars()
             .filter(|(k, _)| k.starts_with("CLAWBOARD_") || matches!(k.as_str(), "HOME" | "XDG_CONFIG_HOME"))
             .collect();
-        Env { vars, process: true }
+        Env { vars, process: true, file: HashMap::new() }
     }
 
     #[cfg(test)]
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Env {
-        Env { vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), process: false }
+        let vars = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Env { vars, process: false, file: HashMap::new() }
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.vars.get(key).map(String::as_str).filter(|v| !v.is_empty())
+        let own = self.vars.get(key).map(String::as_str).filter(|v| !v.is_empty());
+        own.or_else(|| self.file.get(key).map(|(v, _)| v.as_str()).filter(|v| !v.is_empty()))
+    }
+
+    /// Where a variable's value comes from, for an error about it.
+    fn origin(&self, key: &str) -> String {
+        match self.file.get(key) {
+            Some((_, at)) if self.vars.get(key).is_none_or(|v| v.is_empty()) => format!("{at}: {key}"),
+            _ => format!("environment variable {key}"),
+        }
     }
 
     /// A variable the config names (`github.token_env`): as captured, else (for an
-    /// Env of this process) read from the process now.
+    /// Env of this process) read from the process now; never one of `env_file`.
     fn named(&self, key: &str) -> Option<String> {
-        self.get(key)
-            .map(str::to_owned)
+        self.vars
+            .get(key)
+            .filter(|v| !v.is_empty())
+            .cloned()
             .or_else(|| if self.process { std::env::var(key).ok().filter(|v| !v.is_empty()) } else { None })
     }
 
     fn home(&self) -> Option<PathBuf> {
         self.get("HOME").map(PathBuf::from)
     }
+
+    /// This environment with `path`'s variables beneath it.
+    fn with_file(&self, path: &Path) -> Result<Env, BadInput> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| BadInput(format!("{}: cannot read the env_file: {e}", path.display())))?;
+        let mut env = self.clone();
+        env.file = parse_env_file(path, &text)?;
+        Ok(env)
+    }
+}
+
+/// An `env_file`: `NAME=value` lines (systemd's `EnvironmentFile=` form: `#`
+/// comments, blank lines, an optional `export `, a value optionally quoted), of
+/// `CLAWBOARD_*` variables only. Errors name the file and the line.
+pub fn parse_env_file(path: &Path, text: &str) -> Result<HashMap<String, (String, String)>, BadInput> {
+    let mut vars = HashMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let at = format!("{} line {}", path.display(), i + 1);
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((name, value)) = line.split_once('=') else {
+            return Err(BadInput(format!("{at}: {line:?} is not NAME=value")));
+        };
+        let name = name.trim();
+        let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if !valid || !name.starts_with("CLAWBOARD_") {
+            return Err(BadInput(format!(
+                "{at}: {name:?} is not a CLAWBOARD_* variable; this file sets clawboard's own settings (a key goes in a key file: CLAWBOARD_LLM_NAME_API_KEY_FILE)"
+            )));
+        }
+        if name == "CLAWBOARD_CONFIG" {
+            return Err(BadInput(format!("{at}: CLAWBOARD_CONFIG cannot be set by the config's own env_file")));
+        }
+        let value = value.trim();
+        let unquoted = [('"', '"'), ('\'', '\'')]
+            .iter()
+            .find_map(|(a, b)| value.strip_prefix(*a)?.strip_suffix(*b))
+            .unwrap_or(value);
+        vars.insert(name.to_owned(), (unquoted.to_owned(), at));
+    }
+    Ok(vars)
 }
 
 /// Every setting, resolved.
@@ -202,6 +263,8 @@ pub struct Settings {
     pub json: bool,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// Its `env_file`, if it names one.
+    pub env_file: Option<PathBuf>,
     /// True when no flag, variable or key set the log filter.
     pub log_filter_is_default: bool,
     pub daemon: DaemonConfig,
@@ -239,10 +302,15 @@ fn expand_home(s: &str, env: &Env) -> PathBuf {
     }
 }
 
-/// Where the config file is looked for when none is named.
+/// The system-wide config file, read when no other is named or found.
+pub const SYSTEM_CONFIG: &str = "/etc/clawboard/clawboard.toml";
+
+/// Where the config file is looked for when none is named: the user's, else
+/// (for this process, not a test's environment) the system's.
 fn default_config_path(env: &Env) -> Option<PathBuf> {
-    let base = env.get("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| env.home().map(|h| h.join(".config")))?;
-    Some(base.join("clawboard/clawboard.toml"))
+    let base = env.get("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| env.home().map(|h| h.join(".config")));
+    let user = base.map(|b| b.join("clawboard/clawboard.toml")).filter(|p| p.is_file());
+    user.or_else(|| Some(PathBuf::from(SYSTEM_CONFIG)).filter(|p| env.process && p.is_file()))
 }
 
 /// Parses a config file's text; the error is one line naming the file and the key.
@@ -277,8 +345,8 @@ fn load_file(args: &GlobalArgs, env: &Env) -> anyhow::Result<(FileConfig, Option
     let path = match named {
         Some(p) => p,
         None => match default_config_path(env) {
-            Some(p) if p.is_file() => p,
-            _ => return Ok((FileConfig::default(), None)),
+            Some(p) => p,
+            None => return Ok((FileConfig::default(), None)),
         },
     };
     let text = std::fs::read_to_string(&path)
@@ -287,7 +355,7 @@ fn load_file(args: &GlobalArgs, env: &Env) -> anyhow::Result<(FileConfig, Option
 }
 
 fn env_parse<T>(env: &Env, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, BadInput> {
-    env.get(key).map(|v| parse(v).map_err(|e| BadInput(format!("environment variable {key}: {e}")))).transpose()
+    env.get(key).map(|v| parse(v).map_err(|e| BadInput(format!("{}: {e}", env.origin(key))))).transpose()
 }
 
 /// The largest `limits.max_file_size`.
@@ -311,6 +379,19 @@ pub fn check_sandbox(s: &Settings) -> anyhow::Result<()> {
 /// Resolves every setting: CLI flag, else environment, else config file, else default.
 pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let (file, config_file) = load_file(args, env)?;
+    let env_file = file.env_file.as_deref().map(|f| {
+        let p = expand_home(f, env);
+        let dir = config_file.as_deref().and_then(Path::parent).unwrap_or(Path::new("."));
+        if p.is_relative() { dir.join(p) } else { p }
+    });
+    let with_file;
+    let env = match &env_file {
+        Some(f) => {
+            with_file = env.with_file(f)?;
+            &with_file
+        }
+        None => env,
+    };
     let root = args
         .root
         .clone()
@@ -335,7 +416,15 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     let log_filter_is_default =
         args.verbose == 0 && args.quiet == 0 && env.get("CLAWBOARD_LOG").is_none() && file.log.filter.is_none();
     let origin = config_origin(config_file.as_deref());
-    let bad = |e: ConfigError| BadInput(format!("{origin}: key {e}"));
+    // A value an environment variable set is blamed on the variable (and the
+    // env_file line that set it), not on the config file.
+    let bad = |e: ConfigError| {
+        if e.key.starts_with("CLAWBOARD_") {
+            BadInput(format!("{}: {}", env.origin(&e.key), e.reason))
+        } else {
+            BadInput(format!("{origin}: key {e}"))
+        }
+    };
     let expand = |p: &str| expand_home(p, env);
     let relative_to_config = |d: &str| {
         let p = expand(d);
@@ -344,8 +433,10 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
             _ => p,
         }
     };
-    let mut roles = clawboard_roles::RolesConfig::resolve_with(file.lifecycle, file.roles, file.llm, |v| env.named(v))
-        .map_err(bad)?;
+    let mut roles = clawboard_roles::RolesConfig::resolve_with(file.lifecycle, file.roles, file.llm, |v| {
+        env.get(v).map(str::to_owned)
+    })
+    .map_err(bad)?;
     roles.resolve_key_files(relative_to_config).map_err(bad)?;
     let absolute_root =
         std::path::absolute(&root).with_context(|| format!("the blackboard root {}", root.display()))?;
@@ -405,6 +496,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         log_format,
         json: args.json,
         config_file,
+        env_file,
         log_filter_is_default,
         daemon: file.daemon,
         roles,

@@ -42,6 +42,10 @@ pub struct LifecycleConfig {
     /// The validator role; without one every result passes.
     #[serde(default)]
     pub validator: Option<String>,
+    /// A result passes when the validator scores it at least this (0–10),
+    /// whatever its own `pass` says; absent: its `pass` decides.
+    #[serde(default)]
+    pub pass_score: Option<f64>,
     /// The memory harvest role; without one no memory is harvested.
     #[serde(default)]
     pub harvester: Option<String>,
@@ -82,6 +86,7 @@ impl Default for LifecycleConfig {
             max_parallel_roles: Self::default_max_parallel_roles(),
             pm_for_type: BTreeMap::new(),
             validator: None,
+            pass_score: None,
             harvester: None,
             board: BoardMode::Auto,
         }
@@ -314,6 +319,11 @@ impl RolesConfig {
         if let Some(h) = &self.lifecycle.harvester {
             self.need(h, "lifecycle.harvester")?;
         }
+        if let Some(p) = self.lifecycle.pass_score
+            && !(0.0..=10.0).contains(&p)
+        {
+            return Err(ConfigError::new("lifecycle.pass_score", format!("{p} is not within 0 and 10")));
+        }
         for (key, n) in [
             ("lifecycle.max_tasks", self.lifecycle.max_tasks),
             ("lifecycle.max_parallel_roles", self.lifecycle.max_parallel_roles),
@@ -341,7 +351,7 @@ impl RolesConfig {
                 p.api_key_file = Some(path.clone());
                 let mut probe = LlmConfig::from_provider(name, p);
                 probe.api_key_file = Some(path);
-                probe.check_key_file(name)?;
+                probe.check_key_file(name).map_err(|e| p.blame(name, e))?;
             }
         }
         for (id, r) in &mut self.roles {
@@ -558,6 +568,22 @@ mod tests {
         // A key error names the provider's key, where it is set.
         let err = l.api_key_from("w", |_| None).unwrap_err().to_string();
         assert_eq!(err, "the environment variable LOCAL_KEY (llm.providers.local.api_key_env) is not set or empty");
+        // The environment's key file replaces the file's key variable, and the other way round.
+        let c = resolve_llm(
+            json!({"provider": "local"}),
+            section.clone(),
+            &[("CLAWBOARD_LLM_LOCAL_API_KEY_FILE", "/etc/clawboard/model.key")],
+        )
+        .unwrap();
+        let l = c.roles["w"].llm.as_ref().unwrap();
+        assert_eq!(
+            (l.api_key_env.as_deref(), l.api_key_file.as_deref()),
+            (None, Some(std::path::Path::new("/etc/clawboard/model.key")))
+        );
+        let c =
+            resolve_llm(json!({"provider": "local"}), section.clone(), &[("CLAWBOARD_LLM_LOCAL_API_KEY_ENV", "OTHER")])
+                .unwrap();
+        assert_eq!(c.roles["w"].llm.as_ref().unwrap().api_key_env.as_deref(), Some("OTHER"));
 
         // The role's own model and limits win; the environment overrides the provider.
         let c = resolve_llm(
@@ -612,10 +638,12 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
+        // A value the environment set is blamed on the variable, naming the key it overrides.
         assert!(
-            err.starts_with("llm.providers.local.base_url: \"http://h/v1/chat/completions\" is the whole endpoint"),
+            err.starts_with("CLAWBOARD_LLM_LOCAL_BASE_URL: \"http://h/v1/chat/completions\" is the whole endpoint"),
             "{err}"
         );
+        assert!(err.ends_with("(it overrides llm.providers.local.base_url)"), "{err}");
         let typo: Result<LlmSection, _> = toml::from_str("[providers.local]\nbase_url = \"http://h\"\nmodle = \"m\"\n");
         assert!(typo.unwrap_err().to_string().contains("unknown field `modle`"));
     }

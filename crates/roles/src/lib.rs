@@ -35,6 +35,7 @@ pub mod reply;
 pub mod runner;
 pub mod sandbox;
 pub mod status_page;
+pub mod trial;
 pub mod write_policy;
 
 pub use config::{LifecycleConfig, LlmSection, RoleConfig, RolesConfig, Sandbox, SandboxConfig, SandboxMode};

@@ -23,6 +23,7 @@ mod placement;
 mod program;
 
 pub use placement::spawn_here;
+pub use program::check_command;
 
 pub(crate) use program::{forget_programs, own_exe, program, resolve_programs};
 

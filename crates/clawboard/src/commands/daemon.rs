@@ -6,8 +6,13 @@ use crate::config::Settings;
 /// Run the daemon in the foreground: intake, role dispatch, the local API
 #[derive(Debug, Args)]
 #[command(after_help = "Stops cleanly on SIGTERM or SIGINT (running roles get daemon.shutdown_grace
-to finish); SIGHUP reloads roles and lifecycle settings. Under systemd it is a
-Type=notify service (see systemd/).
+to finish). SIGHUP reads the config (and its env_file) again and applies, as one,
+[lifecycle] (max_tasks and max_parallel_roles at once), [roles.*],
+[llm.providers.*], [sandbox], the ACL (acl.toml), [board] templates,
+[blueprints] and [lanes]; a change to any other section (root, limits, log,
+daemon, node, sync, archive, harvest, reports, web, notify, retention, github)
+refuses the whole reload, named in the log, until a restart. Under systemd it is
+a Type=notify service (see systemd/).
 
 Examples:
   clawboard daemon

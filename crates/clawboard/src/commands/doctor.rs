@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::config::Settings;
 
 mod remote;
+mod team;
 
 /// Check the config, the tree, the kernel and every server the config names
 #[derive(Debug, Args)]
@@ -56,7 +57,9 @@ impl Check {
 }
 
 pub fn run(a: DoctorArgs, s: &Settings) -> anyhow::Result<u8> {
-    let mut checks = vec![config(s), blueprints(s)];
+    let mut checks = vec![config(s)];
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    checks.extend(team::checks(s, &cwd));
     checks.extend(root(&s.root));
     checks.push(inotify(&s.root));
     checks.push(disk(&s.root));
@@ -66,22 +69,6 @@ pub fn run(a: DoctorArgs, s: &Settings) -> anyhow::Result<u8> {
         checks.extend(runtime.block_on(remote::checks(s)));
     }
     report(&checks, s.json)
-}
-
-/// The blueprints that can run, and what loads but looks wrong in them.
-fn blueprints(s: &Settings) -> Check {
-    let ids = s.blueprints.ids();
-    let warnings = s.blueprints.warnings();
-    let detail = format!("{} can run: {}", ids.len(), ids.join(", "));
-    if warnings.is_empty() {
-        Check::ok("blueprints", detail)
-    } else {
-        Check::warn(
-            "blueprints",
-            format!("{detail}; {}", warnings.join("; ")),
-            "lower each step's max_tokens, or run it as a skill",
-        )
-    }
 }
 
 /// A config that does not load: the one check there is, failed.

@@ -200,3 +200,130 @@ fn every_example_config_parses() {
     }
     assert!(n >= 3, "example configs missing in {}", dir.display());
 }
+
+/// The reference config, `config/clawboard.toml`.
+fn reference() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/clawboard.toml")).unwrap()
+}
+
+/// A commented line that is a sample key (`# key = value`) or table header
+/// (`# [a.b]`); an indented comment is prose or a continuation.
+fn sample_line(line: &str) -> Option<&str> {
+    let body = line.strip_prefix("# ").or_else(|| line.strip_prefix('#'))?;
+    if body.starts_with(' ') {
+        return None;
+    }
+    let code = body.split(" #").next().unwrap_or(body).trim_end();
+    let is_header = code.starts_with('[') && code.ends_with(']');
+    let is_key = code.split_once('=').is_some_and(|(k, v)| {
+        let k = k.trim();
+        !k.is_empty()
+            && !v.trim().is_empty()
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '"'))
+    });
+    (is_header || is_key).then_some(body)
+}
+
+#[test]
+fn every_commented_sample_in_the_reference_config_loads_when_uncommented() {
+    let text = reference();
+    let lines: Vec<&str> = text.lines().collect();
+    // Each run of commented lines is one sample (alternatives are separate runs).
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (i, l) in lines.iter().enumerate() {
+        match (l.starts_with('#'), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                runs.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    let mut tried = 0;
+    for run in runs {
+        if !run.clone().any(|i| sample_line(lines[i]).is_some()) {
+            continue;
+        }
+        tried += 1;
+        let mut edited: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+        for i in run.clone() {
+            if let Some(body) = sample_line(lines[i]) {
+                edited[i] = body.to_owned();
+            }
+        }
+        let edited = edited.join("\n");
+        if let Err(e) = parse_file(Path::new("config/clawboard.toml"), &edited) {
+            panic!("lines {}–{} uncommented: {e}", run.start + 1, run.end);
+        }
+    }
+    assert!(tried >= 15, "only {tried} samples found");
+}
+
+/// The fields `path`'s table takes, as serde names them when refusing an unknown one.
+fn fields_of(prefix: &str, path: &str) -> Vec<String> {
+    let doc = format!("{prefix}\n[{path}]\nzz_not_a_key = 1\n");
+    let doc = if path.is_empty() { format!("{prefix}\nzz_not_a_key = 1\n") } else { doc };
+    let err = parse_file(Path::new("probe.toml"), &doc).unwrap_err().to_string();
+    let Some((_, listed)) = err.split_once("expected one of ").or_else(|| err.split_once("expected ")) else {
+        panic!("[{path}]: no field list in {err:?}")
+    };
+    listed
+        .split(", ")
+        .flat_map(|f| f.split(" or "))
+        .map(|f| f.trim().trim_matches('`').to_owned())
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+#[test]
+fn the_reference_config_names_every_key_the_config_takes() {
+    let text = reference();
+    let tables = [
+        ("", ""),
+        ("", "limits"),
+        ("", "log"),
+        ("", "daemon"),
+        ("", "lifecycle"),
+        ("", "roles.r"),
+        ("[roles.r]\ncommand = [\"x\"]", "roles.r.http"),
+        ("", "roles.r.llm"),
+        ("", "llm.providers.p"),
+        ("", "node"),
+        ("", "sync"),
+        ("", "sync.s3"),
+        ("", "archive"),
+        ("", "harvest"),
+        ("", "reports"),
+        ("", "web"),
+        ("", "notify"),
+        ("", "retention"),
+        ("", "board"),
+        ("", "lanes.l"),
+        ("", "lanes.l.actors.A"),
+        ("", "github"),
+        ("", "blueprints"),
+        ("", "blueprints.platforms.p"),
+        ("", "sandbox"),
+    ];
+    let mut missing = Vec::new();
+    for (prefix, table) in tables {
+        for field in fields_of(prefix, table) {
+            let named = text.lines().any(|l| {
+                let l = l.trim_start_matches('#').trim_start();
+                l.starts_with(&format!("{field} ="))
+                    || l.starts_with(&format!("{field}="))
+                    || l.contains(&format!("{{ {field} = "))
+                    || l.contains(&format!(", {field} = "))
+                    || l.starts_with('[') && (l.contains(&format!(".{field}]")) || l.contains(&format!(".{field}.")))
+                    || l.starts_with(&format!("[{field}]"))
+                    || l.starts_with(&format!("[{field}."))
+            });
+            if !named {
+                missing.push(format!("[{table}] {field}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "config/clawboard.toml does not document: {}", missing.join(", "));
+}

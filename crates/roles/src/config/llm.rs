@@ -116,16 +116,21 @@ impl ReplyFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CountTokens {
-    /// It cannot: budgets hold in o200k, the slicer's count.
+    /// Found out: the server is asked llama.cpp's `/tokenize` once; when it
+    /// answers, slices are counted there, else in o200k alone (remembered per
+    /// server for the process's life, said once in the log).
     #[default]
+    Auto,
+    /// It cannot: budgets hold in o200k, the slicer's count.
     None,
     /// llama.cpp's server: `POST {base_url without /v1}/tokenize`.
     LlamaCpp,
 }
 
 /// `[llm.providers.NAME]`: an endpoint and a model, named once, that roles point at
-/// with `[roles.ID.llm] provider = "NAME"`. `CLAWBOARD_LLM_{NAME}_BASE_URL` and
-/// `CLAWBOARD_LLM_{NAME}_MODEL` override its `base_url` and `model`.
+/// with `[roles.ID.llm] provider = "NAME"`. `CLAWBOARD_LLM_{NAME}_BASE_URL`,
+/// `_MODEL`, `_API_KEY_FILE` and `_API_KEY_ENV` override its keys of those names
+/// (a key source given there replaces the file's).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmProvider {
@@ -143,7 +148,13 @@ pub struct LlmProvider {
     pub max_wait: Option<Duration>,
     #[serde(default)]
     pub http_retries: Option<u32>,
+    /// The keys the environment set: key → variable (errors about them name the variable).
+    #[serde(skip)]
+    pub from_env: std::collections::BTreeMap<&'static str, String>,
 }
+
+/// The provider keys a `CLAWBOARD_LLM_{NAME}_{KEY}` variable overrides.
+pub const PROVIDER_ENV_KEYS: [&str; 4] = ["base_url", "model", "api_key_file", "api_key_env"];
 
 /// `[llm]`: the providers.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -172,15 +183,34 @@ impl LlmSection {
         for (name, p) in &mut self.providers {
             clawboard_core::check_id(name)
                 .map_err(|e| ConfigError::new(format!("llm.providers.{name}"), format!("the provider name {e}")))?;
-            for (key, field) in [("base_url", &mut p.base_url), ("model", &mut p.model)] {
-                if let Some(v) = env(&provider_env_var(name, key)).filter(|v| !v.trim().is_empty()) {
-                    *field = v;
+            for key in PROVIDER_ENV_KEYS {
+                let var = provider_env_var(name, key);
+                let Some(v) = env(&var).filter(|v| !v.trim().is_empty()) else { continue };
+                match key {
+                    "base_url" => p.base_url = v,
+                    "model" => p.model = v,
+                    "api_key_file" => (p.api_key_file, p.api_key_env) = (Some(PathBuf::from(v)), None),
+                    _ => (p.api_key_env, p.api_key_file) = (Some(v), None),
                 }
+                p.from_env.insert(key, var);
             }
             let as_role = p.as_role(name);
-            as_role.check_as(&format!("llm.providers.{name}"))?;
+            as_role.check_as(&format!("llm.providers.{name}")).map_err(|e| p.blame(name, e))?;
         }
         Ok(self)
+    }
+}
+
+impl LlmProvider {
+    /// An error about a key the environment set names the variable, not the file's key:
+    /// `CLAWBOARD_LLM_LOCAL_BASE_URL: … (it overrides llm.providers.local.base_url)`.
+    pub fn blame(&self, name: &str, e: ConfigError) -> ConfigError {
+        let prefix = format!("llm.providers.{name}.");
+        let Some(field) = e.key.strip_prefix(&prefix) else { return e };
+        match self.from_env.get(field) {
+            Some(var) => ConfigError::new(var.clone(), format!("{} (it overrides {})", e.reason, e.key)),
+            None => e,
+        }
     }
 }
 

@@ -339,7 +339,7 @@ impl TaskRun<'_> {
             extra: obj(extra),
             plan: None,
         };
-        let (va, vo) = self
+        let (va, mut vo) = self
             .step::<ValidatorOutput>(&info, validator, |o| {
                 if (0.0..=10.0).contains(&o.score) {
                     Ok(())
@@ -348,6 +348,10 @@ impl TaskRun<'_> {
                 }
             })
             .await?;
+        if let Some(min) = self.engine.roles().lifecycle.pass_score {
+            // The score decides (the validator's own `pass` stays in its attempt's reply).
+            vo.pass = vo.score >= min;
+        }
         self.check_holds(&va)?;
         self.ensure_validation(i, &va, &vo)?;
         self.board_write(clawboard_board::Op::write_control(

@@ -67,7 +67,7 @@ impl TaskRun<'_> {
     /// The shape the step's reply must have: the step's own, else its kind's (a
     /// PM picks its team among the roles it was offered that do a team's work:
     /// not a PM, the validator or the harvester, nor a role that names its own
-    /// `component` or `reply_schema`, as the blueprints' components do).
+    /// `component`, as the blueprints' components do).
     fn reply_shape(&self, info: &StepInfo) -> ReplyShape {
         if let Some(shape) = &info.reply {
             return shape.clone();
@@ -82,11 +82,7 @@ impl TaskRun<'_> {
             .unwrap_or_default()
             .into_iter()
             .filter(|r| !lifecycle.contains(&Some(r.as_str())))
-            .filter(|r| {
-                cfg.roles
-                    .get(r)
-                    .is_some_and(|c| c.component.is_none() && c.llm.as_ref().is_none_or(|l| l.reply_schema.is_none()))
-            })
+            .filter(|r| cfg.roles.get(r).is_some_and(|c| c.component.is_none()))
             .filter(|r| {
                 clawboard_core::acl::Component::default_for_role(r).0 != clawboard_core::acl::Component::Orchestrator
             })

@@ -361,26 +361,66 @@ const PROBE_BYTES: u64 = 4096;
 
 /// `text` in the model's own tokens, when its provider counts them (llama.cpp's
 /// `/tokenize`); `None` when it does not, or the count failed (said in the log:
-/// the budget then holds in the slicer's count only).
+/// the budget then holds in the slicer's count only). Under `count_tokens =
+/// "auto"` the server's first answer decides, once per server.
 pub async fn count_model_tokens(llm: &LlmConfig, text: &str) -> Option<u64> {
-    if llm.count_tokens != CountTokens::LlamaCpp {
-        return None;
-    }
+    let explicit = match llm.count_tokens {
+        CountTokens::None => return None,
+        CountTokens::LlamaCpp => true,
+        CountTokens::Auto => match counts(llm) {
+            Some(false) => return None,
+            _ => false,
+        },
+    };
     let url = llm.tokenize_endpoint();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().ok()?;
     let resp = client.post(&url).json(&json!({"content": text})).send().await;
     let counted = match resp {
         Ok(resp) if resp.status().is_success() => resp.json::<Value>().await.ok(),
-        Ok(resp) => {
+        Ok(resp) if !explicit && resp.status().is_client_error() => {
+            found_counts(llm, false, &format!("POST {url} answered {}", resp.status()));
+            return None;
+        }
+        Ok(resp) if explicit => {
             tracing::warn!(url = %url, status = %resp.status(), "the model's server did not count the slice's tokens");
             None
         }
-        Err(e) => {
+        Err(e) if explicit => {
             tracing::warn!(url = %url, "the model's server did not count the slice's tokens: {}", reason(e));
             None
         }
+        // Under auto a server down or failing decides nothing: asked again next time.
+        Ok(_) | Err(_) => None,
     };
-    counted.and_then(|v| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
+    let tokens = counted.and_then(|v| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64));
+    if !explicit {
+        match tokens {
+            Some(_) => found_counts(llm, true, &format!("POST {url} counts them")),
+            None => found_counts(llm, false, &format!("POST {url} answered no token list")),
+        }
+    }
+    tokens
+}
+
+/// Whether each server counts tokens (`count_tokens = "auto"`), as found.
+static COUNTS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, bool>>> =
+    std::sync::OnceLock::new();
+
+fn counts(llm: &LlmConfig) -> Option<bool> {
+    COUNTS.get_or_init(Default::default).lock().ok()?.get(&llm.tokenize_endpoint()).copied()
+}
+
+/// Keeps what the server was found to do, said once.
+fn found_counts(llm: &LlmConfig, yes: bool, how: &str) {
+    let Ok(mut map) = COUNTS.get_or_init(Default::default).lock() else { return };
+    if map.insert(llm.tokenize_endpoint(), yes).is_some() {
+        return;
+    }
+    if yes {
+        tracing::info!(model = %llm.model, "{how}: slices are counted in the model's own tokens too");
+    } else {
+        tracing::info!(model = %llm.model, "{how}: the server does not count tokens; budgets hold in o200k");
+    }
 }
 
 /// The one-line note kept as the run's stderr.

@@ -87,6 +87,35 @@ pub(crate) fn resolve_programs(roles: &BTreeMap<String, RoleConfig>) {
     }
 }
 
+/// Where a command role's files are: the program as it would run, and each
+/// argument that names a file (has a `/`, is no option or URL), from the role's
+/// `cwd` else `daemon_cwd`. `Err` says which is missing and where it was looked for.
+pub fn check_command(role: &RoleConfig, daemon_cwd: &Path) -> Result<String, String> {
+    let Some((name, args)) = role.command.as_deref().and_then(<[String]>::split_first) else {
+        return Err("no command".to_owned());
+    };
+    let cwd = role.cwd.as_deref().map_or_else(|| daemon_cwd.to_owned(), |c| daemon_cwd.join(c));
+    let from = match &role.cwd {
+        Some(_) => format!("the role's cwd {}", cwd.display()),
+        None => format!("the daemon's working directory, here {}", cwd.display()),
+    };
+    let exe = program(name, role);
+    let exe = if exe.is_relative() && name.contains('/') { cwd.join(&exe) } else { exe };
+    if !is_program(&exe) {
+        let looked = if name.contains('/') { format!("relative to {from}") } else { "on PATH".to_owned() };
+        return Err(format!("{name}: no executable file {looked}"));
+    }
+    for arg in args.iter().filter(|a| a.contains('/') && !a.starts_with('-') && !a.contains("://") && !a.contains('='))
+    {
+        let file = cwd.join(arg);
+        if !file.exists() {
+            let looked = if Path::new(arg).is_relative() { format!(" (relative to {from})") } else { String::new() };
+            return Err(format!("{arg}: no such file{looked}"));
+        }
+    }
+    Ok(format!("{} {}", exe.display(), args.join(" ")).trim_end().to_owned())
+}
+
 /// An executable regular file (following symlinks, as `execve` does).
 fn is_program(file: &Path) -> bool {
     std::fs::metadata(file).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -263,14 +263,26 @@ async fn models(s: &Settings) -> Vec<Check> {
         let at = format!("{} ({})", llm.base_url, llm.model);
         checks.push(match clawboard_roles::runner::probe_model(&llm, &name, MODEL_TIMEOUT).await {
             Ok(p) => model_check(&key, &at, &p),
-            Err(e) => Check::fail(
-                format!("model {key}"),
-                e,
-                format!("start the model server, or correct {key}'s base_url, model or key (docs/LLM.md)"),
-            ),
+            Err(e) => Check::fail(format!("model {key}"), e, model_fix(s, &key, &name)),
         });
     }
     checks
+}
+
+/// What to set when a model server does not answer: for a provider, the
+/// variables that point it elsewhere (and where they go).
+fn model_fix(s: &Settings, key: &str, name: &str) -> String {
+    if !key.starts_with("llm.providers.") {
+        return format!("start the model server, or correct {key}'s base_url, model or key (docs/LLM.md)");
+    }
+    let var = |k: &str| clawboard_roles::config::llm::provider_env_var(name, k);
+    let place = s.env_file.as_ref().map_or_else(|| "the service's environment".to_owned(), |f| f.display().to_string());
+    format!(
+        "start the model server, or set {} and {} (a hosted API's key: {}) in {place}, or correct {key} (docs/LLM.md)",
+        var("base_url"),
+        var("model"),
+        var("api_key_file"),
+    )
 }
 
 #[cfg(test)]
