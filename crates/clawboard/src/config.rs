@@ -384,13 +384,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         let dir = config_file.as_deref().and_then(Path::parent).unwrap_or(Path::new("."));
         if p.is_relative() { dir.join(p) } else { p }
     });
-    let with_file;
-    let env = match &env_file {
-        Some(f) => {
-            with_file = env.with_file(f)?;
-            &with_file
-        }
-        None => env,
+    let env = &match &env_file {
+        Some(f) => env.with_file(f)?,
+        None => env.clone(),
     };
     let root = args
         .root
@@ -399,20 +395,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         .or_else(|| file.root.as_deref().map(|r| expand_home(r, env)))
         .or_else(|| env.home().map(|h| h.join("clawos/blackboard")))
         .context("no blackboard root: pass --root, set CLAWBOARD_ROOT, or set HOME")?;
-    // A file is read whole: 1 byte to 1024 GiB (past it, a size plus one would wrap).
-    let in_range = |n: u64| {
-        if (1..=MAX_FILE_BYTES_LIMIT).contains(&n) {
-            Ok(n)
-        } else {
-            Err(format!("{n} bytes is out of range; give 1 byte to 1024 GiB (default 16 MiB)"))
-        }
-    };
-    let from_env = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| ByteSize::parse(s).and_then(|b| in_range(b.0)))?;
-    let from_file =
-        file.limits.max_file_size.map(|b| in_range(b.0)).transpose().map_err(|e| {
-            BadInput(format!("{}: key limits.max_file_size: {e}", config_origin(config_file.as_deref())))
-        })?;
-    let max_file_bytes = from_env.or(from_file).unwrap_or(DEFAULT_MAX_FILE_BYTES);
+    let max_file_bytes = max_file_bytes(env, &file.limits, config_file.as_deref())?;
     let log_filter_is_default =
         args.verbose == 0 && args.quiet == 0 && env.get("CLAWBOARD_LOG").is_none() && file.log.filter.is_none();
     let origin = config_origin(config_file.as_deref());
@@ -475,20 +458,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
     {
         return Err(BadInput(format!("{origin}: key node.id: {id:?}: {e}")).into());
     }
-    let log_filter = match (args.verbose, args.quiet) {
-        (0, 0) => env.get("CLAWBOARD_LOG").map(str::to_owned).or(file.log.filter).unwrap_or_else(|| "warn".to_owned()),
-        (0, _) => "error".to_owned(),
-        (1, _) => "debug".to_owned(),
-        _ => "trace".to_owned(),
-    };
-    let log_format = match args.log_format {
-        Some(f) => f,
-        None => env_parse(env, "CLAWBOARD_LOG_FORMAT", |s| {
-            <LogFormat as clap::ValueEnum>::from_str(s, true).map_err(|_| format!("{s:?} is not one of text, json"))
-        })?
-        .or(file.log.format)
-        .unwrap_or_default(),
-    };
+    let (log_filter, log_format) = log_settings(args, env, file.log)?;
     Ok(Settings {
         root,
         max_file_bytes,
@@ -510,6 +480,44 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         github,
         blueprints,
     })
+}
+
+/// `limits.max_file_size`, else `CLAWBOARD_MAX_FILE_SIZE` over it, else 16 MiB.
+fn max_file_bytes(env: &Env, limits: &LimitsConfig, config_file: Option<&Path>) -> Result<u64, BadInput> {
+    // A file is read whole: 1 byte to 1024 GiB (past it, a size plus one would wrap).
+    let in_range = |n: u64| {
+        if (1..=MAX_FILE_BYTES_LIMIT).contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!("{n} bytes is out of range; give 1 byte to 1024 GiB (default 16 MiB)"))
+        }
+    };
+    let from_env = env_parse(env, "CLAWBOARD_MAX_FILE_SIZE", |s| ByteSize::parse(s).and_then(|b| in_range(b.0)))?;
+    let from_file = limits
+        .max_file_size
+        .map(|b| in_range(b.0))
+        .transpose()
+        .map_err(|e| BadInput(format!("{}: key limits.max_file_size: {e}", config_origin(config_file))))?;
+    Ok(from_env.or(from_file).unwrap_or(DEFAULT_MAX_FILE_BYTES))
+}
+
+/// The log filter (-v/-q, else `CLAWBOARD_LOG`, else `log.filter`, else warn) and format.
+fn log_settings(args: &GlobalArgs, env: &Env, log: LogConfig) -> Result<(String, LogFormat), BadInput> {
+    let filter = match (args.verbose, args.quiet) {
+        (0, 0) => env.get("CLAWBOARD_LOG").map(str::to_owned).or(log.filter).unwrap_or_else(|| "warn".to_owned()),
+        (0, _) => "error".to_owned(),
+        (1, _) => "debug".to_owned(),
+        _ => "trace".to_owned(),
+    };
+    let format = match args.log_format {
+        Some(f) => f,
+        None => env_parse(env, "CLAWBOARD_LOG_FORMAT", |s| {
+            <LogFormat as clap::ValueEnum>::from_str(s, true).map_err(|_| format!("{s:?} is not one of text, json"))
+        })?
+        .or(log.format)
+        .unwrap_or_default(),
+    };
+    Ok((filter, format))
 }
 
 /// The daemon's own secrets and its local bucket, wherever the config puts

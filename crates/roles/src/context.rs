@@ -63,6 +63,18 @@ pub fn build(
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         files.insert(name.clone(), value);
     }
+    assemble(task, role_id, info, files, refused)
+}
+
+/// The context of [`build`], from the task files already read (`files`) and
+/// those refused with their rule.
+pub fn assemble(
+    task: &Task,
+    role_id: &str,
+    info: &StepInfo,
+    files: Map<String, Value>,
+    refused: Map<String, Value>,
+) -> Value {
     let mut ctx = json!({
         "task": task,
         "role": role_id,

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::config::RolesConfig;
-use crate::context::StepInfo;
+use crate::context::{self, StepInfo};
 use crate::output::{HarvestOutput, PmOutput, ValidatorOutput, WorkerOutput, check_harvest, check_scope, parse_output};
 use crate::reply::{ReplyShape, team_step};
 use crate::runner::{self, RunIdentity, RunOutcome, RunStatus};
@@ -89,21 +89,8 @@ pub fn context_for(cfg: &RolesConfig, role: &str, kind: Kind, task: &Task, resul
         extra: extra.as_object().cloned().unwrap_or_default(),
         ..StepInfo::default()
     };
-    // As `context::build` makes it: a fresh task has no files beside task.json
-    // for `reads` to hand over.
-    let mut ctx = json!({
-        "task": task,
-        "role": role,
-        "step": info.step,
-        "kind": info.kind,
-        "iteration": info.iteration,
-        "maxIterations": info.max_iterations,
-        "files": Map::new(),
-    });
-    if let Some(o) = ctx.as_object_mut() {
-        o.extend(info.extra);
-    }
-    ctx
+    // A fresh task has no files beside task.json for `reads` to hand over.
+    context::assemble(task, role, &info, Map::new(), Map::new())
 }
 
 /// The reply shape a model role is asked for at `kind` (a PM picks among the

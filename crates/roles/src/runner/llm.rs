@@ -364,22 +364,32 @@ const PROBE_BYTES: u64 = 4096;
 /// the budget then holds in the slicer's count only). Under `count_tokens =
 /// "auto"` the server's first answer decides, once per server.
 pub async fn count_model_tokens(llm: &LlmConfig, text: &str) -> Option<u64> {
-    let explicit = match llm.count_tokens {
+    // `finding`: under auto, the server's answer is still to decide what it does.
+    let finding = match llm.count_tokens {
         CountTokens::None => return None,
-        CountTokens::LlamaCpp => true,
+        CountTokens::LlamaCpp => false,
         CountTokens::Auto => match counts(llm) {
             Some(false) => return None,
-            _ => false,
+            Some(true) => false,
+            None => true,
         },
     };
+    let explicit = llm.count_tokens == CountTokens::LlamaCpp;
     let url = llm.tokenize_endpoint();
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().ok()?;
     let resp = client.post(&url).json(&json!({"content": text})).send().await;
     let counted = match resp {
-        Ok(resp) if resp.status().is_success() => resp.json::<Value>().await.ok(),
-        Ok(resp) if !explicit && resp.status().is_client_error() => {
+        Ok(resp) if resp.status().is_success() => {
+            let tokens = resp.json::<Value>().await.ok().and_then(|v| v.get("tokens")?.as_array().map(Vec::len));
+            if finding {
+                let how = if tokens.is_some() { "counts them" } else { "answered no token list" };
+                found_counts(llm, tokens.is_some(), &format!("POST {url} {how}"));
+            }
+            tokens
+        }
+        Ok(resp) if finding && resp.status().is_client_error() => {
             found_counts(llm, false, &format!("POST {url} answered {}", resp.status()));
-            return None;
+            None
         }
         Ok(resp) if explicit => {
             tracing::warn!(url = %url, status = %resp.status(), "the model's server did not count the slice's tokens");
@@ -392,14 +402,7 @@ pub async fn count_model_tokens(llm: &LlmConfig, text: &str) -> Option<u64> {
         // Under auto a server down or failing decides nothing: asked again next time.
         Ok(_) | Err(_) => None,
     };
-    let tokens = counted.and_then(|v| v.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64));
-    if !explicit {
-        match tokens {
-            Some(_) => found_counts(llm, true, &format!("POST {url} counts them")),
-            None => found_counts(llm, false, &format!("POST {url} answered no token list")),
-        }
-    }
-    tokens
+    counted.map(|n| n as u64)
 }
 
 /// Whether each server counts tokens (`count_tokens = "auto"`), as found.

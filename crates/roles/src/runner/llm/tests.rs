@@ -700,3 +700,33 @@ async fn a_reply_cut_off_at_the_completion_limit_says_so() {
     assert!(err.contains("it was cut off at the completion limit (max_tokens 64)"), "{err}");
     assert_eq!(out.usage, Some(json!({"prompt_tokens": 30, "completion_tokens": 64})), "spent all the same");
 }
+
+/// `count_tokens = "auto"`: a server that counts is asked every time; one that
+/// answers 4xx once is never asked again; one that fails (5xx) decides nothing.
+#[tokio::test]
+async fn auto_asks_tokenize_once_and_remembers_what_the_server_does() {
+    let tokens =
+        |n: usize| Reply { status: "200 OK", headers: Vec::new(), body: json!({"tokens": vec![1; n]}).to_string() };
+    let llm_of = |base: &str| {
+        let mut l: LlmConfig = serde_json::from_value(json!({"base_url": base, "model": "m"})).unwrap();
+        l.count_tokens = CountTokens::Auto;
+        l
+    };
+    let counting = serve(vec![tokens(3), tokens(5)]).await;
+    let l = llm_of(&counting.base_url);
+    assert_eq!(count_model_tokens(&l, "a b c").await, Some(3));
+    assert_eq!(count_model_tokens(&l, "a b c d e").await, Some(5));
+    assert_eq!(counting.seen().len(), 2);
+
+    let refusing = serve(vec![status("404 Not Found", Vec::new(), "{}"), tokens(1)]).await;
+    let l = llm_of(&refusing.base_url);
+    assert_eq!(count_model_tokens(&l, "x").await, None);
+    assert_eq!(count_model_tokens(&l, "x").await, None);
+    assert_eq!(refusing.seen().len(), 1, "a server that answered 404 is not asked again");
+
+    let failing = serve(vec![status("503 Service Unavailable", Vec::new(), "{}"), tokens(2)]).await;
+    let l = llm_of(&failing.base_url);
+    assert_eq!(count_model_tokens(&l, "x").await, None);
+    assert_eq!(count_model_tokens(&l, "x y").await, Some(2), "a failure decides nothing: asked again");
+    assert!(failing.seen().iter().all(|s| s.head.starts_with("post /tokenize ")));
+}
