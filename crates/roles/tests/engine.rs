@@ -88,6 +88,26 @@ async fn a_task_goes_through_every_step_and_iterates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_pass_score_the_validators_score_decides_not_its_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let (store, _) = Store::init(d.path()).unwrap();
+    submit(d.path(), &store, "ps");
+    // Scores 8 and says it fails; 8 is over the pass score: the first round passes.
+    let mut c = config(&[("validator", sh(r#"printf '{"score":8,"pass":false}'"#))]);
+    c.lifecycle.pass_score = Some(6.0);
+    let engine = Engine::new(store.clone(), c, Shutdown::never());
+    assert_eq!(engine.drive("ps").await.unwrap(), Outcome::Completed);
+    let v: Validation = store.read(&RelPath::new("tasks/ps/validation.json").unwrap()).unwrap();
+    assert_eq!((v.iterations, v.result.pass, v.result.score), (1, true, 8.0));
+    // Scores 5 and says it passes; 5 is under it: every round fails.
+    submit(d.path(), &store, "ps2");
+    let mut c = config(&[("validator", sh(r#"printf '{"score":5,"pass":true}'"#))]);
+    c.lifecycle.pass_score = Some(6.0);
+    let engine = Engine::new(store.clone(), c, Shutdown::never());
+    assert!(matches!(engine.drive("ps2").await.unwrap(), Outcome::Failed(_)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failing_roles_retry_then_fall_back_or_fail() {
     let d = tempfile::tempdir().unwrap();
     let (store, _) = Store::init(d.path()).unwrap();

@@ -327,3 +327,77 @@ fn the_reference_config_names_every_key_the_config_takes() {
     }
     assert!(missing.is_empty(), "config/clawboard.toml does not document: {}", missing.join(", "));
 }
+
+/// `c.toml` naming `env_file = "c.env"` beside it, with `env` as the env file's text.
+fn with_env_file(toml: &str, env: &str, process: &[(&str, &str)]) -> anyhow::Result<Settings> {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, format!("root = \"/r\"\nenv_file = \"c.env\"\n{toml}")).unwrap();
+    std::fs::write(dir.path().join("c.env"), env).unwrap();
+    let mut pairs = vec![("HOME", "/home/u")];
+    pairs.extend_from_slice(process);
+    resolve(&args(&["--config", cfg.to_str().unwrap()]), &Env::from_pairs(&pairs))
+}
+
+const PROVIDER: &str = "[llm.providers.model]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"default\"\n";
+
+#[test]
+fn the_env_file_sets_what_the_environment_does_not() {
+    let env = "# the model server\n\nexport CLAWBOARD_LLM_MODEL_BASE_URL=\"http://10.0.0.5:8000/v1\"\nCLAWBOARD_LLM_MODEL_MODEL='qwen'\nCLAWBOARD_LOG=info\n";
+    let s = with_env_file(PROVIDER, env, &[]).unwrap();
+    let p = &s.roles.llm.providers["model"];
+    assert_eq!((p.base_url.as_str(), p.model.as_str()), ("http://10.0.0.5:8000/v1", "qwen"));
+    assert_eq!(s.log_filter, "info");
+    assert!(s.env_file.as_ref().is_some_and(|f| f.ends_with("c.env")));
+    // The process's own environment wins over the file.
+    let s = with_env_file(PROVIDER, env, &[("CLAWBOARD_LLM_MODEL_MODEL", "llama")]).unwrap();
+    assert_eq!(s.roles.llm.providers["model"].model, "llama");
+}
+
+#[test]
+fn a_bad_env_file_or_a_bad_value_in_it_is_named_by_file_and_line() {
+    for (text, says) in [
+        ("CLAWBOARD_LOG\n", "c.env line 1: \"CLAWBOARD_LOG\" is not NAME=value"),
+        ("# keys\nOPENAI_API_KEY=sk-1\n", "c.env line 2: \"OPENAI_API_KEY\" is not a CLAWBOARD_* variable"),
+        ("clawboard_log=info\n", "c.env line 1: \"clawboard_log\" is not a CLAWBOARD_* variable"),
+        (
+            "CLAWBOARD_CONFIG=/etc/other.toml\n",
+            "c.env line 1: CLAWBOARD_CONFIG cannot be set by the config's own env_file",
+        ),
+        (
+            "\nCLAWBOARD_LLM_MODEL_BASE_URL=127.0.0.1:8080\n",
+            "c.env line 2: CLAWBOARD_LLM_MODEL_BASE_URL: \"127.0.0.1:8080\" is not an http:// or https:// URL (it overrides llm.providers.model.base_url)",
+        ),
+        ("CLAWBOARD_MAX_FILE_SIZE=lots\n", "c.env line 1: CLAWBOARD_MAX_FILE_SIZE: "),
+    ] {
+        let err = format!("{:#}", with_env_file(PROVIDER, text, &[]).unwrap_err());
+        assert!(err.contains(says), "{text:?}: {err}");
+    }
+    // The same value from the process's environment is blamed on the variable there.
+    let err = format!(
+        "{:#}",
+        with_env_file(PROVIDER, "", &[("CLAWBOARD_LLM_MODEL_BASE_URL", "127.0.0.1:8080")]).unwrap_err()
+    );
+    assert!(err.starts_with("environment variable CLAWBOARD_LLM_MODEL_BASE_URL: \"127.0.0.1:8080\" is not"), "{err}");
+    // A missing env file is named.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "env_file = \"absent.env\"\n").unwrap();
+    let err = format!(
+        "{:#}",
+        resolve(&args(&["--config", cfg.to_str().unwrap()]), &Env::from_pairs(&[("HOME", "/h")])).unwrap_err()
+    );
+    assert!(err.contains("absent.env: cannot read the env_file: "), "{err}");
+}
+
+#[test]
+fn pass_score_is_within_the_validators_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "[lifecycle]\npass_score = 11\n").unwrap();
+    let err = format!(
+        "{:#}",
+        resolve(&args(&["--config", cfg.to_str().unwrap()]), &Env::from_pairs(&[("HOME", "/h")])).unwrap_err()
+    );
+    assert!(err.ends_with("key lifecycle.pass_score: 11 is not within 0 and 10"), "{err}");
+}
