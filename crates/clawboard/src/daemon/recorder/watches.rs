@@ -59,8 +59,9 @@ impl Watches {
             if is_top_dir(dir, &self.root) {
                 if is_tasks_dir(dir, &self.root) {
                     self.watch(dir, RecursiveMode::NonRecursive);
-                    for task in task_dirs(dir).unwrap_or_default() {
-                        self.watch(&task, RecursiveMode::Recursive);
+                    match task_dirs(dir) {
+                        Ok(tasks) => tasks.iter().for_each(|task| self.watch(task, RecursiveMode::Recursive)),
+                        Err(e) => tracing::warn!("cannot list the tasks to watch them; their changes go unseen: {e:#}"),
                     }
                 } else {
                     self.watch(dir, RecursiveMode::Recursive);
