@@ -506,3 +506,28 @@ fn a_first_pull_after_sync_full_downloads_nothing_this_node_pushed(#[case] kind:
     assert!(requests["head"].as_u64().unwrap() <= objects, "at most one HEAD per object: {requests}");
     assert_eq!(d.stop(), 0);
 }
+
+/// The push records are about one bucket: a config that names another one gets the
+/// whole tree on its next push, not "all already there" (the old records are set aside).
+#[test]
+fn a_new_bucket_in_the_config_gets_the_whole_tree_on_the_next_push() {
+    let t = Tree::init();
+    let first = Bucket::new(Kind::Dir, t.dir.path());
+    t.config(&first.sync_config(t.dir.path(), ""));
+    fill(&t.root, 5);
+    let full = sync(&t, &["full", "--no-progress"]);
+    assert_eq!(full.code, 0, "{}{}", full.stdout, full.stderr);
+    assert_identical(&t, &first, "after the first bucket's full push");
+
+    let dir = tempfile::tempdir().unwrap();
+    let second = Bucket::new(Kind::Dir, dir.path());
+    t.config(&second.sync_config(t.dir.path(), ""));
+    let push = sync(&t, &["push", "--json"]);
+    assert_eq!(push.code, 0, "{}{}", push.stdout, push.stderr);
+    assert_eq!(push.json()["full"], true, "the new bucket gets a full push: {}", push.stdout);
+    assert_identical(&t, &second, "after switching buckets");
+    let sync_dir = t.root.join(".clawboard/sync");
+    assert!(sync_dir.join("replaced/pushed.json").exists() || sync_dir.join("replaced/pushed.log").exists());
+    let again = sync(&t, &["push", "--json"]);
+    assert_eq!(again.json()["full"], false, "one full push is enough: {}", again.stdout);
+}

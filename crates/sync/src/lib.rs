@@ -29,6 +29,7 @@
 //! It never writes the journal; pulled files reach the tree only through the store
 //! it is handed.
 
+mod binding;
 pub mod client;
 pub mod cluster;
 pub mod copy;

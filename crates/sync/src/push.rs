@@ -180,6 +180,10 @@ impl<R: Remote> Push<R> {
         let mut at = cursor.load()?;
         let journal_dir = self.sync.root.join(clawboard_core::layout::JOURNAL);
         let mut report = PushReport { cursor: at, ..PushReport::default() };
+        if crate::binding::full_pending(&sync_dir(&self.sync.root)) {
+            tracing::info!(remote = %self.sync.remote.describe(), "pushing the whole tree to the new remote");
+            return self.full_locked().await;
+        }
         if let Some((oldest, _)) = journal::bounds(&journal_dir)?
             && oldest > at + 1
         {
@@ -247,6 +251,7 @@ impl<R: Remote> Push<R> {
         self.sync.with_state(PushState::sync)?;
         self.sync.flush_log().await?;
         cursor.store(upto)?;
+        crate::binding::full_done(&sync_dir(&self.sync.root))?;
         report.cursor = upto;
         Ok(report)
     }

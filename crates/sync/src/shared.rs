@@ -181,6 +181,9 @@ impl<R: Remote> SyncState<R> {
         })
         .await
         .map_err(|e| Error::io(&self.root, std::io::Error::other(e)))??;
+        if crate::binding::bind(&sync_dir(&self.root), &self.remote.describe())? {
+            *self.state.lock().map_err(|_| poisoned())? = None;
+        }
         Ok((running, lock))
     }
 
