@@ -28,6 +28,7 @@ mod lanes;
 mod llm;
 mod model;
 mod multinode;
+mod replay;
 mod retention;
 mod review;
 mod review_notify;

@@ -11,6 +11,7 @@ pub mod entry;
 pub mod escalation;
 pub mod init;
 pub mod man;
+pub mod replay;
 pub mod report;
 pub mod retention;
 pub mod role;

@@ -111,6 +111,35 @@ pub fn save_output_in(store: &Store, dir: &str, a: &Attempt, stdout: &[u8], stde
     Ok(())
 }
 
+/// Keeps what the run was handed (its input, as `replay` compares it) beside its
+/// record in `dir`, as `{NNNN}-{role}.input`: written with the record, durable at
+/// the store's next `sync_records`.
+pub fn save_input_in(store: &Store, dir: &str, a: &Attempt, input: &serde_json::Value) -> Result<(), Error> {
+    let bytes = clawboard_core::store::to_pretty_json(input);
+    store.write_record(&rel(dir, &format!("{}.input", a.file_stem()))?, bytes.as_bytes())
+}
+
+/// What attempt `a` was handed, when it was kept (`None` for a run recorded before
+/// inputs were kept, or one a crash cut short before it).
+pub fn read_input_in(store: &Store, dir: &str, a: &Attempt) -> Result<Option<serde_json::Value>, Error> {
+    match store.read_bytes(&rel(dir, &format!("{}.input", a.file_stem()))?) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            let path = format!("{dir}/{}.input", a.file_stem());
+            Error::io(path, std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        }),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The raw stderr of attempt `a` (empty when it printed none).
+pub fn read_stderr_in(store: &Store, dir: &str, a: &Attempt) -> Result<Vec<u8>, Error> {
+    match store.read_bytes(&rel(dir, &format!("{}.stderr", a.file_stem()))?) {
+        Err(Error::NotFound { .. }) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
 pub fn read_stdout(store: &Store, task_id: &str, a: &Attempt) -> Result<Vec<u8>, Error> {
     read_stdout_in(store, &attempts_dir(task_id), a)
 }

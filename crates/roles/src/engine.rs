@@ -141,6 +141,8 @@ pub struct Engine {
     guard: Lock<Option<Arc<dyn guard::ClaimGuard>>>,
     /// Role runs since start, by outcome (`ok`, `failed`, `timed_out`, `interrupted`).
     runs: Lock<std::collections::BTreeMap<&'static str, u64>>,
+    /// A replay's recorded attempts: role calls are answered from them, never run.
+    recording: Option<Arc<crate::replay::Recording>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -175,7 +177,20 @@ impl Engine {
             fenced: Lock::new(Default::default()),
             guard: Lock::new(None),
             runs: Lock::new(Default::default()),
+            recording: None,
         }
+    }
+
+    /// This engine replays: each role call is answered from `recording`'s attempt
+    /// for the same step and role (no process, request or wait), and what it is
+    /// handed is compared with what that attempt was handed.
+    pub fn replaying(mut self, recording: Arc<crate::replay::Recording>) -> Engine {
+        self.recording = Some(recording);
+        self
+    }
+
+    pub(crate) fn recording(&self) -> Option<&crate::replay::Recording> {
+        self.recording.as_deref()
     }
 
     pub fn blueprints(&self) -> Arc<clawboard_blueprint::Catalog> {

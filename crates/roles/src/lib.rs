@@ -23,6 +23,8 @@
 //! - [`context`]: the JSON a role receives. [`output`]: what it must print.
 //!   [`reply`]: that shape as a JSON Schema, which an `llm` role's model is asked to fit.
 //! - [`status_page`]: the progress page, `status.md`.
+//! - [`replay`]: a recorded task's attempts answering a replay's role calls, and
+//!   what each step was handed then against now.
 //! - [`sandbox`]: the Landlock sandbox of command roles (`[sandbox]`).
 
 pub mod claims;
@@ -31,6 +33,7 @@ pub mod context;
 pub mod engine;
 pub mod intake;
 pub mod output;
+pub mod replay;
 pub mod reply;
 pub mod runner;
 pub mod sandbox;

@@ -130,6 +130,25 @@ pub async fn run_shaped(
     out
 }
 
+/// What a run of `role` is handed for `context`, as an attempt keeps it (and a
+/// replay compares it): for a model role, the chat request it would send (model,
+/// messages, reply format; never a key); otherwise the context itself. The run's own
+/// ids (`instanceId`, `attempt`), which differ on every run, are left out.
+pub fn input_of(role: &RoleConfig, context: &serde_json::Value, shape: &ReplyShape) -> serde_json::Value {
+    let mut ctx = context.clone();
+    if let Some(o) = ctx.as_object_mut() {
+        o.remove("instanceId");
+        o.remove("attempt");
+    }
+    match (&role.command, &role.http, &role.llm) {
+        (None, None, Some(llm)) => {
+            let bytes = serde_json::to_vec(&ctx).unwrap_or_default();
+            serde_json::json!({"request": llm::request_for(llm, &bytes, shape)})
+        }
+        _ => serde_json::json!({"context": ctx}),
+    }
+}
+
 /// A run that ended as `status`, with nothing else to say yet.
 fn ended(status: RunStatus) -> RunOutcome {
     RunOutcome {

@@ -19,11 +19,13 @@ use crate::output::{self, Table, truncate};
 #[command(after_help = "Examples:
   clawboard task submit config/examples/task.json
   clawboard task list --status running
-  clawboard task show task-20260225-001")]
+  clawboard task show task-20260225-001
+  clawboard task replay task-20260225-001")]
 pub enum TaskCommand {
     Submit(SubmitArgs),
     List(ListArgs),
     Show(ShowArgs),
+    Replay(super::replay::ReplayArgs),
 }
 
 /// Validate a task and write it to tasks/{taskId}/task.json
@@ -103,6 +105,7 @@ pub fn run(c: TaskCommand, s: &Settings) -> anyhow::Result<u8> {
         TaskCommand::Submit(a) => submit(a, s),
         TaskCommand::List(a) => list(a, s),
         TaskCommand::Show(a) => show(a, s),
+        TaskCommand::Replay(a) => super::replay::run(a, s),
     }
 }
 

@@ -231,7 +231,8 @@ impl TaskRun<'_> {
         instance: &str,
         mut handed: Option<Handed>,
     ) -> Result<Option<Handed>, StepError> {
-        let Some(llm) = role.llm.as_ref() else { return Ok(handed) };
+        // A replay asks no server anything, the model's count included.
+        let Some(llm) = role.llm.as_ref().filter(|_| self.engine.recording().is_none()) else { return Ok(handed) };
         for cut in 0..=MAX_RECUTS {
             let Some(h) = handed.as_mut() else { return Ok(None) };
             let text = h.data.to_string();

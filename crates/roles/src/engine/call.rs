@@ -20,6 +20,7 @@ use super::StepError;
 use crate::Engine;
 use crate::config::RoleConfig;
 use crate::output::RaisedEscalation;
+use crate::replay::Answer;
 use crate::reply::ReplyShape;
 use crate::runner::{self, RunIdentity, RunOutcome, RunStatus};
 
@@ -161,7 +162,7 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
             if *engine.shutdown.stopping.borrow() {
                 return Err(StepError::Stopped);
             }
-            if retry > 0 {
+            if retry > 0 && engine.recording().is_none() {
                 backoff(engine, role.retry_backoff, retry).await?;
             }
             let tried = attempt(site, call.step, role_id, role, accept, &feedback, cut_offs).await?;
@@ -213,7 +214,16 @@ async fn attempt<S: Site, T: RoleOutput>(
     let engine = site.engine();
     let _permit = engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
     engine.held(site.task_id()).await?;
-    let instance_id = format!("inst-{}", clawboard_core::id::random_hex(6));
+    let recorded = match engine.recording().map(|r| r.take(step, role_id)) {
+        Some(Answer::Stop) => return Err(StepError::Stopped),
+        Some(Answer::Recorded(rec)) => Some(rec),
+        Some(Answer::Live) | None => None,
+    };
+    let instance_id = match &recorded {
+        // The recorded instance again: the products that name it read as they did.
+        Some(rec) => rec.attempt.instance_id.clone(),
+        None => format!("inst-{}", clawboard_core::id::random_hex(6)),
+    };
     let mut handed = site.hand(role_id, role, &instance_id).await?;
     let mut attempt = open_attempt(site, step, role_id, &instance_id)?;
     let mut ctx = site.context(handed.as_ref(), role_id, role);
@@ -223,6 +233,12 @@ async fn attempt<S: Site, T: RoleOutput>(
         if !feedback.is_empty() {
             o.insert("feedback".into(), feedback.into());
         }
+    }
+    let shape = site.shape(cut_offs);
+    let input = runner::input_of(role, &ctx, &shape);
+    attempts::save_input_in(&engine.store, site.records_dir(), &attempt, &input)?;
+    if let (Some(r), Some(rec)) = (engine.recording(), &recorded) {
+        r.handed(rec, &input);
     }
     let who = RunIdentity {
         root: engine.store.root().display().to_string(),
@@ -234,16 +250,19 @@ async fn attempt<S: Site, T: RoleOutput>(
         sandbox: engine.roles().sandbox.for_role(role),
     };
     let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
-    let shape = site.shape(cut_offs);
     let mut kill = engine.shutdown.kill.clone();
     // The process starts at the run's first poll; the bookkeeping (the instance
     // list, the whole board's count for the ledger) is done while it runs.
     // The token is valid while the role runs, not a moment longer, whatever happens
     // next (an early return, or this future dropped).
     let revoke = Revoke(engine, who.token.clone());
-    let (out, started) = tokio::join!(runner::run_shaped(role, &context_bytes, &shape, &who, &mut kill), async {
-        site.started(&attempt, &who.token, handed.as_mut())
-    });
+    let run = async {
+        match &recorded {
+            Some(rec) => rec.outcome(),
+            None => runner::run_shaped(role, &context_bytes, &shape, &who, &mut kill).await,
+        }
+    };
+    let (out, started) = tokio::join!(run, async { site.started(&attempt, &who.token, handed.as_mut()) });
     drop(revoke);
     tracing::debug!(task = %site.task_id(), step = %step, "the run ended");
     started?;
@@ -256,6 +275,12 @@ async fn attempt<S: Site, T: RoleOutput>(
     // Then the escalations it raised through the API while it ran (after the
     // output's, which the site pairs with the output by position).
     attempt.escalations.extend(engine.take_raised(&instance_id));
+    if let Some(rec) = &recorded
+        && rec.attempt.escalations.len() >= attempt.escalations.len()
+    {
+        // The recorded ids: their recorded decisions decide the replay's hold.
+        attempt.escalations.clone_from(&rec.attempt.escalations);
+    }
     attempt.ended_at = Some(Timestamp::now_millis());
     attempt.elapsed_ms = Some(u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX));
     // Output first, record second: an `ok` record always has its output beside it.

@@ -665,6 +665,16 @@ fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<
     Some((at.with_timezone(&chrono::Utc) - now).to_std().unwrap_or(Duration::ZERO))
 }
 
+/// The request a run would send for `context`, in the reply format the role is
+/// configured for (what a server taught this process is left out: the same input
+/// reads the same on every run).
+pub(super) fn request_for(llm: &LlmConfig, context: &[u8], shape: &ReplyShape) -> Value {
+    let shape = shape.clone().for_role(llm);
+    let f = llm.reply_format();
+    let format = if f.sends_schema() && shape.schema.is_none() { ReplyFormat::JsonObject } else { f };
+    request_body(llm, &user_message(context), &shape, format)
+}
+
 /// The chat-completions request: model, system and user messages, temperature,
 /// the completion limit and the reply's format (with the step's schema).
 fn request_body(llm: &LlmConfig, message: &str, shape: &ReplyShape, format: ReplyFormat) -> Value {

@@ -1,0 +1,219 @@
+//! `clawboard task replay` end to end: recorded tasks (the demo's three: a lifecycle
+//! task that iterated, one escalated and approved, a blueprint with competing
+//! titles and a quality loop; and `clawboard run`'s blueprint task) replayed with
+//! no role run, under an edited config, cut short, not recorded to the end, and on
+//! bad input; the recorded tree is never changed.
+
+use std::path::Path;
+
+use clawboard_tests::blueprints::*;
+use clawboard_tests::{Run, Tree};
+use serde_json::Value;
+
+fn replay(t: &Tree, cfg: &Path, args: &[&str]) -> Run {
+    let mut all = vec!["--config", cfg.to_str().unwrap(), "task", "replay"];
+    all.extend_from_slice(args);
+    t.run(&all)
+}
+
+fn verdicts(r: &Value) -> Vec<(String, String)> {
+    r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap().to_owned(), s["verdict"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// A blueprint task run by `clawboard run` with the example roles: its tree and id.
+fn recorded_blueprint() -> (Tree, String, std::path::PathBuf) {
+    let t = Tree::init();
+    let cfg = t.config(&config(&[], ""));
+    let input = t.scratch("input.json", xhs_input().to_string().as_bytes());
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "run", "xiaohongshu_viral", "--input", input.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let id = r.stderr.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_owned();
+    assert!(t.root.join("tasks").join(&id).join("task.json").exists(), "{id}: {}", r.stderr);
+    (t, id, cfg)
+}
+
+#[test]
+fn the_demo_tasks_replay_the_same_with_no_role_run() {
+    let t = Tree::new();
+    t.run(&["demo"]).ok();
+    let cfg = t.root.join(".clawboard/demo/clawboard.toml");
+    let before = t.snapshot();
+    let mut tasks: Vec<String> = std::fs::read_dir(t.root.join("tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    tasks.sort();
+    assert_eq!(tasks.len(), 3, "{tasks:?}");
+    for id in &tasks {
+        let r = replay(&t, &cfg, &[id, "--json"]);
+        assert_eq!(r.code, 0, "{id}: {}{}", r.stdout, r.stderr);
+        let j = r.json();
+        assert!(verdicts(&j).iter().all(|(_, v)| v == "same"), "{id}: {:?}", verdicts(&j));
+        assert_eq!((j["then"].as_str(), j["now"].as_str()), (Some("completed"), Some("completed")), "{id}");
+        assert_eq!(j["board"], serde_json::json!([]), "{id}");
+        assert_eq!(j["live_steps"], 0);
+        let steps = verdicts(&j).into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+        if id.starts_with("demo-iterate") {
+            assert!(steps.contains(&"iter-2/validator".to_owned()), "{steps:?}");
+        }
+        if id.starts_with("demo-blueprint") {
+            for step in ["bp/title-c1", "bp/title-c3", "bp/r2/score", "bp/adapt", "harvest"] {
+                assert!(steps.contains(&step.to_owned()), "{step} in {steps:?}");
+            }
+        }
+    }
+    // The summary over every finished task agrees.
+    let all = replay(&t, &cfg, &["--all"]);
+    assert_eq!(all.code, 0, "{}{}", all.stdout, all.stderr);
+    assert!(all.stdout.contains("3 tasks replayed, 3 the same, 0 differ"), "{}", all.stdout);
+    assert_eq!(t.snapshot(), before, "a replay changes nothing in the recorded tree");
+}
+
+#[test]
+fn a_replay_runs_no_role_and_a_template_edit_names_the_title_steps_only() {
+    let (t, id, cfg) = recorded_blueprint();
+    let before = t.snapshot();
+    let plain = replay(&t, &cfg, &[&id]);
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    assert!(plain.stdout.contains("no role run"), "{}", plain.stdout);
+
+    // Every role a program that would leave a mark: the replay starts none of them.
+    let mark = t.dir.path().join("a-role-ran");
+    let sh = format!("command = [\"sh\", \"-c\", \"touch {}; exit 1\"]", mark.display());
+    let roles = ["content-curator", "trend-tracker", "title-worker", "body-worker", "virality-scorer"];
+    let patches: Vec<(&str, &str)> = roles.iter().map(|r| (*r, sh.as_str())).collect();
+    let dead = t.scratch("dead.toml", config(&patches, "").as_bytes());
+    let r = replay(&t, &dead, &[&id, "--json"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(!mark.exists(), "a role process was started");
+
+    // The title template edited: the title steps are handed something else, no step before them is.
+    let templates = t.dir.path().join("templates");
+    std::fs::create_dir_all(&templates).unwrap();
+    let edited = std::fs::read_to_string(clawboard_tests::repo().join("config/templates/title_generation.json"))
+        .unwrap()
+        .replace("\"topic\": \"{intent}\"", "\"subject\": \"{intent}\"")
+        .replace("\"required\": [\"topic\"]", "\"required\": [\"subject\"]");
+    std::fs::write(templates.join("title_generation.json"), edited).unwrap();
+    let extra = format!("[board]\ntemplates = {:?}\n", templates.display().to_string());
+    let changed = t.scratch("edited.toml", config(&[], &extra).as_bytes());
+    let r = replay(&t, &changed, &[&id, "--json"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = verdicts(&r.json());
+    let differs: Vec<&str> = v.iter().filter(|(_, x)| x == "input_differs").map(|(s, _)| s.as_str()).collect();
+    assert!(!differs.is_empty() && differs.iter().all(|s| s.contains("title-c")), "{v:?}");
+    let first = v.iter().position(|(_, x)| x == "input_differs").unwrap();
+    assert!(v[..first].iter().all(|(_, x)| x == "same"), "no step before the titles: {v:?}");
+    assert!(first >= 2, "the brief and the trends come first: {v:?}");
+    let diff = r.json()["steps"][first]["diff"].as_str().unwrap().to_owned();
+    assert!(diff.contains("- ") && diff.contains("\"subject\""), "{diff}");
+    let text = replay(&t, &changed, &[&id]);
+    assert!(text.stdout.contains("input differs") && text.stdout.contains("+ "), "{}", text.stdout);
+    assert_eq!(t.snapshot(), before, "the recorded tree is unchanged");
+}
+
+#[test]
+fn a_step_the_recording_never_reached_stops_the_replay_or_runs_live() {
+    let (t, id, cfg) = recorded_blueprint();
+    let attempts = task_dir(&t, &id).join("attempts");
+    // The recorded run, as if it ended before its harvest.
+    let harvest: Vec<_> = std::fs::read_dir(&attempts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains("-harvester."))
+        .collect();
+    assert!(!harvest.is_empty());
+    for p in &harvest {
+        std::fs::remove_file(p).unwrap();
+    }
+    let before = t.snapshot();
+    let r = replay(&t, &cfg, &[&id, "--json"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = verdicts(&r.json());
+    assert_eq!(v.last().unwrap(), &("harvest".to_owned(), "not_recorded".to_owned()), "{v:?}");
+    assert!(v[..v.len() - 1].iter().all(|(_, x)| x == "same"), "{v:?}");
+    let live = replay(&t, &cfg, &[&id, "--live", "--json"]);
+    let j = live.json();
+    assert_eq!(verdicts(&j).last().unwrap().1, "live", "{}", live.stdout);
+    assert_eq!(j["live_steps"], 1);
+    assert_eq!(j["now"], "completed", "the real harvester ran the last step: {}", live.stdout);
+    assert_eq!(t.snapshot(), before);
+}
+
+#[test]
+fn a_recording_a_crash_cut_short_stops_at_that_step_and_says_so() {
+    let (t, id, cfg) = recorded_blueprint();
+    let attempts = task_dir(&t, &id).join("attempts");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&attempts).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    // Cut at the body step's first attempt: it is `running`, and nothing after it was recorded.
+    let body = names.iter().find(|n| n.contains("-body-worker.json")).unwrap().clone();
+    let cut: u32 = body[..4].parse().unwrap();
+    for n in &names {
+        if n[..4].parse::<u32>().unwrap() > cut {
+            std::fs::remove_file(attempts.join(n)).unwrap();
+        }
+    }
+    let p = attempts.join(&body);
+    let mut a: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    a["status"] = "running".into();
+    for k in ["endedAt", "exitCode", "elapsedMs"] {
+        a.as_object_mut().unwrap().remove(k);
+    }
+    std::fs::write(&p, serde_json::to_vec_pretty(&a).unwrap()).unwrap();
+    let before = t.snapshot();
+    let r = replay(&t, &cfg, &[&id, "--json"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = verdicts(&r.json());
+    assert_eq!(v.last().unwrap(), &("bp/body".to_owned(), "cut_short".to_owned()), "{v:?}");
+    let text = replay(&t, &cfg, &[&id]);
+    assert!(text.stdout.contains("bp/body") && text.stdout.contains("cut short"), "{}", text.stdout);
+    assert_eq!(t.snapshot(), before);
+}
+
+#[test]
+fn bad_replays_are_refused_naming_what_is_wrong_and_change_nothing() {
+    let (t, id, cfg) = recorded_blueprint();
+    let before = t.snapshot();
+    let r = replay(&t, &cfg, &["task-20260101-000000-abcdef"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("no task task-20260101-000000-abcdef"), "{}", r.stderr);
+    let r = replay(&t, &cfg, &["../escape"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let full = t.dir.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("x"), "x").unwrap();
+    let r = replay(&t, &cfg, &[&id, "--into", full.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not empty"), "{}", r.stderr);
+    let inside = t.root.join("replayed");
+    let r = replay(&t, &cfg, &[&id, "--into", inside.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("inside the recorded tree"), "{}", r.stderr);
+    assert_eq!(t.snapshot(), before, "nothing changed by a refused replay");
+
+    // A blueprint no longer in the config.
+    let task_json = task_dir(&t, &id).join("task.json");
+    let mut task: Value = serde_json::from_slice(&std::fs::read(&task_json).unwrap()).unwrap();
+    task["blueprint_id"] = "retired_blueprint".into();
+    std::fs::write(&task_json, serde_json::to_vec_pretty(&task).unwrap()).unwrap();
+    let r = replay(&t, &cfg, &[&id]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("/blueprint_id") && r.stderr.contains("retired_blueprint"), "{}", r.stderr);
+
+    // --into keeps the replayed tree, outside the recorded one.
+    task["blueprint_id"] = "xiaohongshu_viral".into();
+    std::fs::write(&task_json, serde_json::to_vec_pretty(&task).unwrap()).unwrap();
+    let kept = t.dir.path().join("kept");
+    let r = replay(&t, &cfg, &[&id, "--into", kept.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let replayed: Value =
+        serde_json::from_slice(&std::fs::read(kept.join("tasks").join(&id).join("task.json")).unwrap()).unwrap();
+    assert_eq!(replayed["status"], "completed");
+}
