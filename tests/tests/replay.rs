@@ -217,3 +217,136 @@ fn bad_replays_are_refused_naming_what_is_wrong_and_change_nothing() {
         serde_json::from_slice(&std::fs::read(kept.join("tasks").join(&id).join("task.json")).unwrap()).unwrap();
     assert_eq!(replayed["status"], "completed");
 }
+
+// --- fork ---------------------------------------------------------------------
+
+fn attempt_files(t: &Tree, id: &str) -> Vec<Value> {
+    let dir = task_dir(t, id).join("attempts");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names.iter().filter(|n| n.ends_with(".json")).map(|n| read_json(&dir.join(n))).collect()
+}
+
+#[test]
+fn a_fork_at_the_body_step_reuses_the_steps_before_it_and_runs_the_rest_on_the_edited_board() {
+    let (t, id, cfg) = recorded_blueprint();
+    let before = t.snapshot();
+    let c = cfg.to_str().unwrap();
+    let title = "\"秋冬护肤只做三件事\"";
+    let set = format!("content.hook.selected={title}");
+    let set2 = format!("content.hook.title={title}");
+    let r = t.run(&[
+        "--config", c, "task", "fork", &id, "--at", "bp/body", "--set", &set, "--set", &set2, "--run", "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let j = r.json();
+    let fork = j["task"].as_str().unwrap().to_owned();
+    assert_eq!(j["outcome"], "completed", "{}", r.stdout);
+    assert_eq!(
+        (j["forked_from"]["task"].as_str(), j["forked_from"]["step"].as_str()),
+        (Some(id.as_str()), Some("bp/body"))
+    );
+    assert_eq!(j["forked_from"]["set"][0]["path"], "content.hook.selected", "the edits the VM makes before the body");
+    let task = read_json(&task_dir(&t, &fork).join("task.json"));
+    assert_eq!(task["forked_from"]["task"], id.as_str());
+
+    // The steps before the body were copied, marked as the recorded task's, and none ran again.
+    let attempts = attempt_files(&t, &fork);
+    let copied: Vec<&Value> = attempts.iter().filter(|a| a["forkedFrom"] == id.as_str()).collect();
+    let steps: Vec<&str> = copied.iter().map(|a| a["step"].as_str().unwrap()).collect();
+    assert_eq!(steps, ["bp/curate", "bp/trends", "bp/title-c1", "bp/title-c2", "bp/title-c3"], "{attempts:#?}");
+    let live: Vec<&str> =
+        attempts.iter().filter(|a| a.get("forkedFrom").is_none()).map(|a| a["step"].as_str().unwrap()).collect();
+    assert_eq!(live.first(), Some(&"bp/body"), "{live:?}");
+    assert!(!live.iter().any(|s| *s == "bp/curate" || *s == "bp/title-c1"), "{live:?}");
+
+    // The body step was handed the title the person set; the person's write is in the history.
+    let body_input = std::fs::read_to_string(
+        task_dir(&t, &fork).join("attempts").join(format!("{:04}-body-worker.input", copied.len() + 1)),
+    )
+    .unwrap();
+    assert!(body_input.contains("秋冬护肤只做三件事"), "{body_input}");
+    let history = t.run(&["--config", c, "board", "history", &fork, "content.hook.selected", "--json"]);
+    assert!(history.stdout.contains("\"human\""), "{}", history.stdout);
+
+    // Its tokens: what it spent itself, and what it reused.
+    let result = read_json(&task_dir(&t, &fork).join("result.json"));
+    assert_eq!(result["tokens"]["reused"]["slices"], 5, "{}", result["tokens"]);
+
+    // The recorded task is as it was (the fork is a new directory beside it).
+    let mut after = t.snapshot();
+    after.retain(|k, _| {
+        !k.starts_with(&format!("tasks/{fork}")) && !k.starts_with(".clawboard") && !k.starts_with("roles/")
+    });
+    let mut was = before.clone();
+    was.retain(|k, _| !k.starts_with(".clawboard") && !k.starts_with("roles/"));
+    let changed: Vec<&String> = after.keys().filter(|k| after.get(*k) != was.get(*k)).collect();
+    assert!(changed.iter().all(|k| !k.contains(&id)), "the recorded task changed: {changed:?}");
+}
+
+#[test]
+fn a_lifecycle_task_forks_at_its_second_validation() {
+    let t = Tree::new();
+    t.run(&["demo"]).ok();
+    let cfg = t.root.join(".clawboard/demo/clawboard.toml");
+    let c = cfg.to_str().unwrap();
+    let id = std::fs::read_dir(t.root.join("tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("demo-iterate"))
+        .unwrap();
+    let r = t.run(&[
+        "--config",
+        c,
+        "task",
+        "fork",
+        &id,
+        "--at",
+        "iter-2/validator",
+        "--id",
+        "task-20261207-000000-f0f0f0",
+        "--run",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("task-20261207-000000-f0f0f0: completed"), "{}", r.stdout);
+    let attempts = attempt_files(&t, "task-20261207-000000-f0f0f0");
+    let live: Vec<&str> =
+        attempts.iter().filter(|a| a.get("forkedFrom").is_none()).map(|a| a["step"].as_str().unwrap()).collect();
+    assert_eq!(live, ["iter-2/validator", "harvest"], "{attempts:#?}");
+    // The fork replays the same: its copied steps answer from its own records.
+    let replayed = replay(&t, &cfg, &["task-20261207-000000-f0f0f0"]);
+    assert_eq!(replayed.code, 0, "{}{}", replayed.stdout, replayed.stderr);
+}
+
+#[test]
+fn bad_forks_are_refused_naming_what_is_wrong_and_leave_no_fork_behind() {
+    let (t, id, cfg) = recorded_blueprint();
+    let c = cfg.to_str().unwrap();
+    let before = t.snapshot();
+    let fork = |args: &[&str]| {
+        let mut all = vec!["--config", c, "task", "fork"];
+        all.extend_from_slice(args);
+        t.run(&all)
+    };
+    for (args, says) in [
+        (vec!["task-20260101-000000-abcdef", "--at", "bp/body"], "no task task-20260101-000000-abcdef"),
+        (vec![id.as_str(), "--at", "bp/nowhere"], "never reached that step (its steps: bp/curate"),
+        (vec![id.as_str(), "--seq", "100000"], "board history ends at record"),
+        (vec![id.as_str(), "--at", "bp/body", "--set", "elsewhere.x=1"], "\"elsewhere\" is not a zone"),
+        (vec![id.as_str(), "--at", "bp/body", "--set", "control.step_status.body=5"], "control.step_status.body"),
+        (vec![id.as_str(), "--at", "bp/body", "--set", "content.hook.title=not json"], "the value is not JSON"),
+        (vec![id.as_str(), "--at", "bp/body", "--id", id.as_str()], "a task with that id exists"),
+    ] {
+        let r = fork(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        assert_eq!(t.snapshot(), before, "{args:?} left something behind");
+    }
+    // A fork after the last record leaves nothing to run.
+    let last = std::fs::read_dir(task_dir(&t, &id).join("board/history")).unwrap().count().to_string();
+    let r = fork(&[&id, "--seq", &last]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nothing is left to run"), "{}", r.stderr);
+    assert_eq!(t.snapshot(), before);
+}

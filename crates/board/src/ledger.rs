@@ -81,6 +81,14 @@ pub struct Handout {
     /// them (`[llm.providers.*] count_tokens`); the budget holds in this count too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_tokens: Option<u64>,
+    /// Copied from the recorded task a fork was made of: handed and paid for there,
+    /// not by this task (its totals count it apart, as reused).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reused: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Handout {
@@ -112,6 +120,7 @@ impl Handout {
             outcome: "handed".to_owned(),
             usage: None,
             model_tokens: None,
+            reused: false,
         }
     }
 }
@@ -127,6 +136,13 @@ pub struct Totals {
     /// The slices in the model's own tokens, over the entries that have the count.
     #[serde(skip_serializing_if = "is_zero")]
     pub model_tokens: u64,
+    /// A fork's slices copied from the task it was forked from: counted here, not above.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reused_slices: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reused_prompt_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reused_completion_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -181,6 +197,14 @@ fn numbers(store: &Store, task: &str) -> Result<Vec<u64>> {
 pub fn totals(entries: &[Handout]) -> Totals {
     let mut t = Totals::default();
     for e in entries.iter().filter(|e| !matches!(e.outcome.as_str(), "over_budget" | "recut")) {
+        if e.reused {
+            t.reused_slices += 1;
+            if let Some(u) = e.usage {
+                t.reused_prompt_tokens += u.prompt_tokens;
+                t.reused_completion_tokens += u.completion_tokens;
+            }
+            continue;
+        }
         t.slices += 1;
         t.slice_tokens += e.tokens;
         t.full_tokens += e.full_tokens.unwrap_or(0);

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod doctor;
 pub mod entry;
 pub mod escalation;
+pub mod fork;
 pub mod init;
 pub mod man;
 pub mod replay;

@@ -42,6 +42,9 @@ pub struct Attempt {
     /// (`clawboard write escalations/{id}.json`) while it ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalations: Vec<String>,
+    /// Copied from this task (a fork's recorded step): it ran there, not here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 impl Attempt {

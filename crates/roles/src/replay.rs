@@ -80,6 +80,9 @@ pub enum Verdict {
     InputDiffers,
     /// Answered as then; what it was handed then was not kept, so not compared.
     InputNotKept,
+    /// A fork's step copied from the task it was forked from: handed there, under
+    /// that task's id, so not compared.
+    Copied,
     /// The recorded run never reached this step (or never finished it).
     NotRecorded,
     /// Not recorded, and run by the real role (`--live`).
@@ -94,6 +97,7 @@ impl Verdict {
             Verdict::Same => "same",
             Verdict::InputDiffers => "input differs",
             Verdict::InputNotKept => "input not kept",
+            Verdict::Copied => "copied",
             Verdict::NotRecorded => "not recorded",
             Verdict::Live => "live",
             Verdict::CutShort => "cut short",
@@ -224,6 +228,7 @@ impl Recording {
     pub(crate) fn handed(&self, rec: &Recorded, now: &Value) {
         let a = &rec.attempt;
         let (verdict, diff) = match &rec.input {
+            _ if a.forked_from.is_some() => (Verdict::Copied, None),
             None => (Verdict::InputNotKept, None),
             Some(then) => {
                 let (then, now) = (shown(then), shown(now));
@@ -440,6 +445,7 @@ mod tests {
                 error: error.map(str::to_owned),
                 elapsed_ms: Some(1200),
                 escalations: Vec::new(),
+                forked_from: None,
             },
             stdout: b"{}".to_vec(),
             stderr: Vec::new(),

@@ -29,6 +29,7 @@ archive is reached. Each step is reported as:
   same            handed what it was handed then
   input differs   handed something else now (a diff: - then, + now)
   input not kept  answered as then; its input was recorded before inputs were kept
+  copied          a fork's step copied from the task it was forked from
   not recorded    the recorded run never reached the step: the replay stops there
                   (--live: the real role runs it)
   cut short       the recorded attempt was cut short by a crash and never ran again

@@ -116,6 +116,47 @@ fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Res
     Input::from_value(shown, &Value::Object(obj), &s.blueprints.ids()).map_err(|e| BadInput(e.to_string()).into())
 }
 
+/// The tree, held by this process for as long as the returned lock lives, with
+/// its store (deferred writes: the write-ahead log of a crashed run is replayed
+/// now). Refused while a daemon serves it (`instead` says what to do).
+pub fn hold_root(s: &Settings, instead: &str) -> anyhow::Result<(clawboard_core::Store, std::fs::File)> {
+    let (store, _) =
+        clawboard_core::Store::init(&s.root).with_context(|| format!("cannot set up {}", s.root.display()))?;
+    let store = store.with_max_file_bytes(s.max_file_bytes);
+    let lock = match try_lock_root(&s.root)? {
+        RootLock::Taken(f) => f,
+        RootLock::HeldBy(pid) => {
+            return Err(BadInput(format!("a daemon (pid {pid}) serves {}: {instead}", s.root.display())).into());
+        }
+    };
+    Ok((store.with_deferred_writes()?, lock))
+}
+
+/// Drives task `id` (claimed, its task.json written) to where it ends now, in
+/// this process, on the tree `store` holds.
+pub fn drive_here(
+    store: &clawboard_core::Store,
+    s: &Settings,
+    id: &str,
+    full_context: bool,
+) -> anyhow::Result<Outcome> {
+    let (mut config, _) = crate::config::engine::build(s)?;
+    let mut roles = s.roles.clone();
+    roles.full_context = full_context;
+    config.roles = Arc::new(roles);
+    let engine = Arc::new(Engine::new(store.clone(), config, Shutdown::never()));
+    // One thread drives the task: the role processes, their pipes and timers are
+    // polled where the steps run, with no wake-up handed between threads, and
+    // the tokenizer's caches (per thread) stay warm from step to step. Parallel
+    // steps still run side by side (they wait on processes, not on this thread).
+    // Against a two-thread runtime: 1.91 vs 2.23 ms per step at p50
+    // (docs/BENCHMARKS.md, "Durable step overhead").
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let outcome = runtime.block_on(engine.drive(id))?;
+    store.checkpoint()?;
+    Ok(outcome)
+}
+
 pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     // The tokenizer (~100 ms to load) is loaded first, not by the first step's
     // slice: loaded between that step's records and its process, it left the
@@ -133,22 +174,7 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     if let Err(e) = clawboard_roles::runner::close_own_proc_files() {
         tracing::warn!("cannot close /proc/{}/environ to role processes: {e}", std::process::id());
     }
-    let (store, _) =
-        clawboard_core::Store::init(&s.root).with_context(|| format!("cannot set up {}", s.root.display()))?;
-    let store = store.with_max_file_bytes(s.max_file_bytes);
-    // Held for the whole run: no daemon starts on the tree meanwhile.
-    let _lock = match try_lock_root(&s.root)? {
-        RootLock::Taken(f) => f,
-        RootLock::HeldBy(pid) => {
-            return Err(BadInput(format!(
-                "a daemon (pid {pid}) serves {}: drop the task into its inbox/ instead, or pass another --root",
-                s.root.display()
-            ))
-            .into());
-        }
-    };
-    // Only now (the tree is ours) may the write-ahead log of a crashed run be replayed.
-    let store = store.with_deferred_writes()?;
+    let (store, _lock) = hold_root(s, "drop the task into its inbox/ instead, or pass another --root")?;
     let id = clawboard_core::id::new_task_id();
     let mut extra = Map::new();
     extra.insert("blueprint_id".into(), Value::String(input.blueprint_id.clone()));
@@ -174,20 +200,7 @@ pub fn run(a: RunArgs, s: &Settings) -> anyhow::Result<u8> {
     store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&task).as_bytes())?;
     eprintln!("task {id}: blueprint {} ({})", input.blueprint_id, layout::task_file(id.as_str(), ""));
 
-    let (mut config, _) = crate::config::engine::build(s)?;
-    let mut roles = s.roles.clone();
-    roles.full_context = a.full_context;
-    config.roles = Arc::new(roles);
-    let engine = Arc::new(Engine::new(store.clone(), config, Shutdown::never()));
-    // One thread drives the task: the role processes, their pipes and timers are
-    // polled where the steps run, with no wake-up handed between threads, and
-    // the tokenizer's caches (per thread) stay warm from step to step. Parallel
-    // steps still run side by side (they wait on processes, not on this thread).
-    // Against a two-thread runtime: 1.91 vs 2.23 ms per step at p50
-    // (docs/BENCHMARKS.md, "Durable step overhead").
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let outcome = runtime.block_on(engine.drive(id.as_str()))?;
-    store.checkpoint()?;
+    let outcome = drive_here(&store, s, id.as_str(), a.full_context)?;
     let result: clawboard_core::formats::TaskResult =
         store.read(&RelPath::new(&layout::task_file(id.as_str(), layout::RESULT_FILE))?)?;
     if let Some(out) = result.extra.get("output") {

@@ -20,12 +20,14 @@ use crate::output::{self, Table, truncate};
   clawboard task submit config/examples/task.json
   clawboard task list --status running
   clawboard task show task-20260225-001
-  clawboard task replay task-20260225-001")]
+  clawboard task replay task-20260225-001
+  clawboard task fork task-20260225-001 --at iter-2/validator")]
 pub enum TaskCommand {
     Submit(SubmitArgs),
     List(ListArgs),
     Show(ShowArgs),
     Replay(super::replay::ReplayArgs),
+    Fork(super::fork::ForkArgs),
 }
 
 /// Validate a task and write it to tasks/{taskId}/task.json
@@ -106,6 +108,7 @@ pub fn run(c: TaskCommand, s: &Settings) -> anyhow::Result<u8> {
         TaskCommand::List(a) => list(a, s),
         TaskCommand::Show(a) => show(a, s),
         TaskCommand::Replay(a) => super::replay::run(a, s),
+        TaskCommand::Fork(a) => super::fork::run(a, s),
     }
 }
 

@@ -207,6 +207,7 @@ impl<'r, 'e> Vm<'r, 'e> {
                 return Err(failed(format!("blueprint {}: no step can run next (a dependency never finishes)", bp.id)));
             }
             let runnable = self.runnable(ready, &mut done)?;
+            self.fork_edits(&runnable, rounds.round)?;
             let results = self.run_steps(&runnable, rounds.round).await;
             if let Some(why) = self.settle(results, rounds.round, &mut done)? {
                 for s in bp.steps.iter().filter(|s| !done.contains(&s.id)) {
@@ -217,6 +218,29 @@ impl<'r, 'e> Vm<'r, 'e> {
                 return Ok(Some(why));
             }
         }
+    }
+
+    /// A fork's board edits (`forked_from.set` in `task.json`, a person's writes),
+    /// made as the step it was forked at is about to run: after the steps before
+    /// it wrote their (recorded) results again, so the edits are what it is handed.
+    /// Made again on each drive that reaches the step, so a resumed fork reads the same.
+    fn fork_edits(&self, runnable: &[&Step], round: u32) -> Result<(), StepError> {
+        let Some(fork) = self.run.task.extra.get("forked_from") else { return Ok(()) };
+        let (Some(at), Some(sets)) =
+            (fork.get("step").and_then(Value::as_str), fork.get("set").and_then(Value::as_array))
+        else {
+            return Ok(());
+        };
+        let here = runnable.iter().any(|s| is_run_of(at, &step_name(&self.bp, s, round, None, 0)));
+        if !here {
+            return Ok(());
+        }
+        for set in sets {
+            let path = set.get("path").and_then(Value::as_str).unwrap_or_default();
+            let value = set.get("value").cloned().unwrap_or(Value::Null);
+            self.put_as(&Caller::human(), path, value)?;
+        }
+        Ok(())
     }
 
     /// When every step of the loop is done: starts the next round (true) if

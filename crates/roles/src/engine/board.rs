@@ -330,17 +330,23 @@ impl TaskRun<'_> {
         ))?;
         if self.engine.store().exists(&r) {
             self.engine.store().update_json(&r, |res: &mut clawboard_core::formats::TaskResult| {
-                res.extra.insert(
-                    "tokens".into(),
-                    json!({
-                        "tokenizer": clawboard_board::tokens::TOKENIZER,
-                        "slices": t.slices,
-                        "sliceTokens": t.slice_tokens,
-                        "fullContextTokens": t.full_tokens,
-                        "promptTokens": t.prompt_tokens,
-                        "completionTokens": t.completion_tokens,
-                    }),
-                );
+                let mut tokens = json!({
+                    "tokenizer": clawboard_board::tokens::TOKENIZER,
+                    "slices": t.slices,
+                    "sliceTokens": t.slice_tokens,
+                    "fullContextTokens": t.full_tokens,
+                    "promptTokens": t.prompt_tokens,
+                    "completionTokens": t.completion_tokens,
+                });
+                // A fork: what the steps it copied had spent in the recorded task.
+                if t.reused_slices > 0 {
+                    tokens["reused"] = json!({
+                        "slices": t.reused_slices,
+                        "promptTokens": t.reused_prompt_tokens,
+                        "completionTokens": t.reused_completion_tokens,
+                    });
+                }
+                res.extra.insert("tokens".into(), tokens);
             })?;
         }
         self.progress(|p| p.tokens = Some(t));

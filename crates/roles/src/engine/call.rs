@@ -340,6 +340,7 @@ fn open_attempt<S: Site>(site: &S, step: &str, role_id: &str, instance_id: &str)
         error: None,
         elapsed_ms: None,
         escalations: Vec::new(),
+        forked_from: None,
     };
     // Number and register in one critical section: parallel roles of a step
     // group must never share a number.
