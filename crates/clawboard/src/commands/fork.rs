@@ -151,6 +151,7 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
     let rel = RelPath::new(&layout::task_file(new_id.as_str(), layout::TASK_FILE))?;
     store.sync_records()?;
     store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&fresh).as_bytes())?;
+    list_fork(store.root(), id.as_str(), new_id.as_str())?;
     let outcome = match &held {
         Some((here, _lock)) => {
             clawboard_roles::claims::claim(here, new_id.as_str())?;
@@ -190,6 +191,29 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Where the forks made of task `id` on this node are listed, one id a line.
+fn forks_file(root: &std::path::Path, id: &str) -> std::path::PathBuf {
+    root.join(layout::STATE).join("forks").join(id)
+}
+
+/// The forks made of task `id` on this node (for its page).
+pub fn forks_of(root: &std::path::Path, id: &str) -> Vec<String> {
+    std::fs::read_to_string(forks_file(root, id))
+        .map(|t| t.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn list_fork(root: &std::path::Path, id: &str, fork: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let path = forks_file(root, id);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    writeln!(f, "{fork}")?;
+    Ok(())
 }
 
 /// `PATH=JSON`.

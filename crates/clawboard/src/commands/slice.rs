@@ -262,7 +262,7 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
             e.full_tokens.map_or("-".into(), |n| n.to_string()),
             if e.rungs.is_empty() { "-".into() } else { e.rungs.join(",") },
             e.usage.map_or("-".into(), |u| format!("{}+{}", u.prompt_tokens, u.completion_tokens)),
-            e.outcome.clone(),
+            if e.reused { format!("{} (recorded)", e.outcome) } else { e.outcome.clone() },
         ]);
     }
     out!("{}", t.render())?;
@@ -279,5 +279,13 @@ fn history(s: &Settings, store: &clawboard_core::Store, task: &str) -> anyhow::R
         totals.prompt_tokens,
         totals.completion_tokens
     )?;
+    if totals.reused_slices > 0 {
+        outln!(
+            "reused: {} slices of the steps a fork copied as recorded (their roles reported {} prompt + {} completion tokens there, none here)",
+            totals.reused_slices,
+            totals.reused_prompt_tokens,
+            totals.reused_completion_tokens
+        )?;
+    }
     Ok(EXIT_OK)
 }

@@ -302,6 +302,17 @@ fn show(a: ShowArgs, s: &Settings) -> anyhow::Result<u8> {
     if let Some(c) = &t.completed_at {
         outln!("  completed:   {c}")?;
     }
+    if let Some(f) = t.extra.get("forked_from") {
+        let attempts = clawboard_records::attempts::load(&store, id.as_str())?;
+        let copied = attempts.iter().filter(|a| a.forked_from.is_some()).count();
+        outln!(
+            "  forked from: {} at step {} (board seq {}); {copied} attempts recorded there, {} run here",
+            f["task"].as_str().unwrap_or("?"),
+            f["step"].as_str().unwrap_or("?"),
+            f["seq"],
+            attempts.len() - copied
+        )?;
+    }
     outln!("  files:       {}", shown.files.join(", "))?;
     if shown.escalations > 0 {
         outln!("  escalations: {}", shown.escalations)?;

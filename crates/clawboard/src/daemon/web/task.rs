@@ -90,6 +90,10 @@ struct TaskPage {
     ledger: Result<Vec<Handout>, String>,
     escalations: Result<Vec<EscalationFile>, String>,
     entries: Result<Vec<Entry>, String>,
+    /// `forked_from` of its task.json: the task, step and board seq it was forked at.
+    forked_from: Option<Value>,
+    /// The forks made of it on this node.
+    forks: Vec<String>,
 }
 
 impl TaskPage {
@@ -116,6 +120,11 @@ impl TaskPage {
             entries: clawboard_entries::list(store, &clawboard_entries::Filter::default())
                 .map(|(all, _)| all.into_iter().filter(|e| names_task(e, id)).collect())
                 .map_err(|e| e.to_string()),
+            forked_from: clawboard_core::RelPath::new(&clawboard_core::layout::task_file(id, "task.json"))
+                .ok()
+                .and_then(|r| store.read::<clawboard_core::formats::Task>(&r).ok())
+                .and_then(|t| t.extra.get("forked_from").cloned()),
+            forks: crate::commands::fork::forks_of(store.root(), id),
         })
     }
 }
@@ -130,6 +139,23 @@ fn names_task(e: &Entry, id: &str) -> bool {
 fn content(p: &TaskPage) -> Markup {
     html! {
         (facts(&p.view))
+        @if let Some(f) = &p.forked_from {
+            @let from = f["task"].as_str().unwrap_or("?");
+            p #forked-from {
+                "Forked from " a href={ "/tasks/" (from) } { code { (from) } }
+                " at step " code { (f["step"].as_str().unwrap_or("?")) } " (board seq " (f["seq"]) "): "
+                "the runs before it are that task's, recorded, not run here."
+            }
+        }
+        @if !p.forks.is_empty() {
+            p #forks {
+                "Forks of this task: "
+                @for (i, f) in p.forks.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href={ "/tasks/" (f) } { code { (f) } }
+                }
+            }
+        }
         section #board {
             h2 { "Board" }
             @match &p.board {
@@ -330,7 +356,7 @@ fn runs_table(runs: &[Attempt]) -> Markup {
                 @for (i, a) in runs.iter().enumerate() {
                     tr {
                         td { (a.number) }
-                        td { code { (a.step) } }
+                        td { code { (a.step) } @if a.forked_from.is_some() { " (recorded)" } }
                         td { (a.role) }
                         td class={ "status " (status_name(a.status)) } { (status_name(a.status)) }
                         td { (a.started_at) }
