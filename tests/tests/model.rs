@@ -605,3 +605,111 @@ fn a_model_role_is_tried_on_its_own_against_the_server() {
     assert!(v["accepted"]["summary"].as_str().is_some_and(|s| !s.is_empty()), "{v:#}");
     assert!(v["stdout"]["usage"]["completion_tokens"].as_u64().is_some(), "{v:#}");
 }
+
+/// A stand-in at the model server's address that only counts the connections made to it.
+fn counting_listener() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    (url, count)
+}
+
+/// xiaohongshu_viral written by the model, then: its replay sends the model no
+/// request and finds every step the same; with the title role's prompt edited, the
+/// replay names the title steps and no step before them; a fork at the body step
+/// with the winning title edited spends no model token on the steps before it and
+/// runs the rest on the model.
+#[test]
+fn a_model_run_replays_for_no_request_and_forks_at_its_body_step() {
+    let t = Tree::init();
+    let env = provider_env(&server());
+    let (_, _, stderr) = run_blueprint(&t, "xiaohongshu_viral", "", &env);
+    let id = stderr.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_owned();
+    assert!(task_dir(&t, &id).join("task.json").exists(), "{stderr}");
+    let cfg = t.dir.path().join("clawboard.toml");
+    let (dead, connections) = counting_listener();
+    let replay = |config: &std::path::Path| {
+        let mut cmd = t.command(&["--config", config.to_str().unwrap(), "task", "replay", &id, "--json"]);
+        cmd.env("CLAWBOARD_LLM_LOCAL_BASE_URL", &dead).env("CLAWBOARD_LLM_LOCAL_MODEL", "gemma-3-270m");
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let report: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{e}: {text}{}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code().unwrap_or(-1), report)
+    };
+    let verdicts = |r: &Value| -> Vec<(String, String)> {
+        r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["step"].as_str().unwrap().to_owned(), s["verdict"].as_str().unwrap().to_owned()))
+            .collect()
+    };
+    let (code, same) = replay(&cfg);
+    assert_eq!(code, 0, "{same:#}");
+    assert!(verdicts(&same).iter().all(|(_, v)| v == "same"), "{:?}", verdicts(&same));
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "the replay asked the model server");
+
+    // The shipped config with the title role's prompt edited, in a copy.
+    let shipped = std::fs::read_to_string(&cfg).unwrap();
+    let mut table: toml::Table = toml::from_str(&shipped).unwrap();
+    let prompt = "[roles.title-worker.llm]\nsystem_prompt = \"Write one short title on the topic, no emoji. Score its pull 0-100.\"\n";
+    clawboard_tests::blueprints::merge(&mut table, toml::from_str(prompt).unwrap());
+    let edited_copy = t.scratch("edited.toml", toml::to_string(&table).unwrap().as_bytes());
+    let (code, changed) = replay(&edited_copy);
+    assert_eq!(code, 1, "{changed:#}");
+    let v = verdicts(&changed);
+    let first = v.iter().position(|(_, x)| x == "input_differs").unwrap_or_else(|| panic!("{v:?}"));
+    assert!(v[first].0.contains("title"), "the first step that differs is a title step: {v:?}");
+    assert!(v[..first].iter().all(|(_, x)| x == "same"), "no step before the titles: {v:?}");
+    assert!(changed["steps"][first]["diff"].as_str().unwrap().contains("no emoji"), "{changed:#}");
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // A fork at the body step, the winning title edited: the steps before it are
+    // the recorded ones (no token spent on them), the body on runs on the model.
+    let mut cmd = t.command(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "task",
+        "fork",
+        &id,
+        "--at",
+        "bp/body",
+        "--set",
+        "content.hook.selected=\"秋冬护肤只做三件事\"",
+        "--set",
+        "content.hook.title=\"秋冬护肤只做三件事\"",
+        "--run",
+        "--json",
+    ]);
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let forked: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}{}", String::from_utf8_lossy(&out.stderr)));
+    let fork = forked["task"].as_str().unwrap().to_owned();
+    let slices = ledger(&t, &fork);
+    let entries = slices["entries"].as_array().unwrap();
+    let reused: Vec<&Value> = entries.iter().filter(|e| e["reused"] == true).collect();
+    assert!(reused.len() >= 4, "curate, trends and the titles were copied: {slices:#}");
+    assert!(reused.iter().all(|e| !e["step"].as_str().unwrap().contains("body")), "{slices:#}");
+    let body =
+        entries.iter().find(|e| e["step"] == "bp/body" && e["reused"] != true).expect("the body ran in the fork");
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0, "the body ran on the model: {body:#}");
+    let totals = &slices["totals"];
+    assert_eq!(totals["reused_slices"].as_u64(), Some(reused.len() as u64), "{totals:#}");
+    let body_input = std::fs::read_dir(task_dir(&t, &fork).join("attempts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-body-worker.input"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .expect("the body's input");
+    assert!(body_input.contains("秋冬护肤只做三件事"), "the body was handed the edited title: {body_input}");
+}

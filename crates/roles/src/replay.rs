@@ -35,6 +35,9 @@ pub struct Recorded {
     /// What it was handed (`None`: not kept for this attempt).
     pub input: Option<Value>,
     pub usage: Option<Usage>,
+    /// No later attempt of this role at this step was recorded: the call went on to
+    /// its fallback, or failed, after this one.
+    pub last_of_role: bool,
 }
 
 impl Recorded {
@@ -64,8 +67,9 @@ impl Recorded {
             usage: self
                 .usage
                 .map(|u| json!({"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens})),
-            skip_retries: false,
-            cut_off: false,
+            // What the recorded call did next: no retry of this role when none was recorded.
+            skip_retries: self.last_of_role && a.status != AttemptStatus::Ok,
+            cut_off: a.error.as_deref().is_some_and(|e| e.contains(crate::runner::llm_cut_off())),
         }
     }
 }
@@ -134,6 +138,8 @@ pub struct StepReport {
 pub struct Recording {
     pub task: String,
     attempts: Vec<Recorded>,
+    /// The model's own count of each slice recorded, by (instance, slice hash).
+    model_counts: BTreeMap<(String, String), u64>,
     used: Lock<Vec<bool>>,
     /// Steps the recording never reached run on the real roles.
     live: bool,
@@ -154,23 +160,29 @@ impl Recording {
     pub fn load(store: &Store, task: &str, live: bool) -> Result<Recording, Error> {
         let dir = attempts::attempts_dir(task);
         let mut out = Vec::new();
-        let usage: BTreeMap<String, Usage> = ledger::list(store, task)
-            .map_err(|e| match e {
-                clawboard_board::Error::Store(e) => e,
-                other => Error::io(format!("tasks/{task}/board/slices"), std::io::Error::other(other.to_string())),
-            })?
-            .into_iter()
-            .filter_map(|h| Some((h.instance?, h.usage?)))
-            .collect();
+        let handouts = ledger::list(store, task).map_err(|e| match e {
+            clawboard_board::Error::Store(e) => e,
+            other => Error::io(format!("tasks/{task}/board/slices"), std::io::Error::other(other.to_string())),
+        })?;
+        let model_counts =
+            handouts.iter().filter_map(|h| Some(((h.instance.clone()?, h.hash.clone()), h.model_tokens?))).collect();
+        let usage: BTreeMap<String, Usage> =
+            handouts.into_iter().filter_map(|h| Some((h.instance?, h.usage?))).collect();
         for a in attempts::load_in(store, &dir)? {
             let stdout = attempts::read_stdout_in(store, &dir, &a)?;
             let stderr = attempts::read_stderr_in(store, &dir, &a)?;
             let input = attempts::read_input_in(store, &dir, &a)?;
             let usage = usage.get(&a.instance_id).copied();
-            out.push(Recorded { attempt: a, stdout, stderr, input, usage });
+            out.push(Recorded { attempt: a, stdout, stderr, input, usage, last_of_role: false });
         }
         let used = Lock::new(vec![false; out.len()]);
-        Ok(Recording { task: task.to_owned(), attempts: out, used, live, steps: Lock::new(Vec::new()) })
+        Ok(Recording { task: task.to_owned(), attempts: out, model_counts, used, live, steps: Lock::new(Vec::new()) })
+    }
+
+    /// The model's own count of the slice `hash` handed to `instance`, as the
+    /// recorded run's server gave it (`None`: that slice was not handed then).
+    pub(crate) fn model_tokens(&self, instance: &str, hash: &str) -> Option<u64> {
+        self.model_counts.get(&(instance.to_owned(), hash.to_owned())).copied()
     }
 
     /// The recorded attempts, by number.
@@ -209,7 +221,9 @@ impl Recording {
                 return Answer::Stop;
             }
             used[i] = true;
-            return Answer::Recorded(Box::new(self.attempts[i].clone()));
+            let mut answer = self.attempts[i].clone();
+            answer.last_of_role = k + 1 == candidates.len();
+            return Answer::Recorded(Box::new(answer));
         }
         drop(used);
         self.push(StepReport {
@@ -451,6 +465,7 @@ mod tests {
             stderr: Vec::new(),
             input: None,
             usage: Some(Usage { prompt_tokens: 10, completion_tokens: 3 }),
+            last_of_role: true,
         };
         let ok = attempt(AttemptStatus::Ok, Some(0), None).outcome();
         assert_eq!(ok.status, RunStatus::Exited);
@@ -460,6 +475,10 @@ mod tests {
         assert_eq!((refused.status, refused.error), (RunStatus::Exited, None), "judged again");
         let crashed = attempt(AttemptStatus::Failed, None, Some("cannot start")).outcome();
         assert_eq!((crashed.status, crashed.error.as_deref()), (RunStatus::Failed, Some("cannot start")));
+        assert!(crashed.skip_retries, "no retry of it was recorded");
+        let cut =
+            attempt(AttemptStatus::Failed, Some(200), Some("local: the reply was cut off at the completion limit"));
+        assert!(cut.outcome().cut_off);
         let slow = attempt(AttemptStatus::TimedOut, None, Some("timed out")).outcome();
         assert_eq!(slow.status, RunStatus::TimedOut);
     }

@@ -149,6 +149,11 @@ pub fn input_of(role: &RoleConfig, context: &serde_json::Value, shape: &ReplySha
     }
 }
 
+/// How a model run's error says its reply was cut off at the completion limit.
+pub(crate) fn llm_cut_off() -> &'static str {
+    llm::CUT_OFF
+}
+
 /// A run that ended as `status`, with nothing else to say yet.
 fn ended(status: RunStatus) -> RunOutcome {
     RunOutcome {

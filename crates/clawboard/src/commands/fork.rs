@@ -10,7 +10,7 @@ use clawboard_board::ops::Op;
 use clawboard_board::task_board::{Caller, Record, TaskBoard};
 use clawboard_core::formats::{Task, TaskStatus};
 use clawboard_core::{Error, Id, RelPath, Store, layout};
-use clawboard_records::attempts::{self, Attempt};
+use clawboard_records::attempts::{self, Attempt, AttemptStatus};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -255,10 +255,8 @@ pub fn fork_point(
                 ))
                 .into());
             };
-            if !recorded
-                .iter()
-                .any(|a| a.step == step && a.status != clawboard_records::attempts::AttemptStatus::Running)
-                && first.status == clawboard_records::attempts::AttemptStatus::Running
+            if !recorded.iter().any(|a| a.step == step && a.status != AttemptStatus::Running)
+                && first.status == AttemptStatus::Running
             {
                 return Err(BadInput(format!("--at {step}: the step has not finished yet in task {task}")).into());
             }
@@ -279,7 +277,7 @@ pub fn fork_point(
         a.number >= limit
             || handed_at(a).is_some_and(|h| if at.is_some() { h >= cut } else { h > cut })
             || last_write(a).is_some_and(|w| w > cut)
-            || a.status == clawboard_records::attempts::AttemptStatus::Running
+            || a.status == AttemptStatus::Running
     };
     let first_live = recorded.iter().find(|a| past(a));
     if let (None, Some(n)) = (first_live, seq) {

@@ -231,12 +231,16 @@ impl TaskRun<'_> {
         instance: &str,
         mut handed: Option<Handed>,
     ) -> Result<Option<Handed>, StepError> {
-        // A replay asks no server anything, the model's count included.
-        let Some(llm) = role.llm.as_ref().filter(|_| self.engine.recording().is_none()) else { return Ok(handed) };
+        let Some(llm) = role.llm.as_ref() else { return Ok(handed) };
         for cut in 0..=MAX_RECUTS {
             let Some(h) = handed.as_mut() else { return Ok(None) };
             let text = h.data.to_string();
-            let Some(n) = crate::runner::count_model_tokens(llm, &text).await else { return Ok(handed) };
+            // A replay asks no server anything: the count recorded for the same slice, if any.
+            let counted = match self.engine.recording() {
+                Some(r) => r.model_tokens(instance, &h.entry.hash),
+                None => crate::runner::count_model_tokens(llm, &text).await,
+            };
+            let Some(n) = counted else { return Ok(handed) };
             h.entry.model_tokens = Some(n);
             let Some(budget) = h.budget.filter(|b| n > *b) else { return Ok(handed) };
             if cut == MAX_RECUTS {
