@@ -261,7 +261,7 @@ pub fn fork_point(
                 return Err(BadInput(format!("--at {step}: the step has not finished yet in task {task}")).into());
             }
             // The board as the step saw it; without a slice, as it stood when the step started.
-            let cut = handed_at(first).map_or_else(|| seq_before(history, first), |s| s);
+            let cut = handed_at(first).unwrap_or_else(|| seq_before(history, first));
             (cut, first.number)
         }
         (None, Some(n)) => {
