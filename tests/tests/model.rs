@@ -705,11 +705,14 @@ fn a_model_run_replays_for_no_request_and_forks_at_its_body_step() {
     assert!(body["usage"]["prompt_tokens"].as_u64().unwrap_or(0) > 0, "the body ran on the model: {body:#}");
     let totals = &slices["totals"];
     assert_eq!(totals["reused_slices"].as_u64(), Some(reused.len() as u64), "{totals:#}");
-    let body_input = std::fs::read_dir(task_dir(&t, &fork).join("attempts"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("-body-worker.input"))
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .expect("the body's input");
+    // The first body run (round 1's `bp/body`; a later round's body is handed that round's title).
+    let first_body = t
+        .attempts(&fork)
+        .into_iter()
+        .find(|a| a["step"] == "bp/body" && a.get("forkedFrom").is_none())
+        .expect("the body ran in the fork");
+    let stem = format!("{:04}-{}", first_body["number"].as_u64().unwrap(), first_body["role"].as_str().unwrap());
+    let body_input =
+        std::fs::read_to_string(task_dir(&t, &fork).join("attempts").join(format!("{stem}.input"))).unwrap();
     assert!(body_input.contains("秋冬护肤只做三件事"), "the body was handed the edited title: {body_input}");
 }

@@ -350,3 +350,121 @@ fn bad_forks_are_refused_naming_what_is_wrong_and_leave_no_fork_behind() {
     assert!(r.stderr.contains("nothing is left to run"), "{}", r.stderr);
     assert_eq!(t.snapshot(), before);
 }
+
+#[test]
+fn a_blueprint_fork_with_another_input_hands_it_to_the_steps_from_the_fork_point() {
+    let (t, id, cfg) = recorded_blueprint();
+    let c = cfg.to_str().unwrap();
+    let before = t.snapshot();
+    let bad = t.scratch("bad.json", b"{\"topic\": ");
+    let r = t.run(&["--config", c, "task", "fork", &id, "--at", "bp/title-c1", "--input", bad.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("bad.json") && r.stderr.contains("not JSON"), "{}", r.stderr);
+    assert_eq!(t.snapshot(), before, "a refused --input leaves nothing behind");
+
+    let other = t.scratch("other.json", "{\"topic\": \"冬季跑步\", \"platform\": \"xiaohongshu\"}".as_bytes());
+    let r = t.run(&[
+        "--config",
+        c,
+        "task",
+        "fork",
+        &id,
+        "--at",
+        "bp/title-c1",
+        "--input",
+        other.to_str().unwrap(),
+        "--run",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let fork = r.json()["task"].as_str().unwrap().to_owned();
+    let task = read_json(&task_dir(&t, &fork).join("task.json"));
+    assert_eq!(task["user_input"]["topic"], "冬季跑步");
+    let dir = task_dir(&t, &fork).join("attempts");
+    let input_of = |stem: &str| std::fs::read_to_string(dir.join(format!("{stem}.input"))).unwrap();
+    assert!(!input_of("0001-content-curator").contains("冬季跑步"), "the copied step kept the recorded input");
+    assert!(input_of("0003-title-worker").contains("冬季跑步"), "the first title runs on the new input");
+}
+
+/// Fallback after refused replies, a timed-out and a garbage candidate among the
+/// competing titles, the per-platform fan-out and a step's condition: each run by `clawboard run`,
+/// then replayed: every step the same, each recorded attempt answering once.
+#[test]
+fn fallbacks_timeouts_and_the_platform_fan_out_replay_the_same() {
+    /// A case: its name, the roles' config patches, and the run's input.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Value);
+    let cases: [Case; 4] = [
+        (
+            "fallback",
+            vec![("body-worker", "env = { WRITING_SENSITIVE = \"body-worker:always\" }")],
+            serde_json::json!({"user_input": xhs_input(), "execution_config": {"quality_threshold": 50}}),
+        ),
+        (
+            "timeout",
+            vec![(
+                "title-worker",
+                "timeout = \"4s\"\nenv = { WRITING_SLEEP = \"title-worker:1:30\", WRITING_GARBAGE = \"title-worker:3\" }",
+            )],
+            serde_json::json!({"user_input": xhs_input(), "execution_config": {"max_retries": 0, "quality_threshold": 50}}),
+        ),
+        ("fan-out", vec![], {
+            let mut input = xhs_input();
+            input["platforms"] = serde_json::json!(["wechat", "twitter"]);
+            serde_json::json!({"user_input": input})
+        }),
+        // deep_analysis: its cta step's condition (`when`) is false for a general platform.
+        ("condition", vec![], serde_json::json!({"user_input": {"topic": "个人理财", "platform": "general"}})),
+    ];
+    for (name, patches, input) in cases {
+        let blueprint = if name == "condition" { "deep_analysis" } else { "xiaohongshu_viral" };
+        let t = Tree::init();
+        let cfg = t.config(&config(&patches, ""));
+        let file = t.scratch("input.json", input.to_string().as_bytes());
+        let r = t.run(&["--config", cfg.to_str().unwrap(), "run", blueprint, "--input", file.to_str().unwrap()]);
+        let id = r.stderr.split_whitespace().nth(1).unwrap().trim_end_matches(':').to_owned();
+        let steps: Vec<String> = t
+            .attempts(&id)
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {} {}",
+                    a["step"].as_str().unwrap(),
+                    a["role"].as_str().unwrap(),
+                    a["status"].as_str().unwrap()
+                )
+            })
+            .collect();
+        match name {
+            "fallback" => assert!(steps.iter().any(|s| s == "bp/body narrative-builder ok"), "{steps:?}"),
+            "timeout" => assert!(steps.iter().any(|s| s.ends_with("timedout")), "{steps:?}"),
+            "condition" => assert!(!steps.iter().any(|s| s.starts_with("bp/cta")), "the cta was skipped: {steps:?}"),
+            _ => assert!(steps.iter().any(|s| s.starts_with("bp/adapt-for-wechat")), "{steps:?}"),
+        }
+        let replayed = replay(&t, &cfg, &[&id, "--json"]);
+        assert_eq!(replayed.code, 0, "{name}: {}{}", replayed.stdout, replayed.stderr);
+        let v = verdicts(&replayed.json());
+        assert!(v.iter().all(|(_, x)| x == "same"), "{name}: {v:?}");
+        assert_eq!(v.len(), steps.len(), "{name}: every recorded attempt answered once: {v:?} {steps:?}");
+    }
+}
+
+#[test]
+fn a_fork_dropped_beside_a_running_daemon_is_run_by_it() {
+    let (t, id, cfg) = recorded_blueprint();
+    let d = t.daemon();
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "task", "fork", &id, "--at", "bp/cta", "--json"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let fork = r.json()["task"].as_str().unwrap().to_owned();
+    assert_eq!(wait_task(&t, &fork, 120), "completed", "{}", d.output());
+    assert_eq!(d.stop(), 0);
+    let live: Vec<String> = t
+        .attempts(&fork)
+        .iter()
+        .filter(|a| a.get("forkedFrom").is_none())
+        .map(|a| a["step"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(live.first().map(String::as_str), Some("bp/cta"), "{live:?}");
+    assert!(!live.iter().any(|s| s.contains("title") || s.contains("body")), "{live:?}");
+    let shown = t.run(&["--config", cfg.to_str().unwrap(), "task", "show", &fork]);
+    assert!(shown.stdout.contains(&format!("forked from: {id} at step bp/cta")), "{}", shown.stdout);
+}

@@ -141,6 +141,11 @@ pub struct Recording {
     /// The model's own count of each slice recorded, by (instance, slice hash).
     model_counts: BTreeMap<(String, String), u64>,
     used: Lock<Vec<bool>>,
+    /// Recorded attempts being answered now, with when they ended then: one ends
+    /// only after those that ended before it (steps side by side end in the order
+    /// they did, and write the board in that order).
+    in_flight: Lock<Vec<(u32, i64)>>,
+    ended: tokio::sync::Notify,
     /// Steps the recording never reached run on the real roles.
     live: bool,
     steps: Lock<Vec<StepReport>>,
@@ -176,7 +181,40 @@ impl Recording {
             out.push(Recorded { attempt: a, stdout, stderr, input, usage, last_of_role: false });
         }
         let used = Lock::new(vec![false; out.len()]);
-        Ok(Recording { task: task.to_owned(), attempts: out, model_counts, used, live, steps: Lock::new(Vec::new()) })
+        Ok(Recording {
+            task: task.to_owned(),
+            attempts: out,
+            model_counts,
+            used,
+            in_flight: Lock::new(Vec::new()),
+            ended: tokio::sync::Notify::new(),
+            live,
+            steps: Lock::new(Vec::new()),
+        })
+    }
+
+    /// Waits until every recorded attempt being answered now that ended before
+    /// `rec` did has been handled (see [`Recording::done`]). Calls beside it reach
+    /// their own `take` first: the runtime runs them before this wait ends.
+    pub(crate) async fn turn(&self, rec: &Recorded) {
+        let mine = ended_ms(&rec.attempt);
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        loop {
+            let ended = self.ended.notified();
+            let earlier = self.in_flight.lock().iter().any(|(n, at)| *n != rec.attempt.number && *at < mine);
+            if !earlier {
+                return;
+            }
+            ended.await;
+        }
+    }
+
+    /// The attempt answered by `rec` was handled (recorded, its failure or output written).
+    pub(crate) fn done(&self, rec: &Recorded) {
+        self.in_flight.lock().retain(|(n, _)| *n != rec.attempt.number);
+        self.ended.notify_waiters();
     }
 
     /// The model's own count of the slice `hash` handed to `instance`, as the
@@ -221,6 +259,8 @@ impl Recording {
                 return Answer::Stop;
             }
             used[i] = true;
+            let a = &self.attempts[i].attempt;
+            self.in_flight.lock().push((a.number, ended_ms(a)));
             let mut answer = self.attempts[i].clone();
             answer.last_of_role = k + 1 == candidates.len();
             return Answer::Recorded(Box::new(answer));
@@ -280,6 +320,11 @@ impl Recording {
             .map(|(r, _)| &r.attempt)
             .collect()
     }
+}
+
+/// When a recorded attempt ended (ms since the epoch; its start when it never did).
+fn ended_ms(a: &Attempt) -> i64 {
+    a.ended_at.as_ref().unwrap_or(&a.started_at).instant().timestamp_millis()
 }
 
 /// Times and durations, which differ on every run, masked: RFC 3339 stamps, and
@@ -376,10 +421,10 @@ pub struct BoardDifference {
     pub now: Vec<Value>,
 }
 
-/// The writes of each board path, in order, in the recorded task (`then`) and
-/// the replayed one (`now`); the paths whose writes differ. Parallel steps may
-/// interleave differently from run to run: each path's own order is what is
-/// compared.
+/// The writes of each board path in the recorded task (`then`) and the replayed
+/// one (`now`); the paths whose writes differ. Steps running side by side
+/// interleave differently from run to run, on one path too (two candidates'
+/// errors appended): each path's writes are compared as a set, not in order.
 pub fn compare_boards(then: &Store, now: &Store, task: &str) -> Result<Vec<BoardDifference>, Error> {
     let by_path = |store: &Store| -> Result<BTreeMap<String, Vec<Record>>, Error> {
         let board = TaskBoard::new(store, task).map_err(board_err)?;
@@ -397,7 +442,13 @@ pub fn compare_boards(then: &Store, now: &Store, task: &str) -> Result<Vec<Board
     for path in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
         let then: Vec<Value> = a.get(path).map(|v| v.iter().map(write).collect()).unwrap_or_default();
         let now: Vec<Value> = b.get(path).map(|v| v.iter().map(write).collect()).unwrap_or_default();
-        let same = masked(&Value::Array(then.clone()).to_string()) == masked(&Value::Array(now.clone()).to_string());
+        // In any order: steps running side by side write one path (an error appended) in either order.
+        let sorted = |v: &[Value]| {
+            let mut texts: Vec<String> = v.iter().map(|w| masked(&w.to_string())).collect();
+            texts.sort();
+            texts
+        };
+        let same = sorted(&then) == sorted(&now);
         if !same {
             let mut writers: Vec<String> =
                 then.iter().chain(&now).filter_map(|w| w["by"].as_str().map(str::to_owned)).collect();

@@ -474,6 +474,14 @@ fn a_node_killed_mid_task_is_taken_over_and_fenced_when_it_returns(#[case] kind:
         2,
         "node-b ran nothing more"
     );
+    // The task holds attempts from two nodes; its replay passes over node-b's cut
+    // short step and answers each call from the attempt that counted.
+    let t = &c.node(&taker).t;
+    let cfg = t.dir.path().join("clawboard.toml");
+    let replay = t.run(&["--config", cfg.to_str().unwrap(), "task", "replay", "t-slow", "--json"]);
+    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
+    let steps = replay.json()["steps"].clone();
+    assert!(steps.as_array().unwrap().iter().all(|s| s["verdict"] == "same"), "{steps:#}");
     drop(returned);
     drop(daemons);
 }

@@ -27,13 +27,15 @@ record N (--seq); the attempts, raw replies and slices before that point are cop
 and marked as recorded (forkedFrom): the engine finds those steps done and runs none
 of them again, so none of their effects repeats and they spend no token. Steps from
 the fork point on run live. --set writes the board first, as a person's write under
-the zone table. The task.json is written last, pending: a running daemon takes it
+the zone table; --input gives a blueprint task another input (the meta zone is
+written from it again, so the steps from the fork point on read it). The task.json is written last, pending: a running daemon takes it
 like any task; --run runs it here and now (no daemon may hold the tree).
 
 Examples:
   clawboard task fork task-20261207-101500-a1b2c3 --at bp/body
   clawboard task fork task-20261207-101500-a1b2c3 --at bp/body --set 'content.title.selected=\"秋冬护肤三件事\"'
-  clawboard task fork task-20261207-101500-a1b2c3 --seq 24 --run")]
+  clawboard task fork task-20261207-101500-a1b2c3 --seq 24 --run
+  clawboard task fork task-20261207-101500-a1b2c3 --at bp/title --input other-topic.json")]
 pub struct ForkArgs {
     /// The recorded task's id
     #[arg(value_name = "ID")]
@@ -47,6 +49,10 @@ pub struct ForkArgs {
     /// Write PATH = JSON on the fork's board first (repeatable), as a person
     #[arg(long = "set", value_name = "PATH=JSON")]
     pub set: Vec<String>,
+    /// A blueprint task's input for the fork (user_input, and optionally
+    /// execution_config, as `clawboard run --input` takes it; - for standard input)
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<std::path::PathBuf>,
     /// The fork's id (a new one when absent)
     #[arg(long = "id", value_name = "ID")]
     pub new_id: Option<String>,
@@ -94,6 +100,10 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
         return Err(BadInput(format!("--id {new_id}: a task with that id exists ({new_task})")).into());
     }
     let sets = a.set.iter().map(|x| parse_set(x)).collect::<anyhow::Result<Vec<_>>>()?;
+    let input = match &a.input {
+        Some(file) => Some(fork_input(&task, file, s)?),
+        None => None,
+    };
     let recorded = attempts::load(&store, id.as_str())?;
     let board = TaskBoard::new(&store, id.as_str())?;
     let history = if board.exists() { board.history(None)? } else { Vec::new() };
@@ -147,6 +157,12 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
     fresh.completed_at = None;
     fresh.created_at = clawboard_core::Timestamp::now();
     fresh.extra.insert("forked_from".into(), forked_from.clone());
+    if let Some(input) = &input {
+        // The VM writes the meta zone from the input at each drive: the steps from
+        // the fork point on read the new one.
+        fresh.extra.insert("user_input".into(), serde_json::to_value(&input.user_input)?);
+        fresh.extra.insert("execution_config".into(), serde_json::to_value(input.execution_config)?);
+    }
     // Last: the task exists for a daemon once everything it resumes from is there.
     let rel = RelPath::new(&layout::task_file(new_id.as_str(), layout::TASK_FILE))?;
     store.sync_records()?;
@@ -214,6 +230,23 @@ fn list_fork(root: &std::path::Path, id: &str, fork: &str) -> anyhow::Result<()>
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
     writeln!(f, "{fork}")?;
     Ok(())
+}
+
+/// `--input FILE` for a fork of blueprint task `task`, read and checked as `clawboard run` does.
+fn fork_input(
+    task: &Task,
+    file: &std::path::Path,
+    s: &Settings,
+) -> anyhow::Result<clawboard_blueprint::contract::Input> {
+    let Some(bp) = task.extra.get("blueprint_id").and_then(Value::as_str) else {
+        return Err(BadInput(format!(
+            "--input: task {} is not a blueprint task (it has no blueprint_id)",
+            task.task_id
+        ))
+        .into());
+    };
+    let (shown, v) = super::run::read_input(file, s.max_file_bytes)?;
+    super::run::input_of(&shown, v, bp, s)
 }
 
 /// `PATH=JSON`.

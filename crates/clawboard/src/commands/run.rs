@@ -43,7 +43,7 @@ pub struct RunArgs {
 }
 
 /// Reads FILE (or stdin) as one JSON object, at most `max` bytes.
-fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value)> {
+pub(crate) fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value)> {
     use std::io::Read;
     let shown = if file.as_os_str() == "-" { "standard input".to_owned() } else { file.display().to_string() };
     let mut bytes = Vec::new();
@@ -67,7 +67,7 @@ fn read_input(file: &std::path::Path, max: u64) -> anyhow::Result<(String, Value
 }
 
 /// The input contract from FILE's object and the blueprint named on the command line.
-fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Result<Input> {
+pub(crate) fn input_of(shown: &str, v: Value, blueprint: &str, s: &Settings) -> anyhow::Result<Input> {
     let mut obj = match v {
         Value::Object(o) if o.contains_key("user_input") => o,
         Value::Object(o) if o.keys().any(|k| INPUT_KEYS.contains(&k.as_str())) => {

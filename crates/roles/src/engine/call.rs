@@ -219,6 +219,9 @@ async fn attempt<S: Site, T: RoleOutput>(
         Some(Answer::Recorded(rec)) => Some(rec),
         Some(Answer::Live) | None => None,
     };
+    // A replayed attempt is handled in the order the recorded ones ended; it is
+    // done with on every way out of here.
+    let _handled = recorded.as_deref().zip(engine.recording()).map(|(rec, r)| Handled(r, rec));
     let instance_id = match &recorded {
         // The recorded instance again: the products that name it read as they did.
         Some(rec) => rec.attempt.instance_id.clone(),
@@ -257,9 +260,12 @@ async fn attempt<S: Site, T: RoleOutput>(
     // next (an early return, or this future dropped).
     let revoke = Revoke(engine, who.token.clone());
     let run = async {
-        match &recorded {
-            Some(rec) => rec.outcome(),
-            None => runner::run_shaped(role, &context_bytes, &shape, &who, &mut kill).await,
+        match (&recorded, engine.recording()) {
+            (Some(rec), Some(r)) => {
+                r.turn(rec).await;
+                rec.outcome()
+            }
+            _ => runner::run_shaped(role, &context_bytes, &shape, &who, &mut kill).await,
         }
     };
     let (out, started) = tokio::join!(run, async { site.started(&attempt, &who.token, handed.as_mut()) });
@@ -396,6 +402,15 @@ fn failure_kind(status: AttemptStatus, err: &str) -> &'static str {
         _ if err.starts_with("invalid output: platform_compliance_failed") => "platform_compliance_failed",
         _ if err.starts_with("invalid output") => "invalid_output",
         _ => "attempt_failed",
+    }
+}
+
+/// Tells the replay's recording that the attempt it answered was handled, when dropped.
+struct Handled<'r>(&'r crate::replay::Recording, &'r crate::replay::Recorded);
+
+impl Drop for Handled<'_> {
+    fn drop(&mut self) {
+        self.0.done(self.1);
     }
 }
 
