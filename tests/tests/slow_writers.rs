@@ -121,7 +121,8 @@ fn a_file_still_broken_when_its_writer_is_done_is_rejected_and_its_empty_directo
     );
     let why = std::fs::read_to_string(t.root.join("inbox/rejected/broken.task.json.error.txt")).unwrap();
     assert!(why.starts_with("tasks/broken/task.json: /: the JSON ends too early"), "{why}");
-    assert!(!t.root.join("tasks/broken").exists(), "the directory the writer made is gone");
+    // The file is moved to rejected/ before its directory is removed.
+    wait_until(10, "the directory the writer made is gone", || !t.root.join("tasks/broken").exists());
     assert!(t.task("broken").is_none());
     assert_eq!(d.stop(), 0);
 }
