@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 pub mod archive;
 pub mod blueprints;
 pub mod git;
+pub mod phoenix;
 pub mod review;
 pub mod s3;
 

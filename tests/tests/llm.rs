@@ -202,6 +202,73 @@ fn an_llm_worker_completes_a_task_and_its_usage_reaches_the_ledger() {
     assert!(files > 10, "only {files} files looked at");
 }
 
+/// With `[telemetry]` on (to Phoenix, content captured): the model call is a
+/// `chat {model}` span under its role run's `invoke_agent` span, with the
+/// request's model, the reply's model, id and finish reason, and the usage the
+/// ledger keeps; the request carries the chat span's `traceparent`; `/metrics`
+/// counts the call's tokens by type.
+#[test]
+fn a_model_call_is_a_chat_span_in_phoenix_and_its_request_carries_the_trace() {
+    use clawboard_tests::phoenix::{self, names, trace_of, wait_spans};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let base = openai_server(seen.clone());
+    let t = Tree::init();
+    t.config(&format!("{}\n{}", config(&base), phoenix::telemetry_config("capture_content = true")));
+    let d = daemon_with_key(&t);
+    t.drop_task(
+        "l2.json",
+        r#"{"taskId":"l2","type":"coding","description":"Five AI tools that double your output","priority":"normal","createdBy":"human"}"#,
+    );
+    wait_until(60, "task l2 to end", || matches!(t.status_of("l2").as_str(), "completed" | "failed"));
+    assert_eq!(t.status_of("l2"), "completed", "{}", d.output());
+    let (trace, root) = trace_of(&t.root, "l2");
+    let spans = wait_spans(&trace, 60, |s| {
+        s.iter().any(|s| s["context"]["span_id"] == root.as_str()) && s.iter().any(|s| s["name"] == "chat qwen2.5:7b")
+    });
+    let attr = |s: &Value, k: &str| s["attributes"][k].clone();
+    let chat = spans.iter().find(|s| s["name"] == "chat qwen2.5:7b").unwrap();
+    let writer = spans.iter().find(|s| s["context"]["span_id"] == chat["parent_id"]).unwrap();
+    assert_eq!(writer["name"], "invoke_agent writer", "{:#?}", names(&spans));
+    assert_eq!(writer["parent_id"], root.as_str());
+    assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
+    assert_eq!(attr(chat, "gen_ai.request.model"), "qwen2.5:7b");
+    assert_eq!(attr(chat, "gen_ai.response.model"), "qwen2.5:7b");
+    assert_eq!(attr(chat, "gen_ai.response.id"), "chatcmpl-e2e1");
+    assert_eq!(attr(chat, "gen_ai.response.finish_reasons"), json!(["stop"]));
+    assert_eq!(attr(chat, "gen_ai.usage.input_tokens"), 321);
+    assert_eq!(attr(chat, "gen_ai.usage.output_tokens"), 17);
+    assert_eq!(attr(chat, "gen_ai.request.temperature"), 0.2);
+    let input = attr(chat, "gen_ai.input.messages").as_str().unwrap_or_default().to_owned();
+    assert!(input.contains("Five AI tools that double your output"), "captured: {input}");
+    assert!(!input.contains(KEY), "never the key");
+    let output = attr(chat, "gen_ai.output.messages").as_str().unwrap_or_default().to_owned();
+    assert!(output.contains("5 AI tools that doubled my output"), "captured: {output}");
+    // The writer's span: its slice and the usage the ledger keeps.
+    assert_eq!(attr(writer, "clawboard.usage.input_tokens"), 321);
+    assert_eq!(attr(writer, "clawboard.step.id"), "iter-1/writer");
+    // The request carried the chat span's context.
+    let chat_id = chat["context"]["span_id"].as_str().unwrap();
+    let req = seen.lock().unwrap().iter().find(|s| s.head.starts_with("post /v1/chat/completions ")).cloned().unwrap();
+    assert!(req.head.contains(&format!("traceparent: 00-{trace}-{chat_id}-01\r\n")), "{}", req.head);
+    // And /metrics counts the call.
+    let metrics = {
+        let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let labels = "gen_ai_provider_name=\"openai\",gen_ai_request_model=\"qwen2.5:7b\",gen_ai_agent_name=\"writer\"";
+    for line in [
+        format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"input\"}} 321"),
+        format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"output\"}} 17"),
+        format!("gen_ai_client_operation_duration_seconds_count{{{labels}}} 1"),
+    ] {
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+    assert_eq!(d.stop(), 0);
+}
+
 /// Every ```toml block of docs/LLM.md is a config the daemon accepts.
 #[test]
 fn every_config_in_the_llm_docs_is_accepted() {

@@ -39,3 +39,4 @@ mod scale;
 mod slow_writers;
 mod sync;
 mod sync_remote;
+mod telemetry;

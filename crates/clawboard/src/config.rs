@@ -73,6 +73,9 @@ pub struct FileConfig {
     pub blueprints: BlueprintsConfig,
     #[serde(default)]
     pub sandbox: clawboard_roles::SandboxConfig,
+    /// `[telemetry]`: spans to an OpenTelemetry collector (off unless `otlp_endpoint` is set).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySection,
 }
 
 /// `[blueprints]`: where more blueprints are (seed 001), and the middleware's
@@ -282,6 +285,8 @@ pub struct Settings {
     pub github: clawboard_github::GithubSettings,
     /// The blueprints tasks may name, and their middleware config (seed 001).
     pub blueprints: clawboard_blueprint::Catalog,
+    /// Where spans go; `None`: telemetry is off.
+    pub telemetry: Option<crate::telemetry::TelemetrySettings>,
 }
 
 impl Settings {
@@ -451,7 +456,9 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         clawboard_archive::ArchiveConfig::resolve(file.archive, file.harvest, git_token, expand).map_err(bad)?;
     let review = review::resolve(file.reports, file.web, file.notify, &root, expand, &origin)?;
     let retention = retention::resolve(file.retention, config_file.as_deref(), expand, &origin)?;
-    let own = own_secret_files(&roles, &archive, &github, &review.web.token, &sync, &root, env);
+    let telemetry = crate::telemetry::TelemetrySettings::resolve(file.telemetry, expand).map_err(bad)?;
+    let mut own = own_secret_files(&roles, &archive, &github, &review.web.token, &sync, &root, env);
+    own.extend(telemetry.iter().flat_map(|t| t.secret_files().map(Path::to_owned)));
     roles.sandbox.deny_also(own);
     if let Some(id) = &file.node.id
         && let Err(e) = clawboard_core::check_id(id)
@@ -479,6 +486,7 @@ pub fn resolve(args: &GlobalArgs, env: &Env) -> anyhow::Result<Settings> {
         lanes,
         github,
         blueprints,
+        telemetry,
     })
 }
 

@@ -199,6 +199,7 @@ impl Daemon {
             tracing::warn!("{w}");
         }
         config::check_sandbox(settings)?;
+        crate::telemetry::install(settings.telemetry.as_ref(), &root, settings.node_id.as_deref())?;
         let node = if settings.sync.enabled || settings.archive.enabled {
             let id = clawboard_sync::node_id(&root, settings.node_id.as_deref());
             Some(id.map_err(crate::cli::sync_error)?)
@@ -349,6 +350,7 @@ impl Daemon {
         jobs.finish().await;
         drop(dispatcher);
         drop(state);
+        tokio::task::spawn_blocking(|| crate::telemetry::flush(crate::telemetry::FLUSH_AT_EXIT)).await?;
         tokio::task::spawn_blocking(move || store.checkpoint()).await??;
         tokio::task::spawn_blocking(move || recorder.stop()).await??;
         tracing::info!("stopped; every cursor is durable");

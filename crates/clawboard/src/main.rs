@@ -26,6 +26,7 @@ mod local;
 mod logging;
 mod output;
 mod retention;
+mod telemetry;
 
 fn main() -> std::process::ExitCode {
     cli::run(std::env::args_os())

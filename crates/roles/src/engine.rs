@@ -22,6 +22,7 @@ pub mod guard;
 mod page;
 mod products;
 mod run;
+mod spans;
 pub mod step;
 
 use std::sync::Arc;
@@ -225,7 +226,9 @@ impl Engine {
 
     /// Another node holds `task_id` now: its drive stops at the next step and writes nothing more.
     pub fn fence(&self, task_id: &str) {
-        self.fenced.lock().insert(task_id.to_owned());
+        if self.fenced.lock().insert(task_id.to_owned()) {
+            spans::fenced(self, task_id);
+        }
     }
 
     /// This node holds `task_id` again (it took the task back over).
@@ -445,7 +448,7 @@ impl Engine {
         self.store.settle();
         let outcome = match result {
             Ok(()) => {
-                run.record_token_totals()?;
+                let totals = run.record_token_totals()?;
                 task.status = TaskStatus::Completed;
                 task.completed_at = Some(Timestamp::now());
                 self.store.write_json(&task_rel, &task)?;
@@ -456,11 +459,12 @@ impl Engine {
                     p.held_by.clear();
                 });
                 claims::finish(&self.store, task_id)?;
+                spans::task_ended(run.trace.as_ref(), &run.task, None, totals);
                 Outcome::Completed
             }
             Err(StepError::Failed(reason)) => {
                 run.write_partial_result(&reason)?;
-                run.record_token_totals()?;
+                let totals = run.record_token_totals()?;
                 task.status = TaskStatus::Failed;
                 task.completed_at = Some(Timestamp::now());
                 self.store.write_json(&task_rel, &task)?;
@@ -472,9 +476,11 @@ impl Engine {
                     p.held_by.clear();
                 });
                 claims::finish(&self.store, task_id)?;
+                spans::task_ended(run.trace.as_ref(), &run.task, Some(&reason), totals);
                 Outcome::Failed(reason)
             }
             Err(StepError::Held(ids)) => {
+                spans::held(run.trace.as_ref(), task_id, &ids);
                 run.progress(|p| p.held_by = ids.clone());
                 Outcome::Held(ids)
             }

@@ -38,6 +38,7 @@ pub mod reply;
 pub mod runner;
 pub mod sandbox;
 pub mod status_page;
+pub mod telemetry;
 pub mod trial;
 pub mod write_policy;
 

@@ -137,6 +137,8 @@ pub struct StepReport {
 /// A recorded task's attempts, handed out one by one to the replay's calls.
 pub struct Recording {
     pub task: String,
+    /// The original's trace, which the replay's links to.
+    pub trace: Option<crate::telemetry::TaskTrace>,
     attempts: Vec<Recorded>,
     /// The model's own count of each slice recorded, by (instance, slice hash).
     model_counts: BTreeMap<(String, String), u64>,
@@ -181,8 +183,13 @@ impl Recording {
             out.push(Recorded { attempt: a, stdout, stderr, input, usage, last_of_role: false });
         }
         let used = Lock::new(vec![false; out.len()]);
+        let trace = crate::telemetry::read_task_trace(store, task).unwrap_or_else(|e| {
+            tracing::warn!(task = %task, "the replay's trace is not linked to the original's: {e}");
+            None
+        });
         Ok(Recording {
             task: task.to_owned(),
+            trace,
             attempts: out,
             model_counts,
             used,

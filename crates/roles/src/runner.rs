@@ -84,6 +84,10 @@ pub struct RunIdentity {
     /// For a command role run in the Landlock sandbox: the paths its process
     /// may not touch (`Sandbox::for_role`). `None`: it runs unsandboxed.
     pub sandbox: Option<std::sync::Arc<Vec<std::path::PathBuf>>>,
+    /// The run's span (`invoke_agent`), handed on as W3C `traceparent` (`TRACEPARENT`
+    /// for a command, the header for HTTP and model requests) so the role's own spans
+    /// join the task's trace. `None` with telemetry off.
+    pub trace: Option<crate::telemetry::SpanContext>,
 }
 
 impl RunIdentity {
@@ -271,13 +275,11 @@ fn role_command(argv: &[String], role: &RoleConfig, who: &RunIdentity) -> Result
     if let Some(exe) = own_exe() {
         cmd.env("CLAWBOARD_EXE", exe);
     }
-    cmd.envs(&role.env)
-        .envs(who.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.envs(&role.env).envs(who.env());
+    if let Some(t) = &who.trace {
+        cmd.env("TRACEPARENT", t.traceparent());
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
     if let Some(cwd) = &role.cwd {
         cmd.current_dir(cwd);
     }
@@ -412,6 +414,9 @@ async fn run_http(
         .header("x-clawboard-role", &who.role)
         .header("x-clawboard-instance-id", &who.instance_id)
         .body(context.to_vec());
+    if let Some(t) = &who.trace {
+        req = req.header("traceparent", t.traceparent());
+    }
     for (k, v) in &http.headers {
         req = req.header(k, v);
     }

@@ -128,6 +128,7 @@ pub async fn run(cfg: &RolesConfig, role: &str, kind: Kind, context: Value, root
         instance_id: format!("{role}-try"),
         token: String::new(),
         sandbox: None,
+        trace: None,
     };
     let bytes = serde_json::to_vec(&context).map_err(|e| e.to_string())?;
     let (_kill, mut rx) = tokio::sync::watch::channel(false);

@@ -135,10 +135,13 @@ pub fn replay_task(store: &Store, s: &Settings, id: &str, into: Option<&Path>, l
     seed(store, &copy, &task, &recording)?;
     let (config, _) = crate::config::engine::build(s)?;
     let engine = Engine::new(copy.clone(), config, Shutdown::never()).replaying(recording.clone());
+    // A replay is a trace of its own, linked to the original's.
+    crate::telemetry::install(s.telemetry.as_ref(), store.root(), s.node_id.as_deref())?;
     let started = Instant::now();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = runtime.block_on(engine.drive(id))?;
     copy.settle();
+    crate::telemetry::flush(crate::telemetry::FLUSH_AT_EXIT);
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let steps = recording.steps();
     let not_reached =

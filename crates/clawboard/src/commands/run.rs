@@ -145,6 +145,7 @@ pub fn drive_here(
     roles.full_context = full_context;
     config.roles = Arc::new(roles);
     let engine = Arc::new(Engine::new(store.clone(), config, Shutdown::never()));
+    crate::telemetry::install(s.telemetry.as_ref(), store.root(), s.node_id.as_deref())?;
     // One thread drives the task: the role processes, their pipes and timers are
     // polled where the steps run, with no wake-up handed between threads, and
     // the tokenizer's caches (per thread) stay warm from step to step. Parallel
@@ -154,6 +155,7 @@ pub fn drive_here(
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let outcome = runtime.block_on(engine.drive(id))?;
     store.checkpoint()?;
+    crate::telemetry::flush(crate::telemetry::FLUSH_AT_EXIT);
     Ok(outcome)
 }
 

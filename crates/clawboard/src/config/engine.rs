@@ -51,7 +51,7 @@ pub fn build(s: &Settings) -> anyhow::Result<(EngineConfig, String)> {
 pub fn restart_only_changes(old: &Settings, new: &Settings) -> Vec<&'static str> {
     // Each section as it was resolved: the same text, the same setting. (Secrets
     // print redacted: a rotated key file is read at its next use anyway.)
-    let sections: [(&'static str, String, String); 13] = [
+    let sections: [(&'static str, String, String); 14] = [
         ("root", format!("{:?}", old.root), format!("{:?}", new.root)),
         ("limits.max_file_size", old.max_file_bytes.to_string(), new.max_file_bytes.to_string()),
         (
@@ -69,6 +69,7 @@ pub fn restart_only_changes(old: &Settings, new: &Settings) -> Vec<&'static str>
         ("notify", format!("{:?}", old.review.notify), format!("{:?}", new.review.notify)),
         ("retention", format!("{:?}", old.retention), format!("{:?}", new.retention)),
         ("github", format!("{:?}", old.github), format!("{:?}", new.github)),
+        ("telemetry", format!("{:?}", old.telemetry), format!("{:?}", new.telemetry)),
     ];
     sections.into_iter().filter(|(_, a, b)| a != b).map(|(key, _, _)| key).collect()
 }

@@ -134,6 +134,8 @@ pub fn render(i: &Inputs) -> String {
         let _ = writeln!(o, "{name} {n}");
     }
     jobs(&mut o, i);
+    crate::telemetry::render_metrics(&mut o);
+    clawboard_roles::telemetry::metrics::render(&mut o);
     family(
         &mut o,
         "clawboard_scrape_errors",

@@ -301,7 +301,7 @@ impl TaskRun<'_> {
         ok: bool,
         stdout: &[u8],
         usage: Option<&Value>,
-    ) -> Result<(), StepError> {
+    ) -> Result<ledger::Handout, StepError> {
         self.count_full(&mut handed);
         let mut entry = handed.entry;
         entry.usage = serde_json::from_slice::<Value>(stdout)
@@ -310,22 +310,23 @@ impl TaskRun<'_> {
             .and_then(Usage::from_output)
             .or_else(|| usage.and_then(Usage::from_usage));
         entry.outcome = if ok { "ok" } else { "failed" }.to_owned();
-        ledger::finish(self.engine.store(), &self.id, &entry).map_err(board_err)
+        ledger::finish(self.engine.store(), &self.id, &entry).map_err(board_err)?;
+        Ok(entry)
     }
 
     /// The ledger's totals into `result.json` (`tokens`) and `status.md`, when any
-    /// slice was handed out.
-    pub(crate) fn record_token_totals(&self) -> Result<(), clawboard_core::Error> {
+    /// slice was handed out; the prompt and completion tokens spent.
+    pub(crate) fn record_token_totals(&self) -> Result<Option<(u64, u64)>, clawboard_core::Error> {
         let entries = match ledger::list(self.engine.store(), &self.id) {
             Ok(e) => e,
             Err(clawboard_board::Error::Store(e)) => return Err(e),
             Err(e) => {
                 tracing::warn!(task = %self.id, "the slice ledger cannot be read: {e}");
-                return Ok(());
+                return Ok(None);
             }
         };
         if entries.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let t = ledger::totals(&entries);
         let r = clawboard_core::RelPath::new(&clawboard_core::layout::task_file(
@@ -353,7 +354,8 @@ impl TaskRun<'_> {
                 res.extra.insert("tokens".into(), tokens);
             })?;
         }
+        let spent = (t.prompt_tokens, t.completion_tokens);
         self.progress(|p| p.tokens = Some(t));
-        Ok(())
+        Ok(Some(spent))
     }
 }

@@ -16,7 +16,7 @@ use clawboard_records::attempts::{self, Attempt, AttemptStatus};
 use clawboard_records::escalations;
 use serde_json::Value;
 
-use super::StepError;
+use super::{StepError, spans};
 use crate::Engine;
 use crate::config::RoleConfig;
 use crate::output::RaisedEscalation;
@@ -84,8 +84,18 @@ pub(crate) trait Site {
     fn shape(&self, cut_offs: u32) -> ReplyShape;
     /// While the run starts: the instance is listed with its token.
     fn started(&self, attempt: &Attempt, token: &str, handed: Option<&mut Self::Handed>) -> Result<(), StepError>;
-    /// The run's attempt is recorded: what it was handed is accounted for.
-    fn recorded(&self, handed: Self::Handed, attempt: &Attempt, out: &RunOutcome) -> Result<(), StepError>;
+    /// The run's attempt is recorded: what it was handed is accounted for (the
+    /// slice's ledger entry, when it was handed one).
+    fn recorded(
+        &self,
+        handed: Self::Handed,
+        attempt: &Attempt,
+        out: &RunOutcome,
+    ) -> Result<Option<clawboard_board::ledger::Handout>, StepError>;
+    /// The span the run's span goes under (the task's root), when traced.
+    fn trace(&self) -> Option<crate::telemetry::SpanContext> {
+        None
+    }
     /// The instance is gone (whatever the outcome).
     fn ended(&self, instance: &str) -> Result<(), StepError>;
     /// An attempt's output was accepted.
@@ -150,13 +160,9 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
             last_error = format!("role {role_id:?} is not configured under [roles]");
             continue;
         };
-        if n > 0 {
-            tracing::info!(
-                task = %site.task_id(),
-                step = %call.step,
-                "falling back from {} to {role_id}",
-                call.chain[n - 1]
-            );
+        let fallback_from = (n > 0).then(|| call.chain[n - 1].as_str());
+        if let Some(from) = fallback_from {
+            tracing::info!(task = %site.task_id(), step = %call.step, "falling back from {from} to {role_id}");
         }
         for retry in 0..=call.retries.unwrap_or(role.max_retries) {
             if *engine.shutdown.stopping.borrow() {
@@ -165,8 +171,8 @@ pub(crate) async fn run<S: Site, T: RoleOutput>(
             if retry > 0 && engine.recording().is_none() {
                 backoff(engine, role.retry_backoff, retry).await?;
             }
-            let tried = attempt(site, call.step, role_id, role, accept, &feedback, cut_offs).await?;
-            match tried {
+            let tries = Tries { feedback: &feedback, cut_offs, retry, fallback_from };
+            match attempt(site, call.step, role_id, role, accept, &tries).await? {
                 Tried::Done(attempt, output) => return Ok((attempt, output)),
                 Tried::Failed { error, skip_retries, cut_off } => {
                     cut_offs += u32::from(cut_off);
@@ -201,6 +207,15 @@ async fn backoff(engine: &Engine, base: std::time::Duration, retry: u32) -> Resu
     }
 }
 
+/// What the tries of a step before this one left: why they were refused, how
+/// many replies were cut off, and which role this one falls back from.
+struct Tries<'a> {
+    feedback: &'a [String],
+    cut_offs: u32,
+    retry: u32,
+    fallback_from: Option<&'a str>,
+}
+
 /// Runs `role` once. An error stops the call; [`Tried::Failed`] may be retried.
 async fn attempt<S: Site, T: RoleOutput>(
     site: &S,
@@ -208,8 +223,7 @@ async fn attempt<S: Site, T: RoleOutput>(
     role_id: &str,
     role: &RoleConfig,
     accept: &impl Fn(&[u8]) -> Result<T, String>,
-    feedback: &[String],
-    cut_offs: u32,
+    tries: &Tries<'_>,
 ) -> Result<Tried<T>, StepError> {
     let engine = site.engine();
     let _permit = engine.roles.clone().acquire_owned().await.map_err(|_| StepError::Stopped)?;
@@ -229,20 +243,20 @@ async fn attempt<S: Site, T: RoleOutput>(
     };
     let mut handed = site.hand(role_id, role, &instance_id).await?;
     let mut attempt = open_attempt(site, step, role_id, &instance_id)?;
-    let mut ctx = site.context(handed.as_ref(), role_id, role);
-    if let Some(o) = ctx.as_object_mut() {
-        o.insert("instanceId".into(), instance_id.clone().into());
-        o.insert("attempt".into(), attempt.number.into());
-        if !feedback.is_empty() {
-            o.insert("feedback".into(), feedback.into());
-        }
-    }
-    let shape = site.shape(cut_offs);
+    let shape = site.shape(tries.cut_offs);
+    let ctx = context_of(site, handed.as_ref(), role_id, role, &attempt, tries.feedback);
     let input = runner::input_of(role, &ctx, &shape);
     attempts::save_input_in(&engine.store, site.records_dir(), &attempt, &input)?;
     if let (Some(r), Some(rec)) = (engine.recording(), &recorded) {
         r.handed(rec, &input);
     }
+    let why = spans::Why {
+        retry: tries.retry,
+        last_error: tries.feedback.last().map(String::as_str),
+        fallback_from: tries.fallback_from,
+        replayed: recorded.is_some(),
+    };
+    let span = spans::agent(site.trace().as_ref(), site.task_id(), &attempt, &why);
     let who = RunIdentity {
         root: engine.store.root().display().to_string(),
         task_id: site.task_id().to_owned(),
@@ -251,6 +265,7 @@ async fn attempt<S: Site, T: RoleOutput>(
         // 128 bits from the OS; without OS randomness no token (none matches an empty one).
         token: clawboard_core::token::secret_hex(16).unwrap_or_default(),
         sandbox: engine.roles().sandbox.for_role(role),
+        trace: span.context(),
     };
     let context_bytes = serde_json::to_vec(&ctx).unwrap_or_default();
     let mut kill = engine.shutdown.kill.clone();
@@ -287,23 +302,71 @@ async fn attempt<S: Site, T: RoleOutput>(
         // The recorded ids: their recorded decisions decide the replay's hold.
         attempt.escalations.clone_from(&rec.attempt.escalations);
     }
+    let slice = record(site, &mut attempt, &out, handed)?;
+    spans::agent_ended(span, &attempt, slice.as_ref());
+    site.ended(&instance_id)?;
+    settle(site, step, role_id, attempt, &out, accepted).await
+}
+
+/// The run's context: what the site hands it, with its instance, attempt number
+/// and why the tries before it were refused.
+fn context_of<S: Site>(
+    site: &S,
+    handed: Option<&S::Handed>,
+    role_id: &str,
+    role: &RoleConfig,
+    attempt: &Attempt,
+    feedback: &[String],
+) -> Value {
+    let mut ctx = site.context(handed, role_id, role);
+    if let Some(o) = ctx.as_object_mut() {
+        o.insert("instanceId".into(), attempt.instance_id.clone().into());
+        o.insert("attempt".into(), attempt.number.into());
+        if !feedback.is_empty() {
+            o.insert("feedback".into(), feedback.into());
+        }
+    }
+    ctx
+}
+
+/// Records the ended run: its output first, its record second (an `ok` record
+/// always has its output beside it), then what it was handed.
+fn record<S: Site>(
+    site: &S,
+    attempt: &mut Attempt,
+    out: &RunOutcome,
+    handed: Option<S::Handed>,
+) -> Result<Option<clawboard_board::ledger::Handout>, StepError> {
+    let engine = site.engine();
     attempt.ended_at = Some(Timestamp::now_millis());
     attempt.elapsed_ms = Some(u64::try_from(out.elapsed.as_millis()).unwrap_or(u64::MAX));
-    // Output first, record second: an `ok` record always has its output beside it.
-    attempts::save_output_in(&engine.store, site.records_dir(), &attempt, &out.stdout, &out.stderr)?;
-    attempts::save_in(&engine.store, site.records_dir(), &attempt)?;
-    if let Some(h) = handed {
-        site.recorded(h, &attempt, &out)?;
-    }
+    attempts::save_output_in(&engine.store, site.records_dir(), attempt, &out.stdout, &out.stderr)?;
+    attempts::save_in(&engine.store, site.records_dir(), attempt)?;
+    let slice = match handed {
+        Some(h) => site.recorded(h, attempt, out)?,
+        None => None,
+    };
     engine.count_run(attempt.status);
     if let Some(slot) = site.attempts().lock().iter_mut().find(|a| a.number == attempt.number) {
         *slot = attempt.clone();
     }
-    site.ended(&instance_id)?;
+    Ok(slice)
+}
+
+/// What the recorded attempt means for the call: done, failed (retried while
+/// retries are left), or stopped.
+async fn settle<S: Site, T: RoleOutput>(
+    site: &S,
+    step: &str,
+    role_id: &str,
+    attempt: Attempt,
+    out: &RunOutcome,
+    accepted: Option<T>,
+) -> Result<Tried<T>, StepError> {
     match (attempt.status, accepted) {
         (AttemptStatus::Ok, Some(o)) => {
             site.succeeded(&attempt, o.escalations())?;
-            engine.step_done(site.task_id()).await?;
+            site.engine().step_done(site.task_id()).await?;
             Ok(Tried::Done(attempt, o))
         }
         (AttemptStatus::Interrupted, _) => Err(StepError::Stopped),

@@ -174,8 +174,13 @@ impl Site for EntrySite<'_> {
         Ok(())
     }
 
-    fn recorded(&self, _: (), _: &Attempt, _: &RunOutcome) -> Result<(), StepError> {
-        Ok(())
+    fn recorded(
+        &self,
+        _: (),
+        _: &Attempt,
+        _: &RunOutcome,
+    ) -> Result<Option<clawboard_board::ledger::Handout>, StepError> {
+        Ok(None)
     }
 
     fn ended(&self, instance: &str) -> Result<(), StepError> {

@@ -32,6 +32,8 @@ pub(crate) struct TaskRun<'e> {
     /// The whole board's size in tokens at a seq (every slice's ledger entry
     /// states it; counted once per board version, not once per slice).
     pub(crate) full_tokens: Lock<Option<(u64, u64)>>,
+    /// The task's trace (`trace.json`), when spans are exported.
+    pub(crate) trace: Option<crate::telemetry::TaskTrace>,
 }
 
 pub(super) fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
@@ -51,6 +53,7 @@ impl<'e> TaskRun<'e> {
             .map(|a| a.instance_id.clone())
             .collect();
         let raised = if cut.is_empty() { Vec::new() } else { escalations::raised_by(&engine.store, &id, &cut)? };
+        let trace = super::spans::open_trace(engine, &task, &id);
         for a in loaded.iter_mut().filter(|a| a.status == attempts::AttemptStatus::Running) {
             for (_, e) in raised.iter().filter(|(i, _)| *i == a.instance_id) {
                 if !a.escalations.contains(e) {
@@ -62,6 +65,8 @@ impl<'e> TaskRun<'e> {
             a.ended_at = Some(Timestamp::now());
             attempts::save(&engine.store, &id, a)?;
         }
+        let cut_short: Vec<&Attempt> = loaded.iter().filter(|a| cut.contains(&a.instance_id)).collect();
+        super::spans::interrupted(trace.as_ref(), &id, &cut_short);
         let page =
             Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
         // The id is a checked task id, so the board always opens.
@@ -78,7 +83,17 @@ impl<'e> TaskRun<'e> {
         };
         let status =
             super::page::PageWriter::new(engine.store.clone(), rel(&id, layout::STATUS_FILE)?, id.clone(), render);
-        Ok(TaskRun { engine, task, id, attempts: Lock::new(loaded), page, board, status, full_tokens: Lock::new(None) })
+        Ok(TaskRun {
+            engine,
+            task,
+            id,
+            attempts: Lock::new(loaded),
+            page,
+            board,
+            status,
+            full_tokens: Lock::new(None),
+            trace,
+        })
     }
 
     /// Changes the progress page and has it written (off this thread: see `page.rs`).

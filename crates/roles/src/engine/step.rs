@@ -213,9 +213,18 @@ impl Site for StepSite<'_, '_> {
         started
     }
 
-    fn recorded(&self, handed: Handed, attempt: &Attempt, out: &RunOutcome) -> Result<(), StepError> {
+    fn recorded(
+        &self,
+        handed: Handed,
+        attempt: &Attempt,
+        out: &RunOutcome,
+    ) -> Result<Option<clawboard_board::ledger::Handout>, StepError> {
         let ok = attempt.status == attempts::AttemptStatus::Ok;
-        self.run.slice_finished(handed, ok, &out.stdout, out.usage.as_ref())
+        self.run.slice_finished(handed, ok, &out.stdout, out.usage.as_ref()).map(Some)
+    }
+
+    fn trace(&self) -> Option<crate::telemetry::SpanContext> {
+        self.run.trace.as_ref().and_then(crate::telemetry::TaskTrace::root)
     }
 
     fn ended(&self, instance: &str) -> Result<(), StepError> {

@@ -46,6 +46,7 @@ fn who() -> RunIdentity {
         instance_id: "inst-9".into(),
         token: "secret".into(),
         sandbox: None,
+        trace: None,
     }
 }
 

@@ -104,6 +104,20 @@ impl LlmError {
         matches!(self, LlmError::Reply { what, .. } if what.contains(CUT_OFF))
     }
 
+    /// Its `error.type` in a span: the HTTP status when there was one.
+    fn error_type(&self) -> String {
+        if let Some(s) = self.status() {
+            return s.as_u16().to_string();
+        }
+        match self {
+            LlmError::Send { .. } => "connection",
+            LlmError::ResponseTooLarge { .. } | LlmError::OutputTooLarge { .. } => "too_large",
+            LlmError::NoSuchModel { .. } => "no_such_model",
+            _ => "client",
+        }
+        .to_owned()
+    }
+
     /// The tokens a refused reply reported: spent all the same.
     fn usage(&self) -> Option<Value> {
         match self {
@@ -124,6 +138,8 @@ struct Answer {
     max_tokens: Option<u32>,
     /// The server answered a model its `/models` does not list.
     unlisted: bool,
+    /// The reply's model, id and finish reasons, for the span.
+    meta: span::ReplyMeta,
 }
 
 /// Runs the `llm` role once; `kill` interrupts it, the role's `timeout` ends it.
@@ -142,7 +158,9 @@ pub(super) async fn run(
         Err(e) => return failed(format!("{}{e}", llm.prefix())),
     };
     let deadline = tokio::time::Instant::now() + role.timeout;
+    let chat = span::ChatSpan::start(llm, &who.role, who.trace.as_ref(), || request_for(llm, context, shape));
     let shape = shape.clone().for_role(llm);
+    let traceparent = chat.traceparent();
     let call = async {
         let client = reqwest::Client::builder().build().map_err(|e| LlmError::Client(e.without_url().to_string()))?;
         let auth = auth_header(key.as_ref())?;
@@ -154,31 +172,44 @@ pub(super) async fn run(
             key: key.as_ref(),
             deadline,
             unlisted: unlisted.as_deref(),
+            traceparent: traceparent.as_deref(),
         };
         ask(&request, role.max_output_bytes, &user_message(context), &shape).await
     };
     tokio::select! {
         r = call => match r {
-            Ok(a) => RunOutcome {
+            Ok(a) => {
+                chat.answered(&a.meta, a.usage.as_ref(), a.max_tokens);
+                RunOutcome {
                 exit_code: Some(i32::from(a.status.as_u16())),
                 stderr: note(llm, &a).into_bytes(),
                 usage: a.usage.clone(),
                 stdout: a.stdout,
                 ..ended(RunStatus::Exited)
-            },
-            Err(e) => RunOutcome {
-                exit_code: e.status().map(|s| i32::from(s.as_u16())),
-                usage: e.usage(),
-                skip_retries: e.final_refusal(),
-                cut_off: e.cut_off(),
-                ..failed(redact(&format!("{}{e}", llm.prefix()), key.as_ref()))
-            },
+                }
+            }
+            Err(e) => {
+                let message = redact(&format!("{}{e}", llm.prefix()), key.as_ref());
+                let usage = e.usage();
+                chat.failed(&e.error_type(), &message, usage.as_ref());
+                RunOutcome {
+                    exit_code: e.status().map(|s| i32::from(s.as_u16())),
+                    usage,
+                    skip_retries: e.final_refusal(),
+                    cut_off: e.cut_off(),
+                    ..failed(message)
+                }
+            }
         },
-        _ = tokio::time::sleep_until(deadline) => RunOutcome {
-            status: RunStatus::TimedOut,
-            ..failed(format!("{}timed out after {:?} waiting for {}", llm.prefix(), role.timeout, llm.endpoint()))
-        },
-        _ = fired(kill) => RunOutcome { status: RunStatus::Interrupted, ..failed("interrupted: the daemon is stopping") },
+        _ = tokio::time::sleep_until(deadline) => {
+            let message = format!("{}timed out after {:?} waiting for {}", llm.prefix(), role.timeout, llm.endpoint());
+            chat.failed("timeout", &message, None);
+            RunOutcome { status: RunStatus::TimedOut, ..failed(message) }
+        }
+        _ = fired(kill) => {
+            chat.failed("interrupted", "interrupted: the daemon is stopping", None);
+            RunOutcome { status: RunStatus::Interrupted, ..failed("interrupted: the daemon is stopping") }
+        }
     }
 }
 
@@ -191,6 +222,8 @@ struct Request<'a> {
     deadline: tokio::time::Instant,
     /// The models `/models` lists, when the configured one is not among them.
     unlisted: Option<&'a [String]>,
+    /// The `chat` span's W3C trace context, sent as `traceparent`.
+    traceparent: Option<&'a str>,
 }
 
 fn auth_header(key: Option<&ApiKey>) -> Result<Option<HeaderValue>, LlmError> {
@@ -350,6 +383,7 @@ pub async fn probe_model(llm: &LlmConfig, role: &str, timeout: Duration) -> Resu
         key: key.as_ref(),
         deadline: tokio::time::Instant::now() + timeout,
         unlisted: unlisted.as_deref(),
+        traceparent: None,
     };
     let answer = ask(&request, PROBE_BYTES, message, &shape).await.map_err(|e| redact(&e.to_string(), key.as_ref()))?;
     Ok(ModelProbe { listing, format: answer.format, asked, elapsed: started.elapsed() })
@@ -502,6 +536,9 @@ async fn post(r: &Request<'_>, url: &str, body: &[u8], cap: u64, limit: u64) -> 
     if let Some(a) = r.auth {
         req = req.header(AUTHORIZATION, a.clone());
     }
+    if let Some(t) = r.traceparent {
+        req = req.header("traceparent", t);
+    }
     let send_error = |e| LlmError::Send { method: "POST", url: url.to_owned(), reason: reason(e) };
     let mut resp = req.send().await.map_err(send_error)?;
     let status = resp.status();
@@ -553,7 +590,8 @@ async fn ask(r: &Request<'_>, limit: u64, message: &str, shape: &ReplyShape) -> 
                 return Err(LlmError::OutputTooLarge { size: stdout.len(), limit, usage });
             }
             let unlisted = r.unlisted.is_some();
-            return Ok(Answer { status, stdout, tries, usage, format, max_tokens: shape.max_tokens, unlisted });
+            let meta = span::ReplyMeta::of(&got, crate::telemetry::capture_content());
+            return Ok(Answer { status, stdout, tries, usage, format, max_tokens: shape.max_tokens, unlisted, meta });
         }
         if format != ReplyFormat::Text && format_refused(status, &got) {
             first_refusal.get_or_insert((status, quote(&got, r.key)));
@@ -862,5 +900,6 @@ fn unfence(text: &str) -> &str {
     rest.trim()
 }
 
+mod span;
 #[cfg(test)]
 mod tests;

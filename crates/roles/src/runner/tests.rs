@@ -38,6 +38,7 @@ fn who() -> RunIdentity {
         instance_id: "inst-1".into(),
         token: "tok".into(),
         sandbox: None,
+        trace: None,
     }
 }
 

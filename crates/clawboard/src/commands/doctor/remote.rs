@@ -27,7 +27,27 @@ pub async fn checks(s: &Settings) -> Vec<Check> {
     checks.extend(archive(s).await);
     checks.extend(github(s).await);
     checks.extend(models(s).await);
+    checks.push(telemetry(s).await);
     checks
+}
+
+/// The OTLP endpoint, if telemetry is on: an empty export must be taken.
+async fn telemetry(s: &Settings) -> Check {
+    let Some(t) = &s.telemetry else {
+        return Check::ok("telemetry", "off (no [telemetry] otlp_endpoint)");
+    };
+    let client = match reqwest::Client::builder().timeout(t.timeout).build() {
+        Ok(c) => c,
+        Err(e) => return Check::fail("telemetry", format!("cannot build an HTTP client: {e}"), "see the error"),
+    };
+    match crate::telemetry::post(&client, &t.url, &t.headers, crate::telemetry::empty_request()).await {
+        Ok(()) => Check::ok("telemetry", format!("{} takes OTLP spans (service {})", t.url, t.service_name)),
+        Err(e) => Check::fail(
+            "telemetry",
+            format!("spans cannot be sent: {e}"),
+            "start the collector, or correct [telemetry] otlp_endpoint or its headers (docs/TELEMETRY.md); tasks run the same, their spans are dropped",
+        ),
+    }
 }
 
 /// The bucket, if sync is on.

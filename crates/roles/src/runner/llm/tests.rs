@@ -142,6 +142,7 @@ fn who() -> RunIdentity {
         instance_id: "inst-1".into(),
         token: "clawboard-token".into(),
         sandbox: None,
+        trace: None,
     }
 }
 

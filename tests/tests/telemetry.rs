@@ -1,0 +1,263 @@
+//! `[telemetry]`: spans of tasks, role runs and model calls sent over OTLP/HTTP
+//! to a real Arize Phoenix (`scripts/phoenix`), and read back through its API.
+//! A task `clawboard run` started, killed with `kill -9` and finished by a daemon
+//! is one trace; a collector that is down or never answers costs the tasks
+//! nothing but their spans, counted on `/metrics`. The model's `chat` spans are
+//! checked in `llm.rs` (a server in the test) and `model.rs` (the local model).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use clawboard_tests::phoenix::{self, names, trace_of, wait_spans};
+use clawboard_tests::{Tree, sh_config, wait_until};
+use serde_json::Value;
+
+const STEPS: usize = 8;
+
+/// A linear blueprint of [`STEPS`] steps whose role sleeps a little, notes its
+/// `TRACEPARENT` and prints a line of text; and the input to run it.
+fn setup(t: &Tree, telemetry: &str) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let bp_dir = t.dir.path().join("blueprints");
+    std::fs::create_dir_all(&bp_dir).unwrap();
+    let steps: Vec<Value> = (1..=STEPS)
+        .map(|i| serde_json::json!({"id": format!("s{i}"), "worker": "step", "scope": ["meta.topic"]}))
+        .collect();
+    let bp = serde_json::json!({"blueprint_id": "linear", "type": "static_linear", "description": "trace test", "steps": steps});
+    std::fs::write(bp_dir.join("linear.json"), bp.to_string()).unwrap();
+    let seen = t.dir.path().join("traceparents.log");
+    let config = format!(
+        r#"[daemon]
+shutdown_grace = "2s"
+
+[blueprints]
+dir = "{}"
+
+[roles.step]
+command = ["sh", "-c", "cat > /dev/null; sleep 0.4; echo \"$TRACEPARENT\" >> '{}'; echo '{{\"output\": \"a step of the trace test\"}}'"]
+timeout = "30s"
+max_retries = 0
+
+{telemetry}"#,
+        bp_dir.display(),
+        seen.display()
+    );
+    let cfg = t.config(&config);
+    let input = t.scratch("in.json", br#"{"user_input": {"topic": "traces", "platform": "general"}}"#);
+    (cfg.to_str().unwrap().to_owned(), input, seen)
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+#[test]
+fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix() {
+    let t = Tree::init();
+    let (cfg, input, seen) = setup(&t, &phoenix::telemetry_config(""));
+    let mut child = t
+        .command(&["--config", &cfg, "run", "linear", "--input", input.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let task = loop {
+        let line = rx.recv_timeout(Duration::from_secs(60)).expect("clawboard run named no task");
+        if let Some(rest) = line.strip_prefix("task ") {
+            break rest.split(':').next().unwrap().to_owned();
+        }
+    };
+    // Killed while step 6 runs: steps 1-5 ended in this process.
+    let lines = || std::fs::read_to_string(&seen).unwrap_or_default().lines().count();
+    wait_until(60, "five steps to run", || lines() >= 5);
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let d = t.daemon();
+    wait_until(120, "the daemon to finish the task", || t.status_of(&task) == "completed");
+    let (trace, root) = trace_of(&t.root, &task);
+    let spans = wait_spans(&trace, 60, |s| {
+        s.iter().any(|s| s["context"]["span_id"] == root.as_str())
+            && s.iter().any(|s| s["name"] == "invoke_agent step" && attr(s, "clawboard.step.id") == "bp/s8")
+    });
+
+    // One root, the one trace.json names, the task's workflow; every other span under it.
+    let roots: Vec<&Value> = spans.iter().filter(|s| s["parent_id"].is_null()).collect();
+    assert_eq!(roots.len(), 1, "one root: {:#?}", names(&spans));
+    assert_eq!(roots[0]["context"]["span_id"], root.as_str());
+    assert_eq!(roots[0]["name"], "invoke_workflow linear");
+    assert_eq!(attr(roots[0], "gen_ai.operation.name"), "invoke_workflow");
+    assert_eq!(attr(roots[0], "clawboard.task.id"), task.as_str());
+    assert_eq!(attr(roots[0], "clawboard.task.status"), "completed");
+    for s in spans.iter().filter(|s| !s["parent_id"].is_null()) {
+        assert_eq!(s["parent_id"], root.as_str(), "{s:#}");
+    }
+    // Spans from both processes: a step before the kill and one after, and the
+    // run the kill cut short, recorded by the daemon when it resumed.
+    let ok_steps: Vec<&str> = spans
+        .iter()
+        .filter(|s| s["name"] == "invoke_agent step" && attr(s, "clawboard.attempt.status") == "ok")
+        .map(|s| attr(s, "clawboard.step.id").as_str().unwrap())
+        .collect();
+    assert!(ok_steps.contains(&"bp/s1") && ok_steps.contains(&"bp/s8"), "{ok_steps:?}");
+    let cut: Vec<&Value> = spans.iter().filter(|s| attr(s, "clawboard.attempt.status") == "interrupted").collect();
+    assert_eq!(cut.len(), 1, "{:#?}", names(&spans));
+    assert_eq!(attr(cut[0], "error.type"), "interrupted");
+    assert_eq!(cut[0]["status_code"], "ERROR");
+    // Each step's own span, with its slice.
+    let s8 = spans.iter().find(|s| attr(s, "clawboard.step.id") == "bp/s8").unwrap();
+    assert_eq!(attr(s8, "gen_ai.agent.name"), "step");
+    assert!(attr(s8, "clawboard.slice.tokens").as_u64().unwrap() > 0, "{s8:#}");
+    assert!(attr(s8, "clawboard.board.tokens").as_u64().unwrap() > 0, "{s8:#}");
+    // Every role process was handed its own span's context in the same trace.
+    let parents = std::fs::read_to_string(&seen).unwrap();
+    let agent_ids: Vec<&str> = spans.iter().filter_map(|s| s["context"]["span_id"].as_str()).collect();
+    for line in parents.lines() {
+        let parts: Vec<&str> = line.split('-').collect();
+        assert_eq!(parts.len(), 4, "{line}");
+        assert_eq!((parts[0], parts[1], parts[3]), ("00", trace.as_str(), "01"), "{line}");
+        if line == parents.lines().last().unwrap() {
+            assert!(agent_ids.contains(&parts[2]), "the last run's span is in Phoenix: {line}");
+        }
+    }
+    assert!(d.output().contains("telemetry: spans go to the OTLP endpoint"), "{}", d.output());
+
+    // doctor finds the collector taking spans.
+    let doc = t.command(&["--config", &cfg, "--json", "doctor"]).stdin(Stdio::null()).output().unwrap();
+    let checks: Value = serde_json::from_slice(&doc.stdout).unwrap();
+    let tel = checks.as_array().unwrap().iter().find(|c| c["check"] == "telemetry").unwrap();
+    assert_eq!(tel["level"], "ok", "{tel}");
+    assert_eq!(d.stop(), 0);
+
+    // A replay is a trace of its own, linked to this one.
+    let into = t.dir.path().join("replayed");
+    let r = t
+        .command(&["--config", &cfg, "--json", "task", "replay", &task, "--into", into.to_str().unwrap()])
+        .output()
+        .unwrap();
+    // Every step the same (the resume's restated step statuses are a board difference: exit 1).
+    let report: Value =
+        serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.stderr)));
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), STEPS, "{report:#}");
+    assert!(steps.iter().all(|s| s["verdict"] == "same"), "{report:#}");
+    let replayed: Value =
+        serde_json::from_slice(&std::fs::read(into.join(format!("tasks/{task}/trace.json"))).unwrap()).unwrap();
+    assert_ne!(replayed["traceId"], trace.as_str());
+    assert_eq!(replayed["links"][0]["traceId"], trace.as_str());
+    assert_eq!(replayed["links"][0]["relation"], "replay of");
+    let replay_root = replayed["spanId"].as_str().unwrap().to_owned();
+    let spans = wait_spans(replayed["traceId"].as_str().unwrap(), 60, |s| {
+        s.iter().any(|s| s["context"]["span_id"] == replay_root.as_str())
+    });
+    let agents: Vec<&Value> = spans.iter().filter(|s| s["name"] == "invoke_agent step").collect();
+    assert!(agents.iter().all(|s| attr(s, "clawboard.replayed") == true), "{:#?}", names(&spans));
+}
+
+/// A listener that takes connections and never answers them.
+fn black_hole() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().map_while(Result::ok) {
+            held.push(s);
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A port nothing listens on.
+fn closed_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    format!("http://{addr}")
+}
+
+fn metrics(t: &Tree) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn counter(metrics: &str, outcome: &str) -> u64 {
+    let key = format!("clawboard_telemetry_spans_total{{outcome=\"{outcome}\"}} ");
+    metrics.lines().find_map(|l| l.strip_prefix(&key)).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn a_collector_that_is_down_or_never_answers_costs_the_tasks_nothing_but_their_spans() {
+    for (what, endpoint) in [("never answers", black_hole()), ("is down", closed_port())] {
+        let t = Tree::init();
+        let cfg = t
+            .config(&sh_config(&format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\ntimeout = \"1s\"\nqueue = 8\n")));
+        let d = t.daemon();
+        for i in 0..6 {
+            t.drop_task(
+                &format!("c{i}.json"),
+                &format!(
+                    r#"{{"taskId":"c{i}","type":"coding","description":"d","priority":"normal","createdBy":"human"}}"#
+                ),
+            );
+        }
+        wait_until(60, "every task to complete", || (0..6).all(|i| t.status_of(&format!("c{i}")) == "completed"));
+        // Every task was traced (trace.json made) and its spans were dropped, counted.
+        assert!(t.root.join("tasks/c0/trace.json").is_file());
+        wait_until(30, "the dropped spans to be counted", || {
+            let m = metrics(&t);
+            counter(&m, "dropped_export_failed") + counter(&m, "dropped_queue_full") >= 6
+        });
+        let m = metrics(&t);
+        assert_eq!(counter(&m, "exported"), 0, "{what}: {m}");
+        let log = d.output();
+        assert_eq!(log.matches("spans cannot be sent to").count(), 1, "{what}: said once per outage:\n{log}");
+        // doctor names the endpoint that does not take spans.
+        let doc = t.run(&["--config", cfg.to_str().unwrap(), "--json", "doctor"]);
+        let checks = doc.json();
+        let tel = checks.as_array().unwrap().iter().find(|c| c["check"] == "telemetry").unwrap();
+        assert_eq!(tel["level"], "fail", "{what}: {tel}");
+        assert!(tel["detail"].as_str().unwrap().contains("spans cannot be sent"), "{tel}");
+        let started = std::time::Instant::now();
+        assert_eq!(d.stop(), 0, "{what}");
+        assert!(started.elapsed() < Duration::from_secs(15), "{what}: the stop waited {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn bad_telemetry_settings_stop_the_daemon_and_name_the_key() {
+    let t = Tree::init();
+    for (section, key) in [
+        ("otlp_endpoint = \"grpc://c:4317\"", "telemetry.otlp_endpoint"),
+        ("otlp_endpoint = \"http://c:4318\"\nprotocol = \"grpc\"", "telemetry.protocol"),
+        ("otlp_endpoint = \"http://c:4318\"\nsample_ratio = 2.0", "telemetry.sample_ratio"),
+        (
+            "otlp_endpoint = \"http://c:4318\"\nheaders = { authorization = { env = \"A\", file = \"/k\" } }",
+            "telemetry.headers.authorization",
+        ),
+        ("otlp_endpoint = \"http://c:4318\"\nendpoint = \"x\"", "endpoint"),
+    ] {
+        let cfg = t.config(&format!("[telemetry]\n{section}\n"));
+        let before = t.snapshot();
+        let r = t.run(&["--config", cfg.to_str().unwrap(), "daemon"]);
+        r.expect_code(2);
+        assert!(r.stderr.contains(key), "{section}: {}", r.stderr);
+        assert!(r.stderr.contains("clawboard.toml"), "the file is named: {}", r.stderr);
+        assert_eq!(t.snapshot(), before, "{section}: nothing changed");
+    }
+}
