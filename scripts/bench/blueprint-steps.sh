@@ -14,6 +14,8 @@
 #   DAEMON_SYNC=false scripts/bench/blueprint-steps.sh  # the daemon without its push to a local bucket
 #   DAEMON_WAIT=both scripts/bench/blueprint-steps.sh   # the harness's two waits for a daemon task, alternating
 #   LOAD=cpu scripts/bench/blueprint-steps.sh        # on a busy machine (below)
+#   TELEMETRY=http://127.0.0.1:6006 scripts/bench/blueprint-steps.sh  # also flows with [telemetry] to that OTLP endpoint
+#   BASELINE_BIN=/tmp/clawboard-old scripts/bench/blueprint-steps.sh  # also flows of another build, in the same rounds
 #
 # LOAD=cpu: a CPU-bound neighbour on every core for the whole run, `stress-ng
 # --cpu N` (N = nproc, LOAD_CPUS to change) at `nice 10` (LOAD_NICE), started
@@ -62,6 +64,11 @@
 # next step) and no process start-up. The flow's wall time / 10 is printed too
 # (clawboard's includes the start-up of the `clawboard run` process;
 # LangGraph's is graph.invoke in a warm process).
+#
+# TELEMETRY: each round also runs a `clawboard run` flow with `[telemetry]
+# otlp_endpoint` set to it (system "clawboard, telemetry on"; scripts/phoenix
+# start gives one), right after the flow without. BASELINE_BIN: each round also
+# runs a flow of that binary (system "clawboard (baseline)"), on its own root.
 #
 # TMPDIR picks the file system both write to (default /tmp).
 set -euo pipefail
@@ -135,12 +142,13 @@ echo '{"user_input": {"topic": "bench", "platform": "general"}}' > "$WORK/in.jso
 
 # One clawboard flow's record: the bp/ steps' spawn times from the debug log,
 # checked against the task's attempt records (10, all ok).
-record_of() { # root task round wall logfile
+record_of() { # root task round wall logfile [system]
     python3 - "$@" <<'PY'
 import json, re, sys
 from datetime import datetime
 from pathlib import Path
 root, task, rnd, wall, log = sys.argv[1:6]
+system = sys.argv[6] if len(sys.argv) > 6 else "clawboard"
 recs = [json.loads(p.read_text()) for p in (Path(root) / "tasks" / task / "attempts").glob("*.json")]
 steps = [r for r in recs if str(r.get("step", "")).startswith("bp/")]
 if len(steps) != 10 or any(r.get("status") != "ok" for r in steps):
@@ -156,7 +164,7 @@ for line in Path(log).read_text().splitlines():
         ends.append((int(m.group(2)), datetime.fromisoformat(m.group(1)).timestamp()))
 if [n for n, _ in starts] != list(range(1, 11)) or [n for n, _ in ends] != list(range(1, 11)):
     sys.exit(f"blueprint-steps.sh: task {task}: the log shows steps {[n for n, _ in starts]} starting, {[n for n, _ in ends]} ending")
-print(json.dumps({"system": "clawboard", "round": int(rnd), "starts": [t for _, t in starts],
+print(json.dumps({"system": system, "round": int(rnd), "starts": [t for _, t in starts],
                   "ends": [t for _, t in ends], "syncs_ms": syncs, "wall": float(wall)}))
 PY
 }
@@ -255,15 +263,32 @@ PY
 esac
 [ -z "${LOAD:-}" ] || sleep 2  # the neighbour at full speed before the first flow
 
-echo "blueprint-steps.sh: $FLOWS flows of each, alternating; load: $LOAD_SAID; $CLAWBOARD_BIN; work dir $WORK" >&2
-for r in $(seq 1 "$FLOWS"); do
+if [ -n "${TELEMETRY:-}" ]; then
+    cp "$WORK/bench.toml" "$WORK/telemetry.toml"
+    printf '\n[telemetry]\notlp_endpoint = "%s"\n' "$TELEMETRY" >> "$WORK/telemetry.toml"
+fi
+
+# One `clawboard run` flow: bin config root round system results-file.
+run_flow() {
+    local bin=$1 config=$2 root=$3 r=$4 system=$5 out=$6 t0 t1 task
     t0=$(date +%s.%N)
     CLAWBOARD_LOG=clawboard_roles::engine::call=debug \
-        "$CLAWBOARD_BIN" --config "$WORK/bench.toml" --root "$WORK/root" run bench_linear --input "$WORK/in.json" \
+        "$bin" --config "$config" --root "$root" run bench_linear --input "$WORK/in.json" \
         >/dev/null 2>"$WORK/run.log" || { echo "blueprint-steps.sh: clawboard run failed:" >&2; cat "$WORK/run.log" >&2; exit 1; }
     t1=$(date +%s.%N)
     task=$(sed -n 's/^task \([^:]*\): blueprint.*/\1/p' "$WORK/run.log" | head -1)
-    record_of "$WORK/root" "$task" "$r" "$(python3 -c "print($t1 - $t0)")" "$WORK/run.log" >> "$WORK/results/clawboard.jsonl"
+    record_of "$root" "$task" "$r" "$(python3 -c "print($t1 - $t0)")" "$WORK/run.log" "$system" >> "$out"
+}
+
+echo "blueprint-steps.sh: $FLOWS flows of each, alternating; load: $LOAD_SAID; $CLAWBOARD_BIN; work dir $WORK" >&2
+for r in $(seq 1 "$FLOWS"); do
+    run_flow "$CLAWBOARD_BIN" "$WORK/bench.toml" "$WORK/root" "$r" clawboard "$WORK/results/clawboard.jsonl"
+    if [ -n "${TELEMETRY:-}" ]; then
+        run_flow "$CLAWBOARD_BIN" "$WORK/telemetry.toml" "$WORK/telemetry-root" "$r" "clawboard, telemetry on" "$WORK/results/clawboard-telemetry.jsonl"
+    fi
+    if [ -n "${BASELINE_BIN:-}" ]; then
+        run_flow "$BASELINE_BIN" "$WORK/bench.toml" "$WORK/baseline-root" "$r" "clawboard (baseline)" "$WORK/results/clawboard-baseline.jsonl"
+    fi
     case "${DAEMON_WAIT:-quiet}" in
         poll) wait=poll ;;
         quiet) wait=quiet ;;

@@ -227,3 +227,27 @@ pub fn run_one(cfg: &str, id: &str, user_input: Value, exec: Option<Value>) -> (
     assert_eq!(d.stop(), 0);
     (t, status)
 }
+
+/// A linear blueprint `linear` of `steps` steps `s1`…, each run by the role
+/// `step` on the board's `meta.topic`, in the tree's `blueprints/`; returns
+/// that directory (for `[blueprints] dir`).
+pub fn linear_blueprint(t: &Tree, steps: usize, description: &str) -> PathBuf {
+    let dir = t.dir.path().join("blueprints");
+    std::fs::create_dir_all(&dir).unwrap();
+    let steps: Vec<Value> = (1..=steps)
+        .map(|i| serde_json::json!({"id": format!("s{i}"), "worker": "step", "scope": ["meta.topic"]}))
+        .collect();
+    let bp = serde_json::json!({"blueprint_id": "linear", "type": "static_linear", "description": description, "steps": steps});
+    std::fs::write(dir.join("linear.json"), bp.to_string()).unwrap();
+    dir
+}
+
+/// Each step of a `task replay --json` report with its verdict (`same`, `input_differs`, …).
+pub fn verdicts(report: &Value) -> Vec<(String, String)> {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap().to_owned(), s["verdict"].as_str().unwrap().to_owned()))
+        .collect()
+}

@@ -178,14 +178,7 @@ fn roles_write_through_the_daemon_under_the_acl_with_their_instance_token() {
     assert!(late.stderr.contains("unknown or expired token"), "{}", late.stderr);
     let m = t.run(&["status", "--json"]);
     m.ok();
-    let metrics = {
-        use std::io::{Read, Write};
-        let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
+    let metrics = clawboard_tests::review::unix_get(&t, "/metrics");
     assert!(
         metrics.contains("clawboard_acl_refusals_total 8"),
         "4 ACL/path + validation.json + self-approval + 2 bad tokens:

@@ -205,12 +205,7 @@ fn roles_work_on_the_board_under_the_zone_table() {
 }
 
 fn clawboard_tests_metrics(t: &Tree) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    clawboard_tests::review::unix_get(t, "/metrics")
 }
 
 #[test]

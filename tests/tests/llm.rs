@@ -251,13 +251,7 @@ fn a_model_call_is_a_chat_span_in_phoenix_and_its_request_carries_the_trace() {
     let req = seen.lock().unwrap().iter().find(|s| s.head.starts_with("post /v1/chat/completions ")).cloned().unwrap();
     assert!(req.head.contains(&format!("traceparent: 00-{trace}-{chat_id}-01\r\n")), "{}", req.head);
     // And /metrics counts the call.
-    let metrics = {
-        let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
+    let metrics = clawboard_tests::review::unix_get(&t, "/metrics");
     let labels = "gen_ai_provider_name=\"openai\",gen_ai_request_model=\"qwen2.5:7b\",gen_ai_agent_name=\"writer\"";
     for line in [
         format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"input\"}} 321"),

@@ -644,14 +644,7 @@ fn a_model_run_replays_for_no_request_and_forks_at_its_body_step() {
             .unwrap_or_else(|e| panic!("{e}: {text}{}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code().unwrap_or(-1), report)
     };
-    let verdicts = |r: &Value| -> Vec<(String, String)> {
-        r["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| (s["step"].as_str().unwrap().to_owned(), s["verdict"].as_str().unwrap().to_owned()))
-            .collect()
-    };
+    let verdicts = clawboard_tests::blueprints::verdicts;
     let (code, same) = replay(&cfg);
     assert_eq!(code, 0, "{same:#}");
     assert!(verdicts(&same).iter().all(|(_, v)| v == "same"), "{:?}", verdicts(&same));
@@ -715,4 +708,63 @@ fn a_model_run_replays_for_no_request_and_forks_at_its_body_step() {
     let body_input =
         std::fs::read_to_string(task_dir(&t, &fork).join("attempts").join(format!("{stem}.input"))).unwrap();
     assert!(body_input.contains("秋冬护肤只做三件事"), "the body was handed the edited title: {body_input}");
+}
+
+/// A blueprint on the model with `[telemetry]` to Phoenix: one trace, its root
+/// the task's workflow, an `invoke_agent` span per role run (attempt) under it,
+/// a `chat gemma-3-270m` span under each model run, and each chat span's tokens
+/// equal to the slice ledger's usage of that run.
+#[test]
+fn a_blueprint_on_the_model_is_one_trace_in_phoenix_with_the_ledgers_tokens() {
+    use clawboard_tests::phoenix::{self, names, trace_of, wait_spans};
+    let t = Tree::init();
+    let bp = blueprint_dir(
+        &t,
+        &json!({"blueprint_id": "title_cta", "type": "static_linear", "steps": [
+            {"id": "title", "worker": "title-worker", "scope": ["meta.topic", "meta.platform"], "max_tokens": 200,
+             "output": "content.hook", "compete": 2, "selector": "max_score", "retry": 1},
+            {"id": "cta", "worker": "cta-worker", "scope": ["meta.topic", "content.hook"], "max_tokens": 200,
+             "output": "content.cta", "retry": 1}
+        ]}),
+    );
+    let (_, _, stderr) =
+        run_blueprint(&t, "title_cta", &format!("{bp}\n{}", phoenix::telemetry_config("")), &provider_env(&server()));
+    let task = only_task(&t);
+    let (trace, root) = trace_of(&t.root, &task);
+    let attempts = t.attempts(&task);
+    let model_runs = attempts.iter().filter(|a| a["status"] != "running").count();
+    let spans = wait_spans(&trace, 60, |s| {
+        s.iter().any(|s| s["context"]["span_id"] == root.as_str())
+            && s.iter().filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("invoke_agent "))).count()
+                >= model_runs
+    });
+    let attr = |s: &Value, k: &str| s["attributes"][k].clone();
+    let root_span = spans.iter().find(|s| s["parent_id"].is_null()).unwrap();
+    assert_eq!(root_span["name"], "invoke_workflow title_cta", "{stderr}");
+    assert_eq!(spans.iter().filter(|s| s["parent_id"].is_null()).count(), 1, "{:#?}", names(&spans));
+    let agents: Vec<&Value> =
+        spans.iter().filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("invoke_agent "))).collect();
+    assert_eq!(agents.len(), model_runs, "a span per attempt: {:#?}", names(&spans));
+    assert!(agents.iter().all(|a| a["parent_id"] == root.as_str()));
+    // Each model run's chat span under its run's span, with the ledger's usage of that run.
+    let ledger = ledger(&t, &task);
+    let mut compared = 0;
+    for e in ledger["entries"].as_array().unwrap().iter().filter(|e| e["outcome"] == "ok" || e["outcome"] == "failed") {
+        let instance = e["instance"].as_str().unwrap();
+        let agent = agents.iter().find(|a| attr(a, "gen_ai.agent.id") == instance).unwrap();
+        let chat = spans
+            .iter()
+            .find(|s| s["parent_id"] == agent["context"]["span_id"])
+            .unwrap_or_else(|| panic!("no chat span under {agent:#}"));
+        assert_eq!(chat["name"], "chat gemma-3-270m");
+        assert_eq!(attr(chat, "gen_ai.provider.name"), "local");
+        if e["usage"].is_object() {
+            assert_eq!(attr(chat, "gen_ai.usage.input_tokens"), e["usage"]["prompt_tokens"], "{e:#}\n{chat:#}");
+            assert_eq!(attr(chat, "gen_ai.usage.output_tokens"), e["usage"]["completion_tokens"], "{e:#}\n{chat:#}");
+            assert_eq!(attr(agent, "clawboard.slice.tokens"), e["tokens"]);
+            assert_eq!(attr(agent, "clawboard.slice.model_tokens"), e["model_tokens"]);
+            compared += 1;
+        }
+    }
+    assert!(compared >= 3, "two title candidates and the cta answered: {ledger:#}");
 }

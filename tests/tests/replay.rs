@@ -16,15 +16,6 @@ fn replay(t: &Tree, cfg: &Path, args: &[&str]) -> Run {
     t.run(&all)
 }
 
-fn verdicts(r: &Value) -> Vec<(String, String)> {
-    r["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["step"].as_str().unwrap().to_owned(), s["verdict"].as_str().unwrap().to_owned()))
-        .collect()
-}
-
 /// A blueprint task run by `clawboard run` with the example roles: its tree and id.
 fn recorded_blueprint() -> (Tree, String, std::path::PathBuf) {
     let t = Tree::init();

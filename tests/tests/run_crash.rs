@@ -19,13 +19,7 @@ const STEPS: usize = 12;
 /// `runs.log` after a short sleep (so a kill lands between steps and within them)
 /// and prints a line of text, its step's result (a run with no text is no success).
 fn setup(t: &Tree) -> (String, std::path::PathBuf, std::path::PathBuf) {
-    let bp_dir = t.dir.path().join("blueprints");
-    std::fs::create_dir_all(&bp_dir).unwrap();
-    let steps: Vec<Value> = (1..=STEPS)
-        .map(|i| serde_json::json!({"id": format!("s{i}"), "worker": "step", "scope": ["meta.topic"]}))
-        .collect();
-    let bp = serde_json::json!({"blueprint_id": "linear", "type": "static_linear", "description": "kill test", "steps": steps});
-    std::fs::write(bp_dir.join("linear.json"), bp.to_string()).unwrap();
+    let bp_dir = clawboard_tests::blueprints::linear_blueprint(t, STEPS, "kill test");
     let runs = t.dir.path().join("runs.log");
     let config = format!(
         r#"[daemon]

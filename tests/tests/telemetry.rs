@@ -5,7 +5,7 @@
 //! nothing but their spans, counted on `/metrics`. The model's `chat` spans are
 //! checked in `llm.rs` (a server in the test) and `model.rs` (the local model).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -20,13 +20,7 @@ const STEPS: usize = 8;
 /// A linear blueprint of [`STEPS`] steps whose role sleeps a little, notes its
 /// `TRACEPARENT` and prints a line of text; and the input to run it.
 fn setup(t: &Tree, telemetry: &str) -> (String, std::path::PathBuf, std::path::PathBuf) {
-    let bp_dir = t.dir.path().join("blueprints");
-    std::fs::create_dir_all(&bp_dir).unwrap();
-    let steps: Vec<Value> = (1..=STEPS)
-        .map(|i| serde_json::json!({"id": format!("s{i}"), "worker": "step", "scope": ["meta.topic"]}))
-        .collect();
-    let bp = serde_json::json!({"blueprint_id": "linear", "type": "static_linear", "description": "trace test", "steps": steps});
-    std::fs::write(bp_dir.join("linear.json"), bp.to_string()).unwrap();
+    let bp_dir = clawboard_tests::blueprints::linear_blueprint(t, STEPS, "trace test");
     let seen = t.dir.path().join("traceparents.log");
     let config = format!(
         r#"[daemon]
@@ -116,6 +110,10 @@ fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix
     let cut: Vec<&Value> = spans.iter().filter(|s| attr(s, "clawboard.attempt.status") == "interrupted").collect();
     assert_eq!(cut.len(), 1, "{:#?}", names(&spans));
     assert_eq!(attr(cut[0], "error.type"), "interrupted");
+    let resumed: Vec<&Value> = spans.iter().filter(|s| s["name"] == "resumed").collect();
+    assert_eq!(resumed.len(), 1, "{:#?}", names(&spans));
+    assert_eq!(attr(resumed[0], "clawboard.resume.interrupted"), 1);
+    assert!(attr(roots[0], "clawboard.contract.status").is_string(), "{:#}", roots[0]);
     assert_eq!(cut[0]["status_code"], "ERROR");
     // Each step's own span, with its slice.
     let s8 = spans.iter().find(|s| attr(s, "clawboard.step.id") == "bp/s8").unwrap();
@@ -165,6 +163,18 @@ fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix
     });
     let agents: Vec<&Value> = spans.iter().filter(|s| s["name"] == "invoke_agent step").collect();
     assert!(agents.iter().all(|s| attr(s, "clawboard.replayed") == true), "{:#?}", names(&spans));
+
+    // A fork is a task of its own, its trace linked to the original's.
+    let r = t.command(&["--config", &cfg, "--json", "task", "fork", &task, "--at", "bp/s7", "--run"]).output().unwrap();
+    let forked: Value =
+        serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.stderr)));
+    let fork = forked["task"].as_str().unwrap();
+    let fork_trace: Value =
+        serde_json::from_slice(&std::fs::read(t.root.join(format!("tasks/{fork}/trace.json"))).unwrap()).unwrap();
+    assert_ne!(fork_trace["traceId"], trace.as_str());
+    assert_eq!(fork_trace["links"][0]["traceId"], trace.as_str(), "{fork_trace:#}");
+    assert_eq!(fork_trace["links"][0]["relation"], "fork of");
+    assert_eq!(fork_trace["links"][0]["taskId"], task.as_str());
 }
 
 /// A listener that takes connections and never answers them.
@@ -189,11 +199,7 @@ fn closed_port() -> String {
 }
 
 fn metrics(t: &Tree) -> String {
-    let mut s = std::os::unix::net::UnixStream::connect(t.root.join(".clawboard/api.sock")).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    clawboard_tests::review::unix_get(t, "/metrics")
 }
 
 fn counter(metrics: &str, outcome: &str) -> u64 {

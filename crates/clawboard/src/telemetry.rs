@@ -324,7 +324,7 @@ struct Sender {
 impl Sender {
     fn new(settings: &TelemetrySettings, node: &str) -> anyhow::Result<Sender> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let client = reqwest::Client::builder().timeout(settings.timeout).build()?;
+        let client = client(settings.timeout)?;
         let host =
             std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_default();
         let resource = Resource {
@@ -371,6 +371,12 @@ impl Sender {
     }
 }
 
+/// The exporter's HTTP client. No connection is kept between exports: a
+/// collector closes an idle one (uvicorn's after 5 s), and a request on it fails.
+pub fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().timeout(timeout).pool_max_idle_per_host(0).build()
+}
+
 /// One OTLP/HTTP export request; an error says why in one line.
 pub async fn post(
     client: &reqwest::Client,
@@ -392,7 +398,16 @@ pub async fn post(
         v.set_sensitive(matches!(h, Header::Secret { .. }));
         req = req.header(name.as_str(), v);
     }
-    let resp = req.send().await.map_err(|e| e.without_url().to_string())?;
+    let resp = req.send().await.map_err(|e| {
+        let e = e.without_url();
+        let mut why = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            why = format!("{why}: {s}");
+            source = s.source();
+        }
+        why
+    })?;
     let status = resp.status();
     if status.is_success() {
         return Ok(());

@@ -459,7 +459,7 @@ impl Engine {
                     p.held_by.clear();
                 });
                 claims::finish(&self.store, task_id)?;
-                spans::task_ended(run.trace.as_ref(), &run.task, None, totals);
+                spans::task_ended(self, run.trace.as_ref(), &run.task, None, totals);
                 Outcome::Completed
             }
             Err(StepError::Failed(reason)) => {
@@ -476,7 +476,7 @@ impl Engine {
                     p.held_by.clear();
                 });
                 claims::finish(&self.store, task_id)?;
-                spans::task_ended(run.trace.as_ref(), &run.task, Some(&reason), totals);
+                spans::task_ended(self, run.trace.as_ref(), &run.task, Some(&reason), totals);
                 Outcome::Failed(reason)
             }
             Err(StepError::Held(ids)) => {

@@ -112,45 +112,17 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
     // With --run, held from here to the end: no daemon takes the fork meanwhile.
     let held = if a.run { Some(super::run::hold_root(s, "leave out --run: the daemon runs the fork")?) } else { None };
     let mut forked_from = json!({"task": id.as_str(), "seq": point.seq, "step": point.step});
-    // Each edit tried first on the board as it stands at the fork point: one the
-    // board would refuse is refused now, before anything is written.
-    let mut trial = board.at(point.seq)?;
-    let mut ops = Vec::new();
-    for (path, value) in sets {
-        let shown = path.to_string();
-        let op = Op::set(path, value.clone()).map_err(|(p, why)| BadInput(format!("--set {p}: {why}")))?;
-        op.check_value(clawboard_board::ops::DEFAULT_MAX_VALUE_BYTES)
-            .and_then(|()| clawboard_board::ops::apply(&mut trial, &op))
-            .map_err(|(p, why)| BadInput(format!("--set {p}: {why}")))?;
-        ops.push((shown, value, op));
-    }
+    let ops = trial_edits(&board, point.seq, sets)?;
     // A blueprint's VM writes the recorded steps' results again as it resumes: the
     // edits are made by it, right before the fork's step (see `fork_edits`).
     let blueprint = task.extra.contains_key("blueprint_id");
     if blueprint && !ops.is_empty() {
         forked_from["set"] = ops.iter().map(|(p, v, _)| json!({"path": p, "value": v})).collect();
     }
-    let (acl, _) = crate::config::engine::load_acl(s)?;
     let copy = Copy { store: &store, from: id.as_str(), to: new_id.as_str() };
     let kept: Vec<&Attempt> = recorded.iter().filter(|x| x.number < point.first_live_attempt).collect();
-    let made = copy.all(&kept, &history, &handouts, point.seq).and_then(|counts| {
-        let fork_board = TaskBoard::new(&store, new_id.as_str())?;
-        for (_, _, op) in ops.into_iter().filter(|_| !blueprint) {
-            fork_board.write(&acl, &Caller::human(), op).map_err(|e| BadInput(format!("--set: {e}")))?;
-        }
-        Ok(counts)
-    });
-    let (copied, records, slices) = match made {
-        Ok(counts) => counts,
-        Err(e) => {
-            // Nothing of a fork that could not be made is left behind.
-            let dir = store.path(&new_task);
-            if let Err(rm) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(dir = %dir.display(), "cannot remove the fork's files: {rm}");
-            }
-            return Err(e);
-        }
-    };
+    let edits = if blueprint { Vec::new() } else { ops.into_iter().map(|(_, _, op)| op).collect() };
+    let (copied, records, slices) = copy.made(s, &kept, &history, &handouts, point.seq, edits)?;
     let mut fresh = task.clone();
     fresh.task_id = new_id.clone();
     fresh.status = TaskStatus::Pending;
@@ -169,15 +141,7 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
     store.create_bytes(&rel, clawboard_core::store::to_pretty_json(&fresh).as_bytes())?;
     list_fork(store.root(), id.as_str(), new_id.as_str())?;
     let outcome = match &held {
-        Some((here, _lock)) => {
-            clawboard_roles::claims::claim(here, new_id.as_str())?;
-            Some(match super::run::drive_here(here, s, new_id.as_str(), false)? {
-                clawboard_roles::Outcome::Completed => "completed".to_owned(),
-                clawboard_roles::Outcome::Failed(why) => format!("failed: {why}"),
-                clawboard_roles::Outcome::Held(ids) => format!("waits for a human on {}", ids.join(", ")),
-                clawboard_roles::Outcome::Stopped | clawboard_roles::Outcome::Fenced => "stopped".to_owned(),
-            })
-        }
+        Some((here, _lock)) => Some(run_fork(here, s, new_id.as_str())?),
         None => None,
     };
     let forked = Forked {
@@ -188,25 +152,55 @@ pub fn run(a: ForkArgs, s: &Settings) -> anyhow::Result<u8> {
         slices,
         outcome,
     };
-    if s.json {
-        output::json(&forked)?;
-    } else {
-        outln!(
-            "{} forked from {} at step {} (board seq {}): {} attempts, {} board records, {} slices copied as recorded",
-            forked.task,
-            id,
-            point.step,
-            point.seq,
-            copied,
-            records,
-            slices
-        )?;
-        match &forked.outcome {
-            Some(o) => outln!("{}: {o}", forked.task)?,
-            None => outln!("{}: pending; a daemon on this tree runs it (or pass --run)", forked.task)?,
-        }
-    }
+    print_forked(s, &forked, id.as_str(), &point)?;
     Ok(EXIT_OK)
+}
+
+/// Each `--set` edit tried on the board as it stands at the fork point: one the
+/// board would refuse is refused now, before anything is written.
+fn trial_edits(board: &TaskBoard, seq: u64, sets: Vec<(BoardPath, Value)>) -> anyhow::Result<Vec<(String, Value, Op)>> {
+    let mut trial = board.at(seq)?;
+    let mut ops = Vec::new();
+    for (path, value) in sets {
+        let shown = path.to_string();
+        let op = Op::set(path, value.clone()).map_err(|(p, why)| BadInput(format!("--set {p}: {why}")))?;
+        op.check_value(clawboard_board::ops::DEFAULT_MAX_VALUE_BYTES)
+            .and_then(|()| clawboard_board::ops::apply(&mut trial, &op))
+            .map_err(|(p, why)| BadInput(format!("--set {p}: {why}")))?;
+        ops.push((shown, value, op));
+    }
+    Ok(ops)
+}
+
+/// Runs the fork here (`--run`), on the held root: how it ended, in words.
+fn run_fork(here: &clawboard_core::Store, s: &Settings, id: &str) -> anyhow::Result<String> {
+    clawboard_roles::claims::claim(here, id)?;
+    Ok(match super::run::drive_here(here, s, id, false)? {
+        clawboard_roles::Outcome::Completed => "completed".to_owned(),
+        clawboard_roles::Outcome::Failed(why) => format!("failed: {why}"),
+        clawboard_roles::Outcome::Held(ids) => format!("waits for a human on {}", ids.join(", ")),
+        clawboard_roles::Outcome::Stopped | clawboard_roles::Outcome::Fenced => "stopped".to_owned(),
+    })
+}
+
+fn print_forked(s: &Settings, forked: &Forked, from: &str, point: &ForkPoint) -> anyhow::Result<()> {
+    if s.json {
+        return output::json(forked);
+    }
+    outln!(
+        "{} forked from {from} at step {} (board seq {}): {} attempts, {} board records, {} slices copied as recorded",
+        forked.task,
+        point.step,
+        point.seq,
+        forked.recorded_attempts,
+        forked.history_records,
+        forked.slices
+    )?;
+    match &forked.outcome {
+        Some(o) => outln!("{}: {o}", forked.task)?,
+        None => outln!("{}: pending; a daemon on this tree runs it (or pass --run)", forked.task)?,
+    }
+    Ok(())
 }
 
 /// Where the forks made of task `id` on this node are listed, one id a line.
@@ -340,6 +334,35 @@ struct Copy<'s> {
 }
 
 impl Copy<'_> {
+    /// Copies what the fork starts from, and makes a lifecycle fork's edits as a
+    /// person on its board; on any failure removes every file of the fork.
+    fn made(
+        &self,
+        s: &Settings,
+        kept: &[&Attempt],
+        history: &[Record],
+        handouts: &[Handout],
+        seq: u64,
+        edits: Vec<Op>,
+    ) -> anyhow::Result<(usize, usize, usize)> {
+        let (acl, _) = crate::config::engine::load_acl(s)?;
+        let made = self.all(kept, history, handouts, seq).and_then(|counts| {
+            let fork_board = TaskBoard::new(self.store, self.to)?;
+            for op in edits {
+                fork_board.write(&acl, &Caller::human(), op).map_err(|e| BadInput(format!("--set: {e}")))?;
+            }
+            Ok(counts)
+        });
+        if made.is_err() {
+            // Nothing of a fork that could not be made is left behind.
+            let dir = self.store.path(&RelPath::new(&layout::task_file(self.to, ""))?);
+            if let Err(rm) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), "cannot remove the fork's files: {rm}");
+            }
+        }
+        made
+    }
+
     /// The attempts, the history up to `seq` and the kept attempts' slices: how many of each.
     fn all(
         &self,

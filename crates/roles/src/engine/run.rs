@@ -67,6 +67,9 @@ impl<'e> TaskRun<'e> {
         }
         let cut_short: Vec<&Attempt> = loaded.iter().filter(|a| cut.contains(&a.instance_id)).collect();
         super::spans::interrupted(trace.as_ref(), &id, &cut_short);
+        if task.status == clawboard_core::formats::TaskStatus::Running {
+            super::spans::resumed(trace.as_ref(), &id, cut_short.len());
+        }
         let page =
             Progress { max_iterations: cfg.lifecycle.max_iterations, attempts: loaded.len(), ..Progress::default() };
         // The id is a checked task id, so the board always opens.

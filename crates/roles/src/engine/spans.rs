@@ -167,9 +167,27 @@ pub(super) fn held(trace: Option<&TaskTrace>, task_id: &str, ids: &[String]) {
     telemetry::emit(telemetry::span_between(&root, "escalated".into(), now, now, attributes, None));
 }
 
-/// The task ended: its root span, from its first run to now, with its status and
-/// its token totals.
-pub(super) fn task_ended(trace: Option<&TaskTrace>, task: &Task, failure: Option<&str>, totals: Option<(u64, u64)>) {
+/// The task opened again after it had started (a restart, a takeover, a
+/// decision on its escalation): a span at the moment, counting the runs cut short.
+pub(super) fn resumed(trace: Option<&TaskTrace>, task_id: &str, cut: usize) {
+    let Some(root) = trace.and_then(TaskTrace::root) else { return };
+    let now = std::time::SystemTime::now();
+    let attributes = vec![
+        (semconv::CLAWBOARD_TASK_ID, Value::from(task_id)),
+        (semconv::CLAWBOARD_INTERRUPTED, Value::from(u64::try_from(cut).unwrap_or(u64::MAX))),
+    ];
+    telemetry::emit(telemetry::span_between(&root, "resumed".into(), now, now, attributes, None));
+}
+
+/// The task ended: its root span, from its first run to now, with its status,
+/// its token totals and (a blueprint's) the output contract's status.
+pub(super) fn task_ended(
+    engine: &Engine,
+    trace: Option<&TaskTrace>,
+    task: &Task,
+    failure: Option<&str>,
+    totals: Option<(u64, u64)>,
+) {
     let Some(trace) = trace else { return };
     let workflow =
         task.extra.get("blueprint_id").and_then(|b| b.as_str()).map_or_else(|| "lifecycle".to_owned(), str::to_owned);
@@ -181,6 +199,9 @@ pub(super) fn task_ended(trace: Option<&TaskTrace>, task: &Task, failure: Option
     if let Some((input, output)) = totals.filter(|(i, o)| i + o > 0) {
         attributes.push((semconv::CLAWBOARD_TOTAL_INPUT_TOKENS, input.into()));
         attributes.push((semconv::CLAWBOARD_TOTAL_OUTPUT_TOKENS, output.into()));
+    }
+    if let Some(status) = contract_status(engine, task.task_id.as_str()) {
+        attributes.push((semconv::CLAWBOARD_CONTRACT_STATUS, status.into()));
     }
     trace.finish(&workflow, attributes, failure.map(|f| ("failed", f)));
 }
@@ -201,4 +222,14 @@ pub(super) fn fenced(engine: &Engine, task_id: &str) {
     let now = std::time::SystemTime::now();
     let attributes = vec![(semconv::CLAWBOARD_TASK_ID, Value::from(task_id))];
     telemetry::emit(telemetry::span_between(&root, "fenced".into(), now, now, attributes, None));
+}
+
+/// The output contract's `execution_result.status` in `result.json`, if it has one.
+fn contract_status(engine: &Engine, task_id: &str) -> Option<String> {
+    let rel =
+        clawboard_core::RelPath::new(&clawboard_core::layout::task_file(task_id, clawboard_core::layout::RESULT_FILE))
+            .ok()?;
+    let result: clawboard_core::formats::TaskResult = engine.store.read(&rel).ok()?;
+    let status = result.extra.get("output")?.pointer("/execution_result/status")?.as_str()?;
+    Some(status.to_owned())
 }

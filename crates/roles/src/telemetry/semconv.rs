@@ -63,6 +63,7 @@ pub const CLAWBOARD_RUNGS: &str = "clawboard.slice.rungs";
 pub const CLAWBOARD_BOARD_TOKENS: &str = "clawboard.board.tokens";
 pub const CLAWBOARD_BOARD_SEQ: &str = "clawboard.board.seq";
 pub const CLAWBOARD_ESCALATIONS: &str = "clawboard.escalation.ids";
+pub const CLAWBOARD_CONTRACT_STATUS: &str = "clawboard.contract.status";
 pub const CLAWBOARD_INTERRUPTED: &str = "clawboard.resume.interrupted";
 pub const CLAWBOARD_LINK_RELATION: &str = "clawboard.link.relation";
 pub const CLAWBOARD_TOTAL_INPUT_TOKENS: &str = "clawboard.usage.input_tokens";

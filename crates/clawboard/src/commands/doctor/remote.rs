@@ -36,7 +36,7 @@ async fn telemetry(s: &Settings) -> Check {
     let Some(t) = &s.telemetry else {
         return Check::ok("telemetry", "off (no [telemetry] otlp_endpoint)");
     };
-    let client = match reqwest::Client::builder().timeout(t.timeout).build() {
+    let client = match crate::telemetry::client(t.timeout) {
         Ok(c) => c,
         Err(e) => return Check::fail("telemetry", format!("cannot build an HTTP client: {e}"), "see the error"),
     };
