@@ -8,7 +8,8 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::Stdio;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use clawboard_tests::phoenix::{self, names, trace_of, wait_spans};
@@ -196,6 +197,88 @@ fn closed_port() -> String {
     let addr = l.local_addr().unwrap();
     drop(l);
     format!("http://{addr}")
+}
+
+/// An OTLP/HTTP receiver that takes every export (200) and counts them, until
+/// `up` is cleared: then it closes its port (connections are refused).
+fn collector(addr: &str, up: Arc<AtomicBool>, taken: Arc<AtomicUsize>) -> std::thread::JoinHandle<()> {
+    let l = TcpListener::bind(addr).unwrap();
+    l.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        while up.load(Ordering::SeqCst) {
+            let Ok((sock, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            sock.set_nonblocking(false).unwrap();
+            let mut r = BufReader::new(sock);
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            if std::io::Read::read_exact(&mut r, &mut body).is_ok() {
+                taken.fetch_add(1, Ordering::SeqCst);
+            }
+            let _ = std::io::Write::write_all(
+                r.get_mut(),
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    })
+}
+
+fn drop_tasks(t: &Tree, ids: std::ops::Range<usize>) {
+    for i in ids.clone() {
+        t.drop_task(
+            &format!("m{i}.json"),
+            &format!(
+                r#"{{"taskId":"m{i}","type":"coding","description":"d","priority":"normal","createdBy":"human"}}"#
+            ),
+        );
+    }
+    wait_until(60, "the tasks to complete", || ids.clone().all(|i| t.status_of(&format!("m{i}")) == "completed"));
+}
+
+/// A collector stopped while the daemon runs tasks, and started again: the tasks
+/// run on; the spans of the outage are dropped and counted, the outage said once
+/// and its end once; the spans after it are taken again.
+#[test]
+fn a_collector_stopped_mid_run_and_started_again_costs_only_the_spans_of_the_outage() {
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let (up, taken) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicUsize::new(0)));
+    let first = collector(&addr, up.clone(), taken.clone());
+    let t = Tree::init();
+    t.config(&sh_config(&format!("[telemetry]\notlp_endpoint = \"http://{addr}\"\ntimeout = \"2s\"\n")));
+    let d = t.daemon();
+    drop_tasks(&t, 0..3);
+    wait_until(30, "the first tasks' spans to be taken", || counter(&metrics(&t), "exported") > 0);
+    up.store(false, Ordering::SeqCst);
+    first.join().unwrap();
+    let before = taken.load(Ordering::SeqCst);
+    drop_tasks(&t, 3..6);
+    wait_until(30, "the outage's spans to be dropped", || counter(&metrics(&t), "dropped_export_failed") > 0);
+    assert_eq!(taken.load(Ordering::SeqCst), before, "nothing reached a stopped collector");
+    up.store(true, Ordering::SeqCst);
+    let exported = counter(&metrics(&t), "exported");
+    let again = collector(&addr, up.clone(), taken.clone());
+    drop_tasks(&t, 6..8);
+    wait_until(30, "the spans after the outage to be taken", || counter(&metrics(&t), "exported") > exported);
+    let log = d.output();
+    assert_eq!(log.matches("spans cannot be sent to").count(), 1, "the outage said once:\n{log}");
+    assert_eq!(log.matches("takes spans again").count(), 1, "its end said once:\n{log}");
+    assert_eq!(d.stop(), 0);
+    up.store(false, Ordering::SeqCst);
+    again.join().unwrap();
 }
 
 fn metrics(t: &Tree) -> String {
