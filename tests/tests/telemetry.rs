@@ -141,10 +141,16 @@ fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix
     assert_eq!(tel["level"], "ok", "{tel}");
     assert_eq!(d.stop(), 0);
 
+    replay_and_fork_are_linked(&t, &cfg, &task, &trace);
+}
+
+/// A replay of `task` is a trace of its own, linked to `trace`, its runs marked
+/// replayed; a fork of it links to it too.
+fn replay_and_fork_are_linked(t: &Tree, cfg: &str, task: &str, trace: &str) {
     // A replay is a trace of its own, linked to this one.
     let into = t.dir.path().join("replayed");
     let r = t
-        .command(&["--config", &cfg, "--json", "task", "replay", &task, "--into", into.to_str().unwrap()])
+        .command(&["--config", cfg, "--json", "task", "replay", task, "--into", into.to_str().unwrap()])
         .output()
         .unwrap();
     // Every step the same (the resume's restated step statuses are a board difference: exit 1).
@@ -155,8 +161,8 @@ fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix
     assert!(steps.iter().all(|s| s["verdict"] == "same"), "{report:#}");
     let replayed: Value =
         serde_json::from_slice(&std::fs::read(into.join(format!("tasks/{task}/trace.json"))).unwrap()).unwrap();
-    assert_ne!(replayed["traceId"], trace.as_str());
-    assert_eq!(replayed["links"][0]["traceId"], trace.as_str());
+    assert_ne!(replayed["traceId"], trace);
+    assert_eq!(replayed["links"][0]["traceId"], trace);
     assert_eq!(replayed["links"][0]["relation"], "replay of");
     let replay_root = replayed["spanId"].as_str().unwrap().to_owned();
     let spans = wait_spans(replayed["traceId"].as_str().unwrap(), 60, |s| {
@@ -166,16 +172,16 @@ fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix
     assert!(agents.iter().all(|s| attr(s, "clawboard.replayed") == true), "{:#?}", names(&spans));
 
     // A fork is a task of its own, its trace linked to the original's.
-    let r = t.command(&["--config", &cfg, "--json", "task", "fork", &task, "--at", "bp/s7", "--run"]).output().unwrap();
+    let r = t.command(&["--config", cfg, "--json", "task", "fork", task, "--at", "bp/s7", "--run"]).output().unwrap();
     let forked: Value =
         serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.stderr)));
     let fork = forked["task"].as_str().unwrap();
     let fork_trace: Value =
         serde_json::from_slice(&std::fs::read(t.root.join(format!("tasks/{fork}/trace.json"))).unwrap()).unwrap();
-    assert_ne!(fork_trace["traceId"], trace.as_str());
-    assert_eq!(fork_trace["links"][0]["traceId"], trace.as_str(), "{fork_trace:#}");
+    assert_ne!(fork_trace["traceId"], trace);
+    assert_eq!(fork_trace["links"][0]["traceId"], trace, "{fork_trace:#}");
     assert_eq!(fork_trace["links"][0]["relation"], "fork of");
-    assert_eq!(fork_trace["links"][0]["taskId"], task.as_str());
+    assert_eq!(fork_trace["links"][0]["taskId"], task);
 }
 
 /// A listener that takes connections and never answers them.
