@@ -91,6 +91,9 @@ pub(crate) struct Why<'a> {
 
 /// Starts a role run's `invoke_agent {role}` span under the task's root span.
 pub(crate) fn agent(root: Option<&SpanContext>, task_id: &str, a: &Attempt, why: &Why<'_>) -> SpanGuard {
+    if root.is_none() {
+        return SpanGuard::none();
+    }
     let mut span = SpanGuard::start(format!("{} {}", semconv::OP_INVOKE_AGENT, a.role), SpanKind::Internal, root);
     if !span.recording() {
         return span;

@@ -69,7 +69,10 @@ impl<'a> ChatSpan<'a> {
         parent: Option<&crate::telemetry::SpanContext>,
         request: impl FnOnce() -> Value,
     ) -> ChatSpan<'a> {
-        let mut span = SpanGuard::start(format!("{} {}", semconv::OP_CHAT, llm.model), SpanKind::Client, parent);
+        let mut span = match parent {
+            Some(p) => SpanGuard::start(format!("{} {}", semconv::OP_CHAT, llm.model), SpanKind::Client, Some(p)),
+            None => SpanGuard::none(),
+        };
         if span.recording() {
             span.set(semconv::GEN_AI_OPERATION_NAME, semconv::OP_CHAT);
             span.set(semconv::GEN_AI_PROVIDER_NAME, provider(llm));
