@@ -129,4 +129,8 @@ fn a_run_killed_mid_blueprint_is_finished_by_the_daemon_and_no_finished_step_run
     if let Ok(record) = serde_json::from_slice::<Value>(first) {
         assert_ne!(record["epoch"], head["epoch"], "a record of the current epoch is left in the log: {record}");
     }
+    // Its replay matches the recording: the resume restated no finished step on the board.
+    let r = t.command(&["--config", &cfg, "task", "replay", &task]).output().unwrap();
+    let shown = format!("{}{}", String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.status.code(), Some(0), "{shown}");
 }

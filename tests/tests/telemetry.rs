@@ -153,7 +153,8 @@ fn replay_and_fork_are_linked(t: &Tree, cfg: &str, task: &str, trace: &str) {
         .command(&["--config", cfg, "--json", "task", "replay", task, "--into", into.to_str().unwrap()])
         .output()
         .unwrap();
-    // Every step the same (the resume's restated step statuses are a board difference: exit 1).
+    // Every step the same, the board's history too.
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stdout));
     let report: Value =
         serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.stderr)));
     let steps = report["steps"].as_array().unwrap();

@@ -27,7 +27,7 @@ use clawboard_blueprint::format::{Blueprint, Component, Middleware, SliceOf, Ste
 use clawboard_blueprint::middleware::MiddlewareConfig;
 use clawboard_board::{BoardPath, Caller, Op};
 use clawboard_core::lock::Lock;
-use clawboard_records::attempts::Attempt;
+use clawboard_records::attempts::{Attempt, AttemptStatus};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -547,7 +547,11 @@ impl<'r, 'e> Vm<'r, 'e> {
     /// passed. With a filter role, the role checks them after they pass; refused,
     /// the step runs again (`-redo1` …) told why, at most `retry` times.
     async fn run_step(&self, s: &Step, round: u32) -> Result<Outputs, StepError> {
-        self.show(&s.id, "running")?;
+        // A step found done after a restart is not shown running again: its
+        // history stays the run's (and a replay of it matches).
+        if !self.done_before(s, round) {
+            self.show(&s.id, "running")?;
+        }
         let role = match (&self.filter_role, &s.output) {
             (Some(r), Some(_)) if self.middleware_on() => r.clone(),
             _ => return self.produce(s, round, 0, &[]).await,
@@ -566,6 +570,12 @@ impl<'r, 'e> Vm<'r, 'e> {
             }
         }
         Err(failed(format!("step {}: sensitive_filter_failed: {}", s.id, feedback.join("; "))))
+    }
+
+    /// True when a run of `s` in `round` already ended well (a resumed task).
+    fn done_before(&self, s: &Step, round: u32) -> bool {
+        let base = step_name(&self.bp, s, round, None, 0);
+        self.run.attempts.lock().iter().any(|a| a.status == AttemptStatus::Ok && is_run_of(&a.step, &base))
     }
 
     /// One run of `s` (all its candidates when it competes).
