@@ -363,6 +363,39 @@ async fn the_task_page_shows_a_blueprint_tasks_board_steps_and_ledger_in_headles
     std::fs::write(&shot, c.screenshot().await.unwrap()).unwrap();
     eprintln!("the task page: {}", shot.display());
 
+    a_fork_is_linked_both_ways(&c, &t, &base).await;
     c.close().await.unwrap();
     assert_eq!(d.stop(), 0);
+}
+
+/// `bp-plain` forked at its body step and run by the daemon: its page lists the
+/// fork, the fork's page says where it came from, and its runs before the fork
+/// point are marked as the recorded task's.
+async fn a_fork_is_linked_both_ways(c: &fantoccini::Client, t: &Tree, base: &str) {
+    let r = t.run(&["--json", "task", "fork", "bp-plain", "--at", "bp/body"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let fork = r.json()["task"].as_str().unwrap().to_owned();
+    assert_eq!(clawboard_tests::blueprints::wait_task(t, &fork, 120), "completed");
+
+    c.goto(&format!("{base}/tasks/bp-plain")).await.unwrap();
+    assert!(text_of(c, "#forks").await.contains(&fork));
+    click(c, &format!("#forks a[href='/tasks/{fork}']")).await;
+    assert_eq!(c.current_url().await.unwrap().as_str(), format!("{base}/tasks/{fork}"));
+    let from = text_of(c, "#forked-from").await;
+    assert!(from.starts_with("Forked from bp-plain at step bp/body"), "{from}");
+    wait(c).for_element(Locator::Css("#timeline g.run")).await.unwrap();
+    let runs = c
+        .execute(
+            "return Array.from(document.querySelectorAll('#timeline g.run')).map(g => [g.dataset.step, g.dataset.tags])",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let runs: Vec<(String, String)> = serde_json::from_value(runs).unwrap();
+    let recorded: Vec<&str> =
+        runs.iter().filter(|(_, tags)| tags.contains("recorded in bp-plain")).map(|(s, _)| s.as_str()).collect();
+    assert!(recorded.contains(&"bp/curate") && recorded.contains(&"bp/title-c1"), "{runs:?}");
+    assert!(!recorded.iter().any(|s| s.starts_with("bp/body")), "the body ran in the fork: {runs:?}");
+    assert!(runs.iter().any(|(s, _)| s == "bp/body"), "{runs:?}");
+    std::fs::write(shots_dir().join("task-page-fork.png"), c.screenshot().await.unwrap()).unwrap();
 }

@@ -244,8 +244,9 @@ fn value_text(v: &Value) -> String {
 
 // --- the timeline -------------------------------------------------------------
 
-/// Where a run sits among its step's runs: its loop round, candidate, redo, and
-/// whether it retried a failed run of its role or fell back from another role.
+/// Where a run sits among its step's runs: its loop round, candidate, redo,
+/// whether it retried a failed run of its role or fell back from another role,
+/// and whether it is a fork's copy of the forked task's run (`recorded`).
 fn run_tags(runs: &[Attempt], i: usize) -> Vec<String> {
     let a = &runs[i];
     let mut tags = Vec::new();
@@ -271,6 +272,9 @@ fn run_tags(runs: &[Attempt], i: usize) -> Vec<String> {
     }
     if let Some(first) = earlier.first().filter(|b| b.role != a.role) {
         tags.push(format!("fallback from {}", first.role));
+    }
+    if let Some(from) = &a.forked_from {
+        tags.push(format!("recorded in {from}"));
     }
     tags
 }
@@ -356,7 +360,7 @@ fn runs_table(runs: &[Attempt]) -> Markup {
                 @for (i, a) in runs.iter().enumerate() {
                     tr {
                         td { (a.number) }
-                        td { code { (a.step) } @if a.forked_from.is_some() { " (recorded)" } }
+                        td { code { (a.step) } }
                         td { (a.role) }
                         td class={ "status " (status_name(a.status)) } { (status_name(a.status)) }
                         td { (a.started_at) }
