@@ -41,7 +41,9 @@ from pathlib import Path
 STEPS = 10
 
 
-def serve(db):
+def linear_graph(node, db):
+    """The benchmarks' flow: STEPS nodes s1 -> ... -> sN, each `node`, compiled
+    with a SqliteSaver checkpointer on the file `db`; (graph, connection)."""
     import sqlite3
     from typing import TypedDict
 
@@ -50,14 +52,6 @@ def serve(db):
 
     class State(TypedDict):
         done: int
-
-    starts, ends = [], []
-
-    def node(state):
-        starts.append(time.time())
-        subprocess.run(["sh", "-c", "true"], check=True)
-        ends.append(time.time())
-        return {"done": state["done"] + 1}
 
     g = StateGraph(State)
     names = [f"s{i}" for i in range(1, STEPS + 1)]
@@ -68,7 +62,19 @@ def serve(db):
         g.add_edge(a, b)
     g.add_edge(names[-1], END)
     conn = sqlite3.connect(db, check_same_thread=False)
-    graph = g.compile(checkpointer=SqliteSaver(conn))
+    return g.compile(checkpointer=SqliteSaver(conn)), conn
+
+
+def serve(db):
+    starts, ends = [], []
+
+    def node(state):
+        starts.append(time.time())
+        subprocess.run(["sh", "-c", "true"], check=True)
+        ends.append(time.time())
+        return {"done": state["done"] + 1}
+
+    graph, conn = linear_graph(node, db)
 
     def flow(durability):
         starts.clear()

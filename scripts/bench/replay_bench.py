@@ -24,7 +24,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-STEPS = 10
+from langgraph_steps import STEPS, linear_graph
 
 
 def proxy(port, to, count_file):
@@ -64,15 +64,6 @@ def proxy(port, to, count_file):
 
 
 def langgraph(db, sleep, rounds):
-    import sqlite3
-    from typing import TypedDict
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.graph import END, START, StateGraph
-
-    class State(TypedDict):
-        done: int
-
     ran = {"n": 0}
 
     def node(state):
@@ -80,16 +71,7 @@ def langgraph(db, sleep, rounds):
         time.sleep(sleep)
         return {"done": state["done"] + 1}
 
-    g = StateGraph(State)
-    names = [f"s{i}" for i in range(1, STEPS + 1)]
-    for n in names:
-        g.add_node(n, node)
-    g.add_edge(START, names[0])
-    for a, b in zip(names, names[1:]):
-        g.add_edge(a, b)
-    g.add_edge(names[-1], END)
-    conn = sqlite3.connect(db, check_same_thread=False)
-    graph = g.compile(checkpointer=SqliteSaver(conn))
+    graph, _conn = linear_graph(node, db)
     for _ in range(rounds):
         cfg = {"configurable": {"thread_id": uuid.uuid4().hex}}
         ran["n"] = 0
