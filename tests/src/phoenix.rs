@@ -73,3 +73,33 @@ pub fn trace_of(root: &std::path::Path, task: &str) -> (String, String) {
         serde_json::from_slice(&std::fs::read(root.join(format!("tasks/{task}/trace.json"))).unwrap()).unwrap();
     (t["traceId"].as_str().unwrap().to_owned(), t["spanId"].as_str().unwrap().to_owned())
 }
+
+/// Span attribute `key` (JSON null when it has none).
+pub fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+/// Checks each ended `invoke_agent` span's `clawboard.board.writes` against
+/// the task's board history (the records whose actor is the span's instance)
+/// and its OpenInference kind; returns how many of them wrote something.
+pub fn board_writes_match_history(root: &std::path::Path, task: &str, spans: &[Value]) -> usize {
+    let mut by_instance: std::collections::HashMap<String, u64> = Default::default();
+    for e in std::fs::read_dir(root.join(format!("tasks/{task}/board/history"))).unwrap() {
+        let r: Value = serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+        if let Some(i) = r["actor"]["instance"].as_str() {
+            *by_instance.entry(i.to_owned()).or_default() += 1;
+        }
+    }
+    let mut writing = 0;
+    for s in spans.iter().filter(|s| attr(s, "gen_ai.operation.name") == "invoke_agent") {
+        assert_eq!(s["span_kind"], "AGENT", "{s:#}");
+        if attr(s, "clawboard.attempt.status") == "interrupted" {
+            continue; // its run's span was cut short with it: no count
+        }
+        let instance = attr(s, "gen_ai.agent.id").as_str().unwrap();
+        let expected = by_instance.get(instance).copied().unwrap_or(0);
+        assert_eq!(attr(s, "clawboard.board.writes"), expected, "{instance}: {s:#}");
+        writing += usize::from(expected > 0);
+    }
+    writing
+}

@@ -231,6 +231,7 @@ fn a_model_call_is_a_chat_span_in_phoenix_and_its_request_carries_the_trace() {
     assert_eq!(writer["name"], "invoke_agent writer", "{:#?}", names(&spans));
     assert_eq!(writer["parent_id"], root.as_str());
     assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
+    assert_eq!((chat["span_kind"].as_str(), writer["span_kind"].as_str()), (Some("LLM"), Some("AGENT")));
     assert_eq!(attr(chat, "gen_ai.request.model"), "qwen2.5:7b");
     assert_eq!(attr(chat, "gen_ai.response.model"), "qwen2.5:7b");
     assert_eq!(attr(chat, "gen_ai.response.id"), "chatcmpl-e2e1");

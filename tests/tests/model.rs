@@ -767,4 +767,8 @@ fn a_blueprint_on_the_model_is_one_trace_in_phoenix_with_the_ledgers_tokens() {
         }
     }
     assert!(compared >= 3, "two title candidates and the cta answered: {ledger:#}");
+    assert!(
+        clawboard_tests::phoenix::board_writes_match_history(&t.root, &task, &spans) >= 1,
+        "the winning title wrote"
+    );
 }

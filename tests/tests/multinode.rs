@@ -14,6 +14,7 @@ mod conflicts;
 mod dispatch;
 mod faults;
 mod takeover;
+mod trace;
 
 const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
 
@@ -28,10 +29,14 @@ struct Cluster {
     _scratch: tempfile::TempDir,
 }
 
-/// The usual test roles, each appending `task role root` to the run log first;
-/// `use-slow` in a task's description makes the PM pick `slow`, which takes 8 s.
+/// The usual test roles, each appending `task role root traceparent` to the run
+/// log first (the last empty when the run is not traced); `use-slow` in a task's
+/// description makes the PM pick `slow`, which takes 8 s.
 fn roles(runlog: &Path) -> String {
-    let log = format!("echo \\\"$CLAWBOARD_TASK_ID $CLAWBOARD_ROLE $CLAWBOARD_ROOT\\\" >> {}; ", runlog.display());
+    let log = format!(
+        "echo \\\"$CLAWBOARD_TASK_ID $CLAWBOARD_ROLE $CLAWBOARD_ROOT $TRACEPARENT\\\" >> {}; ",
+        runlog.display()
+    );
     let slow = format!(
         "[roles.slow]\ncommand = [\"sh\", \"-c\", \"{log}cat >/dev/null; sleep 8; printf '{{\\\"summary\\\":\\\"slow did it\\\"}}'\"]\n"
     );

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use clawboard_tests::phoenix::{self, names, trace_of, wait_spans};
+use clawboard_tests::phoenix::{self, attr, names, trace_of, wait_spans};
 use clawboard_tests::{Tree, sh_config, wait_until};
 use serde_json::Value;
 
@@ -42,10 +42,6 @@ max_retries = 0
     let cfg = t.config(&config);
     let input = t.scratch("in.json", br#"{"user_input": {"topic": "traces", "platform": "general"}}"#);
     (cfg.to_str().unwrap().to_owned(), input, seen)
-}
-
-fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
-    &span["attributes"][key]
 }
 
 #[test]
@@ -116,6 +112,11 @@ fn a_run_killed_mid_blueprint_and_finished_by_the_daemon_is_one_trace_in_phoenix
     assert_eq!(attr(resumed[0], "clawboard.resume.interrupted"), 1);
     assert!(attr(roots[0], "clawboard.contract.status").is_string(), "{:#}", roots[0]);
     assert_eq!(cut[0]["status_code"], "ERROR");
+    assert_eq!(roots[0]["span_kind"], "CHAIN", "Phoenix types it from openinference.span.kind");
+    // Each run's span counts the board records it wrote (its output): at least
+    // the daemon's three steps (the killed process's last spans may not have left it).
+    let writing = phoenix::board_writes_match_history(&t.root, &task, &spans);
+    assert!(writing >= 3, "{writing} runs wrote to the board");
     // Each step's own span, with its slice.
     let s8 = spans.iter().find(|s| attr(s, "clawboard.step.id") == "bp/s8").unwrap();
     assert_eq!(attr(s8, "gen_ai.agent.name"), "step");

@@ -208,6 +208,11 @@ impl TaskBoard {
         Ok(out)
     }
 
+    /// The records after seq `after`, oldest first.
+    pub fn history_since(&self, after: u64) -> Result<Vec<Record>> {
+        self.record_seqs()?.into_iter().filter(|s| *s > after).map(|s| self.read_record(s)).collect()
+    }
+
     /// The board as of record `seq` (every record up to it, folded from empty).
     pub fn at(&self, seq: u64) -> Result<BoardFile> {
         let mut board = BoardFile::empty(self.task.clone());

@@ -462,7 +462,7 @@ fn proto_span(s: SpanData) -> Span {
         },
         start_time_unix_nano: nanos(s.start),
         end_time_unix_nano: nanos(s.end.max(s.start)),
-        attributes: attributes(&s.attributes),
+        attributes: span_attributes(&s.attributes),
         events: s
             .events
             .iter()
@@ -486,6 +486,24 @@ fn proto_span(s: SpanData) -> Span {
         status: Some(status),
         ..Default::default()
     }
+}
+
+/// A span's attributes, with the OpenInference kind its GenAI operation implies
+/// (so Phoenix types the span).
+fn span_attributes(pairs: &[(&'static str, Value)]) -> Vec<KeyValue> {
+    let mut out = attributes(pairs);
+    let kind = pairs.iter().find_map(|(k, v)| match v {
+        Value::Str(op) if *k == semconv::GEN_AI_OPERATION_NAME => semconv::openinference_kind(op),
+        _ => None,
+    });
+    if let Some(kind) = kind {
+        out.push(KeyValue {
+            key: semconv::OPENINFERENCE_SPAN_KIND.to_owned(),
+            value: Some(any(&Value::from(kind))),
+            ..Default::default()
+        });
+    }
+    out
 }
 
 fn attributes(pairs: &[(&'static str, Value)]) -> Vec<KeyValue> {
@@ -622,6 +640,20 @@ mod tests {
         assert_eq!(p.end_time_unix_nano, 2_000_000_000);
         assert_eq!(p.status.unwrap().code, 2);
         assert_eq!(p.attributes[0].key, "gen_ai.usage.input_tokens");
+        assert_eq!(p.attributes.len(), 1, "no operation, no OpenInference kind");
+        let mut chat = spans::span_between(
+            &root,
+            "chat m".into(),
+            SystemTime::UNIX_EPOCH,
+            SystemTime::UNIX_EPOCH,
+            vec![(semconv::GEN_AI_OPERATION_NAME, Value::from(semconv::OP_CHAT))],
+            None,
+        );
+        chat.kind = SpanKind::Client;
+        let kinds: Vec<(String, Option<AnyValue>)> =
+            proto_span(chat).attributes.into_iter().map(|kv| (kv.key, kv.value)).collect();
+        assert_eq!(kinds[1].0, "openinference.span.kind");
+        assert_eq!(kinds[1].1, Some(any(&Value::from("LLM"))));
         let req = request(Resource::default(), vec![]);
         assert_eq!(req.resource_spans[0].scope_spans[0].scope.as_ref().unwrap().name, "clawboard");
     }

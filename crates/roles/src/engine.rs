@@ -231,6 +231,12 @@ impl Engine {
         }
     }
 
+    /// This node took `task_id` over from node `from` (claim generation
+    /// `generation`): said in the task's trace.
+    pub fn taken_over(&self, task_id: &str, from: &str, generation: u64) {
+        spans::taken_over(self, task_id, from, generation);
+    }
+
     /// This node holds `task_id` again (it took the task back over).
     pub fn unfence(&self, task_id: &str) {
         self.fenced.lock().remove(task_id);
@@ -459,6 +465,7 @@ impl Engine {
                     p.held_by.clear();
                 });
                 claims::finish(&self.store, task_id)?;
+                run.send_spans();
                 spans::task_ended(self, run.trace.as_ref(), &run.task, None, totals);
                 Outcome::Completed
             }
@@ -476,6 +483,7 @@ impl Engine {
                     p.held_by.clear();
                 });
                 claims::finish(&self.store, task_id)?;
+                run.send_spans();
                 spans::task_ended(self, run.trace.as_ref(), &run.task, Some(&reason), totals);
                 Outcome::Failed(reason)
             }

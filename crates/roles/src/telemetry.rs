@@ -276,6 +276,15 @@ impl SpanGuard {
     pub fn end(self) {
         drop(self);
     }
+
+    /// Ends it now without exporting it: its data, to be finished and sent
+    /// with [`emit`] once what it reports is known. `None` when it records nothing.
+    pub fn stop(mut self) -> Option<SpanData> {
+        self.data.take().map(|(mut d, _)| {
+            d.end = SystemTime::now();
+            d
+        })
+    }
 }
 
 impl Drop for SpanGuard {

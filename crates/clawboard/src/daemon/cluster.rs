@@ -350,6 +350,7 @@ impl Membership {
             }
             if let Some(ClaimResult::Won { generation }) = self.nodes.take_over(task, &dead.node, beat_etag).await? {
                 tracing::warn!(task, from = %dead.node, generation, "took over a task from a node that stopped heart-beating");
+                self.dispatcher.engine.taken_over(task, &dead.node, generation);
                 self.drive(task)?;
             }
         }

@@ -344,6 +344,8 @@ impl<'r, 'e> Vm<'r, 'e> {
                 Err(other) => return Err(other),
             }
         }
+        // The steps' outputs are on the board: their runs' spans can count them.
+        self.run.send_spans();
         if !held.is_empty() {
             return Err(StepError::Held(held));
         }

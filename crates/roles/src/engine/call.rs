@@ -96,6 +96,11 @@ pub(crate) trait Site {
     fn trace(&self) -> Option<crate::telemetry::SpanContext> {
         None
     }
+    /// The run's span, ended: sent once the board writes of its run are
+    /// known (by default at once, with none).
+    fn span_ended(&self, _instance: &str, span: crate::telemetry::SpanData) {
+        spans::sent_with_writes(span, 0);
+    }
     /// The instance is gone (whatever the outcome).
     fn ended(&self, instance: &str) -> Result<(), StepError>;
     /// An attempt's output was accepted.
@@ -303,7 +308,9 @@ async fn attempt<S: Site, T: RoleOutput>(
         attempt.escalations.clone_from(&rec.attempt.escalations);
     }
     let slice = record(site, &mut attempt, &out, handed)?;
-    spans::agent_ended(span, &attempt, slice.as_ref());
+    if let Some(span) = spans::agent_ended(span, &attempt, slice.as_ref()) {
+        site.span_ended(&instance_id, span);
+    }
     site.ended(&instance_id)?;
     settle(site, step, role_id, attempt, &out, accepted).await
 }

@@ -34,10 +34,29 @@ pub(crate) struct TaskRun<'e> {
     pub(crate) full_tokens: Lock<Option<(u64, u64)>>,
     /// The task's trace (`trace.json`), when spans are exported.
     pub(crate) trace: Option<crate::telemetry::TaskTrace>,
+    /// Role runs' spans waiting for their board writes to be counted.
+    unsent: Lock<Unsent>,
+}
+
+/// Ended role-run spans not sent yet, and the board writes counted so far.
+#[derive(Default)]
+struct Unsent {
+    spans: Vec<(String, crate::telemetry::SpanData)>,
+    /// History records up to this seq are counted in `writes`.
+    counted: u64,
+    /// Board records written per instance.
+    writes: std::collections::HashMap<String, u64>,
 }
 
 pub(super) fn rel(task_id: &str, file: &str) -> Result<RelPath, Error> {
     RelPath::new(&layout::task_file(task_id, file))
+}
+
+impl Drop for TaskRun<'_> {
+    /// Spans still held (a step that stopped or failed early) are sent.
+    fn drop(&mut self) {
+        self.send_spans();
+    }
 }
 
 impl<'e> TaskRun<'e> {
@@ -96,7 +115,50 @@ impl<'e> TaskRun<'e> {
             status,
             full_tokens: Lock::new(None),
             trace,
+            unsent: Lock::new(Unsent::default()),
         })
+    }
+
+    /// Keeps instance `instance`'s ended span until [`TaskRun::send_spans`].
+    pub(crate) fn hold_span(&self, instance: &str, span: crate::telemetry::SpanData) {
+        self.unsent.lock().spans.push((instance.to_owned(), span));
+    }
+
+    /// Sends the role-run spans held so far, each with the board records its
+    /// instance wrote (read from the board's history since the last count). A
+    /// history that cannot be read sends them without the count.
+    pub(crate) fn send_spans(&self) {
+        let mut unsent = self.unsent.lock();
+        if unsent.spans.is_empty() {
+            return;
+        }
+        let records = match &self.board {
+            Some(b) => b.history_since(unsent.counted),
+            None => Ok(Vec::new()),
+        };
+        let counted = match records {
+            Ok(records) => {
+                for r in records {
+                    unsent.counted = unsent.counted.max(r.seq);
+                    if let Some(i) = r.actor.instance {
+                        *unsent.writes.entry(i).or_default() += 1;
+                    }
+                }
+                true
+            }
+            Err(e) => {
+                tracing::debug!(task = %self.id, "role-run spans sent without their board writes: {e}");
+                false
+            }
+        };
+        for (instance, span) in std::mem::take(&mut unsent.spans) {
+            let writes = unsent.writes.get(&instance).copied().unwrap_or(0);
+            if counted {
+                super::spans::sent_with_writes(span, writes);
+            } else {
+                crate::telemetry::emit(span);
+            }
+        }
     }
 
     /// Changes the progress page and has it written (off this thread: see `page.rs`).

@@ -7,7 +7,7 @@ use clawboard_core::formats::Task;
 use clawboard_records::attempts::{Attempt, AttemptStatus};
 
 use super::Engine;
-use crate::telemetry::{self, SpanContext, SpanGuard, SpanKind, TaskTrace, TraceLink, Value, semconv};
+use crate::telemetry::{self, SpanContext, SpanData, SpanGuard, SpanKind, TaskTrace, TraceLink, Value, semconv};
 
 /// The task's trace, made on its first run; linked to the original of a replay
 /// or a fork. A trace that cannot be read or kept is said, and the task runs on
@@ -117,10 +117,12 @@ pub(crate) fn agent(root: Option<&SpanContext>, task_id: &str, a: &Attempt, why:
 }
 
 /// Ends a role run's span: its status, and the slice it was handed (tokens,
-/// budget, rungs, the whole board's count and seq).
-pub(crate) fn agent_ended(mut span: SpanGuard, a: &Attempt, slice: Option<&Handout>) {
+/// budget, rungs, the whole board's count and seq). Returned, not sent: the
+/// board writes its run made are counted once its step's output is applied
+/// ([`sent_with_writes`]).
+pub(crate) fn agent_ended(mut span: SpanGuard, a: &Attempt, slice: Option<&Handout>) -> Option<SpanData> {
     if !span.recording() {
-        return;
+        return None;
     }
     let status = match a.status {
         AttemptStatus::Running => "running",
@@ -157,6 +159,14 @@ pub(crate) fn agent_ended(mut span: SpanGuard, a: &Attempt, slice: Option<&Hando
     if a.status != AttemptStatus::Ok {
         span.fail(status, a.error.as_deref().unwrap_or(status));
     }
+    span.stop()
+}
+
+/// Sends a role run's span with the number of board records its run wrote
+/// (itself through the API, and its output as the orchestrator applied it).
+pub(crate) fn sent_with_writes(mut span: SpanData, writes: u64) {
+    span.attributes.push((semconv::CLAWBOARD_BOARD_WRITES, writes.into()));
+    telemetry::emit(span);
 }
 
 /// The task held for a person: a span at the moment, naming the escalations.
@@ -211,20 +221,36 @@ pub(super) fn task_ended(
 
 /// Another node took the task over: a span at the moment on this node's side.
 pub(super) fn fenced(engine: &Engine, task_id: &str) {
+    mark(engine, task_id, "fenced", Vec::new());
+}
+
+/// This node took the task over from `from`, whose heartbeat went stale: a
+/// span at the moment, with the claim's new generation.
+pub(super) fn taken_over(engine: &Engine, task_id: &str, from: &str, generation: u64) {
+    let attributes = vec![
+        (semconv::CLAWBOARD_CLAIM_FROM, Value::from(from)),
+        (semconv::CLAWBOARD_CLAIM_GENERATION, generation.into()),
+    ];
+    mark(engine, task_id, "taken_over", attributes);
+}
+
+/// A span named `name` at the moment under the root of the trace kept in the
+/// task's `trace.json` (none when the task has none yet, or telemetry is off).
+fn mark(engine: &Engine, task_id: &str, name: &str, mut attributes: telemetry::Attributes) {
     if !telemetry::enabled() {
         return;
     }
     let root = match telemetry::read_task_trace(&engine.store, task_id) {
         Ok(t) => t.and_then(|t| t.root()),
         Err(e) => {
-            tracing::debug!(task = %task_id, "no fence span: {e}");
+            tracing::debug!(task = %task_id, "no {name} span: {e}");
             None
         }
     };
     let Some(root) = root else { return };
     let now = std::time::SystemTime::now();
-    let attributes = vec![(semconv::CLAWBOARD_TASK_ID, Value::from(task_id))];
-    telemetry::emit(telemetry::span_between(&root, "fenced".into(), now, now, attributes, None));
+    attributes.insert(0, (semconv::CLAWBOARD_TASK_ID, Value::from(task_id)));
+    telemetry::emit(telemetry::span_between(&root, name.into(), now, now, attributes, None));
 }
 
 /// The output contract's `execution_result.status` in `result.json`, if it has one.

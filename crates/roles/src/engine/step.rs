@@ -61,6 +61,10 @@ impl TaskRun<'_> {
             Err(StepError::Failed(_)) => self.board_step_ended(info, false)?,
             Err(_) => {}
         }
+        // A blueprint step's output is applied by its VM, which sends them then.
+        if info.plan.is_none() {
+            self.send_spans();
+        }
         outcome
     }
 
@@ -225,6 +229,10 @@ impl Site for StepSite<'_, '_> {
 
     fn trace(&self) -> Option<crate::telemetry::SpanContext> {
         self.run.trace.as_ref().and_then(crate::telemetry::TaskTrace::root)
+    }
+
+    fn span_ended(&self, instance: &str, span: crate::telemetry::SpanData) {
+        self.run.hold_span(instance, span);
     }
 
     fn ended(&self, instance: &str) -> Result<(), StepError> {

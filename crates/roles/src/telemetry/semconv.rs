@@ -38,6 +38,21 @@ pub const ERROR_TYPE: &str = "error.type";
 pub const SERVER_ADDRESS: &str = "server.address";
 pub const SERVER_PORT: &str = "server.port";
 
+// OpenInference's span kind, which Phoenix (and Arize) read to type a span; it
+// is derived from `gen_ai.operation.name` when a span is encoded.
+pub const OPENINFERENCE_SPAN_KIND: &str = "openinference.span.kind";
+
+/// The OpenInference span kind of a GenAI operation, if it has one.
+pub fn openinference_kind(operation: &str) -> Option<&'static str> {
+    match operation {
+        OP_INVOKE_WORKFLOW => Some("CHAIN"),
+        OP_INVOKE_AGENT => Some("AGENT"),
+        OP_CHAT => Some("LLM"),
+        OP_EXECUTE_TOOL => Some("TOOL"),
+        _ => None,
+    }
+}
+
 // GenAI metrics (as Prometheus names on `/metrics`: dots become underscores).
 pub const METRIC_TOKEN_USAGE: &str = "gen_ai_client_token_usage";
 pub const METRIC_OPERATION_DURATION: &str = "gen_ai_client_operation_duration_seconds";
@@ -62,8 +77,11 @@ pub const CLAWBOARD_BUDGET: &str = "clawboard.slice.budget";
 pub const CLAWBOARD_RUNGS: &str = "clawboard.slice.rungs";
 pub const CLAWBOARD_BOARD_TOKENS: &str = "clawboard.board.tokens";
 pub const CLAWBOARD_BOARD_SEQ: &str = "clawboard.board.seq";
+pub const CLAWBOARD_BOARD_WRITES: &str = "clawboard.board.writes";
 pub const CLAWBOARD_ESCALATIONS: &str = "clawboard.escalation.ids";
 pub const CLAWBOARD_CONTRACT_STATUS: &str = "clawboard.contract.status";
+pub const CLAWBOARD_CLAIM_FROM: &str = "clawboard.claim.from";
+pub const CLAWBOARD_CLAIM_GENERATION: &str = "clawboard.claim.generation";
 pub const CLAWBOARD_INTERRUPTED: &str = "clawboard.resume.interrupted";
 pub const CLAWBOARD_LINK_RELATION: &str = "clawboard.link.relation";
 pub const CLAWBOARD_TOTAL_INPUT_TOKENS: &str = "clawboard.usage.input_tokens";
