@@ -264,6 +264,15 @@ fn a_fork_at_the_body_step_reuses_the_steps_before_it_and_runs_the_rest_on_the_e
     // Its tokens: what it spent itself, and what it reused.
     let result = read_json(&task_dir(&t, &fork).join("result.json"));
     assert_eq!(result["tokens"]["reused"]["slices"], 5, "{}", result["tokens"]);
+    // `slice history` and `task show` say which steps were recorded and which ran here.
+    let slices = t.run(&["--config", c, "slice", "history", &fork]);
+    let recorded: Vec<&str> = slices.stdout.lines().filter(|l| l.contains("(recorded)")).collect();
+    assert_eq!(recorded.len(), 5, "{}", slices.stdout);
+    assert!(recorded.iter().all(|l| !l.contains("bp/body")), "{}", slices.stdout);
+    assert!(slices.stdout.contains("reused: 5 slices of the steps a fork copied as recorded"), "{}", slices.stdout);
+    let shown = t.run(&["--config", c, "task", "show", &fork]);
+    assert!(shown.stdout.contains(&format!("forked from: {id} at step bp/body")), "{}", shown.stdout);
+    assert!(shown.stdout.contains("5 attempts recorded there"), "{}", shown.stdout);
 
     // The recorded task is as it was (the fork is a new directory beside it).
     let mut after = t.snapshot();
