@@ -233,3 +233,42 @@ fn metrics_have_a_row_for_every_background_job() {
     );
     assert_eq!(d.stop(), 0);
 }
+
+/// The notify hook is handed text roles wrote: it gets the few inherited
+/// variables and its `pass_env`, none of the daemon's keys.
+#[test]
+fn the_notify_hook_finds_none_of_the_daemons_keys_in_its_environment() {
+    let t = Tree::init();
+    let dumped = t.dir.path().join("hook-env.txt");
+    let hook = format!(
+        "[notify]\nlevels = [\"critical\"]\ncommand = [\"sh\", \"-c\", \"env > {0}.tmp; mv {0}.tmp {0}\"]\npass_env = [\"CHAT_WEBHOOK_URL\"]\n",
+        dumped.display()
+    );
+    t.config(&esc_config("critical", &hook));
+    let secrets = [
+        ("AWS_ACCESS_KEY_ID", "AKIAHOOKTEST"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-for-the-hook-test"),
+        ("GITHUB_TOKEN", "ghp_hooktest"),
+        ("CLAWBOARD_LLM_MODEL_API_KEY", "sk-hooktest"),
+    ];
+    let mut env = secrets.to_vec();
+    env.push(("CHAT_WEBHOOK_URL", "https://chat.example/hook"));
+    let d = t.daemon_with_env(&env);
+    t.drop_task("n1.json", &task_json("n1", "use-esc notify me"));
+    wait_until(30, "the hook's environment", || dumped.exists());
+    let seen = std::fs::read_to_string(&dumped).unwrap();
+    for (name, value) in secrets {
+        assert!(!seen.contains(value), "{name} reached the hook:\n{seen}");
+    }
+    assert!(seen.contains("CHAT_WEBHOOK_URL=https://chat.example/hook"), "{seen}");
+    assert!(seen.contains("CLAWBOARD_ESCALATION_LEVEL=critical"), "{seen}");
+    assert!(seen.lines().any(|l| l.starts_with("PATH=")), "{seen}");
+    assert_eq!(d.stop(), 0);
+
+    // A name that cannot be a variable's is refused, naming the key.
+    let cfg = t.config(&esc_config("critical", "[notify]\ncommand = [\"true\"]\npass_env = [\"NOT-A-NAME\"]\n"));
+    let r = t.run(&["--config", cfg.to_str().unwrap(), "doctor"]);
+    assert_ne!(r.code, 0);
+    let said = format!("{}{}", r.stdout, r.stderr);
+    assert!(said.contains("notify.pass_env[0]") && said.contains("is not a variable name"), "{said}");
+}

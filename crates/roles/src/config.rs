@@ -410,14 +410,7 @@ fn check_pass_env(id: &str, r: &RoleConfig) -> Result<(), ConfigError> {
                 "only a `command` role runs as a process with an environment; an `http` or `llm` role has none",
             ));
         }
-        let mut chars = name.chars();
-        let first_ok = chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic());
-        if !first_ok || !chars.all(|c| c == '_' || c.is_ascii_alphanumeric()) {
-            return Err(ConfigError::new(
-                key,
-                format!("{name:?} is not a variable name (letters, digits and `_`, not starting with a digit)"),
-            ));
-        }
+        crate::runner::check_var_name(name).map_err(|why| ConfigError::new(key, why))?;
     }
     Ok(())
 }

@@ -218,17 +218,36 @@ pub fn close_own_proc_files() -> nix::Result<()> {
 /// variables and the role's `pass_env` alone (its `env` and its run's
 /// `CLAWBOARD_*` are added by the caller).
 fn command_for(program: impl AsRef<std::ffi::OsStr>, role: &RoleConfig) -> tokio::process::Command {
+    command_with_env(program, &role.pass_env)
+}
+
+/// `program` with an environment of the daemon's [`INHERITED`] variables (and
+/// every `LC_*`) and those `pass_env` names alone: how the daemon starts every
+/// process it starts (a role, the notify hook).
+pub fn command_with_env(program: impl AsRef<std::ffi::OsStr>, pass_env: &[String]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(program);
     cmd.env_clear();
     for (name, value) in std::env::vars_os() {
         let passed = name
             .to_str()
-            .is_some_and(|n| INHERITED.contains(&n) || n.starts_with("LC_") || role.pass_env.iter().any(|p| p == n));
+            .is_some_and(|n| INHERITED.contains(&n) || n.starts_with("LC_") || pass_env.iter().any(|p| p == n));
         if passed {
             cmd.env(name, value);
         }
     }
     cmd
+}
+
+/// `Err` (why) unless `name` can be a variable's name: letters, digits and
+/// `_`, not starting with a digit.
+pub fn check_var_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic());
+    if first_ok && chars.all(|c| c == '_' || c.is_ascii_alphanumeric()) {
+        Ok(())
+    } else {
+        Err(format!("{name:?} is not a variable name (letters, digits and `_`, not starting with a digit)"))
+    }
 }
 
 /// The process `argv` of `role` runs as: directly, or through our own binary

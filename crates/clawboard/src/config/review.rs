@@ -1,7 +1,6 @@
 //! `[reports]`, `[web]` and `[notify]`: what the human reviewer gets.
 
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -42,6 +41,10 @@ pub struct NotifyConfig {
     pub retries: Option<u32>,
     pub retry_delay: Option<String>,
     pub timeout: Option<String>,
+    /// Variables of the daemon's environment the command gets beyond the
+    /// inherited few (as `roles.ID.pass_env`).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 pub const REPORT_DAILY: &str = "10 0 * * *";
@@ -91,6 +94,7 @@ pub struct NotifyResolved {
     pub retries: u32,
     pub retry_delay: Duration,
     pub timeout: Duration,
+    pub pass_env: Vec<String>,
 }
 
 impl NotifyResolved {
@@ -199,6 +203,12 @@ pub fn resolve(
     if retries > 20 {
         return Err(bad("notify.retries", format!("{retries} is out of range 0..=20")));
     }
+    for (i, name) in n.pass_env.iter().enumerate() {
+        clawboard_roles::runner::check_var_name(name).map_err(|why| bad(&format!("notify.pass_env[{i}]"), why))?;
+    }
+    if !n.pass_env.is_empty() && n.command.is_none() {
+        return Err(bad("notify.pass_env", "only notify.command runs as a process with an environment".into()));
+    }
     let notify = NotifyResolved {
         levels,
         command: n.command,
@@ -206,6 +216,7 @@ pub fn resolve(
         retries,
         retry_delay: duration("notify.retry_delay", n.retry_delay, Duration::from_secs(5))?,
         timeout: duration("notify.timeout", n.timeout, Duration::from_secs(10))?,
+        pass_env: n.pass_env,
     };
     Ok(ReviewResolved { reports, web: WebResolved { listen, token }, notify })
 }
@@ -213,27 +224,21 @@ pub fn resolve(
 /// Reads the token in `path`, creating it (256 random bits as hex, mode 0600) when it
 /// is missing or `rotate` is set. Returns the token and whether it is new.
 pub fn ensure_token_file(path: &std::path::Path, rotate: bool) -> anyhow::Result<(String, bool)> {
-    if !rotate {
-        match std::fs::read_to_string(path) {
-            Ok(t) => {
-                let t = t.trim().to_owned();
-                if t.len() < MIN_TOKEN_CHARS {
-                    return Err(BadInput(format!(
-                        "{}: the web token is {} characters, fewer than {MIN_TOKEN_CHARS}; run `clawboard web token --rotate`",
-                        path.display(),
-                        t.len()
-                    ))
-                    .into());
-                }
-                let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o077).unwrap_or(0);
-                if mode != 0 {
-                    tracing::warn!("{}: readable by others (mode {:o}); chmod 600 it", path.display(), mode);
-                }
-                return Ok((t, false));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("reading the web token {}", path.display())),
+    if !rotate && path.symlink_metadata().is_ok() {
+        // Held to every secret file's rules: a regular file, mode 600 or stricter.
+        let t = clawboard_core::secret::read_file(path, "web.token_file")
+            .map_err(|e| BadInput(e.to_string()))?
+            .trim()
+            .to_owned();
+        if t.len() < MIN_TOKEN_CHARS {
+            return Err(BadInput(format!(
+                "{}: the web token is {} characters, fewer than {MIN_TOKEN_CHARS}; run `clawboard web token --rotate`",
+                path.display(),
+                t.len()
+            ))
+            .into());
         }
+        return Ok((t, false));
     }
     let token = clawboard_core::id::random_hex(32);
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
@@ -251,4 +256,30 @@ pub fn ensure_token_file(path: &std::path::Path, rotate: bool) -> anyhow::Result
         return Ok((token, true));
     }
     ensure_token_file(path, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_web_token_file_is_made_private_and_refused_when_others_may_read_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".clawboard/web-token");
+        let (token, made) = ensure_token_file(&path, false).unwrap();
+        assert!(made && token.len() >= MIN_TOKEN_CHARS);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(ensure_token_file(&path, false).unwrap(), (token.clone(), false));
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = ensure_token_file(&path, false).unwrap_err().to_string();
+        assert!(e.contains("web.token_file") && e.contains("chmod 600"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), token, "the file is left as it was");
+
+        // Rotating replaces it with a private file.
+        let (rotated, made) = ensure_token_file(&path, true).unwrap();
+        assert!(made && rotated != token);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
 }

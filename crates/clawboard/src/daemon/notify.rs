@@ -230,7 +230,9 @@ impl Notifier {
 
     async fn run_command(&self, cmd: &[String], entry: &review::EscalationFile, json: &[u8]) -> Result<(), String> {
         let (program, args) = cmd.split_first().ok_or("notify.command is empty")?;
-        let mut child = tokio::process::Command::new(program)
+        // The daemon's keys (the bucket's, GitHub's, a model's) stay out of it:
+        // it is handed text that roles wrote.
+        let mut child = clawboard_roles::runner::command_with_env(program, &self.config.pass_env)
             .args(args)
             .env("CLAWBOARD_ESCALATION_ID", &entry.id)
             .env("CLAWBOARD_ESCALATION_LEVEL", entry.escalation.level.as_str())
