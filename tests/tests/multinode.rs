@@ -43,6 +43,21 @@ fn roles(runlog: &Path) -> String {
     clawboard_tests::sh_config_with(&log, &slow)
 }
 
+/// Drops task `id`, whose PM picks `slow`, into node-b, and kills node-b
+/// (`kill -9`; `daemons` as [`Cluster::start`] made them) 2.5 s into the slow
+/// run, once it has pushed the task's progress.
+fn kill_b_while_slow_runs(c: &Cluster, daemons: &mut Vec<Daemon>, id: &str) {
+    c.node("node-b").t.drop_task(
+        &format!("{id}.json"),
+        &format!(r#"{{"taskId": "{id}", "type": "coding", "description": "use-slow"}}"#),
+    );
+    clawboard_tests::wait_until(20, "the slow role running on node-b", || {
+        c.runs().iter().any(|(t, r, n)| t == id && r == "slow" && n == "node-b")
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    daemons.remove(1).crash();
+}
+
 /// Three trees on a new bucket of `kind` (the scratch directory lives as long as the result).
 fn on(kind: Kind) -> (tempfile::TempDir, Bucket, Cluster) {
     let scratch = tempfile::tempdir().unwrap();

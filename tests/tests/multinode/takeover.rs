@@ -425,13 +425,7 @@ fn a_node_killed_mid_task_is_taken_over_and_fenced_when_it_returns(#[case] kind:
     let (_scratch, bucket, c) = on(kind);
     let mut daemons = c.start();
     let b = &c.node("node-b").t;
-    b.drop_task("slow.json", r#"{"taskId": "t-slow", "type": "coding", "description": "use-slow"}"#);
-    wait_until(20, "the slow role running on node-b", || {
-        c.runs().iter().any(|(t, r, n)| t == "t-slow" && r == "slow" && n == "node-b")
-    });
-    // Let node-b push the task's progress so far, then kill it.
-    std::thread::sleep(Duration::from_millis(2500));
-    daemons.remove(1).crash();
+    super::kill_b_while_slow_runs(&c, &mut daemons, "t-slow");
     let segments_before: Vec<String> =
         bucket.all_objects().into_keys().filter(|k| k.starts_with("_log/node-b/")).collect();
     wait_until(60, "node-a or node-c to complete t-slow", || {

@@ -3,7 +3,6 @@
 //! real Arize Phoenix (`scripts/phoenix`); the killed node, back, is fenced in it.
 
 use std::path::Path;
-use std::time::Duration;
 
 use clawboard_tests::phoenix::{self, attr, names, trace_of, wait_spans};
 use clawboard_tests::s3::{Bucket, Kind};
@@ -36,13 +35,8 @@ fn a_task_taken_over_by_another_node_is_one_trace_in_phoenix() {
     let c = Cluster::with_roles(&bucket, traced_roles, "push_each_step = true\n");
     let mut daemons = c.start();
     let b = &c.node("node-b").t;
-    b.drop_task("traced.json", r#"{"taskId": "t-traced", "type": "coding", "description": "use-slow"}"#);
-    wait_until(20, "the slow role running on node-b", || {
-        c.runs().iter().any(|(t, r, n)| t == "t-traced" && r == "slow" && n == "node-b")
-    });
-    // Let node-b push the task's progress (and its trace.json) and export its PM's span, then kill it.
-    std::thread::sleep(Duration::from_millis(2500));
-    daemons.remove(1).crash();
+    // Killed after it pushed the task's progress (and its trace.json) and exported its PM's span.
+    super::kill_b_while_slow_runs(&c, &mut daemons, "t-traced");
     wait_until(60, "node-a or node-c to complete t-traced", || {
         ["node-a", "node-c"].iter().any(|id| c.node(id).t.status_of("t-traced") == "completed")
     });
