@@ -36,10 +36,58 @@ pub(crate) fn claim_key(task: &str) -> Result<String> {
 /// The claim on `task`, with its ETag.
 pub(crate) async fn claim_of<R: Remote>(sync: &SyncState<R>, task: &str) -> Result<Option<(ClaimDoc, String)>> {
     let key = claim_key(task)?;
-    let Some((bytes, info)) = sync.get_checked(&key).await? else { return Ok(None) };
+    let got = match sync.get_checked(&key).await {
+        Ok(got) => got,
+        Err(e) if e.is_retryable() => match mend_torn(sync, &key).await? {
+            Some(got) => Some(got),
+            None => return Err(e.into()),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    let Some((bytes, info)) = got else { return Ok(None) };
     let doc = serde_json::from_slice::<ClaimDoc>(&bytes)
         .map_err(|e| Error::io(&key, std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     Ok(Some((doc, info.etag.unwrap_or_default())))
+}
+
+/// Whether `bytes` are not the version `info`'s hash names.
+fn torn(bytes: &[u8], info: &crate::remote::ObjectInfo) -> bool {
+    info.blake3().is_some_and(|named| named != blake3::hash(bytes).to_hex().as_str())
+}
+
+/// A claim whose bytes and hash still disagree when read twice, the ETag and
+/// bytes the same, [`crate::cluster::READ_BACK`] apart: a server that stores an
+/// object's data and metadata apart let two writes interleave (s3s-fs), and no
+/// read will ever match again. It is rewritten whole over that ETag, its bytes
+/// with their own hash: the claim is the node its bytes name. `None` when the
+/// object is not torn that way (a read beside a write, which passes).
+async fn mend_torn<R: Remote>(
+    sync: &SyncState<R>,
+    key: &str,
+) -> Result<Option<(bytes::Bytes, crate::remote::ObjectInfo)>> {
+    let read = || async {
+        sync.counts.get.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        sync.remote.get(key).await
+    };
+    let Some((bytes, info)) = read().await? else { return Ok(None) };
+    if !torn(&bytes, &info) {
+        return Ok(Some((bytes, info)));
+    }
+    tokio::time::sleep(crate::cluster::READ_BACK).await;
+    let Some((again, info_again)) = read().await? else { return Ok(None) };
+    let Some(etag) = info.etag.clone().filter(|e| Some(e) == info_again.etag.as_ref() && again == bytes) else {
+        return Ok(None);
+    };
+    sync.counts.put.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let body = crate::remote::Body::Bytes(bytes.clone());
+    match sync.remote.put(key, body, &crate::remote::hashed(&bytes), &crate::remote::Condition::Matches(etag)).await {
+        Ok(_) => {
+            tracing::warn!(key, "a claim two interleaved writes left torn was written again whole");
+            Ok(sync.get_checked(key).await?)
+        }
+        Err(e) if e.failure == crate::error::Failure::PreconditionFailed => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// This node lost `task`: never push its directory again, and put back the
