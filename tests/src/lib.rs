@@ -397,3 +397,43 @@ retry_backoff = "10ms"
 {extra}"#
     )
 }
+
+/// A real HTTP role server: Python's http.server on 127.0.0.1 (a port the OS
+/// picks), answering each POST with `{"summary": SUMMARY}`, SUMMARY a Python
+/// expression over `ctx` (the context posted) and `self.headers`. Stopped when
+/// dropped.
+pub struct HttpRole {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl HttpRole {
+    pub fn start(summary: &str) -> HttpRole {
+        use std::io::{BufRead, BufReader};
+        let server = format!(
+            r#"
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        ctx = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = json.dumps({{"summary": {summary}}}).encode()
+        self.send_response(200); self.send_header("content-type", "application/json"); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#
+        );
+        let mut child = Command::new("python3").args(["-c", &server]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut port = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut port).unwrap();
+        HttpRole { child, port: port.trim().parse().unwrap() }
+    }
+}
+
+impl Drop for HttpRole {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -405,38 +405,19 @@ fn a_decision_racing_the_hold_is_not_lost() {
 
 #[test]
 fn an_http_role_gets_the_context_and_its_answer_is_the_output() {
-    use std::io::{BufRead, BufReader};
-    // A real HTTP server (Python's http.server) on 127.0.0.1, port chosen by the OS.
-    let server = r#"
-import http.server, json, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        ctx = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        ok = self.headers["authorization"].startswith("Bearer ") and self.headers["x-clawboard-task-id"] == ctx["task"]["taskId"]
-        body = json.dumps({"summary": "reviewed %s over http (%s)" % (ctx["task"]["taskId"], "headers ok" if ok else "headers wrong")}).encode()
-        self.send_response(200); self.send_header("content-type", "application/json"); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def log_message(self, *a): pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"#;
-    let mut py = std::process::Command::new("python3")
-        .args(["-c", server])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(py.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    // A real HTTP server; it says whether the role's headers name the task.
+    let server = clawboard_tests::HttpRole::start(
+        r#""reviewed %s over http (%s)" % (ctx["task"]["taskId"], "headers ok" if self.headers["authorization"].startswith("Bearer ") and self.headers["x-clawboard-task-id"] == ctx["task"]["taskId"] else "headers wrong")"#,
+    );
     let t = Tree::init();
     t.config(&sh_config(&format!(
         "\n[roles.reviewer]\nhttp = {{ url = \"http://127.0.0.1:{}/run\" }}\ntimeout = \"10s\"\n",
-        port.trim()
+        server.port
     )));
     let d = t.daemon();
     t.drop_task("h1.json", &task_json("h1", "use-http"));
     wait_until(30, "h1", || terminal(&t, "h1"));
-    let _ = py.kill();
-    let _ = py.wait();
+    drop(server);
     assert_eq!(t.status_of("h1"), "completed", "{}", d.output());
     let result = std::fs::read_to_string(t.root.join("tasks/h1/result.json")).unwrap();
     assert!(result.contains("reviewed h1 over http (headers ok)"), "{result}");

@@ -363,26 +363,12 @@ fn bad_telemetry_settings_stop_the_daemon_and_name_the_key() {
 /// task's trace (the collector here is down: the trace is made all the same).
 #[test]
 fn an_http_role_gets_its_runs_traceparent() {
-    // A real HTTP server (Python's http.server) that answers with the header it got.
-    let server = r#"
-import http.server, json
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers["content-length"]))
-        body = json.dumps({"summary": "traceparent %s" % self.headers.get("traceparent")}).encode()
-        self.send_response(200); self.send_header("content-type", "application/json"); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def log_message(self, *a): pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"#;
-    let mut py = std::process::Command::new("python3").args(["-c", server]).stdout(Stdio::piped()).spawn().unwrap();
-    let mut port = String::new();
-    BufReader::new(py.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    // A real HTTP server that answers with the header it got.
+    let server = clawboard_tests::HttpRole::start(r#""traceparent %s" % self.headers.get("traceparent")"#);
     let t = Tree::init();
     t.config(&sh_config(&format!(
         "\n[roles.reviewer]\nhttp = {{ url = \"http://127.0.0.1:{}/run\" }}\ntimeout = \"10s\"\n\n[telemetry]\notlp_endpoint = \"{}\"\n",
-        port.trim(),
+        server.port,
         closed_port()
     )));
     let d = t.daemon();
@@ -391,8 +377,7 @@ s.serve_forever()
         r#"{"taskId":"h1","type":"coding","description":"use-http","priority":"normal","createdBy":"human"}"#,
     );
     wait_until(30, "h1 to end", || matches!(t.status_of("h1").as_str(), "completed" | "failed"));
-    let _ = py.kill();
-    let _ = py.wait();
+    drop(server);
     assert_eq!(t.status_of("h1"), "completed", "{}", d.output());
     let (trace, _) = trace_of(&t.root, "h1");
     let result = std::fs::read_to_string(t.root.join("tasks/h1/result.json")).unwrap();
